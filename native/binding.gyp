@@ -1,0 +1,11 @@
+{
+  "targets": [
+    {
+      "target_name": "sluice_nfq",
+      "sources": ["src/nfq.c"],
+      "defines": ["NAPI_VERSION=8", "_GNU_SOURCE"],
+      "cflags_c": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"],
+      "libraries": ["-lnetfilter_queue", "-lmnl"]
+    }
+  ]
+}

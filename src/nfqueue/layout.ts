@@ -1,0 +1,79 @@
+/**
+ * Memory layout shared with native/src/nfq.c. The C side checks META_WORDS,
+ * VERDICT_WORDS and STATS_WORDS against these at open (native.ts), so a
+ * mismatch fails loudly instead of corrupting verdicts.
+ */
+
+/** Words per packet in the metadata array filled by C. */
+export const Meta = {
+  Id: 0,
+  Hook: 1,
+  Mark: 2,
+  CtMark: 3,
+  CtInfo: 4,
+  InDev: 5,
+  OutDev: 6,
+  PayloadOffset: 7,
+  PayloadLength: 8,
+  Flags: 9,
+  OriginalLength: 10,
+  HwProtocol: 11,
+} as const;
+export const META_WORDS = 12;
+
+/** Bits of Meta.Flags. */
+export const PacketFlag = {
+  HasConntrack: 1 << 0,
+  HasCtInfo: 1 << 1,
+  ChecksumNotReady: 1 << 2,
+  Gso: 1 << 3,
+  Truncated: 1 << 4,
+  HasMark: 1 << 5,
+} as const;
+
+/** Words per staged verdict. */
+export const Staged = { Id: 0, Code: 1, Mark: 2, PayloadOffset: 3, PayloadLength: 4 } as const;
+export const VERDICT_WORDS = 5;
+
+/** Bits of Staged.Code above the low byte (the verdict itself). */
+export const VerdictFlag = {
+  SetMark: 1 << 8,
+  PayloadTx: 1 << 9,
+  PayloadRx: 1 << 10,
+} as const;
+
+/** Slots of the statistics array, updated by C without crossing into JS. */
+export const Stat = {
+  Packets: 0,
+  Batches: 1,
+  MaxBatch: 2,
+  Verdicts: 3,
+  SendErrors: 4,
+  KernelErrors: 5,
+  Overruns: 6,
+  BadMessages: 7,
+  RecvErrors: 8,
+  LastErrno: 9,
+  TruncatedReads: 10,
+  CallbackErrors: 11,
+} as const;
+export const STATS_WORDS = 12;
+
+/** Kernel NFQA_CFG_F_* flags passed to open(). */
+export const OpenFlag = { FailOpen: 1 << 0, Conntrack: 1 << 1, Gso: 1 << 2 } as const;
+
+/** Netfilter verdicts a queue may return (NF_DROP, NF_ACCEPT, NF_REPEAT). */
+export const Verdict = { Drop: 0, Accept: 1, Repeat: 4 } as const;
+export type VerdictCode = (typeof Verdict)[keyof typeof Verdict];
+
+/** Netfilter hooks as reported in Meta.Hook (NF_INET_*). */
+export const Hook = { PreRouting: 0, LocalIn: 1, Forward: 2, LocalOut: 3, PostRouting: 4 } as const;
+
+/** enum ip_conntrack_info, as reported in Meta.CtInfo. */
+export const CtInfo = {
+  Established: 0,
+  Related: 1,
+  New: 2,
+  EstablishedReply: 3,
+  RelatedReply: 4,
+} as const;

@@ -1,0 +1,57 @@
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { NativeAddonMissingError } from '../errors/errors.ts';
+import { META_WORDS, STATS_WORDS, VERDICT_WORDS } from './layout.ts';
+
+/** The raw binding exported by native/src/nfq.c. Only queue.ts calls it. */
+export interface NativeNfq {
+  open(
+    queue: number,
+    copyRange: number,
+    maxLength: number,
+    flags: number,
+    receiveBufferBytes: number,
+    rx: Uint8Array,
+    meta: Uint32Array,
+    verdicts: Uint32Array,
+    txPayload: Uint8Array,
+    stats: Float64Array,
+    onBatch: (count: number) => number,
+    onError: (err: Error) => void,
+  ): NativeHandle;
+  verdicts(handle: NativeHandle, count: number): void;
+  close(handle: NativeHandle): void;
+  ref(handle: NativeHandle, on: boolean): void;
+  readonly META_WORDS: number;
+  readonly VERDICT_WORDS: number;
+  readonly STATS_WORDS: number;
+  readonly MSG_OVERHEAD: number;
+}
+
+/** Opaque external value owned by the C side. */
+export type NativeHandle = { readonly __brand: 'NativeHandle' };
+
+export const ADDON_PATH = fileURLToPath(new URL('../../native/build/Release/sluice_nfq.node', import.meta.url));
+
+let cached: NativeNfq | undefined;
+
+/** Loads the addon once; throws NativeAddonMissingError with the fix if absent or mismatched. */
+export function loadNative(): NativeNfq {
+  if (cached) return cached;
+  let mod: NativeNfq;
+  try {
+    mod = createRequire(import.meta.url)(ADDON_PATH) as NativeNfq;
+  } catch (err) {
+    throw new NativeAddonMissingError(
+      `cannot load the NFQUEUE addon at ${ADDON_PATH}: run scripts/install.sh (it builds native/ with node-gyp)`,
+      { cause: err },
+    );
+  }
+  if (mod.META_WORDS !== META_WORDS || mod.VERDICT_WORDS !== VERDICT_WORDS || mod.STATS_WORDS !== STATS_WORDS) {
+    throw new NativeAddonMissingError(
+      `the NFQUEUE addon at ${ADDON_PATH} was built from other sources (layout mismatch): rebuild with scripts/install.sh`,
+    );
+  }
+  cached = mod;
+  return mod;
+}
