@@ -396,6 +396,25 @@ static void free_handle(sq_queue *q) {
 
 static void on_closed(uv_handle_t *h) { free_handle(h->data); }
 
+/*
+ * Kernel quirk: binding a queue that another socket already owns fails with
+ * EPERM (nfqnl_recv_config: peer_portid mismatch), the same errno as a
+ * missing CAP_NET_ADMIN; EBUSY only comes when one socket binds twice. The
+ * per-namespace /proc/net/netfilter/nfnetlink_queue lists bound queues, so
+ * it tells the two apart.
+ */
+static int queue_listed(uint16_t queue_num) {
+  FILE *f = fopen("/proc/net/netfilter/nfnetlink_queue", "r");
+  if (!f) return 0;
+  unsigned num;
+  char line[256];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f))
+    if (sscanf(line, "%u", &num) == 1 && num == queue_num) found = 1;
+  fclose(f);
+  return found;
+}
+
 /* Sends one NFQNL_MSG_CONFIG with NLM_F_ACK and waits (up to 2 s) for its ack.
  * Returns 0 or a positive errno. */
 static int config_and_ack(sq_queue *q, struct nlmsghdr *nlh) {
@@ -511,6 +530,7 @@ static napi_value sq_open(napi_env env, napi_callback_info info) {
      * is not loaded makes the kernel load it and answer EAGAIN; retry once. */
     if (err != EAGAIN) break;
   }
+  if (err == EPERM && queue_listed(q->queue_num)) err = EBUSY;
   if (err) {
     free_handle(q);
     const char *code = err == EBUSY ? "ERR_NFQ_BUSY"

@@ -81,3 +81,20 @@ export function fromNativeQueueError(err: unknown): SluiceError {
       return new QueueSocketError(e.message, errno, syscall, opts);
   }
 }
+
+/** An external command (ip, iptables, nginx, ...) exited non-zero. */
+export class CommandFailedError extends SluiceError {
+  readonly code = 'ERR_SLUICE_COMMAND_FAILED';
+  readonly command: string;
+  readonly stderr: string;
+  constructor(command: string, stderr: string, options?: ErrorOptions) {
+    super(`command failed: ${command}${stderr ? `: ${stderr.trim()}` : ''}`, options);
+    this.command = command;
+    this.stderr = stderr;
+  }
+}
+
+/** Something did not become ready in time (a process, a file, a listener). */
+export class ReadinessTimeoutError extends SluiceError {
+  readonly code = 'ERR_SLUICE_NOT_READY';
+}

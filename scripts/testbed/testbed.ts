@@ -1,0 +1,281 @@
+/**
+ * Brings the test site of plan.ts up and down in network namespaces.
+ *
+ * up() is idempotent: if the same plan is already up and healthy it does
+ * nothing; otherwise it removes leftovers of that prefix and builds anew.
+ * down() removes every namespace named `<prefix>-*` (after killing the
+ * processes inside them) and the run directory; it never fails on absence.
+ * Both are synchronous so they can run from a process 'exit' handler.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { namespacesOf, planTestbed, type TestbedOptions, type TestbedPlan, PREFIX_RE } from './plan.ts';
+import { ipBatch, listNamespaces, pidAlive, run, runIn, sleepSync, tryRun, waitFor } from './sh.ts';
+
+export const RUN_ROOT = '/run/sluice-testbed';
+const DELAY_PROGRAM = fileURLToPath(new URL('./wan-delay.ts', import.meta.url));
+
+export interface TestbedState {
+  readonly plan: TestbedPlan;
+  readonly runDir: string;
+  readonly delayPid: number;
+  readonly nginxPids: Readonly<Record<string, number>>;
+  /** sha1 of /blob.bin when blobMiB > 0. */
+  readonly blobSha1?: string;
+}
+
+export function runDirOf(prefix: string): string {
+  return join(RUN_ROOT, prefix);
+}
+
+function readState(prefix: string): TestbedState | undefined {
+  try {
+    return JSON.parse(readFileSync(join(runDirOf(prefix), 'state.json'), 'utf8')) as TestbedState;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The state of a running testbed, or undefined if it is not (fully) up. */
+export function status(prefix: string): TestbedState | undefined {
+  const st = readState(prefix);
+  if (!st) return undefined;
+  const present = new Set(listNamespaces());
+  if (!namespacesOf(st.plan).every((ns) => present.has(ns.name))) return undefined;
+  if (!pidAlive(st.delayPid) || !Object.values(st.nginxPids).every(pidAlive)) return undefined;
+  return st;
+}
+
+export function up(opts: TestbedOptions): TestbedState {
+  const plan = planTestbed(opts);
+  const current = status(plan.prefix);
+  if (current && JSON.stringify(current.plan) === JSON.stringify(plan)) return current;
+  down(plan.prefix);
+  try {
+    const st = build(plan);
+    writeFileSync(join(st.runDir, 'state.json'), JSON.stringify(st, null, 2));
+    return st;
+  } catch (err) {
+    down(plan.prefix);
+    throw err;
+  }
+}
+
+/** Removes everything of `prefix`. Safe to call at any time, any number of times. */
+export function down(prefix: string): void {
+  if (!PREFIX_RE.test(prefix)) return;
+  const mine = listNamespaces().filter((n) => n.startsWith(`${prefix}-`));
+  for (const sig of ['SIGTERM', 'SIGKILL'] as const) {
+    let any = false;
+    for (const ns of mine) {
+      for (const pid of (tryRun('ip', ['netns', 'pids', ns]) ?? '').split('\n')) {
+        const n = Number(pid);
+        if (n > 0) {
+          any = true;
+          try {
+            process.kill(n, sig);
+          } catch {
+            /* already gone */
+          }
+        }
+      }
+    }
+    if (!any) break;
+    if (sig === 'SIGTERM') {
+      const deadline = Date.now() + 3000;
+      while (Date.now() < deadline && mine.some((ns) => (tryRun('ip', ['netns', 'pids', ns]) ?? '').trim() !== '')) sleepSync(50);
+    }
+  }
+  for (const ns of mine) tryRun('ip', ['netns', 'del', ns]);
+  rmSync(runDirOf(prefix), { recursive: true, force: true });
+}
+
+function sysctl(ns: string, settings: Record<string, string>): void {
+  runIn(
+    ns,
+    'sysctl',
+    ['-q', '-w', ...Object.entries(settings).map(([k, v]) => `${k}=${v}`)],
+  );
+}
+
+function build(plan: TestbedPlan): TestbedState {
+  const dir = runDirOf(plan.prefix);
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
+  const wan = plan.wan.name;
+
+  for (const ns of namespacesOf(plan)) {
+    run('ip', ['netns', 'add', ns.name]);
+    ipBatch(ns.name, ['link set lo up']);
+  }
+
+  // --- links: created inside the namespaces, never in the host's ---------
+  const wanLines: string[] = [];
+  for (const c of plan.clients) {
+    wanLines.push(`link add ${c.wanIf} type veth peer name wan0 netns ${c.name}`);
+    wanLines.push(`addr add ${c.gateway}/24 dev ${c.wanIf}`, `link set ${c.wanIf} up`);
+  }
+  wanLines.push(`link add ${plan.dns.wanIf} type veth peer name wan0 netns ${plan.dns.name}`);
+  wanLines.push(`addr add ${plan.dns.gateway}/24 dev ${plan.dns.wanIf}`, `link set ${plan.dns.wanIf} up`);
+  for (const k of plan.clusters) {
+    wanLines.push(`link add ${k.wanIf} type veth peer name wan0 netns ${k.front.name}`);
+    wanLines.push(`addr add ${k.wanSideAddress}/24 dev ${k.wanIf}`, `link set ${k.wanIf} up`);
+    wanLines.push(`route add ${k.lanNetwork} via ${k.uplinkAddress}`, `route add ${k.vipNetwork} via ${k.uplinkAddress}`);
+  }
+  ipBatch(wan, wanLines);
+
+  for (const c of plan.clients) {
+    ipBatch(c.name, [
+      `addr add ${c.address}/24 dev wan0`,
+      ...c.extraAddresses.map((a) => `addr add ${a}/24 dev wan0`),
+      'link set wan0 up',
+      `route add default via ${c.gateway}`,
+    ]);
+  }
+  ipBatch(plan.dns.name, [`addr add ${plan.dns.address}/24 dev wan0`, 'link set wan0 up', `route add default via ${plan.dns.gateway}`]);
+
+  for (const k of plan.clusters) {
+    const fr = k.front.name;
+    const lines = [
+      `addr add ${k.uplinkAddress}/24 dev wan0`,
+      'link set wan0 up',
+      `route add default via ${k.wanSideAddress}`,
+      'link add lan0 type bridge',
+      `addr add ${k.lanAddress}/24 dev lan0`,
+      'link set lan0 up',
+    ];
+    for (const s of k.servers) {
+      lines.push(`link add ${s.frontIf} type veth peer name eth0 netns ${s.name}`, `link set ${s.frontIf} master lan0`, `link set ${s.frontIf} up`);
+    }
+    ipBatch(fr, lines);
+    for (const s of k.servers) {
+      ipBatch(s.name, [`addr add ${s.address}/24 dev eth0`, 'link set eth0 up', `route add default via ${s.gateway}`]);
+    }
+  }
+
+  // --- kernel settings ----------------------------------------------------
+  sysctl(wan, { 'net.ipv4.ip_forward': '1' });
+  for (const k of plan.clusters) {
+    // rp_filter's effective value is max(all, interface): clear both.
+    const settings: Record<string, string> = {
+      'net.ipv4.ip_forward': '1',
+      'net.ipv4.conf.all.rp_filter': '0',
+      'net.ipv4.conf.default.rp_filter': '0',
+      'net.ipv4.conf.wan0.rp_filter': '0',
+      'net.ipv4.conf.lan0.rp_filter': '0',
+      'net.ipv4.tcp_timestamps': '2',
+    };
+    // br_netfilter is built in here: keep bridged LAN frames out of iptables
+    // so only routed traffic meets the front node's rules.
+    if (existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables')) settings['net.bridge.bridge-nf-call-iptables'] = '0';
+    sysctl(k.front.name, settings);
+    for (const s of k.servers) sysctl(s.name, { 'net.core.somaxconn': '4096', 'net.ipv4.tcp_max_syn_backlog': '4096' });
+  }
+  for (const c of plan.clients) {
+    sysctl(c.name, { 'net.ipv4.ip_local_port_range': '1024 65000', 'net.ipv4.tcp_tw_reuse': '1', 'net.ipv4.tcp_timestamps': '2' });
+  }
+
+  // --- WAN delays: mark per path (µs), queue marked packets ---------------
+  const mangle = ['*mangle', ':TESTBED_DELAY - [0:0]', '-A FORWARD -j TESTBED_DELAY'];
+  for (const d of plan.delays) {
+    if (d.oneWayMs <= 0) continue;
+    const c = plan.clients[d.client - 1];
+    const k = plan.clusters[d.cluster - 1];
+    if (!c || !k) continue;
+    const us = Math.round(d.oneWayMs * 1000);
+    mangle.push(`-A TESTBED_DELAY -i ${c.wanIf} -o ${k.wanIf} -j MARK --set-mark ${us}`);
+    mangle.push(`-A TESTBED_DELAY -i ${k.wanIf} -o ${c.wanIf} -j MARK --set-mark ${us}`);
+  }
+  mangle.push('COMMIT');
+  const filter = [
+    '*filter',
+    ':TESTBED_DELAYQ - [0:0]',
+    '-A FORWARD -j TESTBED_DELAYQ',
+    `-A TESTBED_DELAYQ -m mark ! --mark 0 -j NFQUEUE --queue-num ${plan.delayQueue} --queue-bypass`,
+    'COMMIT',
+  ];
+  runIn(wan, 'iptables-restore', ['--noflush'], [...mangle, ...filter].join('\n') + '\n');
+
+  const readyFile = join(dir, 'wan-delay.ready');
+  const delayPid = startDetached(wan, process.execPath, [DELAY_PROGRAM, '--queue', String(plan.delayQueue), '--ready-file', readyFile], join(dir, 'wan-delay.log'));
+  waitFor('WAN delay program', 15_000, () => existsSync(readyFile) || !pidAlive(delayPid));
+  if (!pidAlive(delayPid)) throw new Error(`WAN delay program exited; see ${join(dir, 'wan-delay.log')}`);
+
+  // --- servers: one nginx each ---------------------------------------------
+  let blobSha1: string | undefined;
+  const common = join(dir, 'www-common');
+  mkdirSync(common, { recursive: true, mode: 0o755 });
+  if (plan.blobMiB > 0) {
+    const blob = join(common, 'blob.bin');
+    run('dd', ['if=/dev/urandom', `of=${blob}`, 'bs=1M', `count=${plan.blobMiB}`, 'status=none']);
+    blobSha1 = run('sha1sum', [blob]).split(' ')[0];
+  }
+  const nginxPids: Record<string, number> = {};
+  for (const k of plan.clusters) {
+    for (const s of k.servers) nginxPids[s.id] = startNginx(dir, s.name, s.id, k.index, s.address, common);
+  }
+  const st: TestbedState = { plan, runDir: dir, delayPid, nginxPids, ...(blobSha1 !== undefined ? { blobSha1 } : {}) };
+  return st;
+}
+
+/** Starts `cmd` inside `ns`, detached, output to `logFile`; returns its pid. */
+export function startDetached(ns: string, cmd: string, args: readonly string[], logFile: string): number {
+  const fd = openSync(logFile, 'a');
+  try {
+    const child = spawn('ip', ['netns', 'exec', ns, cmd, ...args], { detached: true, stdio: ['ignore', fd, fd] });
+    child.unref();
+    if (child.pid === undefined) throw new Error(`cannot start ${cmd} in ${ns}`);
+    return child.pid; // ip netns exec execs the command: same pid
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function startNginx(dir: string, ns: string, id: string, cluster: number, address: string, common: string): number {
+  const www = join(dir, `www-${id}`);
+  mkdirSync(www, { recursive: true, mode: 0o755 });
+  writeFileSync(join(www, 'index.html'), `server ${id} cluster ${cluster} ${address}\n`, { mode: 0o644 });
+  const tmp = join(dir, `tmp-${id}`);
+  mkdirSync(tmp, { recursive: true, mode: 0o777 });
+  const pidFile = join(dir, `nginx-${id}.pid`);
+  const conf = join(dir, `nginx-${id}.conf`);
+  writeFileSync(
+    conf,
+    `# testbed server ${id} (generated)
+worker_processes 1;
+user www-data;
+daemon on;
+pid ${pidFile};
+error_log ${join(dir, `nginx-${id}.error.log`)} warn;
+events { worker_connections 16384; }
+http {
+  access_log ${join(dir, `nginx-${id}.access.log`)} combined buffer=64k flush=1s;
+  client_body_temp_path ${tmp}/body;
+  proxy_temp_path ${tmp}/proxy;
+  fastcgi_temp_path ${tmp}/fastcgi;
+  uwsgi_temp_path ${tmp}/uwsgi;
+  scgi_temp_path ${tmp}/scgi;
+  keepalive_requests 1000000;
+  sendfile on;
+  default_type text/plain;
+  server {
+    listen 80 backlog=4096;
+    root ${www};
+    location = /blob.bin { root ${common}; }
+  }
+}
+`,
+  );
+  run('ip', ['netns', 'exec', ns, 'nginx', '-c', conf]);
+  let pid = 0;
+  waitFor(`nginx ${id}`, 10_000, () => {
+    try {
+      pid = Number(readFileSync(pidFile, 'utf8').trim());
+    } catch {
+      return false;
+    }
+    return pid > 0 && (tryRun('ip', ['netns', 'exec', ns, 'ss', '-Hltn', 'sport = :80']) ?? '').includes(':80');
+  });
+  return pid;
+}

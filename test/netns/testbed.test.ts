@@ -1,0 +1,80 @@
+/**
+ * The testbed itself: topology, servers naming themselves, routing through
+ * the front nodes, idempotent up, complete down, nothing in the host.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { down, status, up } from '../../scripts/testbed/testbed.ts';
+import { namespacesOf } from '../../scripts/testbed/plan.ts';
+import { listNamespaces, run, sleepSync } from '../../scripts/testbed/sh.ts';
+import { nsRun, testPrefix } from '../helpers/testbed.ts';
+
+function hostLinks(): string[] {
+  return run('ip', ['-o', 'link', 'show'])
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => l.split(':')[1]?.trim() ?? '')
+    .sort();
+}
+
+describe('testbed', () => {
+  it('up builds the site, is idempotent, and down removes all of it', (t) => {
+    const prefix = testPrefix();
+    t.after(() => {
+      down(prefix);
+    });
+    const linksBefore = hostLinks();
+    const st = up({ prefix });
+    const names = namespacesOf(st.plan).map((n) => n.name);
+    const present = new Set(listNamespaces());
+    for (const n of names) assert.ok(present.has(n), `${n} missing`);
+    assert.deepEqual(hostLinks(), linksBefore, 'nothing may be linked into the host namespace');
+
+    // Every server answers with its own name, from every client, through its front node.
+    for (const c of st.plan.clients) {
+      for (const k of st.plan.clusters) {
+        for (const s of k.servers) {
+          const page = nsRun(c.name, 'curl', ['-s', '-m', '5', `http://${s.address}/`]);
+          assert.equal(page, `server ${s.id} cluster ${k.index} ${s.address}\n`);
+        }
+      }
+    }
+    // Servers route through their front node, unNATed: nginx logs the client's own address.
+    const k1 = st.plan.clusters[0];
+    const s1 = k1?.servers[0];
+    assert.ok(k1 && s1);
+    assert.match(nsRun(s1.name, 'ip', ['route', 'show', 'default']), new RegExp(`via ${k1.lanAddress.replace(/\./g, '\\.')}`));
+    sleepSync(1200); // access_log flush=1s
+    const log = readFileSync(join(st.runDir, `nginx-${s1.id}.access.log`), 'utf8');
+    assert.ok(log.includes(st.plan.clients[0]?.address ?? '?'), log);
+
+    // Idempotent: a second up of the same plan keeps the same processes.
+    const again = up({ prefix });
+    assert.equal(again.delayPid, st.delayPid);
+    assert.deepEqual(again.nginxPids, st.nginxPids);
+
+    down(prefix);
+    const left = listNamespaces().filter((n) => n.startsWith(`${prefix}-`));
+    assert.deepEqual(left, []);
+    assert.equal(status(prefix), undefined);
+    down(prefix); // down twice is fine
+  });
+
+  it('up repairs a damaged site (a namespace deleted behind its back)', (t) => {
+    const prefix = testPrefix();
+    t.after(() => {
+      down(prefix);
+    });
+    const st = up({ prefix, clients: 1, clusters: 1, serversPerCluster: 1 });
+    const s = st.plan.clusters[0]?.servers[0];
+    assert.ok(s);
+    run('ip', ['netns', 'del', s.name]);
+    assert.equal(status(prefix), undefined);
+    const again = up({ prefix, clients: 1, clusters: 1, serversPerCluster: 1 });
+    assert.ok(status(prefix));
+    const page = nsRun(again.plan.clients[0]?.name ?? '', 'curl', ['-s', '-m', '5', `http://${s.address}/`]);
+    assert.match(page, /^server s1a /);
+  });
+});
