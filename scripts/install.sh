@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs everything Sluice needs on Debian 12, idempotently (as root):
+# Debian packages, npm packages (including the pinned Node 24 runtime), and
+# the NFQUEUE addon built with node-gyp against the machine's Node headers.
+# Each step is skipped when already done, so this runs before every demo and
+# test run at almost no cost.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install.sh: run as root (it installs Debian packages; the tests create network namespaces)" >&2
+  exit 1
+fi
+
+APT_PKGS=(ca-certificates python3 make g++ pkg-config libnetfilter-queue-dev libmnl-dev
+  iptables iproute2 nginx-light curl wrk iputils-ping procps)
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+# node-gyp builds against these headers (never downloads any); Node-API
+# headers are the same for every Node version, so Debian's libnode-dev
+# serves when the machine's Node has none.
+NODEDIR="${SLUICE_NODEDIR:-/usr}"
+[ -f "$NODEDIR/include/node/node_api.h" ] || missing+=(libnode-dev)
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "install.sh: apt-get install ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+stamp=node_modules/.sluice-install-stamp
+want="$(cat package.json package-lock.json | sha256sum | cut -c1-64)"
+if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+  echo "install.sh: npm ci"
+  npm ci --no-audit --no-fund --loglevel=error
+  echo "$want" > "$stamp"
+fi
+
+addon=native/build/Release/sluice_nfq.node
+if [ ! -f "$addon" ] || [ -n "$(find native/src native/binding.gyp -newer "$addon" 2>/dev/null)" ]; then
+  echo "install.sh: building native/ (node-gyp, nodedir=$NODEDIR)"
+  SLUICE_NODEDIR="$NODEDIR" npm run --silent build:native >/dev/null
+fi
