@@ -22,7 +22,14 @@ export default tseslint.config(
         { allowForKnownSafeCalls: [{ from: 'package', name: ['describe', 'it', 'test', 'suite'], package: 'node:test' }] },
       ],
       eqeqeq: ['error', 'always'],
+      // Interface-conforming parameters a method does not need start with _.
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
+  },
+  {
+    // Tests index arrays they just built; `!` there documents, not hides.
+    files: ['test/**/*.ts'],
+    rules: { '@typescript-eslint/no-non-null-assertion': 'off' },
   },
   {
     files: ['eslint.config.js'],

@@ -1,0 +1,36 @@
+/**
+ * What a selection method sees of one server of a virtual service. The
+ * front node owns these objects and updates the mutable fields; methods
+ * read them on each pick and keep their own state keyed by position.
+ */
+export interface Backend {
+  readonly id: string;
+  /** Relative share (byrequests lbfactor; leastconn and maglev weight). > 0. */
+  weight: number;
+  /** Concurrent connections the server can take (Infinity = no limit). */
+  capacity: number;
+  /** Connections sent to it and not yet ended. */
+  active: number;
+  /** False when drained, disabled or down: no new connections. */
+  usable: boolean;
+}
+
+/** Whether a new connection may go to `b` (usable and below capacity). */
+export function eligible(b: Backend): boolean {
+  return b.usable && b.active < b.capacity;
+}
+
+export interface Selector {
+  readonly method: MethodName;
+  /**
+   * Index of the server for a new connection from `client` (IPv4 as u32),
+   * or -1 when no server is eligible (the caller overflows or rejects).
+   * Deterministic: the same state and inputs give the same answer.
+   */
+  pick(backends: readonly Backend[], client: number): number;
+  /** The set of servers, their weights or their usability changed. */
+  rebuild(backends: readonly Backend[]): void;
+}
+
+export const METHOD_NAMES = ['capacity', 'byrequests', 'leastconn', 'maglev'] as const;
+export type MethodName = (typeof METHOD_NAMES)[number];

@@ -1,0 +1,43 @@
+/**
+ * Apache mod_lbmethod_byrequests, exactly (seed 003):
+ *
+ *   for each usable worker: lbstatus += lbfactor; total += lbfactor;
+ *                           if lbstatus > candidate.lbstatus: candidate = worker
+ *   candidate.lbstatus -= total
+ *
+ * The comparison is strict, so ties go to the earlier worker; disabled
+ * workers neither accumulate nor count in the total. The sum of lbstatus of
+ * usable workers stays constant, which is why the schedule repeats.
+ * Here "usable" also excludes servers at capacity (they are full).
+ */
+import { eligible, type Backend, type Selector } from './backend.ts';
+
+export class ByRequests implements Selector {
+  readonly method = 'byrequests';
+  #status = new Float64Array(0);
+
+  rebuild(backends: readonly Backend[]): void {
+    if (this.#status.length !== backends.length) this.#status = new Float64Array(backends.length);
+  }
+
+  pick(backends: readonly Backend[], _client: number): number {
+    if (this.#status.length !== backends.length) this.rebuild(backends);
+    const st = this.#status;
+    let candidate = -1;
+    let total = 0;
+    for (let i = 0; i < backends.length; i++) {
+      const b = backends[i];
+      if (b === undefined || !eligible(b)) continue;
+      st[i] = (st[i] ?? 0) + b.weight;
+      total += b.weight;
+      if (candidate < 0 || (st[i] ?? 0) > (st[candidate] ?? 0)) candidate = i;
+    }
+    if (candidate >= 0) st[candidate] = (st[candidate] ?? 0) - total;
+    return candidate;
+  }
+
+  /** lbstatus of each worker (for tests and status output). */
+  status(): readonly number[] {
+    return Array.from(this.#status);
+  }
+}
