@@ -3,9 +3,10 @@
  * via bin/sluice which pins the Node 24 runtime).
  */
 import type { Command } from './command.ts';
+import { scheduleCommand } from './schedule.ts';
 import { versionCommand } from './version.ts';
 
-const commands: readonly Command[] = [versionCommand];
+const commands: readonly Command[] = [scheduleCommand, versionCommand];
 
 function usage(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

@@ -30,3 +30,44 @@ describe('sluice CLI', () => {
     assert.equal(sluice().status, 2);
   });
 });
+
+describe('sluice schedule (seed 003 vectors through the CLI)', () => {
+  it('four workers of 25 with b disabled: a c d a c d ...', () => {
+    const r = sluice('schedule', '--method', 'byrequests', '--servers', 'a=25,b=25,c=25,d=25', '--disable', 'b', '--count', '9');
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, 'a\nc\nd\na\nc\nd\na\nc\nd\n');
+  });
+  it('70/30: the ten-step schedule of the seed table (7 a, 3 b)', () => {
+    const r = sluice('schedule', '--method', 'byrequests', '--servers', 'a=70,b=30', '--count', '10');
+    assert.equal(r.status, 0, r.stderr);
+    // Read off the seed's lbstatus table: the worker whose lbstatus drops is chosen
+    // (row 5, a 50/50 tie, goes to a: the comparison is strict).
+    assert.equal(r.stdout.trim().split('\n').join(' '), 'a b a a a b a a b a');
+  });
+  it('capacity 1:2: twice as many to b', () => {
+    const r = sluice('schedule', '--method', 'capacity', '--servers', 'a=10,b=20', '--count', '30');
+    const lines = r.stdout.trim().split('\n');
+    assert.equal(lines.filter((l) => l === 'b').length, 20);
+  });
+  it('maglev: the same client always gets the same server', () => {
+    const a = sluice('schedule', '--method', 'maglev', '--servers', 'x=1,y=1,z=1', '--count', '50');
+    const b = sluice('schedule', '--method', 'maglev', '--servers', 'x=1,y=1,z=1', '--count', '50');
+    assert.equal(a.status, 0, a.stderr);
+    assert.equal(a.stdout, b.stdout);
+    assert.equal(new Set(a.stdout.trim().split('\n')).size, 3);
+  });
+  const bad: [string, string[]][] = [
+    ['unknown method', ['--method', 'random', '--servers', 'a=1']],
+    ['malformed servers', ['--method', 'byrequests', '--servers', 'a:1']],
+    ['disabling an unknown server', ['--method', 'byrequests', '--servers', 'a=1', '--disable', 'q']],
+    ['zero weight', ['--method', 'byrequests', '--servers', 'a=0']],
+    ['unknown option', ['--method', 'byrequests', '--servers', 'a=1', '--bogus']],
+  ];
+  for (const [name, args] of bad) {
+    it(`refuses ${name} with exit 2 and the usage`, () => {
+      const r = sluice('schedule', ...args);
+      assert.equal(r.status, 2, r.stderr);
+      assert.match(r.stderr, /usage: sluice schedule/);
+    });
+  }
+});
