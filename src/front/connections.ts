@@ -1,0 +1,238 @@
+/**
+ * Connection records (seed 000's forward_request), keyed by virtual service,
+ * client address and client port.
+ *
+ *   SYN  -> create(): record with the chosen server and a timestamp
+ *           (a retransmitted SYN finds the record: same server)
+ *   FIN/RST -> finish(): the record moves to the recycle list and is freed
+ *           `recycleMs` later (late retransmissions still find it)
+ *   sweep() frees recycled records whose time has come
+ *   reconcile(present) frees active records whose kernel flow is gone
+ *
+ * Storage: struct-of-arrays in typed arrays sized to the configured maximum,
+ * plus one Map from a numeric key to the slot. Numeric keys (no strings) and
+ * no per-record objects keep 1M records well under 100 MB.
+ *
+ * At the bound (every slot used), create() first frees the oldest recycled
+ * record early (counted as `recycledEarly`); if none is recycled it returns
+ * -1 (counted as `full`): the caller still decides the connection and lets
+ * the kernel carry it, untracked. A record is never evicted while active,
+ * so server active counts stay exact.
+ *
+ * Invariants: map.size === active + recycled; a slot is in exactly one of
+ * {free list, active, recycle ring (current generation)}.
+ */
+
+/** Key of (virtual service index < 32, IPv4 u32, port u16): exact in a double (< 2^53). */
+export function connectionKey(service: number, client: number, port: number): number {
+  return (service * 0x100000000 + (client >>> 0)) * 0x10000 + (port & 0xffff);
+}
+
+export const RecordState = { Free: 0, Active: 1, Recycled: 2 } as const;
+
+export interface ConnectionEvents {
+  /** A record left the active state (finished, reconciled away): decrement the server's count. */
+  released(service: number, server: number): void;
+}
+
+export class ConnectionTable {
+  readonly capacity: number;
+  readonly #map = new Map<number, number>();
+  readonly #key: Float64Array;
+  readonly #service: Uint8Array;
+  readonly #server: Int32Array;
+  readonly #created: Float64Array;
+  readonly #finished: Float64Array;
+  readonly #state: Uint8Array;
+  readonly #gen: Uint32Array;
+  readonly #free: Int32Array;
+  #freeTop: number;
+  // Recycle FIFO: finish times are non-decreasing, so the head is the oldest.
+  readonly #ringSlot: Int32Array;
+  readonly #ringGen: Uint32Array;
+  #ringHead = 0;
+  #ringSize = 0;
+  readonly #events: ConnectionEvents;
+  readonly #recycleMs: number;
+
+  active = 0;
+  recycled = 0;
+  /** Counters for metrics. */
+  readonly counts = { created: 0, retransmits: 0, finished: 0, freed: 0, recycledEarly: 0, full: 0, reconciled: 0 };
+
+  constructor(capacity: number, recycleMs: number, events: ConnectionEvents) {
+    this.capacity = capacity;
+    this.#recycleMs = recycleMs;
+    this.#events = events;
+    this.#key = new Float64Array(capacity);
+    this.#service = new Uint8Array(capacity);
+    this.#server = new Int32Array(capacity);
+    this.#created = new Float64Array(capacity);
+    this.#finished = new Float64Array(capacity);
+    this.#state = new Uint8Array(capacity);
+    this.#gen = new Uint32Array(capacity);
+    this.#free = new Int32Array(capacity);
+    for (let i = 0; i < capacity; i++) this.#free[i] = capacity - 1 - i;
+    this.#freeTop = capacity;
+    this.#ringSlot = new Int32Array(capacity);
+    this.#ringGen = new Uint32Array(capacity);
+  }
+
+  get size(): number {
+    return this.#map.size;
+  }
+
+  /** The server of an existing record, or -1. */
+  lookup(key: number): number {
+    const slot = this.#map.get(key);
+    return slot === undefined ? -1 : (this.#server[slot] ?? -1);
+  }
+
+  /** Whether the record of `key` is active (not recycled). */
+  isActive(key: number): boolean {
+    const slot = this.#map.get(key);
+    return slot !== undefined && this.#state[slot] === RecordState.Active;
+  }
+
+  /**
+   * Records a new connection. Returns the slot, or -1 if the table is full
+   * (see the class comment). A key already present must be handled by the
+   * caller first (retransmit: lookup(); reuse after FIN: remove()).
+   */
+  create(key: number, service: number, server: number, now: number): number {
+    if (this.#freeTop === 0 && !this.#evictOldestRecycled()) {
+      this.counts.full++;
+      return -1;
+    }
+    const slot = this.#free[--this.#freeTop] ?? -1;
+    this.#key[slot] = key;
+    this.#service[slot] = service;
+    this.#server[slot] = server;
+    this.#created[slot] = now;
+    this.#finished[slot] = 0;
+    this.#state[slot] = RecordState.Active;
+    this.#map.set(key, slot);
+    this.active++;
+    this.counts.created++;
+    return slot;
+  }
+
+  /** FIN or RST seen: the record goes to the recycle list. False if unknown or already recycled. */
+  finish(key: number, now: number): boolean {
+    const slot = this.#map.get(key);
+    if (slot === undefined || this.#state[slot] !== RecordState.Active) return false;
+    this.#state[slot] = RecordState.Recycled;
+    this.#finished[slot] = now;
+    this.active--;
+    this.recycled++;
+    this.counts.finished++;
+    // Stale entries (records removed before their sweep) also occupy the
+    // ring; when it is full, drop them. Live entries <= recycled < capacity,
+    // so compaction always makes room.
+    if (this.#ringSize === this.capacity) this.#compactRing();
+    const at = (this.#ringHead + this.#ringSize) % this.capacity;
+    this.#ringSlot[at] = slot;
+    this.#ringGen[at] = this.#gen[slot] ?? 0;
+    this.#ringSize++;
+    this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1);
+    return true;
+  }
+
+  /** Removes a record now, whatever its state (e.g. a new SYN reusing a recycled port). */
+  remove(key: number): void {
+    const slot = this.#map.get(key);
+    if (slot === undefined) return;
+    if (this.#state[slot] === RecordState.Active) {
+      this.active--;
+      this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1);
+    } else {
+      this.recycled--;
+    }
+    this.#release(slot);
+  }
+
+  /** Frees recycled records older than recycleMs. Returns how many. */
+  sweep(now: number): number {
+    let n = 0;
+    while (this.#ringSize > 0) {
+      const slot = this.#ringSlot[this.#ringHead] ?? -1;
+      const gen = this.#ringGen[this.#ringHead] ?? 0;
+      const stale = this.#gen[slot] !== gen || this.#state[slot] !== RecordState.Recycled;
+      if (!stale && now - (this.#finished[slot] ?? 0) < this.#recycleMs) break;
+      this.#ringHead = (this.#ringHead + 1) % this.capacity;
+      this.#ringSize--;
+      if (!stale) {
+        this.recycled--;
+        this.#release(slot);
+        n++;
+      }
+    }
+    this.counts.freed += n;
+    return n;
+  }
+
+  /**
+   * Frees active records created before `olderThan` whose key the kernel no
+   * longer has (`present(key)` false): the flow ended without a FIN or RST we
+   * saw, or timed out in conntrack. Young records are kept: their flow may
+   * not be in the kernel's table yet.
+   */
+  reconcile(present: (key: number) => boolean, olderThan: number): number {
+    let n = 0;
+    for (const [key, slot] of this.#map) {
+      if (this.#state[slot] !== RecordState.Active || (this.#created[slot] ?? 0) >= olderThan || present(key)) continue;
+      this.active--;
+      this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1);
+      this.#release(slot);
+      n++;
+    }
+    this.counts.reconciled += n;
+    return n;
+  }
+
+  /** Calls fn for each active record (for status and rebuilding server counts). */
+  forEachActive(fn: (key: number, service: number, server: number, created: number) => void): void {
+    for (const [key, slot] of this.#map) {
+      if (this.#state[slot] === RecordState.Active) fn(key, this.#service[slot] ?? 0, this.#server[slot] ?? -1, this.#created[slot] ?? 0);
+    }
+  }
+
+  #compactRing(): void {
+    let kept = 0;
+    for (let k = 0; k < this.#ringSize; k++) {
+      const at = (this.#ringHead + k) % this.capacity;
+      const slot = this.#ringSlot[at] ?? -1;
+      const gen = this.#ringGen[at] ?? 0;
+      if (this.#gen[slot] !== gen || this.#state[slot] !== RecordState.Recycled) continue;
+      // Writing index `kept` (from head) never overtakes reading index `k`.
+      const to = (this.#ringHead + kept) % this.capacity;
+      this.#ringSlot[to] = slot;
+      this.#ringGen[to] = gen;
+      kept++;
+    }
+    this.#ringSize = kept;
+  }
+
+  #evictOldestRecycled(): boolean {
+    while (this.#ringSize > 0) {
+      const slot = this.#ringSlot[this.#ringHead] ?? -1;
+      const gen = this.#ringGen[this.#ringHead] ?? 0;
+      this.#ringHead = (this.#ringHead + 1) % this.capacity;
+      this.#ringSize--;
+      if (this.#gen[slot] === gen && this.#state[slot] === RecordState.Recycled) {
+        this.recycled--;
+        this.#release(slot);
+        this.counts.recycledEarly++;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  #release(slot: number): void {
+    this.#map.delete(this.#key[slot] ?? -1);
+    this.#state[slot] = RecordState.Free;
+    this.#gen[slot] = ((this.#gen[slot] ?? 0) + 1) >>> 0;
+    this.#free[this.#freeTop++] = slot;
+  }
+}
