@@ -1,0 +1,83 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { ConfigError, parseConfig } from '../../src/config/load.ts';
+import { frontConfigSchema } from '../../src/front/config.ts';
+
+const EXAMPLE = new URL('../../deploy/examples/front-cluster1.yaml', import.meta.url);
+const exampleText = readFileSync(EXAMPLE, 'utf8');
+
+const minimal = `
+cluster: c1
+uplinkAddress: 198.18.101.2
+services:
+  - name: www
+    vip: 198.19.1.1
+    port: 80
+    method: byrequests
+    servers:
+      - { name: s1a, address: 198.18.201.11 }
+`;
+
+describe('front config', () => {
+  it('the shipped example is valid', () => {
+    const cfg = parseConfig(frontConfigSchema, exampleText, 'example');
+    assert.equal(cfg.services[0]?.servers.length, 3);
+    assert.equal(cfg.overflow[0]?.vip, '198.19.2.1');
+  });
+
+  it('fills defaults and freezes the result', () => {
+    const cfg = parseConfig(frontConfigSchema, minimal, 'm');
+    assert.equal(cfg.queue, 0);
+    assert.equal(cfg.failMode, 'bypass');
+    assert.equal(cfg.connections.max, 1_000_000);
+    assert.equal(cfg.connections.recycleSeconds, 120);
+    const svc = cfg.services[0];
+    assert.ok(svc);
+    const srv = svc.servers.at(0);
+    assert.ok(srv);
+    assert.equal(svc.protocol, 'tcp');
+    assert.equal(srv.weight, 1);
+    assert.equal(srv.state, 'active');
+    assert.ok(Object.isFrozen(cfg) && Object.isFrozen(srv));
+    assert.throws(() => {
+      (cfg as { queue: number }).queue = 3;
+    }, TypeError);
+  });
+
+  const bad: { name: string; text: string; path: string; message: RegExp }[] = [
+    { name: 'YAML syntax', text: 'cluster: [c1', path: 'line 1', message: /./ },
+    { name: 'duplicate YAML key', text: `${minimal}\ncluster: c2\n`, path: 'line', message: /unique/i },
+    { name: 'unknown key', text: `${minimal}\nqeueu: 3\n`, path: '', message: /qeueu/ },
+    { name: 'missing uplinkAddress', text: minimal.replace('uplinkAddress: 198.18.101.2\n', ''), path: 'uplinkAddress', message: /IPv4/ },
+    { name: 'bad VIP', text: minimal.replace('198.19.1.1', '198.19.1'), path: 'services[0].vip', message: /IPv4 address like/ },
+    { name: 'port out of range', text: minimal.replace('port: 80', 'port: 70000'), path: 'services[0].port', message: /1\.\.65535/ },
+    { name: 'unknown method', text: minimal.replace('byrequests', 'random'), path: 'services[0].method', message: /capacity, byrequests, leastconn, maglev/ },
+    { name: 'capacity method without capacities', text: minimal.replace('byrequests', 'capacity'), path: 'services[0].servers[0].capacity', message: /needs a capacity/ },
+    { name: 'no servers', text: minimal.replace(/servers:\n.*\n/, 'servers: []\n'), path: 'services[0].servers', message: /at least one server/ },
+    {
+      name: 'duplicate server name',
+      text: minimal.replace('- { name: s1a, address: 198.18.201.11 }', '- { name: s1a, address: 198.18.201.11 }\n      - { name: s1a, address: 198.18.201.12 }'),
+      path: 'services[0].servers[1].name',
+      message: /used twice/,
+    },
+    { name: 'bad server state', text: minimal.replace('198.18.201.11 }', '198.18.201.11, state: sleeping }'), path: 'services[0].servers[0].state', message: /active, drain, disabled/ },
+    { name: 'udp service', text: minimal.replace('port: 80', 'port: 80\n    protocol: udp'), path: 'services[0].protocol', message: /only tcp/ },
+    { name: 'bad failMode', text: `${minimal}\nfailMode: open\n`, path: 'failMode', message: /bypass or drop/ },
+    { name: 'relative admin socket', text: `${minimal}\nadminSocket: front.sock\n`, path: 'adminSocket', message: /absolute/ },
+  ];
+  for (const c of bad) {
+    it(`refuses ${c.name}, naming the key`, () => {
+      try {
+        parseConfig(frontConfigSchema, c.text, 'front.yaml');
+        assert.fail('accepted');
+      } catch (err) {
+        assert.ok(err instanceof ConfigError, String(err));
+        assert.equal(err.code, 'ERR_SLUICE_CONFIG');
+        const hit = err.problems.find((p) => p.path.startsWith(c.path) && c.message.test(p.message + p.path));
+        assert.ok(hit, `no problem at ${c.path} matching ${String(c.message)} in ${JSON.stringify(err.problems)}`);
+        assert.match(err.message, /^front\.yaml: invalid configuration:/);
+      }
+    });
+  }
+});
