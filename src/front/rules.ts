@@ -1,0 +1,87 @@
+/**
+ * The iptables rules `sluice front` owns, rendered from its configuration,
+ * installed atomically per table with iptables-restore --noflush, and
+ * removed at stop. Only the SLUICE_* chains and the single jump into each
+ * are ever touched: other rules in the namespace are left alone.
+ *
+ * What each rule is for, and what was verified on this kernel:
+ * docs/front-node-design.md.
+ */
+import type { FrontConfig } from './config.ts';
+import { fallbackMark, hex, overflowMark, serverMark } from './marks.ts';
+
+export const CHAINS = {
+  queue: { table: 'mangle', chain: 'SLUICE_QUEUE', hook: 'PREROUTING' },
+  dnat: { table: 'nat', chain: 'SLUICE_DNAT', hook: 'PREROUTING' },
+  snat: { table: 'nat', chain: 'SLUICE_SNAT', hook: 'POSTROUTING' },
+} as const;
+
+export interface RenderedRules {
+  /** iptables-restore input (mangle and nat), flushing and refilling our chains only. */
+  readonly restore: string;
+  /** Rules per chain, for tests and `status`. */
+  readonly byChain: Readonly<Record<string, readonly string[]>>;
+}
+
+/** Servers that receive the fallback spread when the daemon is down: the active ones. */
+export function fallbackServers(svc: FrontConfig['services'][number]): number[] {
+  const out: number[] = [];
+  svc.servers.forEach((s, i) => {
+    if (s.state === 'active') out.push(i);
+  });
+  return out;
+}
+
+export function renderRules(cfg: FrontConfig): RenderedRules {
+  const q = `-j NFQUEUE --queue-num ${cfg.queue}${cfg.failMode === 'bypass' ? ' --queue-bypass' : ''}`;
+  const queue: string[] = [];
+  const dnat: string[] = [];
+  const snat: string[] = [];
+  cfg.services.forEach((svc, si) => {
+    const m = `-d ${svc.vip}/32 -p tcp --dport ${svc.port}`;
+    // Setup and teardown only: SYN, FIN, RST, and non-SYN packets the
+    // kernel has no flow for (dropped and counted by the daemon, seed 000).
+    queue.push(`${m} --tcp-flags SYN,ACK,FIN,RST SYN ${q}`);
+    queue.push(`${m} --tcp-flags FIN FIN ${q}`);
+    queue.push(`${m} --tcp-flags RST RST ${q}`);
+    queue.push(`${m} -m conntrack --ctstate NEW,INVALID ${q}`);
+    svc.servers.forEach((srv) => {
+      queue.push(`-i ${cfg.lanInterface} -s ${srv.address}/32 -p tcp --sport ${srv.port ?? svc.port} --tcp-flags RST RST ${q}`);
+    });
+
+    const fb = fallbackServers(svc);
+    if (cfg.failMode === 'bypass' && fb.length > 0) {
+      // Reached only by SYNs the daemon did not mark (it is down): a static
+      // spread by source address over the active servers.
+      dnat.push(`${m} -m mark --mark 0 --tcp-flags SYN,ACK,FIN,RST SYN -j HMARK --hmark-tuple src --hmark-mod ${fb.length} --hmark-offset ${hex(fallbackMark(si, 0))} --hmark-rnd 0x5175`);
+      fb.forEach((srvIndex, slot) => {
+        const srv = svc.servers[srvIndex];
+        if (srv) dnat.push(`${m} -m mark --mark ${hex(fallbackMark(si, slot))} -j DNAT --to-destination ${srv.address}:${srv.port ?? svc.port}`);
+      });
+    }
+    svc.servers.forEach((srv, i) => {
+      dnat.push(`${m} -m mark --mark ${hex(serverMark(si, i))} -j DNAT --to-destination ${srv.address}:${srv.port ?? svc.port}`);
+    });
+    cfg.overflow.forEach((o, oi) => {
+      const mark = hex(overflowMark(si, oi));
+      dnat.push(`${m} -m mark --mark ${mark} -j DNAT --to-destination ${o.vip}:${svc.port}`);
+      // Replies must come back through us: the other cluster answers our uplink.
+      snat.push(`-d ${o.vip}/32 -p tcp --dport ${svc.port} -m mark --mark ${mark} -j SNAT --to-source ${cfg.uplinkAddress}`);
+    });
+  });
+
+  const byChain = { [CHAINS.queue.chain]: queue, [CHAINS.dnat.chain]: dnat, [CHAINS.snat.chain]: snat };
+  const lines: string[] = [];
+  for (const table of ['mangle', 'nat'] as const) {
+    lines.push(`*${table}`);
+    for (const c of Object.values(CHAINS)) {
+      if (c.table !== table) continue;
+      // Declaring a chain in iptables-restore creates it if absent and
+      // flushes it if present; nothing else in the table is touched.
+      lines.push(`:${c.chain} - [0:0]`);
+      for (const r of byChain[c.chain]) lines.push(`-A ${c.chain} ${r}`);
+    }
+    lines.push('COMMIT');
+  }
+  return { restore: lines.join('\n') + '\n', byChain };
+}
