@@ -1,0 +1,140 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseConfig } from '../../src/config/load.ts';
+import { frontConfigSchema } from '../../src/front/config.ts';
+import { ConnectionTable } from '../../src/front/connections.ts';
+import { FrontEngine } from '../../src/front/engine.ts';
+import { overflowMark, serverMark } from '../../src/front/marks.ts';
+import { ServiceRuntime } from '../../src/front/service.ts';
+import { Verdict } from '../../src/nfqueue/layout.ts';
+import { ParseStatus, TcpFlag } from '../../src/packet/ipv4.ts';
+import { tcp, udp } from '../helpers/packets.ts';
+
+function engine(yaml: string, max = 1000) {
+  const cfg = parseConfig(frontConfigSchema, yaml, 't');
+  const services = cfg.services.map((s, i) => new ServiceRuntime(i, s, cfg.overflow));
+  const table = new ConnectionTable(max, 1000, {
+    released(svc, srv) {
+      const s = services[svc]?.servers[srv];
+      if (s) s.active--;
+    },
+  });
+  return { e: new FrontEngine(services, table), services, table };
+}
+
+const base = (method: string, caps: number[], overflow = '') => `
+cluster: c1
+uplinkAddress: 198.18.101.2
+services:
+  - name: www
+    vip: 198.19.1.1
+    port: 80
+    method: ${method}
+    servers:
+${caps.map((c, i) => `      - { name: s${i}, address: 198.18.201.${11 + i}, capacity: ${c} }`).join('\n')}
+${overflow}`;
+
+const syn = (port: number, src = '198.18.11.2') => tcp({ src, dst: '198.19.1.1' }, { srcPort: port, dstPort: 80, flags: TcpFlag.Syn });
+const fin = (port: number) => tcp({ dst: '198.19.1.1' }, { srcPort: port, dstPort: 80, flags: TcpFlag.Fin | TcpFlag.Ack });
+const ack = (port: number) => tcp({ dst: '198.19.1.1' }, { srcPort: port, dstPort: 80, flags: TcpFlag.Ack });
+
+function decide(e: FrontEngine, p: Uint8Array, now = 0) {
+  const v = e.decide(p, 0, p.length, now);
+  return { v, mark: e.mark };
+}
+
+describe('front engine', () => {
+  it('SYN: accepted with the chosen server mark; retransmission gets the same mark', () => {
+    const { e, services } = engine(base('byrequests', [10, 10]));
+    const first = decide(e, syn(40000));
+    assert.deepEqual(first, { v: Verdict.Accept, mark: serverMark(0, 0) });
+    assert.deepEqual(decide(e, syn(40000)), first);
+    assert.equal(e.counters.synRetransmits, 1);
+    assert.equal(services[0]!.servers[0]!.active, 1);
+    assert.deepEqual(decide(e, syn(40001)), { v: Verdict.Accept, mark: serverMark(0, 1) });
+  });
+
+  it('capacity method: 600 connections split 100/200/300', () => {
+    const { e } = engine(base('capacity', [1000, 2000, 3000]));
+    const counts = new Map<number, number>();
+    for (let p = 0; p < 600; p++) {
+      const { mark } = decide(e, syn(10000 + p));
+      counts.set(mark, (counts.get(mark) ?? 0) + 1);
+      decide(e, fin(10000 + p)); // short connections
+    }
+    assert.deepEqual(
+      [0, 1, 2].map((i) => counts.get(serverMark(0, i))),
+      [100, 200, 300],
+    );
+  });
+
+  it('FIN moves the record to recycling and releases the server', () => {
+    const { e, services, table } = engine(base('byrequests', [10]));
+    decide(e, syn(40000));
+    assert.deepEqual(decide(e, fin(40000)), { v: Verdict.Accept, mark: 0 });
+    assert.equal(services[0]!.servers[0]!.active, 0);
+    assert.equal(table.recycled, 1);
+    // A new SYN on the same port after FIN is a new connection.
+    decide(e, syn(40000));
+    assert.equal(e.counters.synRetransmits, 0);
+    assert.equal(services[0]!.servers[0]!.active, 1);
+  });
+
+  it('non-SYN without a record is dropped and counted; with one it resumes', () => {
+    const { e } = engine(base('byrequests', [10]));
+    assert.equal(decide(e, ack(1234)).v, Verdict.Drop);
+    assert.equal(e.counters.noRecord, 1);
+    decide(e, syn(1235));
+    assert.deepEqual(decide(e, ack(1235)), { v: Verdict.Accept, mark: serverMark(0, 0) });
+  });
+
+  it('malformed packets are dropped and counted by reason', () => {
+    const { e } = engine(base('byrequests', [10]));
+    const frag = tcp({ dst: '198.19.1.1', flags: 1 }, { flags: TcpFlag.Syn });
+    assert.equal(decide(e, frag).v, Verdict.Drop);
+    assert.equal(decide(e, new Uint8Array(7)).v, Verdict.Drop);
+    assert.equal(decide(e, udp({ dst: '198.19.1.1' }, {})).v, Verdict.Drop);
+    assert.equal(e.counters.malformed[ParseStatus.Fragment], 1);
+    assert.equal(e.counters.malformed[ParseStatus.NotIPv4], 1);
+    assert.equal(e.counters.unexpected, 1);
+  });
+
+  it('overflow: all servers full -> other clusters in proportion to free capacity', () => {
+    const { e } = engine(
+      base('capacity', [1, 1], 'overflow:\n  - { cluster: c2, vip: 198.19.2.1, freeCapacity: 100 }\n  - { cluster: c3, vip: 198.19.3.1, freeCapacity: 300 }\n'),
+    );
+    decide(e, syn(1));
+    decide(e, syn(2)); // both servers at capacity now
+    const counts = new Map<number, number>();
+    for (let p = 100; p < 140; p++) {
+      const { v, mark } = decide(e, syn(p));
+      assert.equal(v, Verdict.Accept);
+      counts.set(mark, (counts.get(mark) ?? 0) + 1);
+    }
+    assert.deepEqual(Object.fromEntries(counts), { [overflowMark(0, 0)]: 10, [overflowMark(0, 1)]: 30 });
+    assert.equal(e.counters.overflowed, 40);
+  });
+
+  it('no server and no overflow target: SYN dropped and counted', () => {
+    const { e } = engine(base('capacity', [1]));
+    decide(e, syn(1));
+    assert.equal(decide(e, syn(2)).v, Verdict.Drop);
+    assert.equal(e.counters.noTarget, 1);
+  });
+
+  it('a server RST finishes the record of the client it goes to', () => {
+    const { e, services } = engine(base('byrequests', [10]));
+    decide(e, syn(40000));
+    const rst = tcp({ src: '198.18.201.11', dst: '198.18.11.2' }, { srcPort: 80, dstPort: 40000, flags: TcpFlag.Rst });
+    assert.equal(decide(e, rst).v, Verdict.Accept);
+    assert.equal(e.counters.serverResets, 1);
+    assert.equal(services[0]!.servers[0]!.active, 0);
+  });
+
+  it('table full: the connection is still decided, untracked (counted)', () => {
+    const { e, services } = engine(base('byrequests', [100]), 16);
+    for (let p = 0; p < 17; p++) assert.equal(decide(e, syn(p)).v, Verdict.Accept);
+    assert.equal(e.counters.untracked, 1);
+    assert.equal(services[0]!.servers[0]!.active, 16, 'untracked connections are not counted as active');
+  });
+});
