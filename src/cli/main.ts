@@ -3,10 +3,11 @@
  * via bin/sluice which pins the Node 24 runtime).
  */
 import type { Command } from './command.ts';
+import { frontCommand } from './front.ts';
 import { scheduleCommand } from './schedule.ts';
 import { versionCommand } from './version.ts';
 
-const commands: readonly Command[] = [scheduleCommand, versionCommand];
+const commands: readonly Command[] = [frontCommand, scheduleCommand, versionCommand];
 
 function usage(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

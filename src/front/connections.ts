@@ -197,6 +197,38 @@ export class ConnectionTable {
     }
   }
 
+  /**
+   * Re-points every record after a reload: fn(service, server) gives the new
+   * [service, server] or undefined when that server or service is gone (the
+   * record is then dropped from tracking; its kernel flow continues).
+   * Keys embed the service index, so records are re-keyed too.
+   */
+  remap(fn: (service: number, server: number) => readonly [number, number] | undefined): void {
+    const moves: [number, number, number][] = [];
+    for (const [key, slot] of this.#map) {
+      const to = fn(this.#service[slot] ?? 0, this.#server[slot] ?? -1);
+      if (to === undefined) {
+        if (this.#state[slot] === RecordState.Active) this.active--;
+        else this.recycled--;
+        this.#release(slot);
+        continue;
+      }
+      const [svc, srv] = to;
+      this.#server[slot] = srv;
+      if (svc !== this.#service[slot]) {
+        const port = key % 0x10000;
+        const client = Math.floor(key / 0x10000) % 0x100000000;
+        moves.push([slot, key, connectionKey(svc, client, port)]);
+        this.#service[slot] = svc;
+      }
+    }
+    for (const [, oldKey] of moves) this.#map.delete(oldKey);
+    for (const [slot, , newKey] of moves) {
+      this.#key[slot] = newKey;
+      this.#map.set(newKey, slot);
+    }
+  }
+
   #compactRing(): void {
     let kept = 0;
     for (let k = 0; k < this.#ringSize; k++) {

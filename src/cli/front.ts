@@ -1,0 +1,49 @@
+import { parseArgs } from 'node:util';
+import { ConfigError } from '../config/load.ts';
+import { FrontDaemon } from '../front/daemon.ts';
+import type { Command } from './command.ts';
+
+const USAGE = 'usage: sluice front --config FILE';
+
+export const frontCommand: Command = {
+  name: 'front',
+  summary: 'run a cluster front node (NFQUEUE steering of new connections)',
+  usage: USAGE,
+  async run(argv) {
+    let configFile: string | undefined;
+    try {
+      configFile = parseArgs({ args: [...argv], options: { config: { type: 'string' } } }).values.config;
+    } catch (err) {
+      console.error(`sluice front: ${(err as Error).message}\n${USAGE}`);
+      return 2;
+    }
+    if (configFile === undefined) {
+      console.error(`sluice front: --config is required\n${USAGE}`);
+      return 2;
+    }
+    let daemon: FrontDaemon;
+    try {
+      daemon = new FrontDaemon(configFile);
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        console.error(err.message);
+        return 1;
+      }
+      throw err;
+    }
+    const stop = (): void => {
+      daemon.stop();
+      process.exit(0);
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+    await daemon.start({});
+    // Status on request: SIGUSR2 logs the counters (the admin socket is not built yet).
+    process.on('SIGUSR2', () => {
+      daemon.log.info(daemon.stats(), 'status');
+    });
+    return new Promise<number>(() => {
+      /* runs until a signal */
+    });
+  },
+};

@@ -1,0 +1,60 @@
+/**
+ * Reads the kernel's flows from /proc/net/nf_conntrack (per network
+ * namespace; CONFIG_NF_CONNTRACK_PROCFS is on here). Used to rebuild
+ * connection records after a restart and to reconcile records with flows.
+ *
+ * Line format (tcp):
+ *   ipv4 2 tcp 6 115 ESTABLISHED src=C dst=VIP sport=CP dport=80
+ *        src=SERVER dst=C sport=80 dport=CP [ASSURED] mark=0 zone=0 use=2
+ * The first tuple is the original direction, the second the reply.
+ */
+import { readFile } from 'node:fs/promises';
+import { parseIPv4Address } from '../packet/address.ts';
+
+export interface KernelFlow {
+  readonly state: string;
+  readonly client: number;
+  readonly clientPort: number;
+  readonly dst: number;
+  readonly dstPort: number;
+  /** Reply source: the server (DNAT) or the other cluster's VIP (overflow). */
+  readonly replySrc: number;
+  readonly replySrcPort: number;
+}
+
+/** TCP states in which a connection is still alive. */
+export const LIVE_STATES: ReadonlySet<string> = new Set(['SYN_SENT', 'SYN_RECV', 'ESTABLISHED', 'FIN_WAIT', 'CLOSE_WAIT', 'LAST_ACK']);
+
+export function parseConntrackLine(line: string): KernelFlow | undefined {
+  const f = line.split(/\s+/);
+  if (f[2] !== 'tcp' || f[0] !== 'ipv4') return undefined;
+  const state = f[5] ?? '';
+  const kv: string[] = [];
+  for (let i = 6; i < f.length && kv.length < 8; i++) {
+    const t = f[i] ?? '';
+    const eq = t.indexOf('=');
+    if (eq > 0 && /^(src|dst|sport|dport)$/.test(t.slice(0, eq))) kv.push(t.slice(eq + 1));
+  }
+  if (kv.length < 8) return undefined;
+  const [os, od, osp, odp, rs, , rsp] = kv;
+  const client = parseIPv4Address(os ?? '');
+  const dst = parseIPv4Address(od ?? '');
+  const replySrc = parseIPv4Address(rs ?? '');
+  if (client === undefined || dst === undefined || replySrc === undefined) return undefined;
+  return { state, client, clientPort: Number(osp), dst, dstPort: Number(odp), replySrc, replySrcPort: Number(rsp) };
+}
+
+export async function readKernelFlows(path = '/proc/net/nf_conntrack'): Promise<KernelFlow[]> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch {
+    return []; // no conntrack in this namespace yet: no flows
+  }
+  const out: KernelFlow[] = [];
+  for (const line of text.split('\n')) {
+    const fl = parseConntrackLine(line);
+    if (fl) out.push(fl);
+  }
+  return out;
+}

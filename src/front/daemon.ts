@@ -1,0 +1,201 @@
+/**
+ * `sluice front`: wires the configuration, the rules, the NFQUEUE and the
+ * decision engine together, and owns the slow paths (timers, reload,
+ * shutdown). The packet path is FrontEngine.decide(), once per queued
+ * packet, called from one onBatch per batch.
+ *
+ * Lifecycle:
+ *   start   load config (refused -> exit 1, nothing installed); rebuild
+ *           records from the kernel's flows; install rules; bind the queue
+ *   run     sweep recycled records every second; reconcile with the kernel
+ *           every connections.reconcileSeconds
+ *   SIGHUP  reload: a refused config is logged and the running one stays;
+ *           an accepted one re-renders the rules and re-maps records by
+ *           service and server name (established connections are untouched)
+ *   SIGTERM unbind, remove our rules, exit 0. (After a crash the rules stay
+ *           and failMode governs new connections; established ones continue.)
+ */
+import { ConfigError, loadConfig } from '../config/load.ts';
+import { componentLogger, type Logger } from '../log/logger.ts';
+import { NfQueue } from '../nfqueue/queue.ts';
+import { formatIPv4Address } from '../packet/address.ts';
+import { parseStatusName } from '../packet/ipv4.ts';
+import { frontConfigSchema, type FrontConfig } from './config.ts';
+import { ConnectionTable, connectionKey } from './connections.ts';
+import { LIVE_STATES, readKernelFlows } from './conntrack-proc.ts';
+import { FrontEngine } from './engine.ts';
+import { installRules, removeRules } from './iptables.ts';
+import { renderRules } from './rules.ts';
+import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
+
+export interface FrontOptions {
+  /** Called once rules and queue are up (systemd READY=1 later). */
+  readonly onReady?: () => void;
+}
+
+export class FrontDaemon {
+  readonly log: Logger = componentLogger('front');
+  readonly configFile: string;
+  config: Readonly<FrontConfig>;
+  readonly table: ConnectionTable;
+  readonly engine: FrontEngine;
+  #queue: NfQueue | undefined;
+  #timers: ReturnType<typeof setInterval>[] = [];
+  #stopping = false;
+
+  constructor(configFile: string) {
+    this.configFile = configFile;
+    this.config = loadConfig(frontConfigSchema, configFile);
+    const services = buildServices(this.config);
+    this.table = new ConnectionTable(this.config.connections.max, this.config.connections.recycleSeconds * 1000, {
+      released: (svc, srv) => {
+        const s = this.engine.services[svc]?.servers[srv];
+        if (s && s.active > 0) s.active--;
+      },
+    });
+    this.engine = new FrontEngine(services, this.table);
+  }
+
+  async start(opts: FrontOptions): Promise<void> {
+    const rebuilt = await this.#rebuildFromKernel();
+    installRules(renderRules(this.config));
+    const engine = this.engine;
+    this.#queue = NfQueue.open({
+      queue: this.config.queue,
+      // Held verdicts never exceed one batch here; a generous kernel queue
+      // and fail-open keep a slow moment from dropping setup packets.
+      maxLength: 65536,
+      failOpen: true,
+      copyRange: 128, // headers are all the engine reads
+      onBatch(batch, q) {
+        const now = performance.now();
+        for (let i = 0; i < batch.count; i++) {
+          const v = engine.decide(batch.data, batch.payloadOffset(i), batch.payloadLength(i), now);
+          if (engine.mark !== 0) q.verdict(batch.id(i), v, engine.mark);
+          else q.verdict(batch.id(i), v);
+        }
+      },
+      onError: (err) => {
+        this.log.error({ err }, 'queue error');
+      },
+    });
+    this.#timers.push(
+      setInterval(() => this.table.sweep(performance.now()), 1000),
+      setInterval(() => void this.#reconcile(), this.config.connections.reconcileSeconds * 1000),
+    );
+    process.on('SIGHUP', () => {
+      this.reload();
+    });
+    this.log.info({ cluster: this.config.cluster, queue: this.config.queue, services: this.config.services.length, rebuilt }, 'front node ready');
+    opts.onReady?.();
+  }
+
+  /** Re-reads the config file; keeps the running config if it is refused. */
+  reload(): boolean {
+    let next: Readonly<FrontConfig>;
+    try {
+      next = loadConfig(frontConfigSchema, this.configFile);
+    } catch (err) {
+      this.log.error({ err: err instanceof ConfigError ? err.message : err }, 'reload refused: the running configuration stays');
+      return false;
+    }
+    const old = this.engine.services;
+    const services = buildServices(next);
+    // Carry records over by names; counts follow the records.
+    this.table.remap((svc, srv) => {
+      const os = old[svc];
+      const ns = services.findIndex((s) => s.name === os?.name);
+      const nsvc = services[ns];
+      if (!os || !nsvc) return undefined;
+      if (srv >= OVERFLOW_BASE) {
+        const ov = os.overflow[srv - OVERFLOW_BASE];
+        const j = nsvc.overflow.findIndex((o) => o.cluster === ov?.cluster);
+        return j >= 0 ? [ns, OVERFLOW_BASE + j] : undefined;
+      }
+      const id = os.servers[srv]?.id;
+      const ni = nsvc.servers.findIndex((s) => s.id === id);
+      return ni >= 0 ? [ns, ni] : undefined;
+    });
+    this.table.forEachActive((_key, svc, srv) => {
+      const s = services[svc]?.servers[srv];
+      if (s) s.active++;
+    });
+    installRules(renderRules(next));
+    this.engine.setServices(services);
+    this.config = next;
+    this.log.info({ services: next.services.length }, 'configuration reloaded');
+    return true;
+  }
+
+  async #rebuildFromKernel(): Promise<number> {
+    const flows = await readKernelFlows();
+    const now = performance.now();
+    let n = 0;
+    for (const f of flows) {
+      if (!LIVE_STATES.has(f.state)) continue;
+      const services = this.engine.services;
+      for (let s = 0; s < services.length; s++) {
+        const svc = services[s];
+        if (svc === undefined || svc.vip !== f.dst || svc.port !== f.dstPort) continue;
+        let target = svc.serverAt(f.replySrc, f.replySrcPort);
+        if (target < 0) {
+          const j = svc.overflow.findIndex((o) => o.vip === formatIPv4Address(f.replySrc));
+          if (j < 0) break;
+          target = OVERFLOW_BASE + j;
+        }
+        const key = connectionKey(s, f.client, f.clientPort);
+        if (this.table.lookup(key) < 0 && this.table.create(key, s, target, now) >= 0) {
+          const srv = svc.servers[target];
+          if (srv) srv.active++;
+          n++;
+        }
+        break;
+      }
+    }
+    return n;
+  }
+
+  async #reconcile(): Promise<void> {
+    const flows = await readKernelFlows();
+    const live = new Set<number>();
+    const services = this.engine.services;
+    for (const f of flows) {
+      if (!LIVE_STATES.has(f.state)) continue;
+      const s = services.findIndex((x) => x.vip === f.dst && x.port === f.dstPort);
+      if (s >= 0) live.add(connectionKey(s, f.client, f.clientPort));
+    }
+    // Records younger than one period may not have reached the kernel's table yet.
+    const freed = this.table.reconcile((k) => live.has(k), performance.now() - this.config.connections.reconcileSeconds * 1000);
+    if (freed > 0) this.log.info({ freed }, 'records freed: kernel flows gone');
+  }
+
+  stats(): Record<string, unknown> {
+    const c = this.engine.counters;
+    return {
+      counters: Object.fromEntries(Object.entries(c).filter(([k]) => k !== 'malformed')),
+      malformed: Object.fromEntries(parseStatusName.map((n, i) => [n, c.malformed[i] ?? 0]).filter(([, v]) => v !== 0)),
+      records: { active: this.table.active, recycled: this.table.recycled, ...this.table.counts },
+      queue: this.#queue?.stats(),
+      services: this.engine.services.map((s) => ({
+        name: s.name,
+        overflowed: s.overflowed,
+        servers: s.servers.map((b) => ({ name: b.id, state: b.state, active: b.active, decided: b.decided, capacity: b.capacity })),
+        overflow: s.overflow.map((o) => ({ cluster: o.cluster, decided: o.decided })),
+      })),
+    };
+  }
+
+  /** Unbinds, removes our rules. Idempotent. */
+  stop(): void {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    for (const t of this.#timers) clearInterval(t);
+    this.#queue?.close();
+    removeRules();
+    this.log.info(this.stats(), 'front node stopped');
+  }
+}
+
+export function buildServices(cfg: Readonly<FrontConfig>): ServiceRuntime[] {
+  return cfg.services.map((s, i) => new ServiceRuntime(i, s, cfg.overflow));
+}
