@@ -1,0 +1,134 @@
+/**
+ * `sluice front` on the testbed with real clients, nginx servers, NFQUEUE
+ * and kernel NAT: capacity-proportional steering, drops of unknown flows
+ * and malformed packets, kill -9 during a download, restart rebuild.
+ */
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import { TcpFlag } from '../../src/packet/ipv4.ts';
+import { FrontProcess, writeConfig } from '../helpers/front.ts';
+import { tcp } from '../helpers/packets.ts';
+import { nsRun, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
+
+const BURST = fileURLToPath(new URL('../fixtures/http-burst.ts', import.meta.url));
+const testbed = useTestbed({ blobMiB: 50 });
+
+function configYaml(method: string): string {
+  return `cluster: c1
+uplinkAddress: 198.18.101.2
+services:
+  - name: www
+    vip: 198.19.1.1
+    port: 80
+    method: ${method}
+    servers:
+      - { name: s1a, address: 198.18.201.11, capacity: 1000 }
+      - { name: s1b, address: 198.18.201.12, capacity: 2000 }
+      - { name: s1c, address: 198.18.201.13, capacity: 3000 }
+`;
+}
+
+async function burst(ns: string, count: number): Promise<{ tally: Record<string, number>; failures: number }> {
+  const r = await nsRunAsync(ns, process.execPath, ['--no-warnings', BURST, '--url', 'http://198.19.1.1/', '--count', String(count), '--concurrency', '24']);
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout) as { tally: Record<string, number>; failures: number };
+}
+
+function sendRaw(ns: string, dst: string, packets: Uint8Array[]): void {
+  const hex = packets.map((p) => Buffer.from(p).toString('hex'));
+  nsRun(ns, 'python3', [
+    '-c',
+    'import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_RAW,socket.IPPROTO_RAW)\nfor h in sys.argv[2:]: s.sendto(bytes.fromhex(h),(sys.argv[1],0))',
+    dst,
+    ...hex,
+  ]);
+}
+
+describe('sluice front on the testbed', () => {
+  let front: FrontProcess | undefined;
+  let frontNs = '';
+  let configFile = '';
+
+  before(async () => {
+    const st = testbed();
+    frontNs = st.plan.clusters[0]?.front.name ?? '';
+    configFile = writeConfig(join(st.runDir, 'front-c1.yaml'), configYaml('capacity'));
+    front = new FrontProcess(frontNs, configFile);
+    await front.waitFor('front node ready');
+  });
+
+  after(async () => {
+    await front?.stop();
+  });
+
+  it('3000 short connections from two clients: per-server counts follow capacity 1:2:3 (±5%)', async () => {
+    const st = testbed();
+    const [a, b] = await Promise.all([burst(st.plan.clients[0]?.name ?? '', 1500), burst(st.plan.clients[1]?.name ?? '', 1500)]);
+    assert.equal(a.failures + b.failures, 0);
+    const total = { s1a: 0, s1b: 0, s1c: 0 } as Record<string, number>;
+    for (const t of [a.tally, b.tally]) for (const [k, v] of Object.entries(t)) total[k] = (total[k] ?? 0) + v;
+    const sum = Object.values(total).reduce((x, y) => x + y, 0);
+    assert.equal(sum, 3000);
+    for (const [name, share] of [['s1a', 1 / 6], ['s1b', 2 / 6], ['s1c', 3 / 6]] as const) {
+      const got = (total[name] ?? 0) / sum;
+      assert.ok(Math.abs(got - share) <= 0.05 * share, `${name}: ${(got * 100).toFixed(1)}% of connections, expected ${(share * 100).toFixed(1)}% ± 5%`);
+    }
+    // Only setup and teardown crossed into JavaScript: about 2 packets per connection.
+    const status = await front!.status();
+    const counters = status['counters'] as Record<string, number>;
+    assert.ok((counters['packets'] ?? 0) <= 3000 * 3, `packets in JS: ${counters['packets']}`);
+    assert.ok((counters['decided'] ?? 0) >= 3000);
+  });
+
+  it('non-SYN packets of unknown flows and malformed packets are dropped and counted; service goes on', async () => {
+    const st = testbed();
+    const client = st.plan.clients[0]!;
+    const acks = [1, 2, 3, 4, 5].map((i) => tcp({ src: client.address, dst: '198.19.1.1' }, { srcPort: 61000 + i, dstPort: 80, flags: TcpFlag.Ack, seq: 77 }));
+    const withOptions = [1, 2].map((i) => tcp({ src: client.address, dst: '198.19.1.1', options: [1, 1, 1, 0] }, { srcPort: 62000 + i, dstPort: 80, flags: TcpFlag.Syn }));
+    const evil = [1, 2].map((i) => tcp({ src: client.address, dst: '198.19.1.1', flags: 4 }, { srcPort: 63000 + i, dstPort: 80, flags: TcpFlag.Syn }));
+    sendRaw(client.name, '198.19.1.1', [...acks, ...withOptions, ...evil]);
+    const page = nsRun(client.name, 'curl', ['-s', '-m', '5', 'http://198.19.1.1/']);
+    assert.match(page, /^server s1[abc] /);
+    const status = await front!.status();
+    const counters = status['counters'] as Record<string, number>;
+    const malformed = status['malformed'] as Record<string, number>;
+    assert.ok((counters['noRecord'] ?? 0) >= 5, JSON.stringify(counters));
+    assert.equal(malformed['ip_options'], 2, JSON.stringify(malformed));
+    assert.equal(malformed['reserved_flag'], 2, JSON.stringify(malformed));
+  });
+
+  it('kill -9 during a 50 MB download: it completes intact; fallback serves meanwhile; restart rebuilds and serves', async () => {
+    const st = testbed();
+    const client = st.plan.clients[0]!;
+    // A slow download (~5 s) that is in flight across the kill and the restart.
+    const dl = spawn('ip', ['netns', 'exec', client.name, 'curl', '-s', '--limit-rate', '10M', '-m', '60', 'http://198.19.1.1/blob.bin'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const hash = createHash('sha1');
+    let bytes = 0;
+    dl.stdout.on('data', (d: Buffer) => {
+      bytes += d.length;
+      hash.update(d);
+    });
+    const finished = new Promise<number>((resolve) => dl.on('close', (code) => { resolve(code ?? -1); }));
+    while (bytes < 2 << 20) await new Promise((r) => setTimeout(r, 50));
+
+    front!.child.kill('SIGKILL');
+    await new Promise((r) => front!.child.once('exit', r));
+    // Daemon down, rules still installed: failMode bypass spreads new connections statically.
+    const during = nsRun(client.name, 'curl', ['-s', '-m', '5', 'http://198.19.1.1/']);
+    assert.match(during, /^server s1[abc] /);
+
+    front = new FrontProcess(frontNs, configFile);
+    const ready = await front.waitFor('front node ready');
+    assert.ok(Number(ready['rebuilt']) >= 1, `records rebuilt from kernel flows: ${String(ready['rebuilt'])}`);
+    const after = await nsRunAsync(client.name, 'curl', ['-s', '-m', '1', 'http://198.19.1.1/']);
+    assert.equal(after.code, 0, 'a new connection right after restart (curl -m 1)');
+
+    assert.equal(await finished, 0);
+    assert.equal(bytes, 50 << 20);
+    assert.equal(hash.digest('hex'), st.blobSha1);
+  });
+});
