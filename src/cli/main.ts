@@ -3,11 +3,12 @@
  * via bin/sluice which pins the Node 24 runtime).
  */
 import type { Command } from './command.ts';
+import { ctlCommand } from './ctl.ts';
 import { frontCommand } from './front.ts';
 import { scheduleCommand } from './schedule.ts';
 import { versionCommand } from './version.ts';
 
-const commands: readonly Command[] = [frontCommand, scheduleCommand, versionCommand];
+const commands: readonly Command[] = [frontCommand, ctlCommand, scheduleCommand, versionCommand];
 
 function usage(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

@@ -21,6 +21,7 @@ import { NfQueue } from '../nfqueue/queue.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import { parseStatusName } from '../packet/ipv4.ts';
 import { frontConfigSchema, type FrontConfig } from './config.ts';
+import { AdminServer } from './admin.ts';
 import { ConnectionTable, connectionKey } from './connections.ts';
 import { LIVE_STATES, readKernelFlows } from './conntrack-proc.ts';
 import { FrontEngine } from './engine.ts';
@@ -40,6 +41,7 @@ export class FrontDaemon {
   readonly table: ConnectionTable;
   readonly engine: FrontEngine;
   #queue: NfQueue | undefined;
+  #admin: AdminServer | undefined;
   #timers: ReturnType<typeof setInterval>[] = [];
   #stopping = false;
 
@@ -86,6 +88,8 @@ export class FrontDaemon {
     process.on('SIGHUP', () => {
       this.reload();
     });
+    this.#admin = new AdminServer(this.config.adminSocket, this);
+    await this.#admin.listen();
     this.log.info({ cluster: this.config.cluster, queue: this.config.queue, services: this.config.services.length, rebuilt }, 'front node ready');
     opts.onReady?.();
   }
@@ -99,9 +103,21 @@ export class FrontDaemon {
       this.log.error({ err: err instanceof ConfigError ? err.message : err }, 'reload refused: the running configuration stays');
       return false;
     }
+    this.apply(next);
+    this.log.info({ services: next.services.length }, 'configuration reloaded');
+    return true;
+  }
+
+  /**
+   * Makes `next` the running configuration: new service state, records
+   * carried over by service and server name (a record whose server is gone
+   * stops being tracked; its kernel flow continues), rules re-rendered.
+   * Established connections are never touched: the kernel's NAT binding
+   * was made at their SYN.
+   */
+  apply(next: Readonly<FrontConfig>): void {
     const old = this.engine.services;
     const services = buildServices(next);
-    // Carry records over by names; counts follow the records.
     this.table.remap((svc, srv) => {
       const os = old[svc];
       const ns = services.findIndex((s) => s.name === os?.name);
@@ -120,11 +136,13 @@ export class FrontDaemon {
       const s = services[svc]?.servers[srv];
       if (s) s.active++;
     });
+    for (const ns of services) {
+      const os = old.find((o) => o.name === ns.name);
+      for (const b of ns.servers) b.decided = os?.servers.find((x) => x.id === b.id)?.decided ?? 0;
+    }
     installRules(renderRules(next));
     this.engine.setServices(services);
     this.config = next;
-    this.log.info({ services: next.services.length }, 'configuration reloaded');
-    return true;
   }
 
   async #rebuildFromKernel(): Promise<number> {
@@ -175,6 +193,7 @@ export class FrontDaemon {
       counters: Object.fromEntries(Object.entries(c).filter(([k]) => k !== 'malformed')),
       malformed: Object.fromEntries(parseStatusName.map((n, i) => [n, c.malformed[i] ?? 0]).filter(([, v]) => v !== 0)),
       records: { active: this.table.active, recycled: this.table.recycled, ...this.table.counts },
+      admin: { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 },
       queue: this.#queue?.stats(),
       services: this.engine.services.map((s) => ({
         name: s.name,
@@ -191,6 +210,7 @@ export class FrontDaemon {
     this.#stopping = true;
     for (const t of this.#timers) clearInterval(t);
     this.#queue?.close();
+    this.#admin?.close();
     removeRules();
     this.log.info(this.stats(), 'front node stopped');
   }
