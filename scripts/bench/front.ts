@@ -1,0 +1,318 @@
+/**
+ * Benchmark: `sluice front` against kernel DNAT and HAProxy (TCP mode), side
+ * by side on one testbed (1 client, a front node, 2 nginx servers, no WAN
+ * delay), modes alternated round by round.
+ *
+ *   new connections/s  wrk -t1 -c32, Connection: close, tiny page
+ *   kept-alive req/s   wrk -t1 -c32
+ *   bulk MB/s          wrk -t1 -c4 on a 20 MiB file
+ * The front namespace uses a 1 s conntrack TIME_WAIT (measured pitfall: with
+ * one client address, TIME_WAIT entries make NAT remap ports into PAWS
+ * rejections), for every mode alike.
+ *
+ * Then, with sluice front running:
+ *   SYN decisions  a raw-socket SYN flood from the client namespace (python3,
+ *                  crafted SYNs over 9 source addresses x 60000 ports) to a
+ *                  second VIP whose servers drop the SYNs; decisions per
+ *                  second and per CPU-second of the daemon (= on one core).
+ *   RSS            scripts/bench/front-rss.ts: the engine with 1M records.
+ *
+ *   node scripts/bench/front.ts [--seconds 5] [--rounds 2]
+ * Prints a table, writes bench/results/front.json.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, release } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { down, up } from '../testbed/testbed.ts';
+import { run, runIn, sleepSync, tryRun } from '../testbed/sh.ts';
+
+const { values } = parseArgs({ options: { seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '2' } } });
+const seconds = Number(values.seconds);
+const rounds = Number(values.rounds);
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const VIP = '198.19.1.1';
+
+if (tryRun('haproxy', ['-v']) === undefined) {
+  console.error('installing haproxy (apt-get) for the reference...');
+  run('apt-get', ['install', '-y', '-qq', 'haproxy']);
+}
+tryRun('systemctl', ['stop', 'haproxy']); // Debian starts one on the host; ours runs in the namespace
+
+const prefix = `bfr${randomBytes(2).toString('hex')}`;
+process.on('exit', () => {
+  down(prefix);
+});
+process.on('SIGINT', () => process.exit(130));
+const st = up({ prefix, clients: 1, clusters: 1, serversPerCluster: 2, extraClientAddresses: 8, delaysMs: { '1:1': 0 }, blobMiB: 20 });
+const k = st.plan.clusters[0];
+const c = st.plan.clients[0];
+if (!k || !c) throw new Error('bad plan');
+const fr = k.front.name;
+const cl = c.name;
+const servers = k.servers.map((s) => s.address);
+runIn(fr, 'sysctl', ['-q', '-w', 'net.netfilter.nf_conntrack_tcp_timeout_time_wait=1', 'net.netfilter.nf_conntrack_tcp_timeout_syn_sent=5']);
+
+// ---- modes -------------------------------------------------------------
+interface Mode {
+  name: 'dnat' | 'haproxy' | 'sluice';
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const dnat: Mode = {
+  name: 'dnat',
+  start() {
+    runIn(fr, 'iptables', ['-t', 'nat', '-A', 'PREROUTING', '-d', VIP, '-p', 'tcp', '--dport', '80', '-m', 'statistic', '--mode', 'nth', '--every', '2', '--packet', '0', '-j', 'DNAT', '--to-destination', `${servers[0] ?? ''}:80`]);
+    runIn(fr, 'iptables', ['-t', 'nat', '-A', 'PREROUTING', '-d', VIP, '-p', 'tcp', '--dport', '80', '-j', 'DNAT', '--to-destination', `${servers[1] ?? ''}:80`]);
+    return Promise.resolve();
+  },
+  stop() {
+    runIn(fr, 'iptables', ['-t', 'nat', '-F', 'PREROUTING']);
+    return Promise.resolve();
+  },
+};
+
+const haproxyCfg = join(st.runDir, 'haproxy.cfg');
+writeFileSync(
+  haproxyCfg,
+  `global
+  maxconn 9000
+  pidfile ${join(st.runDir, 'haproxy.pid')}
+defaults
+  mode tcp
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend www
+  bind ${VIP}:80
+  default_backend servers
+backend servers
+  balance roundrobin
+${servers.map((s, i) => `  server s${i} ${s}:80`).join('\n')}
+`,
+);
+const haproxy: Mode = {
+  name: 'haproxy',
+  start() {
+    runIn(fr, 'ip', ['addr', 'add', `${VIP}/32`, 'dev', 'lo']);
+    runIn(fr, 'haproxy', ['-D', '-f', haproxyCfg]);
+    sleepSync(300);
+    return Promise.resolve();
+  },
+  stop() {
+    const pid = Number(readFileSync(join(st.runDir, 'haproxy.pid'), 'utf8').trim());
+    process.kill(pid, 'SIGTERM');
+    sleepSync(300);
+    runIn(fr, 'ip', ['addr', 'del', `${VIP}/32`, 'dev', 'lo']);
+    return Promise.resolve();
+  },
+};
+
+const frontCfg = join(st.runDir, 'front.yaml');
+writeFileSync(
+  frontCfg,
+  `cluster: c1
+uplinkAddress: ${k.uplinkAddress}
+adminSocket: ${join(st.runDir, 'front.sock')}
+services:
+  - name: www
+    vip: ${VIP}
+    port: 80
+    method: byrequests
+    servers:
+${servers.map((s, i) => `      - { name: s${i}, address: ${s} }`).join('\n')}
+  - name: synbench
+    vip: ${VIP}
+    port: 81
+    method: byrequests
+    servers:
+${servers.map((s, i) => `      - { name: s${i}, address: ${s} }`).join('\n')}
+`,
+);
+let frontChild: ChildProcess | undefined;
+const sluice: Mode = {
+  name: 'sluice',
+  async start() {
+    const child = spawn('ip', ['netns', 'exec', fr, join(ROOT, 'bin/sluice'), 'front', '--config', frontCfg], { stdio: ['ignore', 'ignore', 'pipe'] });
+    frontChild = child;
+    const lines = createInterface({ input: child.stderr });
+    await new Promise<void>((resolve, reject) => {
+      const t = setTimeout(() => {
+        reject(new Error('sluice front did not start'));
+      }, 15_000);
+      lines.on('line', (l) => {
+        if (l.includes('front node ready')) {
+          clearTimeout(t);
+          resolve();
+        }
+      });
+    });
+  },
+  async stop() {
+    const child = frontChild;
+    if (!child) return;
+    const done = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await done;
+    frontChild = undefined;
+  },
+};
+
+// ---- workloads ---------------------------------------------------------
+function wrk(args: string[]): Promise<{ rps: number; mbps: number; errors: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('ip', ['netns', 'exec', cl, 'wrk', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.on('close', () => {
+      const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
+      const tr = /Transfer\/sec:\s+([\d.]+)(KB|MB|GB)/.exec(out);
+      if (!rps || !tr) {
+        reject(new Error(`wrk: ${out}`));
+        return;
+      }
+      const scale = tr[2] === 'GB' ? 1024 : tr[2] === 'KB' ? 1 / 1024 : 1;
+      const errs = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+      const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
+      const errors = (errs ? [1, 2, 3, 4].reduce((s, i) => s + Number(errs[i]), 0) : 0) + (non2xx ? Number(non2xx[1]) : 0);
+      resolve({ rps: Number(rps[1]), mbps: Number(tr[1]) * scale, errors });
+    });
+  });
+}
+
+const workloads = {
+  close: ['-t1', '-c32', `-d${seconds}s`, '-H', 'Connection: close', `http://${VIP}/`],
+  keepalive: ['-t1', '-c32', `-d${seconds}s`, `http://${VIP}/`],
+  bulk: ['-t1', '-c4', `-d${seconds}s`, `http://${VIP}/blob.bin`],
+} as const;
+type Workload = keyof typeof workloads;
+
+interface Sample {
+  mode: string;
+  workload: Workload;
+  rps: number;
+  mbps: number;
+  errors: number;
+}
+const samples: Sample[] = [];
+const modes = [dnat, haproxy, sluice];
+for (let r = 0; r < rounds; r++) {
+  for (const m of modes) {
+    await m.start();
+    await wrk(['-t1', '-c8', '-d1s', `http://${VIP}/`]); // warm-up
+    for (const w of Object.keys(workloads) as Workload[]) {
+      const res = await wrk([...workloads[w]]);
+      samples.push({ mode: m.name, workload: w, ...res });
+      console.error(`round ${r + 1} ${m.name.padEnd(8)} ${w.padEnd(9)} ${res.rps.toFixed(0)} req/s ${res.mbps.toFixed(1)} MB/s errors ${res.errors}`);
+    }
+    await m.stop();
+    sleepSync(1500); // TIME_WAIT (1 s here) drains between modes
+  }
+}
+
+// ---- SYN decisions ---------------------------------------------------------
+for (const s of k.servers) runIn(s.name, 'iptables', ['-A', 'INPUT', '-p', 'tcp', '--dport', '81', '-j', 'DROP']);
+await sluice.start();
+const pid = Number(execFileSync('ip', ['netns', 'pids', fr], { encoding: 'utf8' }).trim().split('\n')[0]);
+function cpuSeconds(p: number): number {
+  const f = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(f[11]) + Number(f[12])) / 100; // utime + stime, clock ticks (USER_HZ=100)
+}
+function frontStatus(): Record<string, number> {
+  const out = execFileSync('ip', ['netns', 'exec', fr, join(ROOT, 'bin/sluice'), 'ctl', '--socket', join(st.runDir, 'front.sock'), 'status'], { encoding: 'utf8' });
+  return (JSON.parse(out) as { counters: Record<string, number> }).counters;
+}
+const floodSeconds = Math.min(seconds, 3);
+const flood = `
+import socket, struct, sys, time
+def csum(b):
+    if len(b) % 2: b += b'\\0'
+    s = sum(struct.unpack('!%dH' % (len(b) // 2), b))
+    while s > 0xffff: s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+vip = socket.inet_aton(sys.argv[1]); srcs = [socket.inet_aton(a) for a in sys.argv[3:]]
+pkts = []
+for port in range(1024, 1024 + 60000, 1):
+    for src in srcs:
+        tcp = struct.pack('!HHIIBBHHH', port, 81, 1, 0, 0x50, 0x02, 64240, 0, 0)
+        c = csum(src + vip + struct.pack('!BBH', 0, 6, 20) + tcp)
+        tcp = tcp[:16] + struct.pack('!H', c) + tcp[18:]
+        ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 40, 0, 0, 64, 6, 0, src, vip)
+        pkts.append(ip + tcp)
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+dst = (sys.argv[1], 0); n = 0; end = time.time() + float(sys.argv[2]); t0 = time.time()
+while time.time() < end and n < len(pkts):
+    for p in pkts[n:n + 1000]: s.sendto(p, dst)
+    n += 1000
+print(n, time.time() - t0)
+`;
+const before = frontStatus();
+const cpu0 = cpuSeconds(pid);
+const t0 = performance.now();
+const floodOut = runIn(cl, 'python3', ['-c', flood, VIP, String(floodSeconds), c.address, ...c.extraAddresses]).trim().split(' ');
+sleepSync(300); // let the queue drain
+const elapsed = (performance.now() - t0) / 1000;
+const cpu = cpuSeconds(pid) - cpu0;
+const after = frontStatus();
+const decided = (after['decided'] ?? 0) - (before['decided'] ?? 0);
+const sent = Number(floodOut[0]);
+const sendSeconds = Number(floodOut[1]);
+await sluice.stop();
+const synBench = {
+  synsSent: sent,
+  offeredPerSecond: sent / sendSeconds,
+  decided,
+  decidedPerSecond: decided / elapsed,
+  daemonCpuSeconds: cpu,
+  decisionsPerCpuSecond: decided / Math.max(cpu, 0.01),
+};
+
+// ---- RSS with 1M records -------------------------------------------------------
+const rss = JSON.parse(execFileSync(process.execPath, ['--expose-gc', join(ROOT, 'scripts/bench/front-rss.ts')], { encoding: 'utf8' })) as Record<string, number>;
+
+// ---- report ---------------------------------------------------------------
+function med(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? NaN;
+}
+const pick = (mode: string, w: Workload, f: 'rps' | 'mbps'): number => med(samples.filter((s) => s.mode === mode && s.workload === w).map((s) => s[f]));
+const summary: Record<string, Record<string, number>> = {};
+for (const w of Object.keys(workloads) as Workload[]) {
+  const f = w === 'bulk' ? 'mbps' : 'rps';
+  const d = pick('dnat', w, f);
+  const h = pick('haproxy', w, f);
+  const sl = pick('sluice', w, f);
+  summary[w] = { dnat: d, haproxy: h, sluice: sl, haproxyRatio: h / d, sluiceRatio: sl / d };
+}
+console.log(`\nsluice front vs kernel DNAT and HAProxy (TCP), median of ${rounds} rounds of ${seconds} s; ratios to DNAT`);
+console.log('workload              DNAT     HAProxy    sluice   HAProxy/DNAT  sluice/DNAT  target');
+const target: Record<Workload, string> = { close: '>= 0.90, > HAProxy', keepalive: '>= 0.95', bulk: '>= 0.95' };
+const label: Record<Workload, string> = { close: 'new conn/s (close)', keepalive: 'kept-alive req/s', bulk: 'bulk MB/s' };
+for (const w of Object.keys(workloads) as Workload[]) {
+  const s = summary[w] ?? {};
+  console.log(
+    `${label[w].padEnd(19)} ${(s['dnat'] ?? 0).toFixed(0).padStart(8)} ${(s['haproxy'] ?? 0).toFixed(0).padStart(10)} ${(s['sluice'] ?? 0).toFixed(0).padStart(9)} ${(s['haproxyRatio'] ?? 0).toFixed(2).padStart(13)} ${(s['sluiceRatio'] ?? 0).toFixed(2).padStart(12)}  ${target[w]}`,
+  );
+}
+console.log(`SYN decisions: ${synBench.decided} of ${synBench.synsSent} flood SYNs (offered ${synBench.offeredPerSecond.toFixed(0)}/s), ${synBench.decidedPerSecond.toFixed(0)}/s, ${synBench.decisionsPerCpuSecond.toFixed(0)} per daemon CPU-second (target >= 100000)`);
+console.log(`RSS with ${rss['records']} records: ${(rss['rssMiB'] ?? 0).toFixed(0)} MiB (target <= 300); in-process decide ${(rss['decideNsPerSyn'] ?? 0).toFixed(0)} ns/SYN`);
+console.log(`wrk errors: ${samples.reduce((s, x) => s + x.errors, 0)}`);
+
+const result = {
+  benchmark: 'front',
+  date: new Date().toISOString(),
+  machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version },
+  settings: { seconds, rounds, wrk: workloads, frontNamespace: 'conntrack time_wait 1 s' },
+  summary,
+  synBench,
+  rss,
+  samples,
+};
+mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+writeFileSync(join(ROOT, 'bench/results/front.json'), JSON.stringify(result, null, 2) + '\n');
+console.log('results: bench/results/front.json');
