@@ -22,8 +22,20 @@ export interface KernelFlow {
   readonly replySrcPort: number;
 }
 
-/** TCP states in which a connection is still alive. */
+/**
+ * TCP states in which a connection is still alive: a record whose flow is
+ * in one of them is kept by reconcile. (Conntrack's closing states do not
+ * say which side sent the FIN, so a half-closed flow may still await the
+ * client's FIN that recycles its record.)
+ */
 export const LIVE_STATES: ReadonlySet<string> = new Set(['SYN_SENT', 'SYN_RECV', 'ESTABLISHED', 'FIN_WAIT', 'CLOSE_WAIT', 'LAST_ACK']);
+
+/**
+ * States rebuilt as active records after a restart: only where neither side
+ * has closed. A half-closed flow is ending; counting it as load would keep
+ * its server looking busy until the next reconcile.
+ */
+export const REBUILD_STATES: ReadonlySet<string> = new Set(['SYN_SENT', 'SYN_RECV', 'ESTABLISHED']);
 
 export function parseConntrackLine(line: string): KernelFlow | undefined {
   const f = line.split(/\s+/);

@@ -23,7 +23,7 @@ import { parseStatusName } from '../packet/ipv4.ts';
 import { frontConfigSchema, type FrontConfig } from './config.ts';
 import { AdminServer } from './admin.ts';
 import { ConnectionTable, connectionKey } from './connections.ts';
-import { LIVE_STATES, readKernelFlows } from './conntrack-proc.ts';
+import { LIVE_STATES, REBUILD_STATES, readKernelFlows } from './conntrack-proc.ts';
 import { FrontEngine } from './engine.ts';
 import { installRules, removeRules } from './iptables.ts';
 import { renderRules } from './rules.ts';
@@ -150,7 +150,7 @@ export class FrontDaemon {
     const now = performance.now();
     let n = 0;
     for (const f of flows) {
-      if (!LIVE_STATES.has(f.state)) continue;
+      if (!REBUILD_STATES.has(f.state)) continue;
       const services = this.engine.services;
       for (let s = 0; s < services.length; s++) {
         const svc = services[s];

@@ -112,6 +112,48 @@ describe('front node policies and administration on real traffic', () => {
     assert.match(nsRun(client, 'curl', ['-s', '-m', '5', 'http://198.19.1.1/']), /^server s1[ac] /);
   });
 
+  it('SIGHUP: a bad config is refused and the running one stays; a good one takes effect', async (t) => {
+    const st = testbed();
+    const client = st.plan.clients[0]!.name;
+    const good = config(1, 'SOCKET', service(1, 'byrequests', [{ name: 's1a' }, { name: 's1b' }]));
+    const { front } = await startFront(1, good);
+    t.after(() => front.stop());
+    const file = join(st.runDir, 'front-c1.yaml');
+    writeConfig(file, 'cluster: c1\nuplinkAddress: 198.18.101\nservices: []\n');
+    const from = front.lines.length;
+    front.signal('SIGHUP');
+    const refused = await front.waitFor('reload refused: the running configuration stays', 10_000, from);
+    assert.match(String(refused['err']), /uplinkAddress: expected an IPv4 address/);
+    assert.match(String(refused['err']), /services: configure at least one virtual service/);
+    const r1 = await burst(client, '198.19.1.1', 20, 2);
+    assert.deepEqual(r1.tally, { s1a: 10, s1b: 10 }, 'still serving with the running config');
+
+    // A good config that drains s1a takes effect.
+    writeConfig(file, config(1, join(st.runDir, 'front-c1.sock'), service(1, 'byrequests', [{ name: 's1a' }, { name: 's1b' }])).replace('198.18.201.11 }', '198.18.201.11, state: drain }'));
+    const from2 = front.lines.length;
+    front.signal('SIGHUP');
+    await front.waitFor('configuration reloaded', 10_000, from2);
+    const r2 = await burst(client, '198.19.1.1', 20, 2);
+    assert.deepEqual(r2.tally, { s1b: 20 });
+  });
+
+  it('failMode drop: while the daemon is down new connections are refused, established ones continue', async () => {
+    const st = testbed();
+    const client = st.plan.clients[0]!.name;
+    const { front, ns } = await startFront(1, `failMode: drop\n${config(1, 'SOCKET', service(1, 'byrequests', [{ name: 's1a' }, { name: 's1b' }]))}`);
+    const dl = download(client, 'http://198.19.1.1/blob.bin', '8M');
+    await new Promise((r) => setTimeout(r, 500));
+    front.signal('SIGKILL');
+    await new Promise((r) => front.child.once('exit', r));
+    const refused = await nsRunAsync(client, 'curl', ['-s', '-m', '2', 'http://198.19.1.1/']);
+    assert.notEqual(refused.code, 0, 'no new connection while down in drop mode');
+    const res = await dl.done;
+    assert.equal(res.code, 0);
+    assert.equal(res.sha1, st.blobSha1);
+    // The rules a killed daemon leaves behind are its own; remove them for the next test.
+    nsRun(ns, process.execPath, ['-e', `import('${fileURLToPath(new URL('../../src/front/iptables.ts', import.meta.url))}').then((m) => m.removeRules())`]);
+  });
+
   it('overflow: with cluster 1 full, new connections go to clusters 2 and 3 in proportion 1:3 of free capacity', async (t) => {
     const st = testbed();
     const client = st.plan.clients[0]!.name;

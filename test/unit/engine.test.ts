@@ -138,3 +138,19 @@ describe('front engine', () => {
     assert.equal(services[0]!.servers[0]!.active, 16, 'untracked connections are not counted as active');
   });
 });
+
+describe('kernel flow lines (/proc/net/nf_conntrack)', () => {
+  it('parses original and reply tuples; rebuilds only flows neither side has closed', async () => {
+    const { parseConntrackLine, REBUILD_STATES, LIVE_STATES } = await import('../../src/front/conntrack-proc.ts');
+    const line =
+      'ipv4     2 tcp      6 431999 ESTABLISHED src=198.18.11.2 dst=198.19.1.1 sport=55532 dport=80 src=198.18.201.11 dst=198.18.11.2 sport=80 dport=55532 [ASSURED] mark=0 zone=0 use=2';
+    const f = parseConntrackLine(line);
+    assert.deepEqual(f, { state: 'ESTABLISHED', client: 0xc6120b02, clientPort: 55532, dst: 0xc6130101, dstPort: 80, replySrc: 0xc612c90b, replySrcPort: 80 });
+    assert.equal(parseConntrackLine('ipv4 2 udp 17 20 src=1.2.3.4 dst=5.6.7.8 sport=1 dport=2 src=5.6.7.8 dst=1.2.3.4 sport=2 dport=1 mark=0 use=1'), undefined);
+    assert.equal(parseConntrackLine('garbage'), undefined);
+    for (const st of ['FIN_WAIT', 'CLOSE_WAIT', 'LAST_ACK']) {
+      assert.ok(LIVE_STATES.has(st) && !REBUILD_STATES.has(st), st);
+    }
+    assert.ok(!LIVE_STATES.has('TIME_WAIT'));
+  });
+});
