@@ -8,6 +8,7 @@
 import { parseIPv4Address } from '../packet/address.ts';
 import type { FrontConfig, ServiceConfig } from './config.ts';
 import { createSelector, type Backend, type Selector } from './select/index.ts';
+import { smoothPick } from './select/smooth.ts';
 
 export const OVERFLOW_BASE = 0x80;
 
@@ -23,8 +24,6 @@ export interface OverflowTarget {
   readonly cluster: string;
   readonly vip: string;
   freeCapacity: number;
-  /** Smooth weighting state. */
-  current: number;
   decided: number;
 }
 
@@ -42,6 +41,8 @@ export class ServiceRuntime {
   readonly servers: ServerRuntime[];
   readonly selector: Selector;
   readonly overflow: OverflowTarget[];
+  readonly #overflowStatus: Float64Array;
+  readonly #overflowWeights: Float64Array;
   overflowed = 0;
 
   constructor(index: number, svc: ServiceConfig, overflow: FrontConfig['overflow']) {
@@ -62,7 +63,9 @@ export class ServiceRuntime {
     }));
     this.selector = createSelector(svc.method);
     this.selector.rebuild(this.servers);
-    this.overflow = overflow.map((o) => ({ cluster: o.cluster, vip: o.vip, freeCapacity: o.freeCapacity, current: 0, decided: 0 }));
+    this.overflow = overflow.map((o) => ({ cluster: o.cluster, vip: o.vip, freeCapacity: o.freeCapacity, decided: 0 }));
+    this.#overflowStatus = new Float64Array(this.overflow.length);
+    this.#overflowWeights = new Float64Array(this.overflow.length);
   }
 
   /** Server index, OVERFLOW_BASE + j, or -1. Deterministic. */
@@ -74,21 +77,14 @@ export class ServiceRuntime {
       return i;
     }
     // Seed 000: every server full -> other clusters in proportion to their free capacity.
-    let best = -1;
-    let total = 0;
-    for (let j = 0; j < this.overflow.length; j++) {
-      const o = this.overflow[j];
-      if (o === undefined || !(o.freeCapacity > 0)) continue;
-      o.current += o.freeCapacity;
-      total += o.freeCapacity;
-      if (best < 0 || o.current > (this.overflow[best]?.current ?? 0)) best = j;
-    }
-    const chosen = this.overflow[best];
+    const w = this.#overflowWeights;
+    for (let k = 0; k < this.overflow.length; k++) w[k] = this.overflow[k]?.freeCapacity ?? 0;
+    const j = smoothPick(this.overflow.length, this.#overflowStatus, w);
+    const chosen = this.overflow[j];
     if (!chosen) return -1;
-    chosen.current -= total;
     chosen.decided++;
     this.overflowed++;
-    return OVERFLOW_BASE + best;
+    return OVERFLOW_BASE + j;
   }
 
   /** Index of the server with this address and port, or -1. */

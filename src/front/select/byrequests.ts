@@ -11,29 +11,28 @@
  * Here "usable" also excludes servers at capacity (they are full).
  */
 import { eligible, type Backend, type Selector } from './backend.ts';
+import { smoothPick } from './smooth.ts';
 
 export class ByRequests implements Selector {
   readonly method = 'byrequests';
   #status = new Float64Array(0);
+  #weights = new Float64Array(0);
 
   rebuild(backends: readonly Backend[]): void {
-    if (this.#status.length !== backends.length) this.#status = new Float64Array(backends.length);
+    if (this.#status.length !== backends.length) {
+      this.#status = new Float64Array(backends.length);
+      this.#weights = new Float64Array(backends.length);
+    }
   }
 
   pick(backends: readonly Backend[], _client: number): number {
     if (this.#status.length !== backends.length) this.rebuild(backends);
-    const st = this.#status;
-    let candidate = -1;
-    let total = 0;
+    const w = this.#weights;
     for (let i = 0; i < backends.length; i++) {
       const b = backends[i];
-      if (b === undefined || !eligible(b)) continue;
-      st[i] = (st[i] ?? 0) + b.weight;
-      total += b.weight;
-      if (candidate < 0 || (st[i] ?? 0) > (st[candidate] ?? 0)) candidate = i;
+      w[i] = b !== undefined && eligible(b) ? b.weight : 0;
     }
-    if (candidate >= 0) st[candidate] = (st[candidate] ?? 0) - total;
-    return candidate;
+    return smoothPick(backends.length, this.#status, w);
   }
 
   /** lbstatus of each worker (for tests and status output). */

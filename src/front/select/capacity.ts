@@ -10,33 +10,30 @@
  * cluster (seed 000's "load on each server > capacity").
  */
 import type { Backend, Selector } from './backend.ts';
+import { smoothPick } from './smooth.ts';
 
 export class CapacityProportional implements Selector {
   readonly method = 'capacity';
   #current = new Float64Array(0);
+  #weights = new Float64Array(0);
 
   rebuild(backends: readonly Backend[]): void {
-    if (this.#current.length !== backends.length) this.#current = new Float64Array(backends.length);
+    if (this.#current.length !== backends.length) {
+      this.#current = new Float64Array(backends.length);
+      this.#weights = new Float64Array(backends.length);
+    }
   }
 
   pick(backends: readonly Backend[], _client: number): number {
     if (this.#current.length !== backends.length) this.rebuild(backends);
-    const cur = this.#current;
-    let best = -1;
-    let total = 0;
+    const w = this.#weights;
     for (let i = 0; i < backends.length; i++) {
       const b = backends[i];
-      if (b === undefined || !b.usable) continue;
-      const remaining = b.capacity - b.active;
-      if (!(remaining > 0)) continue;
-      // Infinity capacity would swamp the sums: treat it as weight 1 relative
-      // to finite ones only when all are infinite (validated configs avoid it).
-      const w = Number.isFinite(remaining) ? remaining : 1;
-      cur[i] = (cur[i] ?? 0) + w;
-      total += w;
-      if (best < 0 || (cur[i] ?? 0) > (cur[best] ?? 0)) best = i;
+      const remaining = b !== undefined && b.usable ? b.capacity - b.active : 0;
+      // An unlimited server counts as weight 1 (validated configs give the
+      // capacity method finite capacities).
+      w[i] = remaining > 0 ? (Number.isFinite(remaining) ? remaining : 1) : 0;
     }
-    if (best >= 0) cur[best] = (cur[best] ?? 0) - total;
-    return best;
+    return smoothPick(backends.length, this.#current, w);
   }
 }
