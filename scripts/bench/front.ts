@@ -30,6 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { down, up } from '../testbed/testbed.ts';
 import { run, runIn, sleepSync, tryRun } from '../testbed/sh.ts';
+import { parseWrk, type WrkResult } from './wrk.ts';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '2' } } });
 const seconds = Number(values.seconds);
@@ -164,23 +165,18 @@ const sluice: Mode = {
 };
 
 // ---- workloads ---------------------------------------------------------
-function wrk(args: string[]): Promise<{ rps: number; mbps: number; errors: number }> {
+function wrk(args: string[]): Promise<WrkResult> {
   return new Promise((resolve, reject) => {
     const child = spawn('ip', ['netns', 'exec', cl, 'wrk', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.on('close', () => {
-      const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
-      const tr = /Transfer\/sec:\s+([\d.]+)(KB|MB|GB)/.exec(out);
-      if (!rps || !tr) {
+      const w = parseWrk(out);
+      if (!w) {
         reject(new Error(`wrk: ${out}`));
         return;
       }
-      const scale = tr[2] === 'GB' ? 1024 : tr[2] === 'KB' ? 1 / 1024 : 1;
-      const errs = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-      const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
-      const errors = (errs ? [1, 2, 3, 4].reduce((s, i) => s + Number(errs[i]), 0) : 0) + (non2xx ? Number(non2xx[1]) : 0);
-      resolve({ rps: Number(rps[1]), mbps: Number(tr[1]) * scale, errors });
+      resolve(w);
     });
   });
 }

@@ -24,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { down, up } from '../testbed/testbed.ts';
 import { run, runIn } from '../testbed/sh.ts';
+import { parseWrk } from './wrk.ts';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' } } });
 const seconds = Number(values.seconds);
@@ -61,15 +62,12 @@ function wrk(close: boolean): Promise<{ rps: number; pps: number; errors: number
     child.on('close', (code) => {
       const elapsed = (performance.now() - t0) / 1000;
       const pps = (rxPackets() - before) / elapsed;
-      const m = /Requests\/sec:\s+([\d.]+)/.exec(out);
-      if (code !== 0 || !m) {
+      const w = parseWrk(out);
+      if (code !== 0 || !w) {
         reject(new Error(`wrk failed (${String(code)}): ${out}`));
         return;
       }
-      const errs = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-      const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
-      const errors = (errs ? [1, 2, 3, 4].reduce((s, i) => s + Number(errs[i]), 0) : 0) + (non2xx ? Number(non2xx[1]) : 0);
-      resolve({ rps: Number(m[1]), pps, errors });
+      resolve({ rps: w.rps, pps, errors: w.errors });
     });
   });
 }

@@ -3,19 +3,10 @@
  * testbed must also tear down from a process 'exit' handler, where nothing
  * asynchronous runs.
  */
-import { execFileSync, type ExecFileSyncOptions } from 'node:child_process';
-import { CommandFailedError, ReadinessTimeoutError } from '../../src/errors/errors.ts';
+import { ReadinessTimeoutError } from '../../src/errors/errors.ts';
+import { runCommand } from '../../src/util/exec.ts';
 
-export function run(cmd: string, args: readonly string[], input?: string): string {
-  const opts: ExecFileSyncOptions = { stdio: ['pipe', 'pipe', 'pipe'], encoding: 'utf8', timeout: 60_000 };
-  if (input !== undefined) opts.input = input;
-  try {
-    return execFileSync(cmd, args, opts) as string;
-  } catch (err) {
-    const e = err as { stderr?: unknown };
-    throw new CommandFailedError(`${cmd} ${args.join(' ')}`, typeof e.stderr === 'string' ? e.stderr : '', { cause: err });
-  }
-}
+export const run = runCommand;
 
 /** Runs a command inside a network namespace. */
 export function runIn(ns: string, cmd: string, args: readonly string[], input?: string): string {

@@ -58,7 +58,7 @@ export class ConnectionTable {
   active = 0;
   recycled = 0;
   /** Counters for metrics. */
-  readonly counts = { created: 0, retransmits: 0, finished: 0, freed: 0, recycledEarly: 0, full: 0, reconciled: 0 };
+  readonly counts = { created: 0, finished: 0, freed: 0, recycledEarly: 0, full: 0, reconciled: 0 };
 
   constructor(capacity: number, recycleMs: number, events: ConnectionEvents) {
     this.capacity = capacity;

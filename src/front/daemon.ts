@@ -118,20 +118,24 @@ export class FrontDaemon {
   apply(next: Readonly<FrontConfig>): void {
     const old = this.engine.services;
     const services = buildServices(next);
-    this.table.remap((svc, srv) => {
-      const os = old[svc];
-      const ns = services.findIndex((s) => s.name === os?.name);
+    // Old (service, target) -> new, by names, computed once: remap() then
+    // costs one array read per record, however many records there are.
+    const moved = old.map((os) => {
+      const ns = services.findIndex((s) => s.name === os.name);
       const nsvc = services[ns];
-      if (!os || !nsvc) return undefined;
-      if (srv >= OVERFLOW_BASE) {
-        const ov = os.overflow[srv - OVERFLOW_BASE];
-        const j = nsvc.overflow.findIndex((o) => o.cluster === ov?.cluster);
-        return j >= 0 ? [ns, OVERFLOW_BASE + j] : undefined;
-      }
-      const id = os.servers[srv]?.id;
-      const ni = nsvc.servers.findIndex((s) => s.id === id);
-      return ni >= 0 ? [ns, ni] : undefined;
+      const to = new Map<number, readonly [number, number]>();
+      if (!nsvc) return to;
+      os.servers.forEach((b, i) => {
+        const ni = nsvc.servers.findIndex((s) => s.id === b.id);
+        if (ni >= 0) to.set(i, [ns, ni]);
+      });
+      os.overflow.forEach((o, j) => {
+        const nj = nsvc.overflow.findIndex((x) => x.cluster === o.cluster);
+        if (nj >= 0) to.set(OVERFLOW_BASE + j, [ns, OVERFLOW_BASE + nj]);
+      });
+      return to;
     });
+    this.table.remap((svc, target) => moved[svc]?.get(target));
     this.table.forEachActive((_key, svc, srv) => {
       const s = services[svc]?.servers[srv];
       if (s) s.active++;

@@ -3,8 +3,7 @@
  * Idempotent both ways: install() twice leaves one jump per chain; remove()
  * on a namespace without our rules does nothing.
  */
-import { execFileSync } from 'node:child_process';
-import { CommandFailedError } from '../errors/errors.ts';
+import { runCommand } from '../util/exec.ts';
 import { CHAINS, type RenderedRules } from './rules.ts';
 
 /**
@@ -14,12 +13,7 @@ import { CHAINS, type RenderedRules } from './rules.ts';
  */
 function ipt(netns: string | undefined, args: readonly string[], input?: string): string {
   const argv = netns === undefined ? args : ['ip', 'netns', 'exec', netns, ...args];
-  try {
-    return execFileSync(argv[0] ?? 'iptables', argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'], ...(input !== undefined ? { input } : {}) });
-  } catch (err) {
-    const e = err as { stderr?: unknown };
-    throw new CommandFailedError(args.join(' '), typeof e.stderr === 'string' ? e.stderr : '', { cause: err });
-  }
+  return runCommand(argv[0] ?? 'iptables', argv.slice(1), input);
 }
 
 function hasRule(netns: string | undefined, table: string, hook: string, chain: string): boolean {

@@ -9,7 +9,7 @@ import { createInterface, type Interface } from 'node:readline';
 import { after, before } from 'node:test';
 import { down, up, type TestbedState } from '../../scripts/testbed/testbed.ts';
 import type { TestbedOptions } from '../../scripts/testbed/plan.ts';
-import { run } from '../../scripts/testbed/sh.ts';
+import { runIn } from '../../scripts/testbed/sh.ts';
 
 /**
  * SLUICE_NS_BASE (set once per suite run by scripts/test.sh) + 3 random
@@ -48,9 +48,7 @@ export function useTestbed(opts: Omit<TestbedOptions, 'prefix'> = {}): () => Tes
 }
 
 /** Runs a command in a namespace and returns stdout (throws on failure). */
-export function nsRun(ns: string, cmd: string, args: readonly string[]): string {
-  return run('ip', ['netns', 'exec', ns, cmd, ...args]);
-}
+export const nsRun = runIn;
 
 /** Runs a command in a namespace; resolves with exit code and output (never rejects). */
 export function nsRunAsync(ns: string, cmd: string, args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -1,0 +1,17 @@
+import { execFileSync } from 'node:child_process';
+import { CommandFailedError } from '../errors/errors.ts';
+
+/**
+ * Runs a command synchronously and returns its stdout; a non-zero exit
+ * becomes CommandFailedError carrying stderr. Synchronous on purpose: rule
+ * installation and testbed teardown also run where nothing asynchronous can
+ * (start-up ordering, process 'exit' handlers).
+ */
+export function runCommand(cmd: string, args: readonly string[], input?: string): string {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'], timeout: 60_000, ...(input !== undefined ? { input } : {}) });
+  } catch (err) {
+    const e = err as { stderr?: unknown };
+    throw new CommandFailedError(`${cmd} ${args.join(' ')}`, typeof e.stderr === 'string' ? e.stderr : '', { cause: err });
+  }
+}
