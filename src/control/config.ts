@@ -1,0 +1,45 @@
+/**
+ * The `control:` section shared by every daemon's configuration: who we are
+ * on the control plane, our key pair, and the limits every receiver applies.
+ * Endpoints and allowlists specific to a role live in that role's schema,
+ * built from the pieces exported here.
+ */
+import { z } from 'zod';
+
+export const zmqEndpoint = z
+  .string()
+  .regex(/^tcp:\/\/(\d{1,3}(\.\d{1,3}){3}|\*|\[[0-9a-fA-F:]+\]):\d{1,5}$/, 'expected a ZeroMQ TCP endpoint like tcp://198.18.201.1:7101');
+
+/** z85 public key, a .pub file, or (allowlists only) a directory of .pub files. */
+export const keyRef = z.string().min(1, 'expected a z85 public key or the path of a .pub file (sluice keygen writes one)');
+
+export const peerSchema = z.strictObject({
+  endpoint: zmqEndpoint,
+  /** The peer's public key (CURVE server key), z85 or .pub file; unused in plaintext mode. */
+  publicKey: keyRef.optional(),
+});
+
+export const controlBaseSchema = z.strictObject({
+  /** Our key pair file (NAME.key from `sluice keygen`). Required unless plaintext. */
+  keyFile: z.string().min(1).optional(),
+  /**
+   * No encryption, no authentication: anyone who reaches the port can send.
+   * For debugging only; logged as an error at start and on every reload.
+   */
+  plaintext: z.boolean().default(false),
+  maxMessageBytes: z.number().int().min(1024).max(16 * 1024 * 1024).default(1024 * 1024),
+  /** Messages sent longer ago than this are dropped as stale. */
+  maxAgeSeconds: z.number().positive().max(3600).default(30),
+});
+
+export type ControlBase = z.output<typeof controlBaseSchema>;
+export type PeerConfig = z.output<typeof peerSchema>;
+
+/** zod refinement shared by the role schemas: keys are required unless plaintext. */
+export function requireKeys(c: { plaintext: boolean; keyFile?: string | undefined }, ctx: z.RefinementCtx, peers: readonly { publicKey?: string | undefined }[] = [], peersPath = 'peers'): void {
+  if (c.plaintext) return;
+  if (c.keyFile === undefined) ctx.addIssue({ code: 'custom', path: ['keyFile'], message: 'required unless plaintext: true; write a key pair with: sluice keygen --name NAME --dir /etc/sluice/keys' });
+  peers.forEach((p, i) => {
+    if (p.publicKey === undefined) ctx.addIssue({ code: 'custom', path: [peersPath, i, 'publicKey'], message: "required unless plaintext: true: the peer's .pub file or z85 key" });
+  });
+}

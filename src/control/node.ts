@@ -1,0 +1,268 @@
+/**
+ * One daemon's place on the control plane: its ZeroMQ sockets, CURVE keys,
+ * ZAP allowlists, and the checked receive loops.
+ *
+ * Topology (every link is CURVE-encrypted and authenticated unless the
+ * config says plaintext):
+ *   agent  --PUSH-->  front PULL (bound; ZAP domain "agents")
+ *   front  PUB (bound; ZAP domain "subscribers")  -->  SUB of DNS and of other fronts
+ *   DNS    PUB (bound)                            -->  SUB of every front
+ * Bound sockets are CURVE servers and check each client's key against the
+ * domain's allowlist; connecting sockets are CURVE clients that know the
+ * server's public key. ZeroMQ reconnects by itself after either side
+ * restarts; heartbeats notice a peer that vanished without a TCP reset.
+ *
+ * Receivers never trust a message: decodeMessage (codec.ts) checks frames,
+ * size, JSON, envelope, version, type, staleness and the body's schema; a
+ * failure is counted by reason and logged at a bounded rate, and the loop
+ * goes on. A handler that throws is counted and logged the same way.
+ */
+import { Publisher, Pull, Push, Subscriber, type Socket } from 'zeromq';
+import { LimitedLog } from '../log/limited.ts';
+import type { Logger } from '../log/logger.ts';
+import { decodeMessage, encodeMessage, REJECT_REASONS, type DecodeLimits, type RejectReason } from './codec.ts';
+import type { ControlBase } from './config.ts';
+import { readKeyPair, resolveAllowlist, resolvePublicKey, type KeyPair } from './keys.ts';
+import { MESSAGE_TYPES, type Body, type Envelope, type MessageType } from './messages.ts';
+import { ZapHandler } from './zap.ts';
+
+export type Handlers = { [T in MessageType]?: (msg: Envelope<T>) => void };
+
+export interface PeerSeen {
+  lastSeen: number;
+  messages: number;
+  lastType: MessageType;
+}
+
+export interface ControlCounters {
+  received: Record<MessageType, number>;
+  sent: Record<MessageType, number>;
+  rejected: Record<RejectReason, number>;
+  /** Sends dropped: no connected peer, or the socket's queue full. */
+  sendDropped: number;
+  handlerErrors: number;
+  /** Handshakes refused (key not allowed) or broken (not ZMTP/CURVE). */
+  handshakeAuthFailures: number;
+  handshakeProtocolFailures: number;
+}
+
+function zeroes<K extends string>(keys: readonly K[]): Record<K, number> {
+  return Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>;
+}
+
+/** Bounded sender over one socket: sends are serialised, a backlog beyond 64 is dropped. */
+export class Sender {
+  readonly #node: ControlNode;
+  readonly #socket: Push | Publisher;
+  #chain: Promise<void> = Promise.resolve();
+  #pending = 0;
+
+  constructor(node: ControlNode, socket: Push | Publisher) {
+    this.#node = node;
+    this.#socket = socket;
+  }
+
+  /** Queues one message; false when it was dropped at once. */
+  send<T extends MessageType>(type: T, body: Body<T>): boolean {
+    if (this.#socket.closed || this.#pending >= 64) {
+      this.#node.counters.sendDropped++;
+      return false;
+    }
+    const frames = encodeMessage(type, this.#node.name, body);
+    this.#pending++;
+    this.#chain = this.#chain.then(async () => {
+      try {
+        await this.#socket.send(frames);
+        this.#node.counters.sent[type]++;
+      } catch {
+        // EAGAIN: no peer connected (immediate) or high-water mark reached.
+        this.#node.counters.sendDropped++;
+      } finally {
+        this.#pending--;
+      }
+    });
+    return true;
+  }
+
+  /** Resolves when every queued send has been attempted (tests, shutdown). */
+  drain(): Promise<void> {
+    return this.#chain;
+  }
+}
+
+export class ControlNode {
+  readonly name: string;
+  readonly counters: ControlCounters = {
+    received: zeroes(MESSAGE_TYPES),
+    sent: zeroes(MESSAGE_TYPES),
+    rejected: zeroes(REJECT_REASONS),
+    sendDropped: 0,
+    handlerErrors: 0,
+    handshakeAuthFailures: 0,
+    handshakeProtocolFailures: 0,
+  };
+  readonly peers = new Map<string, PeerSeen>();
+  zap!: ZapHandler;
+  readonly #base: ControlBase;
+  readonly #keys: KeyPair | undefined;
+  readonly #log: Logger;
+  readonly #limited: LimitedLog;
+  readonly #limits: DecodeLimits;
+  readonly #sockets: Socket[] = [];
+  #closed = false;
+
+  private constructor(name: string, base: ControlBase, log: Logger) {
+    this.name = name;
+    this.#base = base;
+    this.#log = log;
+    this.#limited = new LimitedLog(log);
+    this.#limits = { maxBytes: base.maxMessageBytes, maxAgeMs: base.maxAgeSeconds * 1000, maxFutureMs: 5000 };
+    this.#keys = base.plaintext || base.keyFile === undefined ? undefined : readKeyPair(base.keyFile);
+  }
+
+  /** Reads our key pair (KeyFileError if it is bad) and starts the ZAP handler. */
+  static async create(name: string, base: ControlBase, log: Logger): Promise<ControlNode> {
+    const node = new ControlNode(name, base, log);
+    if (base.plaintext) {
+      log.error('control plane in PLAINTEXT mode: no encryption and no authentication; anyone who reaches these ports can send reports. Set control.plaintext: false and configure keys.');
+    }
+    node.zap = await ZapHandler.acquire(log);
+    return node;
+  }
+
+  get publicKey(): string | undefined {
+    return this.#keys?.publicKey;
+  }
+
+  #common(): Record<string, unknown> {
+    return {
+      linger: 0,
+      // libzmq drops a connection whose message exceeds this; ours is larger
+      // than the decode limit so oversized messages are seen and counted.
+      maxMessageSize: this.#base.maxMessageBytes * 4,
+      heartbeatInterval: 2000,
+      heartbeatTimeout: 6000,
+      reconnectInterval: 200,
+      reconnectMaxInterval: 5000,
+    };
+  }
+
+  #serverOptions(domain: string): Record<string, unknown> {
+    const k = this.#keys;
+    if (!k) return this.#common();
+    return { ...this.#common(), curveServer: true, curveSecretKey: k.secretKey, curvePublicKey: k.publicKey, zapDomain: `${this.name}/${domain}` };
+  }
+
+  #clientOptions(serverKeyRef: string | undefined): Record<string, unknown> {
+    const k = this.#keys;
+    if (!k) return this.#common();
+    if (serverKeyRef === undefined) throw new Error('a peer public key is required unless plaintext');
+    return { ...this.#common(), curveServerKey: resolvePublicKey(serverKeyRef), curvePublicKey: k.publicKey, curveSecretKey: k.secretKey };
+  }
+
+  #watch(socket: Socket, what: string): void {
+    socket.events.on('handshake:error:auth', (e) => {
+      this.counters.handshakeAuthFailures++;
+      this.#limited.warn(`auth:${what}`, { socket: what, address: e.address }, 'control handshake refused');
+    });
+    socket.events.on('handshake:error:protocol', (e) => {
+      this.counters.handshakeProtocolFailures++;
+      this.#limited.warn(`proto:${what}`, { socket: what, address: e.address }, 'control handshake failed (not a ZMTP/CURVE peer?)');
+    });
+  }
+
+  /**
+   * Replaces a domain's allowlist (at start and on reload). ZAP domains are
+   * per process, so ours are prefixed with our name.
+   */
+  allow(domain: string, entries: readonly string[]): void {
+    this.zap.allow(`${this.name}/${domain}`, resolveAllowlist(entries));
+  }
+
+  /** Accepted and refused handshakes of one of our domains. */
+  zapCounters(domain: string): { accepted: number; refused: number } {
+    return this.zap.counters.get(`${this.name}/${domain}`) ?? { accepted: 0, refused: 0 };
+  }
+
+  /** Bound PULL: agents push here. */
+  async bindPull(endpoint: string, domain: string, allow: readonly string[], handlers: Handlers): Promise<void> {
+    this.allow(domain, allow);
+    const sock = new Pull({ ...this.#serverOptions(domain), receiveHighWaterMark: 10_000 });
+    this.#watch(sock, `pull ${endpoint}`);
+    this.#sockets.push(sock);
+    await sock.bind(endpoint);
+    void this.#receive(sock, handlers, endpoint);
+  }
+
+  /** Bound PUB: subscribers (DNS, other fronts) connect here. */
+  async bindPub(endpoint: string, domain: string, allow: readonly string[]): Promise<Sender> {
+    this.allow(domain, allow);
+    const sock = new Publisher({ ...this.#serverOptions(domain), sendHighWaterMark: 10_000 });
+    this.#watch(sock, `pub ${endpoint}`);
+    this.#sockets.push(sock);
+    await sock.bind(endpoint);
+    return new Sender(this, sock);
+  }
+
+  /** Connecting PUSH (agent to front). Messages sent while no peer is connected are dropped and counted. */
+  connectPush(endpoint: string, serverKeyRef: string | undefined): Sender {
+    const sock = new Push({ ...this.#clientOptions(serverKeyRef), immediate: true, sendTimeout: 0, sendHighWaterMark: 1000 });
+    this.#watch(sock, `push ${endpoint}`);
+    this.#sockets.push(sock);
+    sock.connect(endpoint);
+    return new Sender(this, sock);
+  }
+
+  /** Connecting SUB to a peer's PUB, subscribed to the types handled. */
+  connectSub(endpoint: string, serverKeyRef: string | undefined, handlers: Handlers): void {
+    const sock = new Subscriber({ ...this.#clientOptions(serverKeyRef), receiveHighWaterMark: 10_000 });
+    this.#watch(sock, `sub ${endpoint}`);
+    this.#sockets.push(sock);
+    for (const t of Object.keys(handlers)) sock.subscribe(t);
+    sock.connect(endpoint);
+    void this.#receive(sock, handlers, endpoint);
+  }
+
+  async #receive(sock: Pull | Subscriber, handlers: Handlers, where: string): Promise<void> {
+    const accepted = new Set(Object.keys(handlers) as MessageType[]);
+    try {
+      for await (const frames of sock) this.deliver(frames, accepted, handlers, where);
+    } catch (err) {
+      if (!sock.closed) this.#log.error({ err, socket: where }, 'control receive loop ended');
+    }
+  }
+
+  /** Checks and dispatches one received message. Public for the fuzz test; never throws. */
+  deliver(frames: readonly Buffer[], accepted: ReadonlySet<MessageType>, handlers: Handlers, where: string, now: number = Date.now()): boolean {
+    const d = decodeMessage(frames, this.#limits, accepted, now);
+    if (!d.ok) {
+      this.counters.rejected[d.reason]++;
+      this.#limited.warn(`reject:${d.reason}`, { socket: where, reason: d.reason, detail: d.detail }, 'control message dropped');
+      return false;
+    }
+    const m = d.message;
+    this.counters.received[m.type]++;
+    const seen = this.peers.get(m.from);
+    if (seen) {
+      seen.lastSeen = now;
+      seen.messages++;
+      seen.lastType = m.type;
+    } else if (this.peers.size < 4096) {
+      this.peers.set(m.from, { lastSeen: now, messages: 1, lastType: m.type });
+    }
+    try {
+      (handlers[m.type] as ((msg: Envelope) => void) | undefined)?.(m);
+    } catch (err) {
+      this.counters.handlerErrors++;
+      this.#limited.warn('handler', { err, type: m.type, from: m.from }, 'control message handler failed');
+    }
+    return true;
+  }
+
+  close(): void {
+    for (const s of this.#sockets) s.close();
+    this.#sockets.length = 0;
+    if (!this.#closed) this.zap.release();
+    this.#closed = true;
+  }
+}
