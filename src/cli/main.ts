@@ -3,12 +3,14 @@
  * via bin/sluice which pins the Node 24 runtime).
  */
 import type { Command } from './command.ts';
+import { agentCommand } from './agent.ts';
 import { ctlCommand } from './ctl.ts';
 import { frontCommand } from './front.ts';
+import { keygenCommand } from './keygen.ts';
 import { scheduleCommand } from './schedule.ts';
 import { versionCommand } from './version.ts';
 
-const commands: readonly Command[] = [frontCommand, ctlCommand, scheduleCommand, versionCommand];
+const commands: readonly Command[] = [frontCommand, agentCommand, ctlCommand, keygenCommand, scheduleCommand, versionCommand];
 
 function usage(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

@@ -36,10 +36,14 @@ export type ControlBase = z.output<typeof controlBaseSchema>;
 export type PeerConfig = z.output<typeof peerSchema>;
 
 /** zod refinement shared by the role schemas: keys are required unless plaintext. */
-export function requireKeys(c: { plaintext: boolean; keyFile?: string | undefined }, ctx: z.RefinementCtx, peers: readonly { publicKey?: string | undefined }[] = [], peersPath = 'peers'): void {
+export function requireKeys(
+  c: { plaintext: boolean; keyFile?: string | undefined },
+  ctx: z.RefinementCtx,
+  peers: readonly { path: readonly (string | number)[]; peer: { publicKey?: string | undefined } }[] = [],
+): void {
   if (c.plaintext) return;
-  if (c.keyFile === undefined) ctx.addIssue({ code: 'custom', path: ['keyFile'], message: 'required unless plaintext: true; write a key pair with: sluice keygen --name NAME --dir /etc/sluice/keys' });
-  peers.forEach((p, i) => {
-    if (p.publicKey === undefined) ctx.addIssue({ code: 'custom', path: [peersPath, i, 'publicKey'], message: "required unless plaintext: true: the peer's .pub file or z85 key" });
-  });
+  if (c.keyFile === undefined) ctx.addIssue({ code: 'custom', path: ['control', 'keyFile'], message: 'required unless control.plaintext is true; write a key pair with: sluice keygen --name NAME --dir /etc/sluice/keys' });
+  for (const { path, peer } of peers) {
+    if (peer.publicKey === undefined) ctx.addIssue({ code: 'custom', path: [...path, 'publicKey'], message: "required unless control.plaintext is true: the peer's .pub file (from sluice keygen) or its z85 key" });
+  }
 }

@@ -1,0 +1,232 @@
+/**
+ * Per-client request counts from a web server's access log, read the way
+ * `tail -F` reads: from where the file ends at start, following appends,
+ * surviving rotation by rename (the old file is read to its end before the
+ * new one is opened), copytruncate and plain truncation (the file shrank:
+ * start again at 0), a missing file (wait for it), partial lines (held until
+ * their newline arrives) and garbage (counted, skipped).
+ *
+ * Formats: nginx `combined` and Apache `combined` (the same fields; nginx
+ * escapes a quote in the request as \x22, Apache as \"), or a custom regular
+ * expression with a named group `client`. Only the client address is used.
+ *
+ * Known limit (as for every log follower): after a copytruncate, lines
+ * written between logrotate's copy and its truncate are lost, and if the
+ * new file grows past our old offset before the next poll, the truncation
+ * is not noticed and the bytes before the old offset are skipped. Polling
+ * every second keeps that window small.
+ */
+import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
+import { parseIPv4Address } from '../packet/address.ts';
+
+const QUOTED = '"(?:[^"\\\\]|\\\\.)*"';
+/** host ident user [time] "request" status bytes "referer" "agent" */
+const COMBINED = new RegExp(`^(?<client>\\S+) \\S+ \\S+ \\[[^\\]]+\\] ${QUOTED} \\d{3} (?:\\d+|-) ${QUOTED} ${QUOTED}`);
+
+export const LOG_FORMATS = {
+  'nginx-combined': COMBINED,
+  'apache-combined': COMBINED,
+} as const;
+
+export type LogFormatName = keyof typeof LOG_FORMATS;
+
+/** A format name, or a custom regex source with a named group `client`. */
+export function formatRegex(format: string): RegExp {
+  if (Object.hasOwn(LOG_FORMATS, format)) return LOG_FORMATS[format as LogFormatName];
+  const re = new RegExp(format);
+  if (!re.source.includes('(?<client>')) throw new Error('a custom access-log format needs a named group (?<client>...)');
+  return re;
+}
+
+export type LineResult = 'ok' | 'garbage' | 'not-ipv4';
+
+/** Client address of one log line, as a u32, or why there is none. */
+export function parseLogLine(line: string, re: RegExp): { result: LineResult; client: number } {
+  const m = re.exec(line);
+  const text = m?.groups?.['client'];
+  if (text === undefined) return { result: 'garbage', client: 0 };
+  const a = parseIPv4Address(text);
+  if (a === undefined) return { result: text.includes(':') ? 'not-ipv4' : 'garbage', client: 0 };
+  return { result: 'ok', client: a };
+}
+
+export interface FollowerCounters {
+  lines: number;
+  requests: number;
+  garbage: number;
+  notIpv4: number;
+  /** Partial lines dropped (at a rotation or truncation, or over the length limit). */
+  partial: number;
+  rotations: number;
+  truncations: number;
+  /** Clients not counted because the table was full. */
+  tableFull: number;
+  readErrors: number;
+}
+
+export interface FollowerOptions {
+  readonly format: string;
+  /** Longest line kept; longer ones are dropped as partial. */
+  readonly maxLineBytes?: number;
+  /** Most distinct clients per interval; more are counted in tableFull. */
+  readonly maxClients?: number;
+  /** Read the existing content too (default: start at the end, like tail -F). */
+  readonly fromStart?: boolean;
+}
+
+export class AccessLogFollower {
+  readonly path: string;
+  readonly counters: FollowerCounters = { lines: 0, requests: 0, garbage: 0, notIpv4: 0, partial: 0, rotations: 0, truncations: 0, tableFull: 0, readErrors: 0 };
+  /** Requests per client (u32 address) since the last take(). */
+  #counts = new Map<number, number>();
+  readonly #re: RegExp;
+  readonly #maxLine: number;
+  readonly #maxClients: number;
+  #fd = -1;
+  #ino = -1;
+  #dev = -1;
+  #offset = 0;
+  #carry = '';
+  #skipping = false; // inside an over-long line: drop until its newline
+  readonly #buf = Buffer.allocUnsafe(256 * 1024);
+
+  constructor(path: string, opts: FollowerOptions) {
+    this.path = path;
+    this.#re = formatRegex(opts.format);
+    this.#maxLine = opts.maxLineBytes ?? 16 * 1024;
+    this.#maxClients = opts.maxClients ?? 100_000;
+    this.#open(opts.fromStart !== true);
+  }
+
+  #open(atEnd: boolean): void {
+    let fd: number;
+    try {
+      fd = openSync(this.path, 'r');
+    } catch {
+      return; // not there (yet): the next poll tries again
+    }
+    const st = fstatSync(fd);
+    this.#fd = fd;
+    this.#ino = st.ino;
+    this.#dev = st.dev;
+    this.#offset = atEnd ? st.size : 0;
+    this.#carry = '';
+    this.#skipping = false;
+  }
+
+  #close(): void {
+    if (this.#fd >= 0) closeSync(this.#fd);
+    this.#fd = -1;
+  }
+
+  /** Reads whatever was appended since the last poll. Never throws. */
+  poll(): void {
+    try {
+      this.#poll();
+    } catch {
+      this.counters.readErrors++;
+    }
+  }
+
+  #poll(): void {
+    if (this.#fd < 0) {
+      this.#open(false); // appeared after start (or after a rotation): read it all
+      if (this.#fd < 0) return;
+    }
+    let st: { ino: number; dev: number; size: number } | undefined;
+    try {
+      st = statSync(this.path);
+    } catch {
+      st = undefined; // renamed away, new one not created yet
+    }
+    if (st === undefined || st.ino !== this.#ino || st.dev !== this.#dev) {
+      this.#drain(); // the rest of the rotated file
+      this.#dropCarry();
+      this.#close();
+      this.counters.rotations++;
+      this.#open(false);
+      if (this.#fd >= 0) this.#drain();
+      return;
+    }
+    if (st.size < this.#offset) {
+      this.counters.truncations++;
+      this.#dropCarry();
+      this.#offset = 0;
+    }
+    this.#drain();
+  }
+
+  #dropCarry(): void {
+    if (this.#carry !== '' || this.#skipping) this.counters.partial++;
+    this.#carry = '';
+    this.#skipping = false;
+  }
+
+  #drain(): void {
+    for (;;) {
+      const n = readSync(this.#fd, this.#buf, 0, this.#buf.length, this.#offset);
+      if (n <= 0) return;
+      this.#offset += n;
+      this.#feed(this.#buf.toString('latin1', 0, n));
+    }
+  }
+
+  #feed(chunk: string): void {
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf('\n', start);
+      if (nl < 0) break;
+      const piece = chunk.slice(start, nl);
+      start = nl + 1;
+      if (this.#skipping) {
+        this.#skipping = false;
+        continue;
+      }
+      const line = this.#carry === '' ? piece : this.#carry + piece;
+      this.#carry = '';
+      this.#line(line);
+    }
+    if (start < chunk.length && !this.#skipping) {
+      this.#carry += chunk.slice(start);
+      if (this.#carry.length > this.#maxLine) {
+        this.counters.partial++;
+        this.#carry = '';
+        this.#skipping = true;
+      }
+    }
+  }
+
+  #line(line: string): void {
+    if (line.length > this.#maxLine) {
+      this.counters.partial++;
+      return;
+    }
+    if (line === '') return;
+    this.counters.lines++;
+    const r = parseLogLine(line, this.#re);
+    if (r.result === 'garbage') {
+      this.counters.garbage++;
+      return;
+    }
+    if (r.result === 'not-ipv4') {
+      this.counters.notIpv4++;
+      return;
+    }
+    this.counters.requests++;
+    const c = this.#counts.get(r.client);
+    if (c !== undefined) this.#counts.set(r.client, c + 1);
+    else if (this.#counts.size < this.#maxClients) this.#counts.set(r.client, 1);
+    else this.counters.tableFull++;
+  }
+
+  /** The counts since the last take, and a fresh table. */
+  take(): Map<number, number> {
+    const out = this.#counts;
+    this.#counts = new Map();
+    return out;
+  }
+
+  close(): void {
+    this.#close();
+  }
+}

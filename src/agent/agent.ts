@@ -1,0 +1,100 @@
+/**
+ * `sluice agent`: on every server, reports load (every loadSeconds) and
+ * per-client request counts (every requestRateSeconds) to the cluster's
+ * front node over the control plane (seed 000: the inputs of
+ * receive_server_load and receive_request_rate).
+ */
+import { loadConfig } from '../config/load.ts';
+import { ControlNode, type Sender } from '../control/node.ts';
+import { MAX_LIST, type Body } from '../control/messages.ts';
+import { componentLogger, type Logger } from '../log/logger.ts';
+import { formatIPv4Address } from '../packet/address.ts';
+import { AccessLogFollower } from './access-log.ts';
+import { agentConfigSchema, type AgentConfig } from './config.ts';
+import { LoadSampler } from './load.ts';
+
+export class AgentDaemon {
+  readonly config: Readonly<AgentConfig>;
+  readonly log: Logger = componentLogger('agent');
+  readonly follower: AccessLogFollower;
+  #control: ControlNode | undefined;
+  #sender: Sender | undefined;
+  #sampler: LoadSampler | undefined;
+  readonly #timers: NodeJS.Timeout[] = [];
+  #lastLoad: Body<'load_report'> | undefined;
+  #rateStart = performance.now();
+  reportsSent = 0;
+
+  constructor(configFile: string) {
+    this.config = loadConfig(agentConfigSchema, configFile);
+    this.follower = new AccessLogFollower(this.config.accessLog.path, { format: this.config.accessLog.format, maxClients: this.config.accessLog.maxClients });
+  }
+
+  async start(): Promise<void> {
+    const c = this.config;
+    this.#control = await ControlNode.create(c.name, c.control, this.log);
+    this.#sender = this.#control.connectPush(c.front.endpoint, c.front.publicKey);
+    this.#sampler = new LoadSampler({ source: c.utilization.source, ports: c.ports, maxConnections: c.utilization.maxConnections, cgroup: c.utilization.cgroup });
+    this.#timers.push(
+      setInterval(() => {
+        this.#reportLoad();
+      }, c.loadSeconds * 1000),
+      setInterval(() => {
+        this.follower.poll();
+      }, c.accessLog.pollSeconds * 1000),
+      setInterval(() => {
+        this.#reportRequests();
+      }, c.requestRateSeconds * 1000),
+    );
+    this.log.info({ name: c.name, front: c.front.endpoint, utilization: c.utilization.source, accessLog: c.accessLog.path }, 'agent ready');
+  }
+
+  #reportLoad(): void {
+    const s = this.#sampler;
+    if (!s || !this.#sender) return;
+    let f;
+    try {
+      f = s.sample();
+    } catch (err) {
+      this.log.error({ err }, 'load sample failed; no report this interval');
+      return;
+    }
+    const body: Body<'load_report'> = { server: this.config.name, address: this.config.address, interval: this.config.loadSeconds, ...f };
+    this.#lastLoad = body;
+    this.#sender.send('load_report', body);
+    this.reportsSent++;
+  }
+
+  #reportRequests(): void {
+    if (!this.#sender) return;
+    this.follower.poll();
+    const now = performance.now();
+    const interval = Math.max(0.001, (now - this.#rateStart) / 1000);
+    this.#rateStart = now;
+    const counts = this.follower.take();
+    const clients: [string, number][] = [];
+    for (const [addr, n] of counts) clients.push([formatIPv4Address(addr), n]);
+    const fc = this.follower.counters;
+    const rejectedLines = fc.garbage + fc.partial;
+    // Seed 000 sends the whole table each interval; split so each message stays bounded.
+    for (let i = 0; i === 0 || i < clients.length; i += MAX_LIST) {
+      this.#sender.send('request_rate', { server: this.config.name, interval, clients: clients.slice(i, i + MAX_LIST), rejectedLines });
+    }
+  }
+
+  status(): Record<string, unknown> {
+    return {
+      name: this.config.name,
+      lastLoad: this.#lastLoad,
+      accessLog: { path: this.follower.path, ...this.follower.counters },
+      control: this.#control?.counters,
+    };
+  }
+
+  async stop(): Promise<void> {
+    for (const t of this.#timers) clearInterval(t);
+    await this.#sender?.drain();
+    this.#control?.close();
+    this.follower.close();
+  }
+}

@@ -1,0 +1,48 @@
+import { parseArgs } from 'node:util';
+import { AgentDaemon } from '../agent/agent.ts';
+import { ConfigError } from '../config/load.ts';
+import { KeyFileError } from '../control/keys.ts';
+import type { Command } from './command.ts';
+
+const USAGE = 'usage: sluice agent --config FILE';
+
+export const agentCommand: Command = {
+  name: 'agent',
+  summary: "run a server agent (load and per-client request reports to the front node)",
+  usage: USAGE,
+  async run(argv) {
+    let configFile: string | undefined;
+    try {
+      configFile = parseArgs({ args: [...argv], options: { config: { type: 'string' } } }).values.config;
+    } catch (err) {
+      console.error(`sluice agent: ${(err as Error).message}\n${USAGE}`);
+      return 2;
+    }
+    if (configFile === undefined) {
+      console.error(`sluice agent: --config is required\n${USAGE}`);
+      return 2;
+    }
+    let daemon: AgentDaemon;
+    try {
+      daemon = new AgentDaemon(configFile);
+      await daemon.start();
+    } catch (err) {
+      if (err instanceof ConfigError || err instanceof KeyFileError) {
+        console.error(err.message);
+        return 1;
+      }
+      throw err;
+    }
+    const stop = (): void => {
+      void daemon.stop().then(() => process.exit(0));
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+    process.on('SIGUSR2', () => {
+      daemon.log.info(daemon.status(), 'status');
+    });
+    return new Promise<number>(() => {
+      /* runs until a signal */
+    });
+  },
+};
