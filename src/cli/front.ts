@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../config/load.ts';
+import { KeyFileError } from '../control/keys.ts';
 import { FrontDaemon } from '../front/daemon.ts';
 import type { Command } from './command.ts';
 
@@ -37,7 +38,16 @@ export const frontCommand: Command = {
     };
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
-    await daemon.start({});
+    try {
+      await daemon.start({});
+    } catch (err) {
+      daemon.stop(); // removes whatever rules were installed
+      if (err instanceof KeyFileError) {
+        console.error(`sluice front: ${err.message}`);
+        process.exit(1); // sockets opened before the failure must not keep the process up
+      }
+      throw err;
+    }
     // Status on request: SIGUSR2 logs the counters (the admin socket is not built yet).
     process.on('SIGUSR2', () => {
       daemon.log.info(daemon.stats(), 'status');

@@ -27,7 +27,7 @@ export function parseServers(spec: string, disabled: readonly string[]): Backend
     const w = Number(m[2]);
     if (!(w > 0)) throw new UsageError(`--servers: weight of ${id} must be > 0`);
     if (backends.some((b) => b.id === id)) throw new UsageError(`--servers: ${id} appears twice`);
-    backends.push({ id, weight: w, capacity: Infinity, active: 0, usable: true });
+    backends.push({ id, weight: w, capacity: Infinity, active: 0, load: 0, usable: true });
   }
   for (const d of disabled) {
     const b = backends.find((x) => x.id === d);

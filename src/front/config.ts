@@ -3,6 +3,7 @@
  * deploy/examples/front-cluster1.yaml.
  */
 import { z } from 'zod';
+import { controlBaseSchema, keyRef, peerSchema, requireKeys, zmqEndpoint } from '../control/config.ts';
 import { METHOD_NAMES } from './select/backend.ts';
 
 const ipv4 = z.ipv4({ error: 'expected an IPv4 address like 198.18.201.11' });
@@ -14,7 +15,11 @@ const server = z.strictObject({
   address: ipv4,
   /** Defaults to the service's port. */
   port: port.optional(),
-  /** Concurrent connections the server takes; required by the capacity method. */
+  /**
+   * Without agents (no control.agents): concurrent connections the server
+   * takes, required by the capacity method. With agents: the starting
+   * estimate in new connections/s, replaced by the reports' estimates.
+   */
   capacity: z.int().positive('capacity must be > 0 (or omit it for no limit)').optional(),
   weight: z.number().positive('weight must be > 0').default(1),
   /** drain: no new connections, existing ones kept; disabled: the same, shown as disabled. */
@@ -35,11 +40,71 @@ const service = z
     svc.servers.forEach((s, i) => {
       if (seen.has(s.name)) ctx.addIssue({ code: 'custom', path: ['servers', i, 'name'], message: `server name "${s.name}" is used twice in this service` });
       seen.add(s.name);
-      if (svc.method === 'capacity' && s.capacity === undefined) {
-        ctx.addIssue({ code: 'custom', path: ['servers', i, 'capacity'], message: 'the capacity method needs a capacity on every server (or choose method: byrequests)' });
-      }
     });
   });
+
+/**
+ * The control plane (issue 4). Without this section the front node runs on
+ * configured capacities and overflow figures alone.
+ */
+const control = controlBaseSchema.extend({
+  /** Agents push load and request-rate reports here (bind on the LAN side). */
+  agents: z
+    .strictObject({
+      listen: zmqEndpoint,
+      /** Agents' public keys: z85 keys, .pub files, or directories of .pub files. */
+      allow: z.array(keyRef).default([]),
+    })
+    .optional(),
+  /** Our publish socket: cluster load, high-rate clients, RTT results, for DNS and the other front nodes. */
+  publish: z
+    .strictObject({
+      listen: zmqEndpoint,
+      allow: z.array(keyRef).default([]),
+    })
+    .optional(),
+  /** Publish sockets we subscribe to: the other clusters' front nodes (cluster load) and DNS (probe requests). */
+  subscribe: z.array(peerSchema).default([]),
+  /** The agents' load interval (seconds) and how many silent intervals mean a server is down. */
+  loadSeconds: z.number().min(0.5).max(3600).default(5),
+  downAfterIntervals: z.int().min(1).max(100).default(3),
+  estimate: z
+    .strictObject({
+      /** Utilization the capacity estimate aims at (capacity = rate that would reach it). */
+      targetUtilization: z.number().gt(0).max(1).default(0.8),
+      /** Weight of each new observation (EWMA), 0..1. */
+      smoothing: z.number().gt(0).max(1).default(0.5),
+      /** An estimate moves at most by this factor per report. */
+      maxStep: z.number().min(1.01).max(100).default(2),
+      minCapacity: z.number().positive().default(1),
+      maxCapacity: z.number().positive().default(1_000_000),
+      /** Reports below this utilization carry no capacity information. */
+      minUtilization: z.number().min(0).max(1).default(0.02),
+      /** Starting estimate (new connections/s) for servers without a configured capacity. */
+      initialCapacity: z.number().positive().default(100),
+    })
+    .prefault({}),
+  requestRate: z
+    .strictObject({
+      /** Seconds between passes of send_request_rate (match the agents' requestRateSeconds). */
+      passSeconds: z.number().min(1).max(86400).default(60),
+      /** Clients above factor x the average rate are reported to DNS. */
+      factor: z.number().gt(1).max(1000).default(3),
+      /** Clients per high_rate_clients message. */
+      queueSize: z.int().min(1).max(4096).default(100),
+      maxClients: z.int().min(16).max(10_000_000).default(1_000_000),
+      /** A client with no requests for this long is forgotten. */
+      expireSeconds: z.number().positive().max(86400 * 7).default(600),
+    })
+    .prefault({}),
+  clusterLoad: z
+    .strictObject({
+      everySeconds: z.number().min(0.5).max(3600).default(5),
+      /** Also send at once when available capacity moves by more than this share of capacity. */
+      changeFraction: z.number().gt(0).max(1).default(0.1),
+    })
+    .prefault({}),
+});
 
 export const frontConfigSchema = z
   .strictObject({
@@ -79,11 +144,21 @@ export const frontConfigSchema = z
       )
       .default([]),
     adminSocket: z.string().startsWith('/', 'adminSocket must be an absolute path').default('/run/sluice/front.sock'),
+    control: control.optional(),
   })
   .superRefine((cfg, ctx) => {
+    if (cfg.control) {
+      requireKeys(cfg.control, ctx, cfg.control.subscribe.map((p, i) => ({ path: ['control', 'subscribe', i], peer: p })));
+      if (cfg.control.maxAgeSeconds < cfg.control.loadSeconds) ctx.addIssue({ code: 'custom', path: ['control', 'maxAgeSeconds'], message: 'must be at least control.loadSeconds, or every load report is dropped as stale' });
+    }
     const names = new Set<string>();
     const endpoints = new Set<string>();
     cfg.services.forEach((s, i) => {
+      if (s.method === 'capacity' && cfg.control?.agents === undefined) {
+        s.servers.forEach((srv, k) => {
+          if (srv.capacity === undefined) ctx.addIssue({ code: 'custom', path: ['services', i, 'servers', k, 'capacity'], message: 'the capacity method needs a capacity on every server (or configure control.agents to estimate it, or choose method: byrequests)' });
+        });
+      }
       if (names.has(s.name)) ctx.addIssue({ code: 'custom', path: ['services', i, 'name'], message: `service name "${s.name}" is used twice` });
       names.add(s.name);
       const ep = `${s.vip}:${String(s.port)}/${s.protocol}`;

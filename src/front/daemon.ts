@@ -24,6 +24,7 @@ import { frontConfigSchema, type FrontConfig } from './config.ts';
 import { AdminServer } from './admin.ts';
 import { ConnectionTable, connectionKey } from './connections.ts';
 import { LIVE_STATES, REBUILD_STATES, readKernelFlows } from './conntrack-proc.ts';
+import { FrontControl } from './control.ts';
 import { FrontEngine } from './engine.ts';
 import { installRules, removeRules } from './iptables.ts';
 import { renderRules } from './rules.ts';
@@ -42,6 +43,7 @@ export class FrontDaemon {
   readonly engine: FrontEngine;
   #queue: NfQueue | undefined;
   #admin: AdminServer | undefined;
+  #control: FrontControl | undefined;
   #timers: ReturnType<typeof setInterval>[] = [];
   #stopping = false;
 
@@ -90,6 +92,7 @@ export class FrontDaemon {
     });
     this.#admin = new AdminServer(this.config.adminSocket, this);
     await this.#admin.listen();
+    if (this.config.control) this.#control = await FrontControl.start(this, this.config.control, this.log);
     this.log.info({ cluster: this.config.cluster, queue: this.config.queue, services: this.config.services.length, rebuilt }, 'front node ready');
     opts.onReady?.();
   }
@@ -146,7 +149,22 @@ export class FrontDaemon {
     }
     installRules(renderRules(next));
     this.engine.setServices(services);
+    const before = this.config.control;
     this.config = next;
+    this.#control?.servicesChanged();
+    if (this.#control && next.control) {
+      // Allowlists follow the reload; sockets, endpoints and keys need a restart.
+      if (next.control.agents) this.#control.node.allow('agents', next.control.agents.allow);
+      if (next.control.publish) this.#control.node.allow('subscribers', next.control.publish.allow);
+    }
+    if (JSON.stringify({ ...before, agents: undefined, publish: undefined }) !== JSON.stringify({ ...next.control, agents: undefined, publish: undefined }) || before?.agents?.listen !== next.control?.agents?.listen || before?.publish?.listen !== next.control?.publish?.listen) {
+      this.log.warn('control section changed: allowlists are applied now; endpoints, keys and intervals take effect at the next restart');
+    }
+  }
+
+  /** The running services (the engine's), for the control plane. */
+  get services(): readonly ServiceRuntime[] {
+    return this.engine.services;
   }
 
   async #rebuildFromKernel(): Promise<number> {
@@ -199,11 +217,12 @@ export class FrontDaemon {
       records: { active: this.table.active, recycled: this.table.recycled, ...this.table.counts },
       admin: { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 },
       queue: this.#queue?.stats(),
+      ...(this.#control ? { control: this.#control.status() } : {}),
       services: this.engine.services.map((s) => ({
         name: s.name,
         overflowed: s.overflowed,
-        servers: s.servers.map((b) => ({ name: b.id, state: b.state, active: b.active, decided: b.decided, capacity: b.capacity })),
-        overflow: s.overflow.map((o) => ({ cluster: o.cluster, decided: o.decided })),
+        servers: s.servers.map((b) => ({ name: b.id, state: b.down ? 'down' : b.state, active: b.active, decided: b.decided, capacity: b.capacity, estimated: b.estimated, rate: Math.round(b.rate * 100) / 100 })),
+        overflow: s.overflow.map((o) => ({ cluster: o.cluster, decided: o.decided, freeCapacity: o.freeCapacity })),
       })),
     };
   }
@@ -213,6 +232,7 @@ export class FrontDaemon {
     if (this.#stopping) return;
     this.#stopping = true;
     for (const t of this.#timers) clearInterval(t);
+    this.#control?.close();
     this.#queue?.close();
     this.#admin?.close();
     removeRules();

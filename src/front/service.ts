@@ -12,12 +12,51 @@ import { smoothPick } from './select/smooth.ts';
 
 export const OVERFLOW_BASE = 0x80;
 
-export interface ServerRuntime extends Backend {
+/**
+ * One server of one service. Capacity has one of two units:
+ *  - from the config (no agents): concurrent connections, compared with
+ *    `active`;
+ *  - estimated from the server's load reports (receive_server_load.ts): new
+ *    connections per second, compared with `rate`, the rate being sent to
+ *    it now.
+ * `load` is whichever of the two the capacity is compared with.
+ */
+export class ServerRuntime implements Backend {
+  readonly id: string;
   readonly address: number;
   readonly port: number;
+  weight: number;
+  capacity: number;
+  active = 0;
+  usable: boolean;
   state: 'active' | 'drain' | 'disabled';
   /** Connections decided for this server since start (metrics). */
-  decided: number;
+  decided = 0;
+  /** Capacity is a reported-load estimate in connections/s (else config, concurrent). */
+  estimated = false;
+  /** New connections per second sent to it recently (estimated mode). */
+  rate = 0;
+  /** Its agent stopped reporting: no new connections until it reports again. */
+  down = false;
+
+  constructor(id: string, address: number, port: number, weight: number, capacity: number, state: ServerRuntime['state']) {
+    this.id = id;
+    this.address = address;
+    this.port = port;
+    this.weight = weight;
+    this.capacity = capacity;
+    this.state = state;
+    this.usable = state === 'active';
+  }
+
+  get load(): number {
+    return this.estimated ? this.rate : this.active;
+  }
+
+  /** Re-derives `usable` after a state or report change. */
+  refreshUsable(): void {
+    this.usable = this.state === 'active' && !this.down;
+  }
 }
 
 export interface OverflowTarget {
@@ -50,17 +89,7 @@ export class ServiceRuntime {
     this.name = svc.name;
     this.vip = addr(svc.vip);
     this.port = svc.port;
-    this.servers = svc.servers.map((s) => ({
-      id: s.name,
-      address: addr(s.address),
-      port: s.port ?? svc.port,
-      weight: s.weight,
-      capacity: s.capacity ?? Infinity,
-      active: 0,
-      usable: s.state === 'active',
-      state: s.state,
-      decided: 0,
-    }));
+    this.servers = svc.servers.map((s) => new ServerRuntime(s.name, addr(s.address), s.port ?? svc.port, s.weight, s.capacity ?? Infinity, s.state));
     this.selector = createSelector(svc.method);
     this.selector.rebuild(this.servers);
     this.overflow = overflow.map((o) => ({ cluster: o.cluster, vip: o.vip, freeCapacity: o.freeCapacity, decided: 0 }));

@@ -13,6 +13,9 @@ function pool(spec: Record<string, number>, opts: { capacity?: boolean; disabled
     weight: v,
     capacity: opts.capacity === true ? v : Infinity,
     active: 0,
+    get load() {
+      return this.active; // config capacities: load is the active count
+    },
     usable: !(opts.disabled ?? []).includes(id),
   }));
 }
@@ -138,7 +141,7 @@ describe('leastconn (weighted, IPVS wlc)', () => {
   ];
   for (const c of table) {
     it(c.name, () => {
-      const b = c.weights.map((w, i) => ({ id: `s${i}`, weight: w, capacity: Infinity, active: c.active[i] ?? 0, usable: true }));
+      const b = c.weights.map((w, i) => ({ id: `s${i}`, weight: w, capacity: Infinity, active: c.active[i] ?? 0, load: c.active[i] ?? 0, usable: true }));
       assert.equal(new LeastConnections().pick(b, 0), c.expect);
     });
   }

@@ -7,17 +7,23 @@ export interface Backend {
   readonly id: string;
   /** Relative share (byrequests lbfactor; leastconn and maglev weight). > 0. */
   weight: number;
-  /** Concurrent connections the server can take (Infinity = no limit). */
+  /** What the server can take, in the unit of `load` (Infinity = no limit). */
   capacity: number;
   /** Connections sent to it and not yet ended. */
   active: number;
+  /**
+   * The figure capacity is compared with: `active` when capacities come from
+   * the config (concurrent connections), the recent rate of new connections
+   * when they are estimated from load reports (connections/s).
+   */
+  readonly load: number;
   /** False when drained, disabled or down: no new connections. */
   usable: boolean;
 }
 
 /** Whether a new connection may go to `b` (usable and below capacity). */
 export function eligible(b: Backend): boolean {
-  return b.usable && b.active < b.capacity;
+  return b.usable && b.load < b.capacity;
 }
 
 export interface Selector {

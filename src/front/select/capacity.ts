@@ -1,6 +1,6 @@
 /**
  * Seed 000's method: each new connection goes to a server in proportion to
- * its remaining capacity (capacity - active). The proportion is realised by
+ * its remaining capacity (capacity - load). The proportion is realised by
  * smooth weighted round robin (the byrequests/nginx scheme) whose weights are
  * re-read on every pick, so the spread follows load as it changes, with no
  * randomness: the same state always gives the same choice.
@@ -29,7 +29,7 @@ export class CapacityProportional implements Selector {
     const w = this.#weights;
     for (let i = 0; i < backends.length; i++) {
       const b = backends[i];
-      const remaining = b !== undefined && b.usable ? b.capacity - b.active : 0;
+      const remaining = b !== undefined && b.usable ? b.capacity - b.load : 0;
       // An unlimited server counts as weight 1 (validated configs give the
       // capacity method finite capacities).
       w[i] = remaining > 0 ? (Number.isFinite(remaining) ? remaining : 1) : 0;

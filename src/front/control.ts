@@ -1,0 +1,163 @@
+/**
+ * The front node's control-plane side: binds the agents' PULL and our PUB,
+ * subscribes to the peers' PUBs, and runs seed 000's procedures on what
+ * arrives:
+ *   load_report   -> receive_server_load (capacity estimates, down servers)
+ *   request_rate  -> receive_request_rate / update_request_rate
+ *   cluster_load  -> least-loaded-cluster list (overflow proportions)
+ * and on timers:
+ *   every second  rates and down flags into the services; cluster load to
+ *                 subscribers when due (send_cluster_load)
+ *   every pass    send_request_rate (high-rate clients to DNS)
+ * RTT probe requests (rtt_probe_request) are the DNS issue's; this side
+ * subscribes to nothing it cannot handle.
+ */
+import { ControlNode, type Sender } from '../control/node.ts';
+import type { Logger } from '../log/logger.ts';
+import { formatIPv4Address } from '../packet/address.ts';
+import type { FrontConfig } from './config.ts';
+import { LeastLoadedClusters } from './least_loaded_clusters.ts';
+import { receiveRequestRate } from './receive_request_rate.ts';
+import { clusterLoadOf, ServerLoadEstimator } from './receive_server_load.ts';
+import { ClusterLoadReporter } from './send_cluster_load.ts';
+import { sendRequestRate, type PassResult } from './send_request_rate.ts';
+import type { ServiceRuntime } from './service.ts';
+import { ClientRateTable } from './update_request_rate.ts';
+
+type ControlConfig = NonNullable<FrontConfig['control']>;
+
+export interface ServicesSource {
+  readonly config: Readonly<FrontConfig>;
+  readonly services: readonly ServiceRuntime[];
+}
+
+export class FrontControl {
+  readonly node: ControlNode;
+  readonly estimator: ServerLoadEstimator | undefined;
+  readonly clients: ClientRateTable;
+  readonly clusters: LeastLoadedClusters;
+  readonly reporter: ClusterLoadReporter;
+  lastPass: PassResult | undefined;
+  #pub: Sender | undefined;
+  readonly #src: ServicesSource;
+  readonly #cfg: ControlConfig;
+  readonly #timers: NodeJS.Timeout[] = [];
+  readonly #log: Logger;
+
+  private constructor(node: ControlNode, src: ServicesSource, cfg: ControlConfig, log: Logger) {
+    const now = performance.now();
+    this.node = node;
+    this.#src = src;
+    this.#cfg = cfg;
+    this.#log = log;
+    this.estimator = cfg.agents ? new ServerLoadEstimator({ ...cfg.estimate, loadSeconds: cfg.loadSeconds, downAfter: cfg.downAfterIntervals }, now) : undefined;
+    this.clients = new ClientRateTable(cfg.requestRate.maxClients, cfg.requestRate.expireSeconds, now);
+    this.clusters = new LeastLoadedClusters(src.config.cluster, cfg.clusterLoad.everySeconds, cfg.downAfterIntervals);
+    this.reporter = new ClusterLoadReporter(cfg.clusterLoad.everySeconds, cfg.clusterLoad.changeFraction);
+  }
+
+  static async start(src: ServicesSource, cfg: ControlConfig, log: Logger): Promise<FrontControl> {
+    const node = await ControlNode.create(src.config.cluster, cfg, log);
+    const fc = new FrontControl(node, src, cfg, log);
+    await fc.#bind();
+    return fc;
+  }
+
+  async #bind(): Promise<void> {
+    const cfg = this.#cfg;
+    this.servicesChanged();
+    if (cfg.agents) {
+      await this.node.bindPull(cfg.agents.listen, 'agents', cfg.agents.allow, {
+        load_report: (m) => {
+          this.estimator?.receiveServerLoad(m.body, this.#src.services, performance.now());
+        },
+        request_rate: (m) => {
+          receiveRequestRate(this.clients, m.body, performance.now());
+        },
+      });
+    }
+    if (cfg.publish) this.#pub = await this.node.bindPub(cfg.publish.listen, 'subscribers', cfg.publish.allow);
+    for (const p of cfg.subscribe) {
+      this.node.connectSub(p.endpoint, p.publicKey, {
+        cluster_load: (m) => {
+          this.clusters.receive(m.body, performance.now());
+          this.clusters.applyTo(this.#src.services, performance.now());
+        },
+      });
+    }
+    this.#timers.push(
+      setInterval(() => {
+        this.#tick();
+      }, 1000),
+      setInterval(() => {
+        this.#pass();
+      }, cfg.requestRate.passSeconds * 1000),
+    );
+    this.#log.info({ agents: cfg.agents?.listen, publish: cfg.publish?.listen, subscribe: cfg.subscribe.map((p) => p.endpoint), plaintext: cfg.plaintext }, 'control plane up');
+  }
+
+  /** After start, a reload or an admin change: re-applies live state to the fresh service runtimes. */
+  servicesChanged(): void {
+    const now = performance.now();
+    this.clusters.configure(this.#src.services);
+    this.clusters.applyTo(this.#src.services, now);
+    this.estimator?.applyTo(this.#src.services, now);
+  }
+
+  #tick(): void {
+    const now = performance.now();
+    const services = this.#src.services;
+    this.estimator?.tick(services, now);
+    this.clusters.applyTo(services, now);
+    const f = clusterLoadOf(services);
+    const why = this.reporter.due(f, now);
+    if (why && this.#pub) {
+      const vips = [...new Set(services.map((s) => formatIPv4Address(s.vip)))];
+      this.#pub.send('cluster_load', { cluster: this.#src.config.cluster, vips, ...f });
+      this.reporter.sent(f, why, now);
+    }
+  }
+
+  #pass(): void {
+    const pub = this.#pub;
+    this.lastPass = sendRequestRate(this.clients, { cluster: this.#src.config.cluster, factor: this.#cfg.requestRate.factor, queueSize: this.#cfg.requestRate.queueSize }, performance.now(), (body) => {
+      pub?.send('high_rate_clients', body);
+    });
+  }
+
+  status(now: number = performance.now()): Record<string, unknown> {
+    const est = this.estimator;
+    return {
+      servers: est
+        ? [...est.records.values()].map((r) => ({
+            name: r.name,
+            capacity: round(r.capacity),
+            utilization: round(r.utilization),
+            cpu: round(r.cpu),
+            connections: r.connections,
+            reportRate: round(r.reportRate),
+            reports: r.reports,
+            lastReportAgeSeconds: r.reports > 0 ? round((now - r.lastReport) / 1000) : null,
+            down: est.isDown(r, now),
+          }))
+        : [],
+      cluster: clusterLoadOf(this.#src.services),
+      topClients: this.clients.top(10).map(([a, rate]) => ({ client: formatIPv4Address(a), rate: round(rate) })),
+      clients: { tracked: this.clients.clients.size, dropped: this.clients.dropped, expired: this.clients.expired },
+      lastPass: this.lastPass,
+      peerClusters: [...this.clusters.peers.values()].map((p) => ({ cluster: p.cluster, available: round(p.available), capacity: round(p.capacity), ageSeconds: round((now - p.lastReport) / 1000), fresh: this.clusters.isFresh(p, now) })),
+      peers: [...this.node.peers].map(([name, p]) => ({ name, lastType: p.lastType, messages: p.messages, ageSeconds: round((Date.now() - p.lastSeen) / 1000) })),
+      counters: this.node.counters,
+      zap: Object.fromEntries(this.node.zap.counters),
+    };
+  }
+
+  close(): void {
+    for (const t of this.#timers) clearInterval(t);
+    this.node.close();
+  }
+}
+
+function round(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
