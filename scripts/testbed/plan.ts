@@ -30,6 +30,11 @@ export interface TestbedOptions {
   readonly delaysMs?: Readonly<Record<string, number>>;
   /** Size of /blob.bin served by every server, in MiB (0 = none). */
   readonly blobMiB?: number;
+  /**
+   * CPU quota of each server's cgroup, in CPUs (0 = no cgroups). Gives each
+   * server its own CPU utilization for the agents (namespaces share /proc/stat).
+   */
+  readonly serverCpus?: number;
 }
 
 export interface NsPlan {
@@ -85,6 +90,7 @@ export interface TestbedPlan {
   readonly clusters: readonly ClusterPlan[];
   readonly delays: readonly DelayPlan[];
   readonly blobMiB: number;
+  readonly serverCpus: number;
   /** NFQUEUE number the WAN delay program binds in the WAN namespace. */
   readonly delayQueue: number;
 }
@@ -114,6 +120,8 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
   const nServers = count('serversPerCluster', opts.serversPerCluster, 3, 1, 26);
   const extra = count('extraClientAddresses', opts.extraClientAddresses, 0, 0, 200);
   const blobMiB = count('blobMiB', opts.blobMiB, 0, 0, 1024);
+  const serverCpus = opts.serverCpus ?? 0;
+  if (!Number.isFinite(serverCpus) || serverCpus < 0 || serverCpus > 64) throw new InvalidArgumentError(`serverCpus must be between 0 and 64, got ${String(opts.serverCpus)}`);
 
   const clients: ClientPlan[] = [];
   for (let i = 1; i <= nClients; i++) {
@@ -182,6 +190,7 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
     clusters,
     delays,
     blobMiB,
+    serverCpus,
     delayQueue: 0,
   };
 }

@@ -11,6 +11,8 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writeKeyPair } from '../../src/control/keys.ts';
+import { CGROUP_BASE, cgroupAdd, cgroupCreate, cgroupRemove } from './cgroup.ts';
 import { namespacesOf, planTestbed, type TestbedOptions, type TestbedPlan, PREFIX_RE } from './plan.ts';
 import { ipBatch, listNamespaces, pidAlive, run, runIn, sleepSync, tryRun, waitFor } from './sh.ts';
 
@@ -24,6 +26,13 @@ export interface TestbedState {
   readonly nginxPids: Readonly<Record<string, number>>;
   /** sha1 of /blob.bin when blobMiB > 0. */
   readonly blobSha1?: string;
+  /**
+   * CURVE key pairs for every daemon host: <keysDir>/<name>.key and .pub,
+   * names fr<k> (front nodes), the server ids (agents) and dns.
+   */
+  readonly keysDir: string;
+  /** Each server's cgroup (below the hierarchy root) when serverCpus > 0. */
+  readonly cgroups: Readonly<Record<string, string>>;
 }
 
 export function runDirOf(prefix: string): string {
@@ -89,6 +98,7 @@ export function down(prefix: string): void {
     }
   }
   for (const ns of mine) tryRun('ip', ['netns', 'del', ns]);
+  cgroupRemove(`${CGROUP_BASE}/${prefix}`);
   rmSync(runDirOf(prefix), { recursive: true, force: true });
 }
 
@@ -212,10 +222,27 @@ function build(plan: TestbedPlan): TestbedState {
     blobSha1 = run('sha1sum', [blob]).split(' ')[0];
   }
   const nginxPids: Record<string, number> = {};
+  const cgroups: Record<string, string> = {};
   for (const k of plan.clusters) {
-    for (const s of k.servers) nginxPids[s.id] = startNginx(dir, s.name, s.id, k.index, s.address, common);
+    for (const s of k.servers) {
+      nginxPids[s.id] = startNginx(dir, s.name, s.id, k.index, s.address, common);
+      if (plan.serverCpus > 0) {
+        const group = `${CGROUP_BASE}/${plan.prefix}/${s.id}`;
+        cgroupCreate(group, plan.serverCpus);
+        // nginx's master and worker: everything in the server's namespace so far.
+        for (const pid of (tryRun('ip', ['netns', 'pids', s.name]) ?? '').split('\n').map(Number)) if (pid > 0) cgroupAdd(group, pid);
+        cgroups[s.id] = group;
+      }
+    }
   }
-  const st: TestbedState = { plan, runDir: dir, delayPid, nginxPids, ...(blobSha1 !== undefined ? { blobSha1 } : {}) };
+  // Keys for every daemon host (the demo and tests configure CURVE with them).
+  const keysDir = join(dir, 'keys');
+  for (const k of plan.clusters) {
+    writeKeyPair(keysDir, `fr${k.index}`, { force: true });
+    for (const s of k.servers) writeKeyPair(keysDir, s.id, { force: true });
+  }
+  writeKeyPair(keysDir, 'dns', { force: true });
+  const st: TestbedState = { plan, runDir: dir, delayPid, nginxPids, keysDir, cgroups, ...(blobSha1 !== undefined ? { blobSha1 } : {}) };
   return st;
 }
 

@@ -12,6 +12,12 @@ import { formatIPv4Address } from '../packet/address.ts';
 import { AccessLogFollower } from './access-log.ts';
 import { agentConfigSchema, type AgentConfig } from './config.ts';
 import { LoadSampler } from './load.ts';
+import { SluiceError } from '../errors/errors.ts';
+
+/** The configured utilization source cannot be read on this machine. */
+export class LoadSourceError extends SluiceError {
+  readonly code = 'ERR_SLUICE_LOAD_SOURCE';
+}
 
 export class AgentDaemon {
   readonly config: Readonly<AgentConfig>;
@@ -32,9 +38,13 @@ export class AgentDaemon {
 
   async start(): Promise<void> {
     const c = this.config;
+    try {
+      this.#sampler = new LoadSampler({ source: c.utilization.source, ports: c.ports, maxConnections: c.utilization.maxConnections, cgroup: c.utilization.cgroup });
+    } catch (err) {
+      throw new LoadSourceError(`cannot read the load figures for utilization source ${c.utilization.source}${c.utilization.cgroup !== undefined ? ` (cgroup ${c.utilization.cgroup})` : ''}: ${(err as Error).message}; check utilization.source and utilization.cgroup`, { cause: err });
+    }
     this.#control = await ControlNode.create(c.name, c.control, this.log);
     this.#sender = this.#control.connectPush(c.front.endpoint, c.front.publicKey);
-    this.#sampler = new LoadSampler({ source: c.utilization.source, ports: c.ports, maxConnections: c.utilization.maxConnections, cgroup: c.utilization.cgroup });
     this.#timers.push(
       setInterval(() => {
         this.#reportLoad();

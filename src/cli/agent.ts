@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { AgentDaemon } from '../agent/agent.ts';
+import { AgentDaemon, LoadSourceError } from '../agent/agent.ts';
 import { ConfigError } from '../config/load.ts';
 import { KeyFileError } from '../control/keys.ts';
 import type { Command } from './command.ts';
@@ -27,9 +27,9 @@ export const agentCommand: Command = {
       daemon = new AgentDaemon(configFile);
       await daemon.start();
     } catch (err) {
-      if (err instanceof ConfigError || err instanceof KeyFileError) {
-        console.error(err.message);
-        return 1;
+      if (err instanceof ConfigError || err instanceof KeyFileError || err instanceof LoadSourceError) {
+        console.error(`sluice agent: ${err.message}`);
+        process.exit(1); // a control socket may already be open
       }
       throw err;
     }

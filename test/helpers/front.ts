@@ -14,8 +14,14 @@ export class FrontProcess {
   readonly lines: Record<string, unknown>[] = [];
   #waiters: { match: (l: Record<string, unknown>) => boolean; resolve: (l: Record<string, unknown>) => void }[] = [];
 
-  constructor(ns: string, configFile: string) {
-    this.child = spawn('ip', ['netns', 'exec', ns, BIN, 'front', '--config', configFile], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+  /**
+   * `command` is the daemon: front (default) or agent. Agents are entered
+   * with nsenter (network namespace only): `ip netns exec` remounts /sys,
+   * which hides the cgroup files the agents read their utilization from.
+   */
+  constructor(ns: string, configFile: string, command: 'front' | 'agent' = 'front') {
+    const enter = command === 'agent' ? ['nsenter', `--net=/run/netns/${ns}`] : ['ip', 'netns', 'exec', ns];
+    this.child = spawn(enter[0]!, [...enter.slice(1), BIN, command, '--config', configFile], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
     if (this.child.stderr) {
       createInterface({ input: this.child.stderr }).on('line', (text) => {
         let l: Record<string, unknown>;
