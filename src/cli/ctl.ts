@@ -3,8 +3,8 @@
  * (src/front/admin.ts). Exit 0 when the daemon says ok, 1 when it refuses,
  * 2 on usage errors.
  */
-import { createConnection } from 'node:net';
 import { parseArgs } from 'node:util';
+import { adminRequest } from './admin-client.ts';
 import type { Command } from './command.ts';
 
 const USAGE = `usage: sluice ctl [--socket PATH] status
@@ -55,29 +55,19 @@ export const ctlCommand: Command = {
       console.error(`sluice ctl: ${req}\n${USAGE}`);
       return Promise.resolve(2);
     }
-    return new Promise((resolve) => {
-      const sock = createConnection(socket);
-      let buf = '';
-      sock.setEncoding('utf8');
-      sock.on('connect', () => sock.write(`${JSON.stringify(req)}\n`));
-      sock.on('data', (d: string) => {
-        buf += d;
-        const nl = buf.indexOf('\n');
-        if (nl < 0) return;
-        sock.end();
-        const reply = JSON.parse(buf.slice(0, nl)) as { ok?: boolean; error?: string; status?: unknown };
+    return adminRequest(socket, req).then(
+      (reply) => {
         if (reply.ok === true) {
           console.log(reply.status !== undefined ? JSON.stringify(reply.status, null, 2) : 'ok');
-          resolve(0);
-        } else {
-          console.error(`sluice ctl: ${reply.error ?? 'refused'}`);
-          resolve(1);
+          return 0;
         }
-      });
-      sock.on('error', (err) => {
-        console.error(`sluice ctl: cannot reach ${socket}: ${err.message}`);
-        resolve(1);
-      });
-    });
+        console.error(`sluice ctl: ${reply.error ?? 'refused'}`);
+        return 1;
+      },
+      (err: unknown) => {
+        console.error(`sluice ctl: ${(err as Error).message}`);
+        return 1;
+      },
+    );
   },
 };

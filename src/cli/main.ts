@@ -8,9 +8,10 @@ import { ctlCommand } from './ctl.ts';
 import { frontCommand } from './front.ts';
 import { keygenCommand } from './keygen.ts';
 import { scheduleCommand } from './schedule.ts';
+import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
 
-const commands: readonly Command[] = [frontCommand, agentCommand, ctlCommand, keygenCommand, scheduleCommand, versionCommand];
+const commands: readonly Command[] = [frontCommand, agentCommand, ctlCommand, keygenCommand, scheduleCommand, statusCommand, versionCommand];
 
 function usage(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

@@ -216,6 +216,15 @@ accessLog: { path: ${join(st.runDir, `nginx-${s.id}.access.log`)}, format: nginx
       assert.deepEqual(reported, [heavy]);
       assert.ok(ordinary.every((o) => !reported.includes(o)));
       assert.ok(sawClusterLoad, 'cluster load is published too');
+      // sluice status shows the same: the heavy client on top, the servers' estimates, the peers and their ages.
+      const human = await nsRunAsync(frNs, BIN, ['status', '--socket', sock]);
+      assert.equal(human.code, 0, human.stderr);
+      const top = human.stdout.split('top clients')[1]?.split('\n').find((l) => /^\d/.test(l));
+      assert.ok(top?.startsWith(heavy), human.stdout);
+      for (const srv of k.servers) assert.match(human.stdout, new RegExp(`^${srv.id}\\s+(active|down)\\s+[\\d.]+/s`, 'm'));
+      assert.match(human.stdout, /^PEER\s+LAST MESSAGE/m);
+      const json = JSON.parse((await nsRunAsync(frNs, BIN, ['status', '--socket', sock, '--json'])).stdout) as Status;
+      assert.equal(json.control.servers.length, 3);
     } finally {
       await sub.stop();
     }
