@@ -4,14 +4,14 @@
  * lines) and load figures from crafted /proc and cgroup files.
  */
 import assert from 'node:assert/strict';
-import { appendFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, truncateSync, writeFileSync, copyFileSync } from 'node:fs';
+import { readFileSync, appendFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, truncateSync, writeFileSync, copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { AccessLogFollower, formatRegex, parseLogLine } from '../../src/agent/access-log.ts';
 import { agentConfigSchema } from '../../src/agent/config.ts';
 import { countEstablished, LoadSampler, readCgroupCpu, readMemoryUsed } from '../../src/agent/load.ts';
-import { ConfigError, validateConfig } from '../../src/config/load.ts';
+import { ConfigError, parseConfig, validateConfig } from '../../src/config/load.ts';
 import { formatIPv4Address } from '../../src/packet/address.ts';
 
 const NGINX = '198.18.11.2 - - [21/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 31 "-" "curl/7.88.1"';
@@ -216,6 +216,10 @@ describe('agent configuration', () => {
       );
     });
   }
+  it('the deploy example is valid', () => {
+    const c = parseConfig(agentConfigSchema, readFileSync(new URL('../../deploy/examples/agent-s1a.yaml', import.meta.url), 'utf8'), 'agent-s1a.yaml');
+    assert.equal(c.name, 's1a');
+  });
   it('plaintext needs no keys', () => {
     validateConfig(agentConfigSchema, { ...ok, front: { endpoint: ok.front.endpoint }, control: { plaintext: true } }, 'agent.yaml');
   });

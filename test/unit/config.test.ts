@@ -26,6 +26,22 @@ describe('front config', () => {
     assert.equal(cfg.overflow[0]?.vip, '198.19.2.1');
   });
 
+  it('the example control section, uncommented, is valid and names a missing key file', () => {
+    const block = exampleText.split('# --- control example begin\n')[1]!.split('# --- control example end')[0]!;
+    const uncommented = block
+      .split('\n')
+      .filter((l) => l.startsWith('# ') && !l.startsWith('#   # '))
+      .map((l) => l.slice(2))
+      .join('\n');
+    const cfg = parseConfig(frontConfigSchema, `${exampleText}\n${uncommented}\n`, 'example+control');
+    assert.equal(cfg.control?.agents?.listen, 'tcp://198.18.201.1:7101');
+    assert.equal(cfg.control.estimate.targetUtilization, 0.8);
+    assert.throws(
+      () => parseConfig(frontConfigSchema, `${exampleText}\n${uncommented.replace(/^ {2}keyFile:.*$/m, '')}\n`, 'x'),
+      (e: unknown) => e instanceof ConfigError && e.problems.some((p) => p.path === 'control.keyFile'),
+    );
+  });
+
   it('fills defaults and freezes the result', () => {
     const cfg = parseConfig(frontConfigSchema, minimal, 'm');
     assert.equal(cfg.queue, 0);
