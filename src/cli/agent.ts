@@ -1,8 +1,7 @@
-import { parseArgs } from 'node:util';
 import { AgentDaemon, LoadSourceError } from '../agent/agent.ts';
 import { ConfigError } from '../config/load.ts';
 import { KeyFileError } from '../control/keys.ts';
-import type { Command } from './command.ts';
+import { configArg, type Command } from './command.ts';
 
 const USAGE = 'usage: sluice agent --config FILE';
 
@@ -11,17 +10,8 @@ export const agentCommand: Command = {
   summary: "run a server agent (load and per-client request reports to the front node)",
   usage: USAGE,
   async run(argv) {
-    let configFile: string | undefined;
-    try {
-      configFile = parseArgs({ args: [...argv], options: { config: { type: 'string' } } }).values.config;
-    } catch (err) {
-      console.error(`sluice agent: ${(err as Error).message}\n${USAGE}`);
-      return 2;
-    }
-    if (configFile === undefined) {
-      console.error(`sluice agent: --config is required\n${USAGE}`);
-      return 2;
-    }
+    const configFile = configArg('agent', USAGE, argv);
+    if (configFile === undefined) return 2;
     let daemon: AgentDaemon;
     try {
       daemon = new AgentDaemon(configFile);

@@ -1,8 +1,7 @@
-import { parseArgs } from 'node:util';
 import { ConfigError } from '../config/load.ts';
 import { KeyFileError } from '../control/keys.ts';
 import { FrontDaemon } from '../front/daemon.ts';
-import type { Command } from './command.ts';
+import { configArg, type Command } from './command.ts';
 
 const USAGE = 'usage: sluice front --config FILE';
 
@@ -11,17 +10,8 @@ export const frontCommand: Command = {
   summary: 'run a cluster front node (NFQUEUE steering of new connections)',
   usage: USAGE,
   async run(argv) {
-    let configFile: string | undefined;
-    try {
-      configFile = parseArgs({ args: [...argv], options: { config: { type: 'string' } } }).values.config;
-    } catch (err) {
-      console.error(`sluice front: ${(err as Error).message}\n${USAGE}`);
-      return 2;
-    }
-    if (configFile === undefined) {
-      console.error(`sluice front: --config is required\n${USAGE}`);
-      return 2;
-    }
+    const configFile = configArg('front', USAGE, argv);
+    if (configFile === undefined) return 2;
     let daemon: FrontDaemon;
     try {
       daemon = new FrontDaemon(configFile);
