@@ -31,7 +31,8 @@ const service = z
     name,
     vip: ipv4,
     port,
-    protocol: z.literal('tcp', { error: 'only tcp virtual services are supported' }).default('tcp'),
+    /** udp: the first packet of each flow (conntrack NEW) is decided; the kernel keeps the flow until its conntrack entry times out. */
+    protocol: z.enum(['tcp', 'udp'], { error: 'protocol is tcp or udp' }).default('tcp'),
     method: z.enum(METHOD_NAMES, { error: `method is one of ${METHOD_NAMES.join(', ')}` }).default('capacity'),
     servers: z.array(server).min(1, 'a service needs at least one server').max(200, 'at most 200 servers per service'),
   })

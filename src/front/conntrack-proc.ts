@@ -6,12 +6,17 @@
  * Line format (tcp):
  *   ipv4 2 tcp 6 115 ESTABLISHED src=C dst=VIP sport=CP dport=80
  *        src=SERVER dst=C sport=80 dport=CP [ASSURED] mark=0 zone=0 use=2
+ * Line format (udp, no state field):
+ *   ipv4 2 udp 17 29 src=C dst=VIP sport=CP dport=53 src=SERVER dst=C
+ *        sport=53 dport=CP [ASSURED] mark=0 zone=0 use=2
  * The first tuple is the original direction, the second the reply.
  */
 import { readFile } from 'node:fs/promises';
 import { parseIPv4Address } from '../packet/address.ts';
 
 export interface KernelFlow {
+  readonly protocol: 'tcp' | 'udp';
+  /** TCP state, or UDP for every UDP flow (conntrack keeps a UDP flow until it times out). */
   readonly state: string;
   readonly client: number;
   readonly clientPort: number;
@@ -28,21 +33,22 @@ export interface KernelFlow {
  * say which side sent the FIN, so a half-closed flow may still await the
  * client's FIN that recycles its record.)
  */
-export const LIVE_STATES: ReadonlySet<string> = new Set(['SYN_SENT', 'SYN_RECV', 'ESTABLISHED', 'FIN_WAIT', 'CLOSE_WAIT', 'LAST_ACK']);
+export const LIVE_STATES: ReadonlySet<string> = new Set(['SYN_SENT', 'SYN_RECV', 'ESTABLISHED', 'FIN_WAIT', 'CLOSE_WAIT', 'LAST_ACK', 'UDP']);
 
 /**
  * States rebuilt as active records after a restart: only where neither side
  * has closed. A half-closed flow is ending; counting it as load would keep
  * its server looking busy until the next reconcile.
  */
-export const REBUILD_STATES: ReadonlySet<string> = new Set(['SYN_SENT', 'SYN_RECV', 'ESTABLISHED']);
+export const REBUILD_STATES: ReadonlySet<string> = new Set(['SYN_SENT', 'SYN_RECV', 'ESTABLISHED', 'UDP']);
 
 export function parseConntrackLine(line: string): KernelFlow | undefined {
   const f = line.split(/\s+/);
-  if (f[2] !== 'tcp' || f[0] !== 'ipv4') return undefined;
-  const state = f[5] ?? '';
+  const protocol = f[2];
+  if ((protocol !== 'tcp' && protocol !== 'udp') || f[0] !== 'ipv4') return undefined;
+  const state = protocol === 'tcp' ? (f[5] ?? '') : 'UDP';
   const kv: string[] = [];
-  for (let i = 6; i < f.length && kv.length < 8; i++) {
+  for (let i = protocol === 'tcp' ? 6 : 5; i < f.length && kv.length < 8; i++) {
     const t = f[i] ?? '';
     const eq = t.indexOf('=');
     if (eq > 0 && /^(src|dst|sport|dport)$/.test(t.slice(0, eq))) kv.push(t.slice(eq + 1));
@@ -53,7 +59,7 @@ export function parseConntrackLine(line: string): KernelFlow | undefined {
   const dst = parseIPv4Address(od ?? '');
   const replySrc = parseIPv4Address(rs ?? '');
   if (client === undefined || dst === undefined || replySrc === undefined) return undefined;
-  return { state, client, clientPort: Number(osp), dst, dstPort: Number(odp), replySrc, replySrcPort: Number(rsp) };
+  return { protocol, state, client, clientPort: Number(osp), dst, dstPort: Number(odp), replySrc, replySrcPort: Number(rsp) };
 }
 
 export async function readKernelFlows(path = '/proc/net/nf_conntrack'): Promise<KernelFlow[]> {

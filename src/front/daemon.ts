@@ -19,7 +19,7 @@ import { ConfigError, loadConfig } from '../config/load.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
 import { NfQueue } from '../nfqueue/queue.ts';
 import { formatIPv4Address } from '../packet/address.ts';
-import { parseStatusName } from '../packet/ipv4.ts';
+import { IpProtocol, parseStatusName } from '../packet/ipv4.ts';
 import { frontConfigSchema, type FrontConfig } from './config.ts';
 import { AdminServer } from './admin.ts';
 import { ConnectionTable, connectionKey } from './connections.ts';
@@ -176,7 +176,7 @@ export class FrontDaemon {
       const services = this.engine.services;
       for (let s = 0; s < services.length; s++) {
         const svc = services[s];
-        if (svc === undefined || svc.vip !== f.dst || svc.port !== f.dstPort) continue;
+        if (svc === undefined || svc.vip !== f.dst || svc.port !== f.dstPort || svc.protocol !== protocolNumber(f.protocol)) continue;
         let target = svc.serverAt(f.replySrc, f.replySrcPort);
         if (target < 0) {
           const j = svc.overflow.findIndex((o) => o.vip === formatIPv4Address(f.replySrc));
@@ -201,7 +201,7 @@ export class FrontDaemon {
     const services = this.engine.services;
     for (const f of flows) {
       if (!LIVE_STATES.has(f.state)) continue;
-      const s = services.findIndex((x) => x.vip === f.dst && x.port === f.dstPort);
+      const s = services.findIndex((x) => x.vip === f.dst && x.port === f.dstPort && x.protocol === protocolNumber(f.protocol));
       if (s >= 0) live.add(connectionKey(s, f.client, f.clientPort));
     }
     // Records younger than one period may not have reached the kernel's table yet.
@@ -242,4 +242,8 @@ export class FrontDaemon {
 
 export function buildServices(cfg: Readonly<FrontConfig>): ServiceRuntime[] {
   return cfg.services.map((s, i) => new ServiceRuntime(i, s, cfg.overflow));
+}
+
+function protocolNumber(p: 'tcp' | 'udp'): number {
+  return p === 'udp' ? IpProtocol.Udp : IpProtocol.Tcp;
 }

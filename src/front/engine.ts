@@ -23,6 +23,8 @@ export class EngineCounters {
   packets = 0;
   syn = 0;
   synRetransmits = 0;
+  /** First packets of UDP flows to a UDP service. */
+  udpFlows = 0;
   decided = 0;
   overflowed = 0;
   noTarget = 0;
@@ -62,6 +64,55 @@ export class FrontEngine {
     return target >= OVERFLOW_BASE ? overflowMark(service, target - OVERFLOW_BASE) : serverMark(service, target);
   }
 
+  /** Chooses a target for a new flow, records it, sets the mark. */
+  #newFlow(s: number, svc: ServiceRuntime, key: number, now: number): VerdictCode {
+    const c = this.counters;
+    const target = svc.choose(this.#info.src);
+    if (target < 0) {
+      c.noTarget++;
+      return Verdict.Drop;
+    }
+    if (target >= OVERFLOW_BASE) c.overflowed++;
+    if (this.#table.create(key, s, target, now) >= 0) {
+      const srv = svc.servers[target];
+      if (srv) srv.active++;
+    } else {
+      c.untracked++;
+    }
+    c.decided++;
+    this.mark = this.#markOf(s, target);
+    return Verdict.Accept;
+  }
+
+  /**
+   * UDP: only a flow's first packet is queued (conntrack NEW). A record that
+   * is still active (the same client port seen before, e.g. after the
+   * kernel's flow timed out between two datagrams, or a retransmitted first
+   * datagram) keeps the flow on its server; otherwise a new decision.
+   * Records end by reconcile, when the kernel's flow is gone.
+   */
+  #udp(now: number): VerdictCode {
+    const info = this.#info;
+    const services = this.#services;
+    for (let s = 0; s < services.length; s++) {
+      const svc = services[s];
+      if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort || svc.protocol !== IpProtocol.Udp) continue;
+      this.counters.udpFlows++;
+      const key = connectionKey(s, info.src, info.srcPort);
+      const known = this.#table.lookup(key);
+      if (known >= 0 && this.#table.isActive(key)) {
+        this.counters.resumed++;
+        this.mark = this.#markOf(s, known);
+        return Verdict.Accept;
+      }
+      if (known >= 0) this.#table.remove(key);
+      return this.#newFlow(s, svc, key, now);
+    }
+    // No UDP service here (a reload removed it): nothing to steer it to.
+    this.counters.unexpected++;
+    return Verdict.Drop;
+  }
+
   decide(buf: Uint8Array, offset: number, length: number, now: number): VerdictCode {
     const c = this.counters;
     const info = this.#info;
@@ -72,6 +123,7 @@ export class FrontEngine {
       c.malformed[st] = (c.malformed[st] ?? 0) + 1;
       return Verdict.Drop;
     }
+    if (info.protocol === IpProtocol.Udp) return this.#udp(now);
     if (info.protocol !== IpProtocol.Tcp) {
       c.unexpected++;
       return Verdict.Drop;
@@ -80,7 +132,7 @@ export class FrontEngine {
     const services = this.#services;
     for (let s = 0; s < services.length; s++) {
       const svc = services[s];
-      if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort) continue;
+      if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort || svc.protocol !== IpProtocol.Tcp) continue;
       const key = connectionKey(s, info.src, info.srcPort);
       if ((flags & (TcpFlag.Fin | TcpFlag.Rst)) !== 0) {
         if (this.#table.finish(key, now)) c.finishes++;
@@ -95,21 +147,7 @@ export class FrontEngine {
           return Verdict.Accept;
         }
         if (known >= 0) this.#table.remove(key); // port reused after FIN: a new connection
-        const target = svc.choose(info.src);
-        if (target < 0) {
-          c.noTarget++;
-          return Verdict.Drop;
-        }
-        if (target >= OVERFLOW_BASE) c.overflowed++;
-        if (this.#table.create(key, s, target, now) >= 0) {
-          const srv = svc.servers[target];
-          if (srv) srv.active++;
-        } else {
-          c.untracked++;
-        }
-        c.decided++;
-        this.mark = this.#markOf(s, target);
-        return Verdict.Accept;
+        return this.#newFlow(s, svc, key, now);
       }
       // Any other packet the kernel has no flow for.
       const known = this.#table.lookup(key);

@@ -38,22 +38,29 @@ export function renderRules(cfg: FrontConfig): RenderedRules {
   const dnat: string[] = [];
   const snat: string[] = [];
   cfg.services.forEach((svc, si) => {
-    const m = `-d ${svc.vip}/32 -p tcp --dport ${svc.port}`;
-    // Setup and teardown only: SYN, FIN, RST, and non-SYN packets the
-    // kernel has no flow for (dropped and counted by the daemon, seed 000).
-    queue.push(`${m} --tcp-flags SYN,ACK,FIN,RST SYN ${q}`);
-    queue.push(`${m} --tcp-flags FIN FIN ${q}`);
-    queue.push(`${m} --tcp-flags RST RST ${q}`);
-    queue.push(`${m} -m conntrack --ctstate NEW,INVALID ${q}`);
-    svc.servers.forEach((srv) => {
-      queue.push(`-i ${cfg.lanInterface} -s ${srv.address}/32 -p tcp --sport ${srv.port ?? svc.port} --tcp-flags RST RST ${q}`);
-    });
+    const m = `-d ${svc.vip}/32 -p ${svc.protocol} --dport ${svc.port}`;
+    if (svc.protocol === 'tcp') {
+      // Setup and teardown only: SYN, FIN, RST, and non-SYN packets the
+      // kernel has no flow for (dropped and counted by the daemon, seed 000).
+      queue.push(`${m} --tcp-flags SYN,ACK,FIN,RST SYN ${q}`);
+      queue.push(`${m} --tcp-flags FIN FIN ${q}`);
+      queue.push(`${m} --tcp-flags RST RST ${q}`);
+      queue.push(`${m} -m conntrack --ctstate NEW,INVALID ${q}`);
+      svc.servers.forEach((srv) => {
+        queue.push(`-i ${cfg.lanInterface} -s ${srv.address}/32 -p tcp --sport ${srv.port ?? svc.port} --tcp-flags RST RST ${q}`);
+      });
+    } else {
+      // UDP: the first packet of each flow; conntrack carries the rest until
+      // the flow times out (no teardown packet exists).
+      queue.push(`${m} -m conntrack --ctstate NEW ${q}`);
+    }
+    const newOnly = svc.protocol === 'tcp' ? ' --tcp-flags SYN,ACK,FIN,RST SYN' : '';
 
     const fb = fallbackServers(svc);
     if (cfg.failMode === 'bypass' && fb.length > 0) {
       // Reached only by SYNs the daemon did not mark (it is down): a static
       // spread by source address over the active servers.
-      dnat.push(`${m} -m mark --mark 0 --tcp-flags SYN,ACK,FIN,RST SYN -j HMARK --hmark-tuple src --hmark-mod ${fb.length} --hmark-offset ${hex(fallbackMark(si, 0))} --hmark-rnd 0x5175`);
+      dnat.push(`${m} -m mark --mark 0${newOnly} -j HMARK --hmark-tuple src --hmark-mod ${fb.length} --hmark-offset ${hex(fallbackMark(si, 0))} --hmark-rnd 0x5175`);
       fb.forEach((srvIndex, slot) => {
         const srv = svc.servers[srvIndex];
         if (srv) dnat.push(`${m} -m mark --mark ${hex(fallbackMark(si, slot))} -j DNAT --to-destination ${srv.address}:${srv.port ?? svc.port}`);
@@ -66,7 +73,7 @@ export function renderRules(cfg: FrontConfig): RenderedRules {
       const mark = hex(overflowMark(si, oi));
       dnat.push(`${m} -m mark --mark ${mark} -j DNAT --to-destination ${o.vip}:${svc.port}`);
       // Replies must come back through us: the other cluster answers our uplink.
-      snat.push(`-d ${o.vip}/32 -p tcp --dport ${svc.port} -m mark --mark ${mark} -j SNAT --to-source ${cfg.uplinkAddress}`);
+      snat.push(`-d ${o.vip}/32 -p ${svc.protocol} --dport ${svc.port} -m mark --mark ${mark} -j SNAT --to-source ${cfg.uplinkAddress}`);
     });
   });
 

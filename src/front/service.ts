@@ -6,6 +6,7 @@
  * target j, -1 nothing available.
  */
 import { parseIPv4Address } from '../packet/address.ts';
+import { IpProtocol } from '../packet/ipv4.ts';
 import type { FrontConfig, ServiceConfig } from './config.ts';
 import { createSelector, type Backend, type Selector } from './select/index.ts';
 import { smoothPick } from './select/smooth.ts';
@@ -77,6 +78,8 @@ export class ServiceRuntime {
   readonly name: string;
   readonly vip: number;
   readonly port: number;
+  /** IpProtocol.Tcp or IpProtocol.Udp. */
+  readonly protocol: number;
   readonly servers: ServerRuntime[];
   readonly selector: Selector;
   readonly overflow: OverflowTarget[];
@@ -89,6 +92,7 @@ export class ServiceRuntime {
     this.name = svc.name;
     this.vip = addr(svc.vip);
     this.port = svc.port;
+    this.protocol = svc.protocol === 'udp' ? IpProtocol.Udp : IpProtocol.Tcp;
     this.servers = svc.servers.map((s) => new ServerRuntime(s.name, addr(s.address), s.port ?? svc.port, s.weight, s.capacity ?? Infinity, s.state));
     this.selector = createSelector(svc.method);
     this.selector.rebuild(this.servers);

@@ -78,7 +78,7 @@ describe('front config', () => {
       message: /used twice/,
     },
     { name: 'bad server state', text: minimal.replace('198.18.201.11 }', '198.18.201.11, state: sleeping }'), path: 'services[0].servers[0].state', message: /active, drain, disabled/ },
-    { name: 'udp service', text: minimal.replace('port: 80', 'port: 80\n    protocol: udp'), path: 'services[0].protocol', message: /only tcp/ },
+    { name: 'sctp service', text: minimal.replace('port: 80', 'port: 80\n    protocol: sctp'), path: 'services[0].protocol', message: /tcp or udp/ },
     { name: 'bad failMode', text: `${minimal}\nfailMode: open\n`, path: 'failMode', message: /bypass or drop/ },
     { name: 'relative admin socket', text: `${minimal}\nadminSocket: front.sock\n`, path: 'adminSocket', message: /absolute/ },
   ];

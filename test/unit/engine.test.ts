@@ -88,6 +88,20 @@ describe('front engine', () => {
     assert.deepEqual(decide(e, ack(1235)), { v: Verdict.Accept, mark: serverMark(0, 0) });
   });
 
+  it('UDP service: a flow\'s first packet is decided; the same client port keeps its server; a TCP packet to it is not', () => {
+    const { e, services } = engine(base('byrequests', [10, 10]).replace('port: 80', 'port: 53\n    protocol: udp'));
+    const dgram = (port: number) => udp({ dst: '198.19.1.1' }, { srcPort: port, dstPort: 53 });
+    const a = decide(e, dgram(5000));
+    assert.deepEqual(a, { v: Verdict.Accept, mark: serverMark(0, 0) });
+    assert.deepEqual(decide(e, dgram(5000)), a, 'a first packet again (flow timed out, or retransmitted): same server');
+    assert.equal(e.counters.resumed, 1);
+    assert.deepEqual(decide(e, dgram(5001)), { v: Verdict.Accept, mark: serverMark(0, 1) });
+    assert.deepEqual([e.counters.udpFlows, e.counters.decided], [3, 2]);
+    assert.deepEqual(services[0]!.servers.map((x) => x.active), [1, 1]);
+    assert.equal(decide(e, syn(5002)).v, Verdict.Accept, 'TCP to the UDP port: not ours (counted, passed on)');
+    assert.equal(decide(e, udp({ dst: '198.19.1.1' }, { srcPort: 1, dstPort: 54 })).v, Verdict.Drop);
+  });
+
   it('malformed packets are dropped and counted by reason', () => {
     const { e } = engine(base('byrequests', [10]));
     const frag = tcp({ dst: '198.19.1.1', flags: 1 }, { flags: TcpFlag.Syn });
@@ -145,8 +159,19 @@ describe('kernel flow lines (/proc/net/nf_conntrack)', () => {
     const line =
       'ipv4     2 tcp      6 431999 ESTABLISHED src=198.18.11.2 dst=198.19.1.1 sport=55532 dport=80 src=198.18.201.11 dst=198.18.11.2 sport=80 dport=55532 [ASSURED] mark=0 zone=0 use=2';
     const f = parseConntrackLine(line);
-    assert.deepEqual(f, { state: 'ESTABLISHED', client: 0xc6120b02, clientPort: 55532, dst: 0xc6130101, dstPort: 80, replySrc: 0xc612c90b, replySrcPort: 80 });
-    assert.equal(parseConntrackLine('ipv4 2 udp 17 20 src=1.2.3.4 dst=5.6.7.8 sport=1 dport=2 src=5.6.7.8 dst=1.2.3.4 sport=2 dport=1 mark=0 use=1'), undefined);
+    assert.deepEqual(f, { protocol: 'tcp', state: 'ESTABLISHED', client: 0xc6120b02, clientPort: 55532, dst: 0xc6130101, dstPort: 80, replySrc: 0xc612c90b, replySrcPort: 80 });
+    assert.deepEqual(parseConntrackLine('ipv4     2 udp      17 20 src=1.2.3.4 dst=5.6.7.8 sport=1 dport=2 [UNREPLIED] src=5.6.7.9 dst=1.2.3.4 sport=2 dport=1 mark=0 use=1'), {
+      protocol: 'udp',
+      state: 'UDP',
+      client: 0x01020304,
+      clientPort: 1,
+      dst: 0x05060708,
+      dstPort: 2,
+      replySrc: 0x05060709,
+      replySrcPort: 2,
+    });
+    assert.ok(LIVE_STATES.has('UDP') && REBUILD_STATES.has('UDP'));
+    assert.equal(parseConntrackLine('ipv4 2 icmp 1 29 src=1.2.3.4 dst=5.6.7.8 type=8 code=0 id=1 src=5.6.7.8 dst=1.2.3.4 type=0 code=0 id=1 mark=0 use=1'), undefined);
     assert.equal(parseConntrackLine('garbage'), undefined);
     for (const st of ['FIN_WAIT', 'CLOSE_WAIT', 'LAST_ACK']) {
       assert.ok(LIVE_STATES.has(st) && !REBUILD_STATES.has(st), st);

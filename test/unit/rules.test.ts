@@ -44,4 +44,14 @@ describe('front rules', () => {
     assert.ok(dnat.some((l) => l.includes('--hmark-mod 2 ')));
     assert.ok(dnat.some((l) => l.includes('--mark 0x51750002 -j DNAT --to-destination 198.18.201.12:80')));
   });
+
+  it('UDP service: the first packet of each flow is queued; DNAT, fallback and SNAT are per protocol', () => {
+    const r = renderRules(parseConfig(frontConfigSchema, text.replace('    port: 80\n', '    port: 53\n    protocol: udp\n'), 'x'));
+    assert.deepEqual(r.byChain['SLUICE_QUEUE'], ['-d 198.19.1.1/32 -p udp --dport 53 -m conntrack --ctstate NEW -j NFQUEUE --queue-num 0 --queue-bypass']);
+    const dnat = r.byChain['SLUICE_DNAT'] ?? [];
+    assert.ok(dnat.includes('-d 198.19.1.1/32 -p udp --dport 53 -m mark --mark 0x51750002 -j DNAT --to-destination 198.18.201.12:53'));
+    assert.ok(dnat.some((l) => l.startsWith('-d 198.19.1.1/32 -p udp --dport 53 -m mark --mark 0 -j HMARK')));
+    assert.ok(!r.restore.includes('--tcp-flags'));
+    assert.deepEqual(r.byChain['SLUICE_SNAT'], ['-d 198.19.2.1/32 -p udp --dport 53 -m mark --mark 0x51750080 -j SNAT --to-source 198.18.101.2']);
+  });
 });
