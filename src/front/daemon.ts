@@ -157,7 +157,7 @@ export class FrontDaemon {
       if (next.control.agents) this.#control.node.allow('agents', next.control.agents.allow);
       if (next.control.publish) this.#control.node.allow('subscribers', next.control.publish.allow);
     }
-    if (JSON.stringify({ ...before, agents: undefined, publish: undefined }) !== JSON.stringify({ ...next.control, agents: undefined, publish: undefined }) || before?.agents?.listen !== next.control?.agents?.listen || before?.publish?.listen !== next.control?.publish?.listen) {
+    if (restartPart(before) !== restartPart(next.control)) {
       this.log.warn('control section changed: allowlists are applied now; endpoints, keys and intervals take effect at the next restart');
     }
   }
@@ -246,4 +246,9 @@ export function buildServices(cfg: Readonly<FrontConfig>): ServiceRuntime[] {
 
 function protocolNumber(p: 'tcp' | 'udp'): number {
   return p === 'udp' ? IpProtocol.Udp : IpProtocol.Tcp;
+}
+
+/** The part of the control section a reload cannot apply (everything but the allowlists). */
+function restartPart(c: FrontConfig['control']): string {
+  return JSON.stringify(c ? { ...c, agents: c.agents?.listen, publish: c.publish?.listen } : null);
 }

@@ -146,22 +146,21 @@ export class ServerLoadEstimator {
   tick(services: readonly ServiceRuntime[], now: number): void {
     const dt = this.#lastTick < 0 ? 0 : (now - this.#lastTick) / 1000;
     this.#lastTick = now;
+    // Decided counts summed by name in one pass (a server may be in several services).
+    const decidedByName = new Map<string, number>();
+    for (const s of services) for (const b of s.servers) decidedByName.set(b.id, (decidedByName.get(b.id) ?? 0) + b.decided);
     const out = new Map<string, number>();
-    for (const s of services) {
-      for (const b of s.servers) {
-        if (out.has(b.id)) continue;
-        const decided = ServerLoadEstimator.decidedFor(services, b.id);
-        const m = this.#rates.get(b.id);
-        if (!m || dt <= 0) {
-          this.#rates.set(b.id, { decided, rate: m?.rate ?? 0 });
-          out.set(b.id, m?.rate ?? 0);
-          continue;
-        }
-        const inst = Math.max(0, decided - m.decided) / dt;
-        m.rate += 0.5 * (inst - m.rate);
-        m.decided = decided;
-        out.set(b.id, m.rate);
+    for (const [name, decided] of decidedByName) {
+      const m = this.#rates.get(name);
+      if (!m || dt <= 0) {
+        this.#rates.set(name, { decided, rate: m?.rate ?? 0 });
+        out.set(name, m?.rate ?? 0);
+        continue;
       }
+      const inst = Math.max(0, decided - m.decided) / dt;
+      m.rate += 0.5 * (inst - m.rate);
+      m.decided = decided;
+      out.set(name, m.rate);
     }
     this.applyTo(services, now, out);
   }
