@@ -43,3 +43,27 @@ if [ ! -f "$addon" ] || [ -n "$(find native/src native/binding.gyp -newer "$addo
   echo "install.sh: building native/ (node-gyp, nodedir=$NODEDIR)"
   SLUICE_NODEDIR="$NODEDIR" npm run --silent build:native >/dev/null
 fi
+
+# raw-socket (under net-ping, the front node's ICMP echo) is a NAN addon: it
+# must be compiled for the Node that runs it (the pinned Node 24), not for the
+# machine's Node 20 whose headers node-gyp finds at /usr. The pinned runtime's
+# npm package ships its own headers; build against those.
+node24="$PWD/node_modules/.bin/node"
+if ! "$node24" -e "require('raw-socket')" >/dev/null 2>&1; then
+  hdr="$(find node_modules/node -path '*/include/node/node_version.h' 2>/dev/null | head -n1)"
+  if [ -z "$hdr" ]; then
+    # A later `npm install` prunes the runtime package's nested copy (and its
+    # headers); rebuilding the package fetches it again.
+    npm rebuild node --loglevel=error >/dev/null
+    hdr="$(find node_modules/node -path '*/include/node/node_version.h' 2>/dev/null | head -n1)"
+  fi
+  if [ -z "$hdr" ]; then
+    echo "install.sh: the pinned Node's headers are missing (node_modules/node); run: rm -rf node_modules && bash scripts/install.sh" >&2
+    exit 1
+  fi
+  nodedir="$(cd "$(dirname "$hdr")/../.." && pwd)"
+  echo "install.sh: building raw-socket for $("$node24" --version)"
+  (cd node_modules/raw-socket && "$node24" ../node-gyp/bin/node-gyp.js rebuild --nodedir="$nodedir" >/dev/null 2>&1)
+  "$node24" -e "require('raw-socket')"
+fi
+
