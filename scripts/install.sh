@@ -13,7 +13,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 APT_PKGS=(ca-certificates python3 make g++ pkg-config libnetfilter-queue-dev libmnl-dev
-  iptables iproute2 nginx-light curl wrk iputils-ping procps)
+  iptables iproute2 nginx-light curl wrk iputils-ping procps bind9-dnsutils dnsperf nsd)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
