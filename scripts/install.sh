@@ -28,6 +28,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "install.sh: apt-get install ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # NSD is only the DNS benchmark's reference, run in a namespace with its own
+  # config: the distribution's service (started on port 53 of the host by the
+  # package) is stopped and disabled when this script installed it.
+  if [[ " ${missing[*]} " == *" nsd "* ]] && command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now nsd >/dev/null 2>&1 || true
+  fi
 fi
 
 stamp=node_modules/.sluice-install-stamp
