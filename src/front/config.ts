@@ -105,6 +105,28 @@ const control = controlBaseSchema.extend({
       changeFraction: z.number().gt(0).max(1).default(0.1),
     })
     .prefault({}),
+  /**
+   * RTT probes for DNS (receive_probe_for_rtt): DNS's rtt_probe_request
+   * targets are pinged (ICMP echo; needs root) and the averaged RTTs
+   * published as rtt_results. maxPerSecond x timeoutMs/1000 stays below the
+   * 65535 echoes the ICMP session can have outstanding (bounds below).
+   */
+  probe: z
+    .strictObject({
+      /** Echo requests per target at most: a request's own count wins, capped by this. */
+      count: z.int().min(1).max(16).default(3),
+      /** Least time between two echo requests to the same target. */
+      spacingMs: z.int().min(0).max(10_000).default(200),
+      /** An echo unanswered for this long is lost. */
+      timeoutMs: z.int().min(10).max(10_000).default(1000),
+      /** Targets queued or being probed at most; more are dropped (counted). */
+      maxTargets: z.int().min(1).max(65_536).default(4096),
+      /** Echo requests per second over all targets at most, however many requests arrive. */
+      maxPerSecond: z.number().min(1).max(5000).default(200),
+      /** Finished results are published this often. */
+      reportSeconds: z.number().min(0.1).max(3600).default(1),
+    })
+    .prefault({}),
 });
 
 export const frontConfigSchema = z

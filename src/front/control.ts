@@ -9,14 +9,24 @@
  *   every second  rates and down flags into the services; cluster load to
  *                 subscribers when due (send_cluster_load)
  *   every pass    send_request_rate (high-rate clients to DNS)
- * RTT probe requests (rtt_probe_request) are the DNS issue's; this side
- * subscribes to nothing it cannot handle.
+ *   rtt_probe_request -> receive_probe_for_rtt (ICMP echo to DNS's targets),
+ *                 from any subscribed peer (DNS is one of them); the prober
+ *                 is ticked on a setTimeout chain only while it has work, and
+ *                 its finished results go out as rtt_results every
+ *                 probe.reportSeconds when there are any.
+ * Probing needs a raw ICMP socket (root) and our PUB to report on; without
+ * either the front node runs on, probe requests are counted as ignored and
+ * the reason is logged once at start and shown in status.
  */
+import type { Envelope } from '../control/messages.ts';
 import { ControlNode, type Sender } from '../control/node.ts';
+import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import type { FrontConfig } from './config.ts';
+import { createNetPinger, type Pinger } from './icmp_echo.ts';
 import { LeastLoadedClusters } from './least_loaded_clusters.ts';
+import { RttProber } from './receive_probe_for_rtt.ts';
 import { receiveRequestRate } from './receive_request_rate.ts';
 import { clusterLoadOf, ServerLoadEstimator } from './receive_server_load.ts';
 import { ClusterLoadReporter } from './send_cluster_load.ts';
@@ -25,6 +35,9 @@ import type { ServiceRuntime } from './service.ts';
 import { ClientRateTable } from './update_request_rate.ts';
 
 type ControlConfig = NonNullable<FrontConfig['control']>;
+
+/** Shortest wait between two prober ticks: bounds wakeups while probing (~100/s at most). */
+const PROBE_MIN_TICK_MS = 10;
 
 export interface ServicesSource {
   readonly config: Readonly<FrontConfig>;
@@ -43,6 +56,16 @@ export class FrontControl {
   readonly #cfg: ControlConfig;
   readonly #timers: NodeJS.Timeout[] = [];
   readonly #log: Logger;
+  /** Set when probing runs (pinger open and a PUB to report on); #pinger with it. */
+  #prober: RttProber | undefined;
+  #pinger: Pinger | undefined;
+  #probeTimer: NodeJS.Timeout | undefined;
+  /** Why probing is off, for status (undefined while it runs). */
+  #probeOff: string | undefined;
+  /** Probe requests received while probing is off. */
+  #probeIgnored = 0;
+  #pingerErrors = 0;
+  #closed = false;
 
   private constructor(node: ControlNode, src: ServicesSource, cfg: ControlConfig, log: Logger) {
     const now = performance.now();
@@ -77,11 +100,15 @@ export class FrontControl {
       });
     }
     if (cfg.publish) this.#pub = await this.node.bindPub(cfg.publish.listen, 'subscribers', cfg.publish.allow);
+    this.#startProber();
     for (const p of cfg.subscribe) {
       this.node.connectSub(p.endpoint, p.publicKey, {
         cluster_load: (m) => {
           this.clusters.receive(m.body, performance.now());
           this.clusters.applyTo(this.#src.services, performance.now());
+        },
+        rtt_probe_request: (m) => {
+          this.#probeRequest(m);
         },
       });
     }
@@ -93,7 +120,81 @@ export class FrontControl {
         this.#pass();
       }, cfg.requestRate.passSeconds * 1000),
     );
-    this.#log.info({ agents: cfg.agents?.listen, publish: cfg.publish?.listen, subscribe: cfg.subscribe.map((p) => p.endpoint), plaintext: cfg.plaintext }, 'control plane up');
+    if (this.#prober) {
+      this.#timers.push(
+        setInterval(() => {
+          this.#report();
+        }, cfg.probe.reportSeconds * 1000),
+      );
+    }
+    this.#log.info({ agents: cfg.agents?.listen, publish: cfg.publish?.listen, subscribe: cfg.subscribe.map((p) => p.endpoint), plaintext: cfg.plaintext, probe: this.#probeOff ?? 'on' }, 'control plane up');
+  }
+
+  /**
+   * Opens the ICMP session once, at start: a front node that cannot probe
+   * (not root, or nowhere to report) still steers traffic; the reason is
+   * logged once here and kept for status.
+   */
+  #startProber(): void {
+    const cfg = this.#cfg;
+    if (cfg.subscribe.length === 0) {
+      this.#probeOff = 'no control.subscribe peers (DNS sends probe requests)';
+      return;
+    }
+    if (!this.#pub) {
+      this.#probeOff = 'no control.publish socket to report results on';
+      this.#log.warn('RTT probing off: control.publish is not configured, so results could not reach DNS');
+      return;
+    }
+    const limited = new LimitedLog(this.#log);
+    try {
+      this.#pinger = createNetPinger({
+        timeoutMs: cfg.probe.timeoutMs,
+        onSocketError: (err) => {
+          this.#pingerErrors++;
+          limited.warn('pinger', { err }, 'RTT probe ICMP socket error');
+        },
+      });
+    } catch (err) {
+      this.#probeOff = (err as Error).message;
+      this.#log.error({ err }, 'RTT probing off: cannot open the ICMP socket; probe requests will be ignored (counted in status)');
+      return;
+    }
+    this.#prober = new RttProber(this.#src.config.cluster, cfg.probe, this.#pinger, performance.now());
+  }
+
+  #probeRequest(m: Envelope<'rtt_probe_request'>): void {
+    if (!this.#prober) {
+      this.#probeIgnored++;
+      return;
+    }
+    this.#prober.receive(m.body, performance.now());
+    this.#probeTick();
+  }
+
+  /**
+   * Ticks the prober and arms one timer for its next due time; none while it
+   * is idle. Invariant: at most one probe timer exists (each call replaces it).
+   */
+  #probeTick(): void {
+    clearTimeout(this.#probeTimer);
+    this.#probeTimer = undefined;
+    const prober = this.#prober;
+    if (!prober || this.#closed) return;
+    const now = performance.now();
+    prober.tick(now);
+    const due = prober.nextDue(now);
+    if (due === undefined) return;
+    this.#probeTimer = setTimeout(() => {
+      this.#probeTick();
+    }, Math.max(PROBE_MIN_TICK_MS, Math.ceil(due - now)));
+  }
+
+  /** rtt_results for DNS, when any target finished since the last report. */
+  #report(): void {
+    const pub = this.#pub;
+    if (!this.#prober || !pub) return;
+    for (const body of this.#prober.drainResults()) pub.send('rtt_results', body);
   }
 
   /** After start, a reload or an admin change: re-applies live state to the fresh service runtimes. */
@@ -149,11 +250,24 @@ export class FrontControl {
       peers: [...this.node.peers].map(([name, p]) => ({ name, lastType: p.lastType, messages: p.messages, ageSeconds: round((Date.now() - p.lastSeen) / 1000) })),
       counters: this.node.counters,
       zap: Object.fromEntries(this.node.zap.counters),
+      probe: {
+        enabled: this.#prober !== undefined,
+        ...(this.#probeOff !== undefined ? { off: this.#probeOff } : {}),
+        ignoredRequests: this.#probeIgnored,
+        pingerErrors: this.#pingerErrors,
+        ...this.#prober?.status(),
+      },
     };
   }
 
   close(): void {
+    this.#closed = true;
     for (const t of this.#timers) clearInterval(t);
+    clearTimeout(this.#probeTimer);
+    this.#probeTimer = undefined;
+    // The prober first, so the pinger's close-time answers (null) find nothing to record.
+    this.#prober?.close();
+    this.#pinger?.close();
     this.node.close();
   }
 }
