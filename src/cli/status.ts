@@ -5,8 +5,9 @@
 import { parseArgs } from 'node:util';
 import { adminRequest } from './admin-client.ts';
 import type { Command } from './command.ts';
+import { renderDnsStatus, type DnsStatus } from './dns-status.ts';
 
-const USAGE = 'usage: sluice status [--socket PATH] [--json]\n  default socket: /run/sluice/front.sock';
+const USAGE = 'usage: sluice status [--dns] [--socket PATH] [--json]\n  default socket: /run/sluice/front.sock, with --dns /run/sluice/dns.sock';
 
 interface FrontStatus {
   counters?: Record<string, number>;
@@ -88,23 +89,25 @@ export function renderFrontStatus(s: FrontStatus): string {
 
 export const statusCommand: Command = {
   name: 'status',
-  summary: 'show a running front node: servers, capacity estimates, top clients, control-plane peers',
+  summary: 'show a running front node (servers, capacity estimates, top clients, peers) or, with --dns, DNS server (clusters, steering choices, RTTs)',
   usage: USAGE,
   async run(argv) {
-    let v: { socket: string; json: boolean };
+    let v: { socket?: string; json: boolean; dns: boolean };
     try {
-      v = parseArgs({ args: [...argv], options: { socket: { type: 'string', default: '/run/sluice/front.sock' }, json: { type: 'boolean', default: false } } }).values;
+      v = parseArgs({ args: [...argv], options: { socket: { type: 'string' }, json: { type: 'boolean', default: false }, dns: { type: 'boolean', default: false } } }).values;
     } catch (err) {
       console.error(`sluice status: ${(err as Error).message}\n${USAGE}`);
       return 2;
     }
     try {
-      const reply = await adminRequest(v.socket, { cmd: 'status' });
+      const reply = await adminRequest(v.socket ?? (v.dns ? '/run/sluice/dns.sock' : '/run/sluice/front.sock'), { cmd: 'status' });
       if (reply.ok !== true) {
         console.error(`sluice status: ${reply.error ?? 'refused'}`);
         return 1;
       }
-      console.log(v.json ? JSON.stringify(reply.status, null, 2) : renderFrontStatus(reply.status as FrontStatus));
+      // A DNS server's status has zones; a front node's has services.
+      const isDns = typeof reply.status === 'object' && reply.status !== null && 'zones' in reply.status;
+      console.log(v.json ? JSON.stringify(reply.status, null, 2) : isDns ? renderDnsStatus(reply.status as DnsStatus) : renderFrontStatus(reply.status as FrontStatus));
       return 0;
     } catch (err) {
       console.error(`sluice status: ${(err as Error).message}`);

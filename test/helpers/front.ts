@@ -15,11 +15,11 @@ export class FrontProcess {
   #waiters: { match: (l: Record<string, unknown>) => boolean; resolve: (l: Record<string, unknown>) => void }[] = [];
 
   /**
-   * `command` is the daemon: front (default) or agent. Agents are entered
+   * `command` is the daemon: front (default), agent or dns. Agents are entered
    * with nsenter (network namespace only): `ip netns exec` remounts /sys,
    * which hides the cgroup files the agents read their utilization from.
    */
-  constructor(ns: string, configFile: string, command: 'front' | 'agent' = 'front') {
+  constructor(ns: string, configFile: string, command: 'front' | 'agent' | 'dns' = 'front') {
     const enter = command === 'agent' ? ['nsenter', `--net=/run/netns/${ns}`] : ['ip', 'netns', 'exec', ns];
     this.child = spawn(enter[0]!, [...enter.slice(1), BIN, command, '--config', configFile], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
     if (this.child.stderr) {

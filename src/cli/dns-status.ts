@@ -1,0 +1,42 @@
+/** `sluice status --dns`: a running DNS server's clusters, recent steering choices and counters. */
+import { table } from './status.ts';
+
+export interface DnsStatus {
+  name: string;
+  zones: { origin: string; serial: number; records: number }[];
+  counters: Record<string, number>;
+  rejects: Record<string, number>;
+  clusters: { name: string; state: string; vips: string[]; capacity: number; load: number; available: number; serversUp: number; serversTotal: number; lastReportAgeSeconds: number | null }[];
+  steering: { decisions: number; reasons: Record<string, number>; recent: { name: string; client: string; answer: string[]; clusters: string[]; reason: string; ageSeconds: number }[] };
+  rtt: { prefixes: number; recent: { client: string; rttMs: Record<string, number | string | null> }[] };
+  highRate: { tracked: number; clients: { prefix: string; rate: number; cluster: string; ageSeconds: number }[] };
+  probes: { pending: number; requested: number; dropped: number; sent: number };
+  control?: { peers: { name: string; lastType: string; messages: number; ageSeconds: number }[]; counters: { rejected: Record<string, number> } };
+}
+
+const n1 = (x: number | null): string => (x === null ? '-' : x.toFixed(1));
+const kv = (r: Record<string, number>): string =>
+  Object.entries(r)
+    .filter(([, v]) => v !== 0)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ') || '-';
+
+export function renderDnsStatus(s: DnsStatus): string {
+  const out: string[] = [];
+  out.push(`dns ${s.name}: zones ${s.zones.map((z) => `${z.origin} (serial ${z.serial}, ${z.records} records)`).join(', ')}`);
+  out.push(`queries: ${kv(s.counters)}`);
+  out.push(`rejected queries: ${kv(s.rejects)}`);
+  out.push('', table(['CLUSTER', 'STATE', 'VIPS', 'CAPACITY', 'LOAD', 'AVAILABLE', 'SERVERS', 'REPORT AGE'], s.clusters.map((c) => [c.name, c.state, c.vips.join(','), n1(c.capacity), n1(c.load), n1(c.available), `${c.serversUp}/${c.serversTotal}`, c.lastReportAgeSeconds === null ? '-' : `${n1(c.lastReportAgeSeconds)}s`])));
+  out.push('', `steering: ${s.steering.decisions} decisions; by reason ${kv(s.steering.reasons)}`);
+  out.push(s.steering.recent.length > 0 ? table(['CLIENT', 'NAME', 'ANSWER', 'CLUSTERS', 'REASON', 'AGE'], s.steering.recent.map((d) => [d.client, d.name, d.answer.join(','), d.clusters.join(',') || '-', d.reason, `${n1(d.ageSeconds)}s`])) : '  (no steered answers yet)');
+  const names = s.clusters.map((c) => c.name);
+  out.push('', `RTTs (ms) of the latest measured clients (${s.rtt.prefixes} prefixes); probes: pending ${s.probes.pending}, requested ${s.probes.requested}, sent ${s.probes.sent}, dropped ${s.probes.dropped}`);
+  out.push(s.rtt.recent.length > 0 ? table(['CLIENT', ...names.map((x) => x.toUpperCase())], s.rtt.recent.map((r) => [r.client, ...names.map((x) => String(r.rttMs[x] ?? '-'))])) : '  (none yet)');
+  out.push('', `high-rate clients: ${s.highRate.tracked}`);
+  if (s.highRate.clients.length > 0) out.push(table(['CLIENT', 'RATE', 'REPORTED BY', 'AGE'], s.highRate.clients.map((h) => [h.prefix, h.rate.toFixed(1), h.cluster, `${n1(h.ageSeconds)}s`])));
+  if (s.control) {
+    out.push('', s.control.peers.length > 0 ? table(['PEER', 'LAST MESSAGE', 'MESSAGES', 'AGE'], s.control.peers.map((p) => [p.name, p.lastType, String(p.messages), `${n1(p.ageSeconds)}s`])) : 'peers: none yet');
+    out.push(`control rejected: ${kv(s.control.counters.rejected)}`);
+  }
+  return out.join('\n');
+}

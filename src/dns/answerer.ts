@@ -1,0 +1,239 @@
+/**
+ * The DNS hot path: one entry function, `respond`, from query octets to a
+ * response written in the ResponseWriter's buffer (its length returned; 0 =
+ * send nothing). Every exit is counted, by reason. No logging, no await, and
+ * no allocation on the common path beyond the name and prefix keys: answers
+ * are encoded once (by dns2, wire/body.ts) and copied behind the query's
+ * question; steering decisions are memoised (steer.ts).
+ *
+ * Order of checks, each with its RFC:
+ *   parse + guard (wire/query.ts): not a query -> drop; FORMERR; NOTIMP
+ *   EDNS version > 0 -> BADVERS (RFC 6891 §6.1.3)
+ *   class other than IN/ANY -> REFUSED; AXFR/IXFR -> REFUSED (no transfers)
+ *   name outside our zones -> REFUSED (authoritative only, RA clear)
+ *   steered name, type A/ANY -> steering decision (ECS scope = client prefix
+ *     length when the answer depends on it)
+ *   anything else -> zone data (AA, NXDOMAIN/NODATA + SOA, referral, CNAME)
+ *   UDP: response rate limiting per client prefix (rrl.ts); size limit
+ *     min(requestor's EDNS size, ours) or 512 without EDNS, TC beyond it.
+ */
+import { prefixOfAddress, prefixOfEcs, type ClientPrefix, type PrefixLengths } from './client_prefix.ts';
+import type { ResponseRateLimiter } from './rrl.ts';
+import { RrlVerdict } from './rrl.ts';
+import type { Steering } from './steer.ts';
+import { encodeBody, EMPTY_SECTIONS, type Body, type Sections } from './wire/body.ts';
+import { Parse, ParsedQuery, parseQuery, QCLASS, QTYPE, RCODE, type RejectReason } from './wire/query.ts';
+import { MAX_MESSAGE, ResponseWriter } from './wire/response.ts';
+import type { RR } from './zone/records.ts';
+import type { ZoneSet } from './zone/zone.ts';
+
+export interface AnswererCounters {
+  queries: number;
+  udp: number;
+  tcp: number;
+  ignored: number;
+  formerr: number;
+  notimp: number;
+  badvers: number;
+  refused: number;
+  servfail: number;
+  nxdomain: number;
+  nodata: number;
+  answered: number;
+  referral: number;
+  steered: number;
+  truncated: number;
+  rrlDropped: number;
+  rrlSlipped: number;
+  cacheHits: number;
+  cacheMisses: number;
+  encodeErrors: number;
+}
+
+const CACHE_MAX = 100_000;
+
+export class Answerer {
+  readonly writer = new ResponseWriter();
+  readonly counters: AnswererCounters = {
+    queries: 0,
+    udp: 0,
+    tcp: 0,
+    ignored: 0,
+    formerr: 0,
+    notimp: 0,
+    badvers: 0,
+    refused: 0,
+    servfail: 0,
+    nxdomain: 0,
+    nodata: 0,
+    answered: 0,
+    referral: 0,
+    steered: 0,
+    truncated: 0,
+    rrlDropped: 0,
+    rrlSlipped: 0,
+    cacheHits: 0,
+    cacheMisses: 0,
+    encodeErrors: 0,
+  };
+  readonly rejects = new Map<RejectReason, number>();
+  readonly #q = new ParsedQuery();
+  readonly #cache = new Map<string, Body>();
+  zones: ZoneSet;
+  steering: Steering;
+  readonly #rrl: ResponseRateLimiter | undefined;
+  readonly #lengths: PrefixLengths;
+  readonly #udpPayload: number;
+
+  constructor(zones: ZoneSet, steering: Steering, opts: { rrl: ResponseRateLimiter | undefined; lengths: PrefixLengths; udpPayload: number }) {
+    this.zones = zones;
+    this.steering = steering;
+    this.#rrl = opts.rrl;
+    this.#lengths = opts.lengths;
+    this.#udpPayload = opts.udpPayload;
+  }
+
+  /** New zone data or steering configuration: encoded answers are stale. */
+  replace(zones: ZoneSet, steering: Steering): void {
+    this.zones = zones;
+    this.steering = steering;
+    this.#cache.clear();
+  }
+
+  get cacheSize(): number {
+    return this.#cache.size;
+  }
+
+  /**
+   * Answers one query from `source` (the peer address as the socket gives
+   * it). Returns the response length in `writer.buf`, 0 to send nothing.
+   */
+  respond(msg: Uint8Array, len: number, source: string, tcp: boolean, now: number): number {
+    const c = this.counters;
+    const q = this.#q;
+    c.queries++;
+    if (tcp) c.tcp++;
+    else c.udp++;
+    const status = parseQuery(msg, len, q);
+    if (status !== Parse.OK) {
+      this.rejects.set(q.reject ?? 'short', (this.rejects.get(q.reject ?? 'short') ?? 0) + 1);
+      if (status === Parse.IGNORE) {
+        c.ignored++;
+        return 0;
+      }
+      if (!tcp && !this.#rrlAllows(source, now)) return 0;
+      if (status === Parse.NOTIMP) c.notimp++;
+      else c.formerr++;
+      return this.writer.error(msg, q, status === Parse.NOTIMP ? RCODE.NOTIMP : RCODE.FORMERR, this.#udpPayload);
+    }
+    let slip = false;
+    if (!tcp && this.#rrl !== undefined) {
+      const src = prefixOfAddress(source, this.#lengths);
+      const v = src === undefined ? RrlVerdict.SEND : this.#rrl.check(src.key, now);
+      if (v === RrlVerdict.DROP) {
+        c.rrlDropped++;
+        return 0;
+      }
+      if (v === RrlVerdict.SLIP) {
+        c.rrlSlipped++;
+        slip = true;
+      }
+    }
+    if (q.edns && q.ednsVersion > 0) {
+      c.badvers++;
+      q.ecs = false; // RFC 6891 §6.1.3: a BADVERS response carries only the OPT
+      return this.writer.error(msg, q, RCODE.BADVERS, this.#udpPayload);
+    }
+    if ((q.qclass !== QCLASS.IN && q.qclass !== QCLASS.ANY) || q.qtype === QTYPE.AXFR || q.qtype === QTYPE.IXFR) {
+      c.refused++;
+      return this.writer.error(msg, q, RCODE.REFUSED, this.#udpPayload);
+    }
+    const zone = this.zones.find(q.name);
+    if (zone === undefined) {
+      c.refused++;
+      return this.writer.error(msg, q, RCODE.REFUSED, this.#udpPayload);
+    }
+    const limit = slip ? 0 : tcp ? MAX_MESSAGE : q.edns ? Math.min(q.udpSize, this.#udpPayload) : 512;
+
+    let body: Body | undefined;
+    let scope = 0;
+    const sn = this.steering.names.get(q.name);
+    if (sn !== undefined && (q.qtype === QTYPE.A || q.qtype === QTYPE.ANY)) {
+      const prefix: ClientPrefix | undefined = q.ecs && q.ecsSource > 0 ? prefixOfEcs(q.ecsFamily, q.ecsSource, q.ecsAddress, this.#lengths) : prefixOfAddress(source, this.#lengths);
+      if (prefix === undefined) {
+        c.servfail++;
+        return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
+      }
+      const d = this.steering.decide(sn, prefix, now);
+      if (d.servfail) {
+        c.servfail++;
+        return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
+      }
+      c.steered++;
+      if (d.scoped && q.ecs) scope = prefix.length;
+      body = this.#body(`s${q.qtype}|${q.name}|${sn.config.ttl}|${d.answerKey}`, () => ({ answer: d.vips.map((address) => aRecord(q.name, sn.config.ttl, address)), authority: [], additional: [] }), RCODE.NOERROR, true);
+    } else {
+      body = this.#body(`z${q.qtype}|${q.name}`, undefined, 0, true, zone, sn !== undefined);
+    }
+    if (body === undefined) {
+      c.servfail++;
+      return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
+    }
+    if (body.rcode === RCODE.NXDOMAIN) c.nxdomain++;
+    else if (!body.aa) c.referral++;
+    else if (body.an === 0) c.nodata++;
+    else c.answered++;
+    const n = this.writer.answer(msg, q, body, limit, this.#udpPayload, scope);
+    c.truncated = this.writer.truncated;
+    return n;
+  }
+
+  #rrlAllows(source: string, now: number): boolean {
+    if (this.#rrl === undefined) return true;
+    const src = prefixOfAddress(source, this.#lengths);
+    if (src === undefined) return true;
+    const v = this.#rrl.check(src.key, now);
+    if (v === RrlVerdict.DROP) {
+      this.counters.rrlDropped++;
+      return false;
+    }
+    return true; // error responses carry nothing worth slipping: send or drop
+  }
+
+  /**
+   * The encoded body for `key`, from the cache or encoded now. Static data:
+   * the zone's lookup (a steered name that has no static data of the type is
+   * NODATA, not NXDOMAIN: the name exists). Steered: `sections()`.
+   */
+  #body(key: string, sections: (() => Sections) | undefined, rcode: number, aa: boolean, zone?: ReturnType<ZoneSet['find']>, steeredName = false): Body | undefined {
+    const hit = this.#cache.get(key);
+    if (hit !== undefined) {
+      this.counters.cacheHits++;
+      return hit;
+    }
+    this.counters.cacheMisses++;
+    const q = this.#q;
+    let s: Sections = EMPTY_SECTIONS;
+    try {
+      if (sections !== undefined) s = sections();
+      else if (zone !== undefined) {
+        const a = zone.lookup(q.name, q.qtype);
+        s = a;
+        rcode = a.rcode;
+        aa = a.aa;
+        if (steeredName && a.rcode === RCODE.NXDOMAIN) rcode = RCODE.NOERROR;
+      }
+      const body = encodeBody(q.name, q.oddName, q.qtype, s, rcode, aa);
+      if (this.#cache.size >= CACHE_MAX) this.#cache.clear(); // random-name floods: bounded, cheap to refill
+      this.#cache.set(key, body);
+      return body;
+    } catch {
+      this.counters.encodeErrors++;
+      return undefined;
+    }
+  }
+}
+
+function aRecord(name: string, ttl: number, address: string): RR {
+  return { name, type: QTYPE.A, class: 1, ttl, address };
+}

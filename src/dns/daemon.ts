@@ -1,0 +1,218 @@
+/**
+ * `sluice dns`: wires the configuration, the zone data, the steering state,
+ * the sockets and the control plane together, and owns the slow paths.
+ *
+ * Lifecycle:
+ *   start   load and validate the config and every zone file (refused ->
+ *           exit 1, nothing bound); bind UDP+TCP on every listen address;
+ *           start the control plane; open the admin socket
+ *   SIGHUP  reload: config and zone files are read again; a refused config
+ *           or zone is logged with its reason and the running data stays;
+ *           accepted zones and steered names apply at once (encoded answers
+ *           dropped). Changes to listen, clusters, control, rrl, tcp or
+ *           udpPayload need a restart: they are named in the log and not
+ *           applied.
+ *   SIGTERM close sockets, exit 0
+ */
+import { readFileSync } from 'node:fs';
+import { ConfigError, loadConfig, type ConfigProblem } from '../config/load.ts';
+import { componentLogger, type Logger } from '../log/logger.ts';
+import { Answerer } from './answerer.ts';
+import { ClusterTable } from './cluster_state.ts';
+import { dnsConfigSchema, type DnsConfig } from './config.ts';
+import { DnsControl } from './control.ts';
+import { HighRateTable } from './high_rate.ts';
+import { ProbeScheduler } from './probe_scheduler.ts';
+import { ResponseRateLimiter } from './rrl.ts';
+import { RttTable } from './rtt_table.ts';
+import { DnsServer, parseListen } from './server.ts';
+import { Steering, type SteeringParts } from './steer.ts';
+import { StickyTable } from './sticky.ts';
+import { AdminSocket, type Reply } from '../admin/socket.ts';
+import { parseZone, ZoneError } from './zone/parse.ts';
+import { Zone, ZoneSet } from './zone/zone.ts';
+
+/** Reads every zone file of the config; throws ConfigError naming the key and the zone's own error. */
+export interface LoadedZones {
+  readonly set: ZoneSet;
+  readonly list: readonly Zone[];
+}
+
+export function loadZones(cfg: Readonly<DnsConfig>, file: string): LoadedZones {
+  const zones: Zone[] = [];
+  const problems: ConfigProblem[] = [];
+  cfg.zones.forEach((z, i) => {
+    try {
+      const text = readFileSync(z.file, 'utf8');
+      const parsed = parseZone(text, { file: z.file, ...(z.origin !== undefined ? { origin: z.origin } : {}) });
+      zones.push(new Zone(parsed));
+    } catch (err) {
+      const why = err instanceof ZoneError ? err.message : `cannot read ${z.file}: ${(err as Error).message}`;
+      problems.push({ path: `zones[${i}].file`, message: why });
+    }
+  });
+  let set: ZoneSet | undefined;
+  if (problems.length === 0) {
+    try {
+      set = new ZoneSet(zones);
+    } catch (err) {
+      problems.push({ path: 'zones', message: (err as Error).message });
+    }
+  }
+  if (set !== undefined) {
+    cfg.steering.names.forEach((n, i) => {
+      if (set.find(n.name) === undefined) problems.push({ path: `steering.names[${i}].name`, message: `"${n.name}" is in none of the zones served (${zones.map((z) => z.origin).join(', ')}); steer a name inside one of them` });
+    });
+  }
+  if (problems.length > 0 || set === undefined) throw new ConfigError(file, problems);
+  return { set, list: zones };
+}
+
+const RESTART_KEYS = ['listen', 'clusters', 'control', 'rrl', 'tcp', 'udpPayload', 'adminSocket', 'name'] as const;
+
+export class DnsDaemon {
+  readonly log: Logger = componentLogger('dns');
+  readonly configFile: string;
+  config: Readonly<DnsConfig>;
+  readonly clusters: ClusterTable;
+  readonly rtt: RttTable;
+  readonly highRate: HighRateTable;
+  readonly sticky: StickyTable;
+  readonly probes: ProbeScheduler;
+  readonly answerer: Answerer;
+  readonly server: DnsServer;
+  #control: DnsControl | undefined;
+  #zones: readonly Zone[];
+  #admin: AdminSocket | undefined;
+  reloads = 0;
+  reloadsRefused = 0;
+  readonly startedAt = Date.now();
+
+  constructor(configFile: string) {
+    this.configFile = configFile;
+    this.config = loadConfig(dnsConfigSchema, configFile);
+    const cfg = this.config;
+    const zones = loadZones(cfg, configFile);
+    this.#zones = zones.list;
+    const lengths = { ipv4: cfg.steering.ipv4Prefix, ipv6: cfg.steering.ipv6Prefix };
+    const now = performance.now();
+    this.clusters = new ClusterTable(cfg.clusters, cfg.steering.reportSeconds, cfg.steering.downAfterIntervals);
+    this.rtt = new RttTable(cfg.clusters.length, cfg.steering.maxPrefixes, cfg.steering.rttExpireSeconds);
+    this.highRate = new HighRateTable(cfg.steering.maxPrefixes, cfg.steering.highRateExpireSeconds, lengths);
+    this.sticky = new StickyTable(cfg.steering.maxPrefixes, cfg.steering.stickySeconds);
+    this.probes = new ProbeScheduler(cfg.probe, now);
+    const rrl = cfg.rrl.enabled ? new ResponseRateLimiter(cfg.rrl) : undefined;
+    this.answerer = new Answerer(zones.set, new Steering(cfg, this.#parts()), { rrl, lengths, udpPayload: cfg.udpPayload });
+    this.server = new DnsServer(this.answerer, cfg.tcp, this.log.child({ part: 'server' }));
+  }
+
+  #parts(): SteeringParts {
+    return { clusters: this.clusters, rtt: this.rtt, highRate: this.highRate, sticky: this.sticky, probes: this.probes, log: this.log.child({ part: 'steering' }), random: Math.random };
+  }
+
+  async start(): Promise<void> {
+    const cfg = this.config;
+    await this.server.listen(cfg.listen.map(parseListen));
+    if (cfg.control) {
+      if (cfg.control.plaintext) this.log.error('control.plaintext is true: control messages are neither encrypted nor authenticated');
+      this.#control = await DnsControl.start(cfg.name, cfg.control, cfg.probe, { clusters: this.clusters, rtt: this.rtt, highRate: this.highRate, probes: this.probes, changed: () => {
+          this.answerer.steering.changed();
+        },
+      }, this.log.child({ part: 'control' }));
+    }
+    this.#admin = new AdminSocket(cfg.adminSocket, this.log, (r, reject) => this.#command(r, reject));
+    await this.#admin.listen();
+    this.log.info({ zones: this.#zones.map((z) => z.origin), steered: cfg.steering.names.map((n) => n.name), clusters: cfg.clusters.map((c) => c.name) }, 'dns ready');
+  }
+
+  #command(r: Record<string, unknown>, reject: (e: string) => Reply): Reply {
+    switch (r['cmd']) {
+      case 'status':
+        return { ok: true, status: this.status() };
+      case 'reload':
+        return this.reload() ? { ok: true } : { ok: false, error: 'configuration refused; see the log' };
+      default:
+        return reject(`unknown cmd ${JSON.stringify(r['cmd'])}: status, reload`);
+    }
+  }
+
+  /** Re-reads config and zones; false (and the running data kept) when refused. */
+  reload(): boolean {
+    let next: Readonly<DnsConfig>;
+    let zones: LoadedZones;
+    try {
+      next = loadConfig(dnsConfigSchema, this.configFile);
+      zones = loadZones(next, this.configFile);
+    } catch (err) {
+      this.reloadsRefused++;
+      this.log.error({ err: err instanceof ConfigError ? err.message : err }, 'reload refused; the running configuration and zones stay');
+      return false;
+    }
+    const restart = RESTART_KEYS.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
+    if (restart.length > 0) this.log.warn({ keys: restart }, 'these changes need a restart and were not applied');
+    const applied: Readonly<DnsConfig> = { ...next, ...Object.fromEntries(RESTART_KEYS.map((k) => [k, this.config[k]])) };
+    this.config = applied;
+    this.answerer.replace(zones.set, new Steering(applied, this.#parts()));
+    this.#zones = zones.list;
+    this.reloads++;
+    this.log.info({ zones: zones.list.map((z) => z.origin), steered: applied.steering.names.map((n) => n.name) }, 'reloaded');
+    return true;
+  }
+
+  status(): Record<string, unknown> {
+    const now = performance.now();
+    const st = this.answerer.steering;
+    return {
+      name: this.config.name,
+      uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),
+      zones: this.#zones.map((z) => ({ origin: z.origin, serial: z.soa.serial, records: z.recordCount })),
+      counters: { ...this.answerer.counters, ...this.server.counters, tcpConnections: this.server.tcpConnections, reloads: this.reloads, reloadsRefused: this.reloadsRefused },
+      rejects: Object.fromEntries(this.answerer.rejects),
+      clusters: this.clusters.clusters.map((c) => ({
+        name: c.name,
+        state: this.clusters.state(c, now),
+        vips: c.vips,
+        capacity: round(c.capacity),
+        load: round(c.load),
+        available: round(c.available),
+        serversUp: c.serversUp,
+        serversTotal: c.serversTotal,
+        reports: c.reports,
+        lastReportAgeSeconds: c.reports > 0 ? round((now - c.lastReport) / 1000) : null,
+      })),
+      steering: {
+        decisions: st.decisions,
+        reasons: Object.fromEntries(st.reasons),
+        recent: st.recent(this.config.steering.recentClients).map((d) => ({ name: d.name, client: d.prefix, answer: d.vips, clusters: d.clusters, reason: d.reason, ageSeconds: round((now - d.at) / 1000) })),
+      },
+      rtt: {
+        prefixes: this.rtt.size,
+        evicted: this.rtt.evicted,
+        results: this.rtt.results,
+        unknownTargets: this.rtt.unknownTargets,
+        recent: this.rtt.recent(20).map(([k, e]) => ({ client: k.slice(2), rttMs: Object.fromEntries(this.clusters.clusters.map((c) => [c.name, fmtRtt(e.rtt[c.index] ?? NaN)])) })),
+      },
+      highRate: { tracked: this.highRate.size, evicted: this.highRate.evicted, clients: this.highRate.list(now, 20) },
+      probes: { pending: this.probes.pending, requested: this.probes.requested, dropped: this.probes.dropped, sent: this.probes.sent },
+      sticky: { clients: this.sticky.size, evicted: this.sticky.evicted },
+      cache: { entries: this.answerer.cacheSize },
+      control: this.#control?.status(),
+      admin: { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 },
+    };
+  }
+
+  stop(): void {
+    this.server.close();
+    this.#control?.close();
+    this.#admin?.close();
+    this.log.info('stopped');
+  }
+}
+
+function round(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
+
+function fmtRtt(x: number): number | string | null {
+  return Number.isNaN(x) ? null : Number.isFinite(x) ? round(x) : 'no-reply';
+}

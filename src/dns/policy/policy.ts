@@ -1,0 +1,35 @@
+/**
+ * A steering policy ranks the usable clusters (up, with free capacity) for
+ * one client. The pipeline around it (src/dns/steer.ts) has already handled
+ * fallback, high-rate clients and stickiness; a policy only orders
+ * candidates. One policy per file, chosen per steered name by `policy:`.
+ */
+export interface Candidate {
+  readonly index: number;
+  readonly name: string;
+  /** Free share of capacity, 0 < free <= 1 for a candidate. */
+  readonly free: number;
+  /** Absolute free capacity (new connections/s). */
+  readonly available: number;
+}
+
+export interface PolicyInput {
+  readonly candidates: readonly Candidate[];
+  /** RTT (ms) per cluster index for this client's prefix: NaN unknown, Infinity no reply. */
+  readonly rtt: Float64Array;
+  /** How many clusters have a current RTT for this prefix. */
+  readonly measured: number;
+  /** Uniform [0, 1) (injected: tests are deterministic). */
+  random(): number;
+}
+
+export interface Ranking {
+  /** Candidates in order of preference; the answer takes the first `answers`. */
+  readonly order: readonly Candidate[];
+  readonly reason: string;
+}
+
+export interface Policy {
+  readonly name: string;
+  rank(input: PolicyInput): Ranking;
+}

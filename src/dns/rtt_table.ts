@@ -1,0 +1,118 @@
+/**
+ * Measured RTTs per client prefix and cluster (seed 000: front nodes probe
+ * clients on the DNS server's request and report averaged RTTs and the
+ * number of successful probes).
+ *
+ * Bounded: at most maxPrefixes entries; a new prefix beyond that evicts the
+ * least recently updated one (Map insertion order, refreshed on update), and
+ * the eviction is counted. A measurement expires after expireSeconds: an old
+ * RTT says little about today's path, and an expired prefix is probed again
+ * when its clients next ask.
+ *
+ * A probe round with no reply (rttMs null) records the cluster as
+ * unreachable for that prefix (Infinity): ICMP may be filtered, so it ranks
+ * last rather than excluding the cluster.
+ */
+import type { Body } from '../control/messages.ts';
+
+export interface RttEntry {
+  /** RTT in ms per cluster index; NaN = no measurement, Infinity = no reply. */
+  readonly rtt: Float64Array;
+  readonly at: Float64Array;
+  /** Successful probes / probes sent, last round, per cluster. */
+  readonly received: Uint16Array;
+  readonly sent: Uint16Array;
+}
+
+export class RttTable {
+  readonly #map = new Map<string, RttEntry>();
+  /** Probe targets -> prefix key, so results (which name targets) find their prefix. */
+  readonly #targets = new Map<string, string>();
+  readonly #clusters: number;
+  readonly #max: number;
+  readonly #expireMs: number;
+  evicted = 0;
+  results = 0;
+  unknownTargets = 0;
+
+  constructor(clusters: number, maxPrefixes: number, expireSeconds: number) {
+    this.#clusters = clusters;
+    this.#max = maxPrefixes;
+    this.#expireMs = expireSeconds * 1000;
+  }
+
+  get size(): number {
+    return this.#map.size;
+  }
+
+  /** Remembers which prefix a probe target stands for (called when the probe is requested). */
+  expect(target: string, prefixKey: string): void {
+    if (this.#targets.size >= this.#max && !this.#targets.has(target)) {
+      const oldest = this.#targets.keys().next();
+      if (oldest.done !== true) this.#targets.delete(oldest.value);
+    }
+    this.#targets.set(target, prefixKey);
+  }
+
+  /** Applies a front node's rtt_results for cluster index `ci`. */
+  receive(ci: number, body: Body<'rtt_results'>, now: number): void {
+    for (const r of body.results) {
+      const key = this.#targets.get(r.target);
+      if (key === undefined) {
+        this.unknownTargets++;
+        continue;
+      }
+      this.results++;
+      this.set(key, ci, r.rttMs ?? Infinity, r.received, r.sent, now);
+    }
+  }
+
+  set(key: string, ci: number, rttMs: number, received: number, sent: number, now: number): void {
+    if (ci < 0 || ci >= this.#clusters) return;
+    let e = this.#map.get(key);
+    if (e) this.#map.delete(key);
+    else {
+      if (this.#map.size >= this.#max) {
+        const oldest = this.#map.keys().next();
+        if (oldest.done !== true) {
+          this.#map.delete(oldest.value);
+          this.evicted++;
+        }
+      }
+      e = { rtt: new Float64Array(this.#clusters).fill(NaN), at: new Float64Array(this.#clusters).fill(-Infinity), received: new Uint16Array(this.#clusters), sent: new Uint16Array(this.#clusters) };
+    }
+    e.rtt[ci] = rttMs;
+    e.at[ci] = now;
+    e.received[ci] = Math.min(received, 0xffff);
+    e.sent[ci] = Math.min(sent, 0xffff);
+    this.#map.set(key, e); // most recently updated last
+  }
+
+  /**
+   * The prefix's RTTs with expired ones as NaN, written into `out`; returns
+   * how many clusters have a current measurement.
+   */
+  current(key: string, now: number, out: Float64Array): number {
+    const e = this.#map.get(key);
+    out.fill(NaN);
+    if (!e) return 0;
+    let n = 0;
+    for (let i = 0; i < this.#clusters; i++) {
+      if (now - (e.at[i] ?? -Infinity) <= this.#expireMs) {
+        out[i] = e.rtt[i] ?? NaN;
+        n++;
+      }
+    }
+    return n;
+  }
+
+  get(key: string): RttEntry | undefined {
+    return this.#map.get(key);
+  }
+
+  /** The most recently updated prefixes, newest first (for status). */
+  recent(limit: number): [string, RttEntry][] {
+    const all = [...this.#map];
+    return all.slice(-limit).reverse();
+  }
+}

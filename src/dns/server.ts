@@ -1,0 +1,165 @@
+/**
+ * The DNS server's sockets: UDP and TCP on every configured address, IPv4
+ * and IPv6, all feeding the one Answerer.
+ *
+ * UDP: one datagram, one `respond`, one send (of a copy: the writer's
+ * buffer is reused by the next query before dgram is done with it).
+ * TCP (RFC 7766): two-octet length framing, several queries per
+ * connection, answered in order; a connection is closed after idleSeconds of
+ * silence, on a frame over 65535 (impossible) or of length 0, and new ones
+ * are refused beyond maxConnections (counted). Partial frames are bounded by
+ * the 2+65535 octets one frame can need.
+ */
+import { createSocket, type Socket as UdpSocket } from 'node:dgram';
+import { createServer, type Server, type Socket } from 'node:net';
+import type { Logger } from '../log/logger.ts';
+import type { Answerer } from './answerer.ts';
+
+export interface ListenAddress {
+  readonly host: string;
+  readonly port: number;
+  readonly family: 4 | 6;
+}
+
+export function parseListen(s: string): ListenAddress {
+  const i = s.lastIndexOf(':');
+  let host = s.slice(0, i);
+  const port = Number(s.slice(i + 1));
+  const v6 = host.startsWith('[');
+  if (v6) host = host.slice(1, -1);
+  return { host, port, family: v6 ? 6 : 4 };
+}
+
+export interface ServerCounters {
+  udpErrors: number;
+  tcpAccepted: number;
+  tcpRefused: number;
+  tcpIdleClosed: number;
+  tcpBadFrames: number;
+}
+
+export class DnsServer {
+  readonly #answerer: Answerer;
+  readonly #log: Logger;
+  readonly #udp: UdpSocket[] = [];
+  readonly #tcp: Server[] = [];
+  readonly #conns = new Set<Socket>();
+  readonly #maxConns: number;
+  readonly #idleMs: number;
+  readonly counters: ServerCounters = { udpErrors: 0, tcpAccepted: 0, tcpRefused: 0, tcpIdleClosed: 0, tcpBadFrames: 0 };
+
+  constructor(answerer: Answerer, opts: { maxConnections: number; idleSeconds: number }, log: Logger) {
+    this.#answerer = answerer;
+    this.#log = log;
+    this.#maxConns = opts.maxConnections;
+    this.#idleMs = opts.idleSeconds * 1000;
+  }
+
+  get tcpConnections(): number {
+    return this.#conns.size;
+  }
+
+  async listen(addresses: readonly ListenAddress[]): Promise<void> {
+    for (const a of addresses) {
+      await this.#listenUdp(a);
+      await this.#listenTcp(a);
+      this.#log.info({ address: a.host, port: a.port }, 'serving DNS on UDP and TCP');
+    }
+  }
+
+  #listenUdp(a: ListenAddress): Promise<void> {
+    const sock = createSocket({ type: a.family === 6 ? 'udp6' : 'udp4', ipv6Only: a.family === 6 });
+    this.#udp.push(sock);
+    sock.on('message', (msg, rinfo) => {
+      const n = this.#answerer.respond(msg, msg.length, rinfo.address, false, performance.now());
+      if (n > 0) this.#sendUdp(sock, n, rinfo.port, rinfo.address);
+    });
+    sock.on('error', (err) => {
+      this.counters.udpErrors++;
+      this.#log.error({ err }, 'UDP socket error');
+    });
+    return new Promise((resolve, reject) => {
+      sock.once('error', reject);
+      sock.bind({ address: a.host, port: a.port }, () => {
+        sock.off('error', reject);
+        resolve();
+      });
+    });
+  }
+
+  #sendUdp(sock: UdpSocket, n: number, port: number, address: string): void {
+    // dgram keeps a reference to the buffer until the send completes, and
+    // the writer's buffer is reused by the next query: send a copy.
+    sock.send(Buffer.from(this.#answerer.writer.buf.subarray(0, n)), port, address, (err) => {
+      if (err) this.counters.udpErrors++;
+    });
+  }
+
+  #listenTcp(a: ListenAddress): Promise<void> {
+    const server = createServer({ noDelay: true }, (sock) => {
+      this.#serveTcp(sock);
+    });
+    this.#tcp.push(server);
+    server.on('error', (err) => {
+      this.#log.error({ err }, 'TCP server error');
+    });
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ host: a.host, port: a.port, ipv6Only: a.family === 6 }, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  }
+
+  #serveTcp(sock: Socket): void {
+    if (this.#conns.size >= this.#maxConns) {
+      this.counters.tcpRefused++;
+      sock.destroy();
+      return;
+    }
+    this.counters.tcpAccepted++;
+    this.#conns.add(sock);
+    sock.setTimeout(this.#idleMs, () => {
+      this.counters.tcpIdleClosed++;
+      sock.destroy();
+    });
+    sock.on('error', () => {
+      /* peer reset: nothing to do */
+    });
+    sock.on('close', () => {
+      this.#conns.delete(sock);
+    });
+    let pending: Buffer = Buffer.alloc(0);
+    const source = sock.remoteAddress ?? '';
+    sock.on('data', (chunk: Buffer) => {
+      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+      while (pending.length >= 2) {
+        const len = pending.readUInt16BE(0);
+        if (len === 0) {
+          this.counters.tcpBadFrames++;
+          sock.destroy();
+          return;
+        }
+        if (pending.length < 2 + len) break;
+        const msg = pending.subarray(2, 2 + len);
+        const n = this.#answerer.respond(msg, len, source, true, performance.now());
+        if (n > 0) {
+          const out = Buffer.allocUnsafe(2 + n);
+          out.writeUInt16BE(n, 0);
+          this.#answerer.writer.buf.copy(out, 2, 0, n);
+          sock.write(out);
+        }
+        pending = pending.subarray(2 + len);
+      }
+    });
+  }
+
+  close(): void {
+    for (const s of this.#udp) s.close();
+    for (const s of this.#tcp) s.close();
+    for (const c of this.#conns) c.destroy();
+    this.#udp.length = 0;
+    this.#tcp.length = 0;
+  }
+}

@@ -1,0 +1,164 @@
+/**
+ * The steering pipeline for one steered name and one client prefix:
+ *
+ *   1. candidates: clusters up with free capacity (cluster_state.ts);
+ *   2. none: the name's fallback (all VIPs, sorry addresses, or SERVFAIL);
+ *   3. a high-rate client (reported by a front node): clusters with the most
+ *      free capacity first;
+ *   4. sticky names: the client's previous cluster while it stays usable;
+ *   5. otherwise the name's policy ranks the candidates (policy/);
+ *   and, whenever the client's prefix lacks a current RTT to some usable
+ *   cluster, a probe of it is requested (probe_scheduler.ts).
+ *
+ * Decisions are memoised per (name, prefix) until the steering state
+ * changes (any cluster report, RTT result or high-rate report bumps the
+ * epoch), memoMs pass, or a cluster that was usable would go stale
+ * (whichever comes first): the answer a client gets is the same either way
+ * (its TTL outlives the memo), and the per-query cost stays a map lookup.
+ * The memo is also the "recent clients" view of `sluice status`; it is
+ * bounded (least recently decided evicted).
+ */
+import type { Logger } from '../log/logger.ts';
+import type { ClientPrefix } from './client_prefix.ts';
+import { ClusterTable, type ClusterRecord } from './cluster_state.ts';
+import type { DnsConfig } from './config.ts';
+import type { HighRateTable } from './high_rate.ts';
+import { makePolicy } from './policy/index.ts';
+import type { Candidate, Policy } from './policy/policy.ts';
+import type { ProbeScheduler } from './probe_scheduler.ts';
+import type { RttTable } from './rtt_table.ts';
+import type { StickyTable } from './sticky.ts';
+
+type SteeredConfig = DnsConfig['steering']['names'][number];
+
+export interface SteeredName {
+  readonly config: SteeredConfig;
+  readonly policy: Policy;
+}
+
+export interface Decision {
+  readonly name: string;
+  readonly prefix: string;
+  /** Addresses to answer with (empty with servfail). */
+  readonly vips: readonly string[];
+  readonly clusters: readonly string[];
+  readonly reason: string;
+  readonly servfail: boolean;
+  /** The answer depends on the client's prefix (ECS scope = prefix length), else scope 0. */
+  readonly scoped: boolean;
+  /** Identifies the answer's content (for the encoded-answer cache). */
+  readonly answerKey: string;
+  readonly at: number;
+  readonly epoch: number;
+  /** The memo holds it until then: memoMs, but never past the moment a cluster it relied on goes stale. */
+  readonly validUntil: number;
+}
+
+export interface SteeringParts {
+  readonly clusters: ClusterTable;
+  readonly rtt: RttTable;
+  readonly highRate: HighRateTable;
+  readonly sticky: StickyTable;
+  readonly probes: ProbeScheduler;
+  readonly log: Logger;
+  random(): number;
+}
+
+export class Steering {
+  readonly names: ReadonlyMap<string, SteeredName>;
+  readonly #p: SteeringParts;
+  readonly #memo = new Map<string, Decision>();
+  readonly #memoMax: number;
+  readonly #memoMs: number;
+  readonly #rttScratch: Float64Array;
+  readonly #allVips: readonly string[];
+  /** Bumped on every change of steering state; memoised decisions of older epochs are recomputed. */
+  epoch = 0;
+  decisions = 0;
+  readonly reasons = new Map<string, number>();
+
+  constructor(cfg: Readonly<DnsConfig>, parts: SteeringParts, memoMs = 1000) {
+    this.#p = parts;
+    this.names = new Map(cfg.steering.names.map((n) => [n.name, { config: n, policy: makePolicy(n.policy, { capacityWeight: cfg.steering.capacityWeight }) }]));
+    this.#memoMax = Math.max(1024, cfg.steering.recentClients);
+    this.#memoMs = memoMs;
+    this.#rttScratch = new Float64Array(parts.clusters.clusters.length);
+    this.#allVips = [...new Set(cfg.clusters.flatMap((c) => c.vips))];
+  }
+
+  changed(): void {
+    this.epoch++;
+  }
+
+  decide(sn: SteeredName, prefix: ClientPrefix, now: number): Decision {
+    const key = `${sn.config.name}|${prefix.key}`;
+    const m = this.#memo.get(key);
+    if (m !== undefined && m.epoch === this.epoch && now < m.validUntil) return m;
+    const d = this.#compute(sn, prefix, now);
+    if (m !== undefined) this.#memo.delete(key);
+    else if (this.#memo.size >= this.#memoMax) {
+      const oldest = this.#memo.keys().next();
+      if (oldest.done !== true) this.#memo.delete(oldest.value);
+    }
+    this.#memo.set(key, d);
+    this.decisions++;
+    const kind = d.reason.split(':', 1)[0] ?? d.reason;
+    this.reasons.set(kind, (this.reasons.get(kind) ?? 0) + 1);
+    if (this.#p.log.isLevelEnabled('debug')) this.#p.log.debug({ name: d.name, client: prefix.key.slice(2), answer: d.vips, clusters: d.clusters, reason: d.reason }, 'steering decision');
+    return d;
+  }
+
+  /** Latest decisions, newest first (status). */
+  recent(limit: number): Decision[] {
+    return [...this.#memo.values()].slice(-limit).reverse();
+  }
+
+  #compute(sn: SteeredName, prefix: ClientPrefix, now: number): Decision {
+    const p = this.#p;
+    const cfg = sn.config;
+    const candidates: Candidate[] = [];
+    let validUntil = now + this.#memoMs;
+    for (const c of p.clusters.clusters) {
+      if (!p.clusters.isUsable(c, now)) continue;
+      candidates.push({ index: c.index, name: c.name, free: ClusterTable.freeFraction(c), available: c.available });
+      validUntil = Math.min(validUntil, p.clusters.staleAt(c) + 1e-3);
+    }
+    const rtt = this.#rttScratch;
+    const measured = p.rtt.current(prefix.key, now, rtt);
+    // Probe when some usable cluster has no current RTT for this prefix.
+    if (prefix.probeTarget !== undefined && candidates.some((c) => Number.isNaN(rtt[c.index] ?? NaN))) {
+      if (p.probes.request(prefix.key, prefix.probeTarget, now)) p.rtt.expect(prefix.probeTarget, prefix.key);
+    }
+    if (candidates.length === 0) {
+      const f = cfg.fallback;
+      const vips = f.mode === 'all' ? this.#allVips : f.mode === 'sorry' ? f.addresses : [];
+      return this.#decision(cfg, prefix, vips, [], `fallback:${f.mode}:no-usable-cluster`, f.mode === 'servfail', false, now, validUntil);
+    }
+    let order: readonly Candidate[];
+    let reason: string;
+    let scoped = true;
+    const stuck = cfg.sticky ? p.sticky.get(prefix.key, now) : -1;
+    const stuckCandidate = stuck >= 0 ? candidates.find((c) => c.index === stuck) : undefined;
+    if (p.highRate.isHighRate(prefix.key, now)) {
+      order = [...candidates].sort((a, b) => b.available - a.available);
+      reason = `high-rate:most-free:${order[0]?.name ?? ''}`;
+    } else if (stuckCandidate !== undefined) {
+      order = [stuckCandidate, ...candidates.filter((c) => c !== stuckCandidate)];
+      reason = `sticky:${stuckCandidate.name}`;
+    } else {
+      const r = sn.policy.rank({ candidates, rtt, measured, random: () => p.random() });
+      order = r.order;
+      reason = r.reason;
+      scoped = sn.policy.name !== 'capacity' && measured > 0;
+    }
+    const chosen = order.slice(0, cfg.answers);
+    if (cfg.sticky && chosen[0] !== undefined) p.sticky.set(prefix.key, chosen[0].index, now);
+    const records = chosen.map((c) => p.clusters.clusters[c.index]).filter((c): c is ClusterRecord => c !== undefined);
+    const vips = records.flatMap((c) => c.vips);
+    return this.#decision(cfg, prefix, vips, records.map((c) => c.name), reason, false, scoped, now, validUntil);
+  }
+
+  #decision(cfg: SteeredConfig, prefix: ClientPrefix, vips: readonly string[], clusters: readonly string[], reason: string, servfail: boolean, scoped: boolean, now: number, validUntil: number): Decision {
+    return { name: cfg.name, prefix: prefix.key.slice(2), vips, clusters, reason, servfail, scoped, answerKey: vips.join(','), at: now, epoch: this.epoch, validUntil };
+  }
+}
