@@ -1,0 +1,189 @@
+/**
+ * Steering end to end on the testbed with WAN delays: two front nodes (real
+ * NFQUEUE steering, real ICMP probing), `sluice dns` in the DNS namespace,
+ * all over the CURVE control plane, and real `dig` from the clients.
+ *
+ *   client A (cl1): 10 ms one way to cluster 1, 40 ms to cluster 2
+ *   client B (cl2): 40 ms to cluster 1, 10 ms to cluster 2
+ *
+ * - once probes have run, A resolves www to cluster 1's VIP and B to
+ *   cluster 2's;
+ * - cluster 1 filled to capacity (its concurrent connections held open):
+ *   A's answers move to cluster 2;
+ * - cluster 1's front node stopped: within 2 report intervals no answer
+ *   contains it.
+ */
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import { FrontProcess, writeConfig } from '../helpers/front.ts';
+import { NsProcess, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
+import { sleep, until } from '../helpers/wait.ts';
+
+const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
+const HOLD = fileURLToPath(new URL('../fixtures/tcp-hold.ts', import.meta.url));
+const tb = useTestbed({ clients: 2, clusters: 2, serversPerCluster: 2, delaysMs: { '1:1': 10, '1:2': 40, '2:1': 40, '2:2': 10 } });
+
+/** Concurrent connections each server takes: cluster 1 is full at 2 × 3. */
+const PER_SERVER = 3;
+const REPORT_SECONDS = 1;
+const DOWN_AFTER = 2;
+
+interface DnsStatus {
+  rtt: { recent: { client: string; rttMs: Record<string, number | string | null> }[] };
+  steering: { recent: { client: string; reason: string; clusters: string[] }[] };
+}
+
+async function resolve(ns: string, dns: string): Promise<string[]> {
+  const r = await nsRunAsync(ns, 'dig', ['+short', '+time=2', '+tries=1', `@${dns}`, 'www.example.test', 'A']);
+  return r.stdout.split('\n').filter((l) => /^\d+\.\d+\.\d+\.\d+$/.test(l));
+}
+
+describe('DNS steering over the WAN testbed', () => {
+  const procs: FrontProcess[] = [];
+  const fronts: FrontProcess[] = [];
+  let dnsSock = '';
+
+  before(async () => {
+    const st = tb();
+    const keys = st.keysDir;
+    const dnsAddr = st.plan.dns.address;
+    writeFileSync(
+      join(st.runDir, 'example.test.zone'),
+      `$ORIGIN example.test.
+$TTL 300
+@    IN SOA ns1 hostmaster ( 2026112101 3600 600 86400 60 )
+     IN NS  ns1
+ns1  IN A   ${dnsAddr}
+www  IN A   ${st.plan.clusters[0]!.vip}
+`,
+    );
+    dnsSock = join(st.runDir, 'dns.sock');
+    const dnsCfg = writeConfig(
+      join(st.runDir, 'dns.yaml'),
+      `name: dns
+listen: ["${dnsAddr}:53"]
+zones: [{ file: ${join(st.runDir, 'example.test.zone')} }]
+clusters:
+${st.plan.clusters.map((k) => `  - { name: c${k.index}, vips: [${k.vip}] }`).join('\n')}
+steering:
+  names: [{ name: www.example.test, policy: rtt, ttl: 1 }]
+  reportSeconds: ${REPORT_SECONDS}
+  downAfterIntervals: ${DOWN_AFTER}
+probe: { count: 3, intervalSeconds: 0.5, retrySeconds: 5 }
+rrl: { enabled: false }
+adminSocket: ${dnsSock}
+control:
+  keyFile: ${join(keys, 'dns.key')}
+  publish:
+    listen: tcp://${dnsAddr}:7300
+    allow: [${st.plan.clusters.map((k) => join(keys, `fr${k.index}.pub`)).join(', ')}]
+  subscribe:
+${st.plan.clusters.map((k) => `    - { endpoint: 'tcp://${k.uplinkAddress}:7102', publicKey: ${join(keys, `fr${k.index}.pub`)} }`).join('\n')}
+`,
+    );
+    const dns = new FrontProcess(st.plan.dns.name, dnsCfg, 'dns');
+    procs.push(dns);
+    await dns.waitFor('dns ready');
+    for (const k of st.plan.clusters) {
+      const cfg = writeConfig(
+        join(st.runDir, `front${k.index}.yaml`),
+        `cluster: c${k.index}
+uplinkAddress: ${k.uplinkAddress}
+adminSocket: ${join(st.runDir, `front${k.index}.sock`)}
+services:
+  - name: www
+    vip: ${k.vip}
+    port: 80
+    servers:
+${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address}, capacity: ${PER_SERVER} }`).join('\n')}
+control:
+  keyFile: ${join(keys, `fr${k.index}.key`)}
+  publish:
+    listen: tcp://${k.uplinkAddress}:7102
+    allow: [${join(keys, 'dns.pub')}]
+  subscribe:
+    - { endpoint: 'tcp://${dnsAddr}:7300', publicKey: ${join(keys, 'dns.pub')} }
+  clusterLoad: { everySeconds: ${REPORT_SECONDS} }
+  probe: { count: 3, spacingMs: 50, reportSeconds: 0.5 }
+`,
+      );
+      const f = new FrontProcess(k.front.name, cfg);
+      procs.push(f);
+      fronts.push(f);
+      await f.waitFor('control plane up');
+    }
+  });
+  after(async () => {
+    for (const p of procs.reverse()) await p.stop();
+  });
+
+  it('client A gets cluster 1 and client B cluster 2 once probes have run', async () => {
+    const st = tb();
+    const [c1, c2] = st.plan.clusters.map((k) => k.vip);
+    const [a, b] = st.plan.clients.map((c) => c.name);
+    const status = async (): Promise<DnsStatus> => JSON.parse((await nsRunAsync(st.plan.dns.name, BIN, ['status', '--dns', '--json', '--socket', dnsSock])).stdout) as DnsStatus;
+    const measured = (s: DnsStatus, prefix: string): Record<string, number> | undefined => {
+      const r = s.rtt.recent.find((x) => x.client === prefix)?.rttMs;
+      const r1 = r?.['c1'];
+      const r2 = r?.['c2'];
+      return typeof r1 === 'number' && typeof r2 === 'number' ? { c1: r1, c2: r2 } : undefined;
+    };
+    // The first queries trigger probes (their answers are capacity-weighted);
+    // keep asking until both clients' prefixes have RTTs to both clusters.
+    await until(
+      async () => {
+        await resolve(a!, st.plan.dns.address);
+        await resolve(b!, st.plan.dns.address);
+        const s = await status();
+        return measured(s, '198.18.11.0/24') !== undefined && measured(s, '198.18.12.0/24') !== undefined;
+      },
+      'RTTs measured for both clients to both clusters',
+      30_000,
+    );
+    for (let i = 0; i < 3; i++) {
+      assert.deepEqual(await resolve(a!, st.plan.dns.address), [c1]);
+      assert.deepEqual(await resolve(b!, st.plan.dns.address), [c2]);
+    }
+    const s = await status();
+    // The RTTs behind the choice are the WAN's: ~20 ms near, ~80 ms far.
+    const ra = measured(s, '198.18.11.0/24');
+    assert.ok(ra && Math.abs((ra['c1'] ?? 0) - 20) < 8 && Math.abs((ra['c2'] ?? 0) - 80) < 12, JSON.stringify(ra));
+    const rb = measured(s, '198.18.12.0/24');
+    assert.ok(rb && Math.abs((rb['c2'] ?? 0) - 20) < 8 && Math.abs((rb['c1'] ?? 0) - 80) < 12, JSON.stringify(rb));
+    assert.match(s.steering.recent.find((d) => d.client === '198.18.11.0/24')?.reason ?? '', /^rtt:c1=/);
+    assert.match(s.steering.recent.find((d) => d.client === '198.18.12.0/24')?.reason ?? '', /^rtt:c2=/);
+  });
+
+  it('cluster 1 full: client A moves to cluster 2, and back when it frees up', async () => {
+    const st = tb();
+    const [c1, c2] = st.plan.clusters.map((k) => k.vip);
+    const a = st.plan.clients[0]!.name;
+    const hold = new NsProcess(st.plan.clients[1]!.name, [HOLD, '--address', c1!, '--count', String(PER_SERVER * 2)]);
+    try {
+      assert.deepEqual(await hold.next(15_000), { held: PER_SERVER * 2 });
+      await until(async () => (await resolve(a, st.plan.dns.address)).join() === c2, 'A moves to cluster 2 while cluster 1 is full', 15_000);
+    } finally {
+      await hold.stop();
+    }
+    await until(async () => (await resolve(a, st.plan.dns.address)).join() === c1, 'A back on cluster 1', 20_000);
+  });
+
+  it(`cluster 1's front node stopped: within ${DOWN_AFTER} report intervals no answer contains it`, async () => {
+    const st = tb();
+    const [c1, c2] = st.plan.clusters.map((k) => k.vip);
+    const t0 = performance.now();
+    await fronts[0]!.stop();
+    await sleep(Math.max(0, DOWN_AFTER * REPORT_SECONDS * 1000 - (performance.now() - t0)));
+    for (let i = 0; i < 5; i++) {
+      for (const c of st.plan.clients) {
+        const answer = await resolve(c.name, st.plan.dns.address);
+        assert.ok(!answer.includes(c1!), `${c.name} still got cluster 1: ${answer.join()}`);
+        assert.deepEqual(answer, [c2]);
+      }
+      await sleep(200);
+    }
+  });
+});
