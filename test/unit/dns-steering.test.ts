@@ -20,7 +20,9 @@ import { ResponseRateLimiter, RrlVerdict } from '../../src/dns/rrl.ts';
 import { RttTable } from '../../src/dns/rtt_table.ts';
 import { Steering, type SteeringParts } from '../../src/dns/steer.ts';
 import { StickyTable } from '../../src/dns/sticky.ts';
-import { validateConfig } from '../../src/config/load.ts';
+import { readFileSync } from 'node:fs';
+import { parseConfig, validateConfig } from '../../src/config/load.ts';
+import { Zone } from '../../src/dns/zone/zone.ts';
 
 const L = { ipv4: 24, ipv6: 56 };
 
@@ -342,6 +344,14 @@ describe('response rate limiting', () => {
 });
 
 describe('config', () => {
+  it('the shipped example (deploy/examples/dns.yaml) is valid and its zone parses', () => {
+    const text = readFileSync(new URL('../../deploy/examples/dns.yaml', import.meta.url), 'utf8');
+    const cfg = parseConfig(dnsConfigSchema, text, 'dns.yaml');
+    assert.deepEqual(cfg.steering.names.map((n) => n.name), ['www.example.test']);
+    const zone = Zone.fromText(readFileSync(new URL('../../deploy/examples/example.test.zone', import.meta.url), 'utf8'), { file: 'example.test.zone' });
+    assert.equal(zone.origin, cfg.steering.names[0]?.name.split('.').slice(1).join('.'));
+  });
+
   it('refuses steered names without clusters, sorry without addresses, duplicates', () => {
     const bad = [
       [{ clusters: [] }, 'steering.names[0]'],
