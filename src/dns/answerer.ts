@@ -51,6 +51,7 @@ export interface AnswererCounters {
 }
 
 const CACHE_MAX = 100_000;
+const SOURCES_MAX = 65_536;
 
 export class Answerer {
   readonly writer = new ResponseWriter();
@@ -84,6 +85,8 @@ export class Answerer {
   readonly #rrl: ResponseRateLimiter | undefined;
   readonly #lengths: PrefixLengths;
   readonly #udpPayload: number;
+  /** Source address text -> its prefix: parsing it per query costs more than a lookup. Cleared when full. */
+  readonly #sources = new Map<string, ClientPrefix | undefined>();
 
   constructor(zones: ZoneSet, steering: Steering, opts: { rrl: ResponseRateLimiter | undefined; lengths: PrefixLengths; udpPayload: number }) {
     this.zones = zones;
@@ -128,7 +131,7 @@ export class Answerer {
     }
     let slip = false;
     if (!tcp && this.#rrl !== undefined) {
-      const src = prefixOfAddress(source, this.#lengths);
+      const src = this.#sourcePrefix(source);
       const v = src === undefined ? RrlVerdict.SEND : this.#rrl.check(src.key, now);
       if (v === RrlVerdict.DROP) {
         c.rrlDropped++;
@@ -159,7 +162,7 @@ export class Answerer {
     let scope = 0;
     const sn = this.steering.names.get(q.name);
     if (sn !== undefined && (q.qtype === QTYPE.A || q.qtype === QTYPE.ANY)) {
-      const prefix: ClientPrefix | undefined = q.ecs && q.ecsSource > 0 ? prefixOfEcs(q.ecsFamily, q.ecsSource, q.ecsAddress, this.#lengths) : prefixOfAddress(source, this.#lengths);
+      const prefix: ClientPrefix | undefined = q.ecs && q.ecsSource > 0 ? prefixOfEcs(q.ecsFamily, q.ecsSource, q.ecsAddress, this.#lengths) : this.#sourcePrefix(source);
       if (prefix === undefined) {
         c.servfail++;
         return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
@@ -188,9 +191,19 @@ export class Answerer {
     return n;
   }
 
+  #sourcePrefix(source: string): ClientPrefix | undefined {
+    let p = this.#sources.get(source);
+    if (p === undefined && !this.#sources.has(source)) {
+      p = prefixOfAddress(source, this.#lengths);
+      if (this.#sources.size >= SOURCES_MAX) this.#sources.clear();
+      this.#sources.set(source, p);
+    }
+    return p;
+  }
+
   #rrlAllows(source: string, now: number): boolean {
     if (this.#rrl === undefined) return true;
-    const src = prefixOfAddress(source, this.#lengths);
+    const src = this.#sourcePrefix(source);
     if (src === undefined) return true;
     const v = this.#rrl.check(src.key, now);
     if (v === RrlVerdict.DROP) {
