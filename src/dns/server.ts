@@ -6,12 +6,14 @@
  * buffer is reused by the next query before dgram is done with it).
  * TCP (RFC 7766): two-octet length framing, several queries per
  * connection, answered in order; a connection is closed after idleSeconds of
- * silence, on a frame over 65535 (impossible) or of length 0, and new ones
- * are refused beyond maxConnections (counted). Partial frames are bounded by
- * the 2+65535 octets one frame can need.
+ * silence or on a frame of length 0, and new ones are refused beyond
+ * maxConnections (counted). Input is bounded by what one frame can need
+ * (2 + 65535 octets) plus one read; output by the socket's high-water mark:
+ * past it we stop reading until the client drains its answers.
  */
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { createServer, type Server, type Socket } from 'node:net';
+import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Answerer } from './answerer.ts';
 
@@ -41,6 +43,7 @@ export interface ServerCounters {
 export class DnsServer {
   readonly #answerer: Answerer;
   readonly #log: Logger;
+  readonly #limited: LimitedLog;
   readonly #udp: UdpSocket[] = [];
   readonly #tcp: Server[] = [];
   readonly #conns = new Set<Socket>();
@@ -51,6 +54,7 @@ export class DnsServer {
   constructor(answerer: Answerer, opts: { maxConnections: number; idleSeconds: number }, log: Logger) {
     this.#answerer = answerer;
     this.#log = log;
+    this.#limited = new LimitedLog(log);
     this.#maxConns = opts.maxConnections;
     this.#idleMs = opts.idleSeconds * 1000;
   }
@@ -75,8 +79,9 @@ export class DnsServer {
       if (n > 0) this.#sendUdp(sock, n, rinfo.port, rinfo.address);
     });
     sock.on('error', (err) => {
+      // Failed sends land here too (sends have no callback): count all, log a few.
       this.counters.udpErrors++;
-      this.#log.error({ err }, 'UDP socket error');
+      this.#limited.warn('udp', { err: err.message }, 'UDP socket error');
     });
     return new Promise((resolve, reject) => {
       sock.once('error', reject);
@@ -129,28 +134,55 @@ export class DnsServer {
     sock.on('close', () => {
       this.#conns.delete(sock);
     });
-    let pending: Buffer = Buffer.alloc(0);
+    // Unparsed input as a list of chunks, joined only when a whole frame is
+    // there (a frame dribbled in byte by byte costs one copy, not one per byte).
+    const chunks: Buffer[] = [];
+    let have = 0;
     const source = sock.remoteAddress ?? '';
-    sock.on('data', (chunk: Buffer) => {
-      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
-      while (pending.length >= 2) {
-        const len = pending.readUInt16BE(0);
+    const take = (n: number): Buffer => {
+      const first = chunks[0];
+      const all = chunks.length === 1 && first !== undefined ? first : Buffer.concat(chunks, have);
+      chunks.length = 0;
+      if (all.length > n) chunks.push(all.subarray(n));
+      have -= n;
+      return all.subarray(0, n);
+    };
+    const work = (): void => {
+      while (have >= 2) {
+        // Backpressure: a client that sends queries and never reads its
+        // answers must not make us buffer answers without bound. Stop
+        // reading; TCP flow control then slows the client down.
+        if (sock.writableNeedDrain) {
+          sock.pause();
+          sock.once('drain', () => {
+            sock.resume();
+            work();
+          });
+          return;
+        }
+        const first = chunks[0];
+        const head = first !== undefined && first.length >= 2 ? first : Buffer.concat(chunks, have);
+        const len = head.readUInt16BE(0);
         if (len === 0) {
           this.counters.tcpBadFrames++;
           sock.destroy();
           return;
         }
-        if (pending.length < 2 + len) break;
-        const msg = pending.subarray(2, 2 + len);
-        const n = this.#answerer.respond(msg, len, source, true, performance.now());
+        if (have < 2 + len) return;
+        const frame = take(2 + len);
+        const n = this.#answerer.respond(frame.subarray(2), len, source, true, performance.now());
         if (n > 0) {
           const out = Buffer.allocUnsafe(2 + n);
           out.writeUInt16BE(n, 0);
           this.#answerer.writer.buf.copy(out, 2, 0, n);
           sock.write(out);
         }
-        pending = pending.subarray(2 + len);
       }
+    };
+    sock.on('data', (chunk: Buffer) => {
+      chunks.push(chunk);
+      have += chunk.length;
+      if (!sock.isPaused()) work();
     });
   }
 

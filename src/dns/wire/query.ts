@@ -17,7 +17,9 @@
  *     labels <= 63 octets, name <= 255 octets;
  *   - at most one OPT, owned by the root; an ECS option (code 8) with family
  *     1 or 2, source prefix within the family, scope 0, exactly
- *     ceil(source/8) address octets and no bits set past the prefix.
+ *     ceil(source/8) address octets and no bits set past the prefix; or
+ *     family 0 with source 0 and no address (RFC 7871 §7.1.2: a client
+ *     withholding its address; resolvers forward it, §7.5).
  * Trailing bytes after the last record are ignored, as most servers do.
  *
  * The parse fills one reusable ParsedQuery (no allocation but the name key
@@ -127,15 +129,17 @@ export function parseQuery(buf: Uint8Array, len: number, q: ParsedQuery): ParseS
   q.flags = flags;
   if ((flags & 0x8000) !== 0) return fail(q, Parse.IGNORE, 'response');
   q.opcode = (flags >> 11) & 0xf;
-  if (q.opcode !== 0) return fail(q, Parse.NOTIMP, 'opcode');
   const qd = ((buf[4] ?? 0) << 8) | (buf[5] ?? 0);
   const an = ((buf[6] ?? 0) << 8) | (buf[7] ?? 0);
   const ns = ((buf[8] ?? 0) << 8) | (buf[9] ?? 0);
   const ar = ((buf[10] ?? 0) << 8) | (buf[11] ?? 0);
-  if (qd !== 1) return fail(q, Parse.FORMERR, 'qdcount');
-  if (an !== 0) return fail(q, Parse.FORMERR, 'ancount');
-  if (ns !== 0) return fail(q, Parse.FORMERR, 'nscount');
-  if (ar > 2) return fail(q, Parse.FORMERR, 'arcount');
+  // Refusals decided from the header still answer with an OPT when the
+  // query had one (RFC 6891 §6.1.1): scanOpt finds it, bounded by len.
+  if (q.opcode !== 0) return scanOpt(buf, len, q, qd, an + ns + ar, Parse.NOTIMP, 'opcode');
+  if (qd !== 1) return scanOpt(buf, len, q, qd, an + ns + ar, Parse.FORMERR, 'qdcount');
+  if (an !== 0) return scanOpt(buf, len, q, qd, an + ns + ar, Parse.FORMERR, 'ancount');
+  if (ns !== 0) return scanOpt(buf, len, q, qd, an + ns + ar, Parse.FORMERR, 'nscount');
+  if (ar > 2) return scanOpt(buf, len, q, qd, an + ns + ar, Parse.FORMERR, 'arcount');
   // The guard: what the counts claim must fit in what arrived.
   if (HEADER + MIN_QUESTION + ar * MIN_RR > len) return fail(q, Parse.FORMERR, 'counts');
 
@@ -225,13 +229,59 @@ export function parseQuery(buf: Uint8Array, len: number, q: ParsedQuery): ParseS
   return Parse.OK;
 }
 
+/** Skips a name at p (labels, ending in a root label or a pointer); the offset after it, or -1. */
+function skipName(buf: Uint8Array, p: number, len: number): number {
+  for (let hops = 0; hops < 128; hops++) {
+    if (p >= len) return -1;
+    const l = buf[p] ?? 0;
+    if (l === 0) return p + 1;
+    if ((l & 0xc0) === 0xc0) return p + 2 <= len ? p + 2 : -1;
+    if (l > 63) return -1;
+    p += l + 1;
+  }
+  return -1;
+}
+
+/**
+ * For a query refused on its header (NOTIMP, count errors): walks the
+ * questions and records the header claims, as far as the bytes go, looking
+ * for a root-owned OPT so the error response can carry one. Each step
+ * consumes octets, so the walk is bounded by len whatever the counts say.
+ * The OPT's options (ECS) are not used: the refusal echoes only the OPT.
+ */
+function scanOpt(buf: Uint8Array, len: number, q: ParsedQuery, questions: number, records: number, status: ParseStatus, why: RejectReason): ParseStatus {
+  let p = HEADER;
+  for (let i = 0; i < questions; i++) {
+    p = skipName(buf, p, len);
+    if (p < 0 || p + 4 > len) return fail(q, status, why);
+    p += 4;
+  }
+  for (let i = 0; i < records; i++) {
+    const start = p;
+    p = skipName(buf, p, len);
+    if (p < 0 || p + 10 > len) return fail(q, status, why);
+    const type = ((buf[p] ?? 0) << 8) | (buf[p + 1] ?? 0);
+    if (type === QTYPE.OPT && buf[start] === 0) {
+      const cls = ((buf[p + 2] ?? 0) << 8) | (buf[p + 3] ?? 0);
+      q.edns = true;
+      q.udpSize = cls < 512 ? 512 : cls;
+      q.ednsVersion = buf[p + 5] ?? 0;
+      q.doBit = ((buf[p + 6] ?? 0) & 0x80) !== 0;
+      return fail(q, status, why);
+    }
+    p += 10 + (((buf[p + 8] ?? 0) << 8) | (buf[p + 9] ?? 0));
+  }
+  return fail(q, status, why);
+}
+
 /** RFC 7871 §6: the checks a server makes on a query's ECS option. */
 function parseEcs(buf: Uint8Array, x: number, olen: number, q: ParsedQuery): boolean {
   if (olen < 4) return false;
   const family = ((buf[x] ?? 0) << 8) | (buf[x + 1] ?? 0);
   const source = (buf[x + 2] ?? 0);
   const scope = (buf[x + 3] ?? 0);
-  const max = family === 1 ? 32 : family === 2 ? 128 : -1;
+  // Family 0 carries no address: only source 0 fits (RFC 7871 §7.1.2).
+  const max = family === 1 ? 32 : family === 2 ? 128 : family === 0 ? 0 : -1;
   if (max < 0 || source > max || scope !== 0) return false;
   const n = (source + 7) >> 3;
   if (olen - 4 !== n) return false;

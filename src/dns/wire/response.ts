@@ -105,7 +105,8 @@ export class ResponseWriter {
       b[p++] = 0;
       b[p++] = q.ecsFamily;
       b[p++] = q.ecsSource;
-      b[p++] = rcode === RCODE.NOERROR || rcode === RCODE.NXDOMAIN ? Math.min(scope, q.ecsFamily === 1 ? 32 : 128) : 0;
+      // Family 0 (no address, RFC 7871 §7.1.2) has no bits to scope.
+      b[p++] = rcode === RCODE.NOERROR || rcode === RCODE.NXDOMAIN ? Math.min(scope, q.ecsFamily === 1 ? 32 : q.ecsFamily === 2 ? 128 : 0) : 0;
       for (let i = 0; i < q.ecsAddressLength; i++) b[p++] = (q.ecsAddress[i] ?? 0);
     }
     return p;
