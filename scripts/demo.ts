@@ -1,16 +1,28 @@
 /**
- * The demo site. For now (foundation) it is the namespace testbed itself:
- * WAN with per-path delays, 2 clusters of nginx servers behind their front
- * nodes, a DNS namespace and clients. It shows, every 2 s, what each client
- * sees of each cluster (RTT through the WAN, which server answered), and
- * tears everything down on Ctrl-C or at the end of --duration, with a
- * summary. Later issues start the Sluice daemons here.
+ * The demo site: the whole of Sluice on one machine, in network namespaces.
+ *
+ *   WAN with per-path delays (client i is near cluster i: 10 ms one way, 40
+ *   to the other), 2 clusters of 3 nginx servers (each in its own CPU
+ *   cgroup) behind their front nodes (`sluice front`, NFQUEUE steering),
+ *   a `sluice agent` next to every server, `sluice dns` in the DNS
+ *   namespace, all over the CURVE control plane with the testbed's keys.
+ *
+ * Every client resolves www.example.test at the Sluice DNS server and
+ * fetches from the address it gets, twice a second. Every 2 s the demo
+ * shows each cluster (capacity, load, servers with their connections and
+ * utilization), the DNS server's choice per client prefix with its reason,
+ * and what each client got. Ctrl-C, or the end of --duration, prints a
+ * summary and tears everything down.
  *
  *   scripts/demo.sh [--duration SECONDS] [--keep] [--prefix NAME]
  */
 import { execFile } from 'node:child_process';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { adminRequest } from '../src/cli/admin-client.ts';
+import { table } from '../src/cli/status.ts';
 import { describePlan } from './testbed/plan.ts';
+import { startSite, stopDaemons, type Daemon } from './testbed/site.ts';
 import { down, up } from './testbed/testbed.ts';
 
 const { values } = parseArgs({
@@ -26,95 +38,148 @@ if (!(duration > 0)) {
   process.exit(2);
 }
 
-function nsExec(ns: string, cmd: string, args: string[]): Promise<string | undefined> {
+function nsExec(ns: string, cmd: string, args: string[], timeoutMs = 5000): Promise<string | undefined> {
   return new Promise((resolve) => {
-    execFile('ip', ['netns', 'exec', ns, cmd, ...args], { timeout: 5000 }, (err, stdout) => {
+    execFile('ip', ['netns', 'exec', ns, cmd, ...args], { timeout: timeoutMs }, (err, stdout) => {
       resolve(err ? undefined : stdout);
     });
   });
 }
 
-interface Cell {
-  ok: number;
-  failed: number;
-  rtts: number[];
-  servers: Map<string, number>;
-}
-
 console.log('Bringing up the demo site...');
-const st = up({ prefix: values.prefix });
+const st = up({ prefix: values.prefix, serverCpus: 0.25 });
 console.log(describePlan(st.plan));
-console.log(values.keep ? `\n(--keep: the site stays up; remove it with: node scripts/testbed/cli.ts down --prefix ${values.prefix})` : '\nCtrl-C to stop (the site is torn down).');
+const daemons: Daemon[] = startSite(st);
+console.log(`\nStarted ${daemons.length} Sluice daemons (logs in ${st.runDir}/*.log).`);
+console.log(values.keep ? `(--keep: the site stays up; remove it with: node scripts/testbed/cli.ts down --prefix ${values.prefix})` : 'Ctrl-C to stop (the site is torn down).');
 
-const cells = new Map<string, Cell>();
+const vipCluster = new Map(st.plan.clusters.map((k) => [k.vip, `c${k.index}`]));
+
+interface ClientTally {
+  resolved: Map<string, number>;
+  fetched: number;
+  failed: number;
+  servers: Map<string, number>;
+  last: string;
+}
+const tally = new Map<string, ClientTally>(st.plan.clients.map((c) => [c.name, { resolved: new Map<string, number>(), fetched: 0, failed: 0, servers: new Map<string, number>(), last: '-' }]));
+
 let stopping = false;
 const started = Date.now();
 
-async function probe(): Promise<void> {
-  const jobs: Promise<void>[] = [];
-  for (const c of st.plan.clients) {
-    for (const k of st.plan.clusters) {
-      const key = `cl${c.index} -> cluster ${k.index}`;
-      let cell = cells.get(key);
-      if (!cell) {
-        cell = { ok: 0, failed: 0, rtts: [], servers: new Map() };
-        cells.set(key, cell);
+/** One resolve-and-fetch per client (DNS answer, then HTTP to it). */
+async function clientRound(): Promise<void> {
+  await Promise.all(
+    st.plan.clients.map(async (c) => {
+      const t = tally.get(c.name);
+      if (!t) return;
+      const answer = (await nsExec(c.name, 'dig', ['+short', '+time=1', '+tries=1', `@${st.plan.dns.address}`, 'www.example.test', 'A']))?.trim().split('\n')[0] ?? '';
+      if (!/^\d+\.\d+\.\d+\.\d+$/.test(answer)) {
+        t.failed++;
+        t.last = 'no DNS answer';
+        return;
       }
-      const theCell = cell;
-      const round = Math.floor((Date.now() - started) / 2000);
-      const server = k.servers[round % k.servers.length];
-      if (!server) continue;
-      jobs.push(
-        (async () => {
-          const out = await nsExec(c.name, 'curl', ['-s', '-m', '3', '-o', '/dev/null', '-w', '%{time_connect}', `http://${server.address}/`]);
-          const page = await nsExec(c.name, 'curl', ['-s', '-m', '3', `http://${server.address}/`]);
-          if (out === undefined || page === undefined) {
-            theCell.failed++;
-            return;
-          }
-          theCell.ok++;
-          theCell.rtts.push(Number(out) * 1000);
-          const id = page.split(' ')[1] ?? '?';
-          theCell.servers.set(id, (theCell.servers.get(id) ?? 0) + 1);
-        })(),
-      );
+      const cluster = vipCluster.get(answer) ?? answer;
+      t.resolved.set(cluster, (t.resolved.get(cluster) ?? 0) + 1);
+      const page = await nsExec(c.name, 'curl', ['-s', '-m', '3', `http://${answer}/`]);
+      if (page === undefined || !page.startsWith('server ')) {
+        t.failed++;
+        t.last = `${cluster}: fetch failed`;
+        return;
+      }
+      t.fetched++;
+      const id = page.split(' ')[1] ?? '?';
+      t.servers.set(id, (t.servers.get(id) ?? 0) + 1);
+      t.last = `${cluster} -> ${id}`;
+    }),
+  );
+}
+
+interface FrontView {
+  services?: { servers: { name: string; active: number; decided: number; capacity: number | null; rate?: number }[] }[];
+  control?: { servers: { name: string; utilization: number; capacity: number; down: boolean }[]; cluster: { capacity: number; load: number; available: number; serversUp: number; serversTotal: number } };
+}
+interface DnsView {
+  clusters: { name: string; state: string; available: number }[];
+  steering: { recent: { client: string; answer: string[]; reason: string }[] };
+  counters: Record<string, number>;
+}
+
+async function statusOf<T>(socket: string): Promise<T | undefined> {
+  try {
+    const r = await adminRequest(socket, { cmd: 'status' }, 2000);
+    return r.ok === true ? (r.status as T) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const n1 = (x: number | undefined): string => (x === undefined ? '-' : x.toFixed(1));
+
+async function view(title: string): Promise<void> {
+  const out: string[] = [`\n=== ${title} ===`];
+  for (const k of st.plan.clusters) {
+    const f = await statusOf<FrontView>(join(st.runDir, `front${k.index}.sock`));
+    if (!f) {
+      out.push(`cluster c${k.index}: front node not answering`);
+      continue;
     }
+    const cl = f.control?.cluster;
+    out.push(`cluster c${k.index} (VIP ${k.vip}): capacity ${n1(cl?.capacity)}/s, load ${n1(cl?.load)}/s, available ${n1(cl?.available)}/s, servers up ${cl?.serversUp ?? '-'}/${cl?.serversTotal ?? '-'}`);
+    const est = new Map((f.control?.servers ?? []).map((s) => [s.name, s]));
+    const rows = (f.services?.[0]?.servers ?? []).map((s) => {
+      const e = est.get(s.name);
+      return [s.name, String(s.active), String(s.decided), `${n1(e?.capacity)}/s`, e ? `${(e.utilization * 100).toFixed(0)}%` : '-', e?.down === true ? 'down' : 'up'];
+    });
+    out.push(table(['  SERVER', 'ACTIVE', 'DECIDED', 'CAPACITY', 'UTIL', 'STATE'], rows.map((r) => [`  ${r[0] ?? ''}`, ...r.slice(1)])));
   }
-  await Promise.all(jobs);
+  const d = await statusOf<DnsView>(join(st.runDir, 'dns.sock'));
+  if (d) {
+    out.push(`DNS: clusters ${d.clusters.map((c) => `${c.name} ${c.state}`).join(', ')}; answered ${d.counters['steered'] ?? 0} steered queries`);
+    out.push(table(['  CLIENT PREFIX', 'ANSWER', 'REASON'], d.steering.recent.map((r) => [`  ${r.client}`, r.answer.map((a) => vipCluster.get(a) ?? a).join(','), r.reason])));
+  } else out.push('DNS: not answering');
+  out.push(table(['CLIENT', 'DNS ANSWERS', 'FETCHED', 'FAILED', 'SERVERS', 'LAST'], [...tally].map(([name, t]) => [name, fmt(t.resolved), String(t.fetched), String(t.failed), fmt(t.servers), t.last])));
+  console.log(out.join('\n'));
 }
 
-function table(title: string): void {
-  console.log(`\n${title}`);
-  console.log('path                    ok  failed  connect RTT ms (median)  servers answered');
-  for (const [key, cell] of cells) {
-    const s = [...cell.rtts].sort((a, b) => a - b);
-    const med = s.length > 0 ? (s[Math.floor(s.length / 2)] ?? 0).toFixed(1) : '-';
-    const servers = [...cell.servers].map(([id, n]) => `${id}:${n}`).join(' ');
-    console.log(`${key.padEnd(22)} ${String(cell.ok).padStart(3)} ${String(cell.failed).padStart(7)}  ${med.padStart(23)}  ${servers}`);
-  }
+function fmt(m: Map<string, number>): string {
+  return [...m].map(([k, v]) => `${k}:${v}`).join(' ') || '-';
 }
 
-function finish(code: number): void {
+function summary(): void {
+  console.log('\n=== Summary ===');
+  console.log(table(['CLIENT', 'DNS ANSWERS BY CLUSTER', 'FETCHED', 'FAILED', 'SERVERS THAT ANSWERED'], [...tally].map(([name, t]) => [name, fmt(t.resolved), String(t.fetched), String(t.failed), fmt(t.servers)])));
+  const favourite = [...tally.values()].map((t) => [...t.resolved].sort((a, b) => b[1] - a[1])[0]?.[0] ?? '-');
+  const clustersServing = new Set([...tally.values()].flatMap((t) => [...t.servers.keys()].map((id) => id.slice(1, 2))));
+  console.log(`\nclusters serving: ${[...clustersServing].sort().map((c) => `c${c}`).join(', ') || 'none'}; DNS answers differ by client: ${new Set(favourite).size > 1 ? 'yes' : 'no'} (${favourite.join(', ')})`);
+}
+
+async function finish(code: number): Promise<void> {
   if (stopping) return;
   stopping = true;
-  table('Summary');
+  summary();
   if (!values.keep) {
+    await stopDaemons(daemons);
     down(values.prefix);
     console.log('\nDemo site torn down.');
   }
   process.exit(code);
 }
 process.on('SIGINT', () => {
-  finish(0);
+  void finish(0);
 });
 process.on('SIGTERM', () => {
-  finish(0);
+  void finish(0);
 });
 
 // SIGINT/SIGTERM end the process from finish(); otherwise run for --duration.
+let lastView = 0;
 while (Date.now() - started < duration * 1000) {
-  await probe();
-  table(`t=${((Date.now() - started) / 1000).toFixed(0)}s`);
-  await new Promise((r) => setTimeout(r, 2000));
+  await clientRound();
+  if (Date.now() - lastView >= 2000) {
+    lastView = Date.now();
+    await view(`t=${((Date.now() - started) / 1000).toFixed(0)}s`);
+  }
+  await new Promise((r) => setTimeout(r, 500));
 }
-finish(0);
+await finish(0);
