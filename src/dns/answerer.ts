@@ -21,7 +21,7 @@ import { prefixOfAddress, prefixOfEcs, type ClientPrefix, type PrefixLengths } f
 import type { ResponseRateLimiter } from './rrl.ts';
 import { RrlVerdict } from './rrl.ts';
 import type { Steering } from './steer.ts';
-import { encodeBody, EMPTY_SECTIONS, type Body, type Sections } from './wire/body.ts';
+import { encodeBody, type Body } from './wire/body.ts';
 import { Parse, ParsedQuery, parseQuery, QCLASS, QTYPE, RCODE, type RejectReason } from './wire/query.ts';
 import { MAX_MESSAGE, ResponseWriter } from './wire/response.ts';
 import type { RR } from './zone/records.ts';
@@ -174,9 +174,15 @@ export class Answerer {
       }
       c.steered++;
       if (d.scoped && q.ecs) scope = prefix.length;
-      body = this.#body(`s${q.qtype}|${q.name}|${sn.config.ttl}|${d.answerKey}`, () => ({ answer: d.vips.map((address) => aRecord(q.name, sn.config.ttl, address)), authority: [], additional: [] }), RCODE.NOERROR, true);
+      const ttl = sn.config.ttl;
+      body = this.#cached(`s${q.qtype}|${q.name}|${ttl}|${d.answerKey}`, () => encodeBody(q.name, q.oddName, q.qtype, { answer: d.vips.map((address) => aRecord(q.name, ttl, address)), authority: [], additional: [] }, RCODE.NOERROR, true));
     } else {
-      body = this.#body(`z${q.qtype}|${q.name}`, undefined, 0, true, zone, sn !== undefined);
+      body = this.#cached(`z${q.qtype}|${q.name}`, () => {
+        const a = zone.lookup(q.name, q.qtype);
+        // A steered name without static data of this type is NODATA, not NXDOMAIN: the name exists.
+        const rcode = sn !== undefined && a.rcode === RCODE.NXDOMAIN ? RCODE.NOERROR : a.rcode;
+        return encodeBody(q.name, q.oddName, q.qtype, a, rcode, a.aa);
+      });
     }
     if (body === undefined) {
       c.servfail++;
@@ -214,29 +220,18 @@ export class Answerer {
   }
 
   /**
-   * The encoded body for `key`, from the cache or encoded now. Static data:
-   * the zone's lookup (a steered name that has no static data of the type is
-   * NODATA, not NXDOMAIN: the name exists). Steered: `sections()`.
+   * The encoded body for `key`, from the cache or from `encode()` (dns2
+   * throws on records it cannot encode, a zone validation bug: SERVFAIL).
    */
-  #body(key: string, sections: (() => Sections) | undefined, rcode: number, aa: boolean, zone?: ReturnType<ZoneSet['find']>, steeredName = false): Body | undefined {
+  #cached(key: string, encode: () => Body): Body | undefined {
     const hit = this.#cache.get(key);
     if (hit !== undefined) {
       this.counters.cacheHits++;
       return hit;
     }
     this.counters.cacheMisses++;
-    const q = this.#q;
-    let s: Sections = EMPTY_SECTIONS;
     try {
-      if (sections !== undefined) s = sections();
-      else if (zone !== undefined) {
-        const a = zone.lookup(q.name, q.qtype);
-        s = a;
-        rcode = a.rcode;
-        aa = a.aa;
-        if (steeredName && a.rcode === RCODE.NXDOMAIN) rcode = RCODE.NOERROR;
-      }
-      const body = encodeBody(q.name, q.oddName, q.qtype, s, rcode, aa);
+      const body = encode();
       if (this.#cache.size >= CACHE_MAX) this.#cache.clear(); // random-name floods: bounded, cheap to refill
       this.#cache.set(key, body);
       return body;

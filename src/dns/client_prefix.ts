@@ -13,6 +13,7 @@
  * nodes probe.
  */
 import { isIPv4, isIPv6 } from 'node:net';
+import { formatIPv4Address, parseIPv4Address } from '../packet/address.ts';
 
 export interface ClientPrefix {
   readonly key: string;
@@ -21,33 +22,6 @@ export interface ClientPrefix {
   readonly length: number;
   /** An IPv4 address inside the prefix to probe; undefined for IPv6 (probe messages are IPv4). */
   readonly probeTarget: string | undefined;
-}
-
-/** Parses dotted IPv4 into a number, or -1. */
-export function ipv4ToNumber(s: string): number {
-  let n = 0;
-  let part = 0;
-  let digits = 0;
-  let dots = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c === 0x2e) {
-      if (digits === 0 || part > 255) return -1;
-      n = n * 256 + part;
-      part = 0;
-      digits = 0;
-      dots++;
-    } else if (c >= 0x30 && c <= 0x39 && digits < 3) {
-      part = part * 10 + (c - 0x30);
-      digits++;
-    } else return -1;
-  }
-  if (dots !== 3 || digits === 0 || part > 255) return -1;
-  return n * 256 + part;
-}
-
-export function numberToIPv4(n: number): string {
-  return `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
 }
 
 function maskV4(n: number, len: number): number {
@@ -64,7 +38,7 @@ export function ipv6Groups(s: string): number[] | undefined {
   const tail = text.slice(lastColon + 1);
   let v4: number[] = [];
   if (isIPv4(tail)) {
-    const n = ipv4ToNumber(tail);
+    const n = parseIPv4Address(tail) ?? 0;
     v4 = [n >>> 16, n & 0xffff];
     text = `${text.slice(0, lastColon + 1)}0:0`;
   }
@@ -96,13 +70,13 @@ export interface PrefixLengths {
 
 /** The prefix of a source address (string from the socket). */
 export function prefixOfAddress(address: string, lengths: PrefixLengths): ClientPrefix | undefined {
-  const n = ipv4ToNumber(address);
-  if (n >= 0) return { key: `4:${numberToIPv4(maskV4(n, lengths.ipv4))}/${lengths.ipv4}`, family: 4, length: lengths.ipv4, probeTarget: address };
+  const n = parseIPv4Address(address);
+  if (n !== undefined) return { key: `4:${formatIPv4Address(maskV4(n, lengths.ipv4))}/${lengths.ipv4}`, family: 4, length: lengths.ipv4, probeTarget: address };
   const g = ipv6Groups(address);
   if (g === undefined) return undefined;
   // IPv4-mapped sources (a dual-stack socket) are IPv4 clients.
   if (g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff) {
-    return prefixOfAddress(numberToIPv4((((g[6] ?? 0) << 16) | (g[7] ?? 0)) >>> 0), lengths);
+    return prefixOfAddress(formatIPv4Address((((g[6] ?? 0) << 16) | (g[7] ?? 0)) >>> 0), lengths);
   }
   return { key: v6Key(g, lengths.ipv6), family: 6, length: lengths.ipv6, probeTarget: undefined };
 }
@@ -118,7 +92,7 @@ export function prefixOfEcs(family: number, source: number, addr: Uint8Array, le
     const n = (((addr[0] ?? 0) << 24) | ((addr[1] ?? 0) << 16) | ((addr[2] ?? 0) << 8) | (addr[3] ?? 0)) >>> 0;
     const net = maskV4(n, len);
     // Probe a host inside the prefix: the network address + 1 stands for it.
-    return { key: `4:${numberToIPv4(net)}/${len}`, family: 4, length: len, probeTarget: len <= 30 ? numberToIPv4(net + 1) : numberToIPv4(net) };
+    return { key: `4:${formatIPv4Address(net)}/${len}`, family: 4, length: len, probeTarget: len <= 30 ? formatIPv4Address(net + 1) : formatIPv4Address(net) };
   }
   const len = Math.min(source, lengths.ipv6);
   const groups: number[] = [];

@@ -14,20 +14,16 @@
  * namespace, deletes it and the temp dir.
  */
 import assert from 'node:assert/strict';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { down } from '../../scripts/testbed/testbed.ts';
 import { ipBatch, run } from '../../scripts/testbed/sh.ts';
 import { NsProcess, nsRunAsync, testPrefix } from '../helpers/testbed.ts';
-import { until } from '../helpers/wait.ts';
+import { DnsProcess } from '../helpers/dns.ts';
 
-const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 const UDP_CLIENT = fileURLToPath(new URL('../fixtures/dns-udp-client.ts', import.meta.url));
 const TCP_FLOOD = fileURLToPath(new URL('../fixtures/dns-tcp-flood.ts', import.meta.url));
 const NODE = process.execPath;
@@ -85,57 +81,6 @@ steering: { names: [{ name: www.example.test, ttl: 5 }] }
 rrl: ${o.rrl}
 adminSocket: ${o.socket}
 `;
-}
-
-// --- the daemon ------------------------------------------------------------------------
-
-/** `sluice dns` inside the namespace; its pino lines are kept. */
-class DnsProcess {
-  readonly child: ChildProcess;
-  readonly lines: Record<string, unknown>[] = [];
-  readonly socket: string;
-
-  constructor(ns: string, config: string, socket: string) {
-    this.socket = socket;
-    this.child = spawn('ip', ['netns', 'exec', ns, NODE, MAIN, 'dns', '--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
-    if (this.child.stderr) {
-      createInterface({ input: this.child.stderr }).on('line', (text) => {
-        try {
-          this.lines.push(JSON.parse(text) as Record<string, unknown>);
-        } catch {
-          this.lines.push({ raw: text });
-        }
-      });
-    }
-  }
-
-  get running(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
-  }
-
-  async ready(): Promise<void> {
-    await until(() => !this.running || this.lines.some((l) => l['msg'] === 'dns ready'), 'dns ready', 15_000);
-    assert.ok(this.running, `sluice dns exited: ${JSON.stringify(this.lines)}`);
-  }
-
-  async status(): Promise<DnsStatus> {
-    const { stdout } = await promisify(execFile)(NODE, [MAIN, 'status', '--dns', '--socket', this.socket, '--json']);
-    return JSON.parse(stdout) as DnsStatus;
-  }
-
-  async stop(): Promise<void> {
-    if (!this.running) return;
-    const exited = new Promise((r) => this.child.once('exit', r));
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5000);
-    await exited;
-    clearTimeout(timer);
-  }
-}
-
-interface DnsStatus {
-  counters: Record<string, number>;
-  rejects: Record<string, number>;
 }
 
 // --- dig ---------------------------------------------------------------------------------

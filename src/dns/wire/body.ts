@@ -34,7 +34,6 @@ export interface Sections {
   readonly additional: readonly RR[];
 }
 
-export const EMPTY_SECTIONS: Sections = { answer: [], authority: [], additional: [] };
 
 /** The dotted name dns2 will encode with the same octet layout as the query's name. */
 export function standInName(name: string, odd: boolean): string {
