@@ -12,6 +12,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { adminRequest } from '../../src/cli/admin-client.ts';
 import type { ClusterPlan, ServerPlan } from './plan.ts';
 import type { TestbedState } from './testbed.ts';
 
@@ -163,4 +164,30 @@ export function startSite(st: TestbedState, o: SiteOptions = {}): Daemon[] {
     for (const s of k.servers) out.push(startDaemon(st, s.name, 'agent', `agent-${s.id}`, agentConfig(st, k, s, o)));
   }
   return out;
+}
+
+/**
+ * Waits until the site is serving: the DNS server and every front node
+ * answer on their admin sockets and the DNS server has a load report from
+ * every cluster (so the first client query is steered, not refused or
+ * answered blind). Polls every 200 ms, gives up after `timeoutMs`; returns
+ * what is still missing (empty when ready).
+ */
+export async function waitForSite(st: TestbedState, timeoutMs = 30_000): Promise<string[]> {
+  const deadline = Date.now() + timeoutMs;
+  let missing: string[] = [];
+  while (Date.now() < deadline) {
+    missing = [];
+    for (const k of st.plan.clusters) {
+      const r = await adminRequest(join(st.runDir, `front${k.index}.sock`), { cmd: 'status' }, 1000).catch(() => undefined);
+      if (r?.ok !== true) missing.push(`front${k.index}`);
+    }
+    const d = await adminRequest(join(st.runDir, 'dns.sock'), { cmd: 'status' }, 1000).catch(() => undefined);
+    const clusters = (d?.ok === true ? (d.status as { clusters?: { name: string; state: string }[] }).clusters : undefined) ?? [];
+    if (d?.ok !== true) missing.push('dns');
+    else for (const c of clusters) if (c.state !== 'up') missing.push(`dns: cluster ${c.name} ${c.state}`);
+    if (missing.length === 0) return missing;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return missing;
 }
