@@ -1,5 +1,7 @@
 /**
  * `sluice agent` configuration: one per server. Validated once, frozen.
+ * Each key's `.describe()` text is its entry in docs/configuration.md
+ * (npm run docs:config regenerates it).
  */
 import { z } from 'zod';
 import { controlBaseSchema, peerSchema, requireKeys } from '../control/config.ts';
@@ -11,32 +13,41 @@ const ipv4 = z.string().refine((s) => parseIPv4Address(s) !== undefined, 'expect
 
 export const agentConfigSchema = z
   .strictObject({
-    /** The server's name as the front node's config lists it (services[].servers[].name). */
-    name: z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/, 'expected 1-64 characters of A-Z a-z 0-9 . _ : -'),
-    address: ipv4,
-    /** The front node's control endpoint (its control.agents.listen) and public key. */
-    front: peerSchema,
-    control: controlBaseSchema.default({ plaintext: false, maxMessageBytes: 1024 * 1024, maxAgeSeconds: 30 }),
-    loadSeconds: z.number().min(0.5).max(3600).default(5),
-    requestRateSeconds: z.number().min(1).max(86400).default(60),
-    /** Service ports whose established connections are counted. */
-    ports: z.array(z.number().int().min(1).max(65535)).min(1).default([80]),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9._:-]{1,64}$/, 'expected 1-64 characters of A-Z a-z 0-9 . _ : -')
+      .describe('The server\'s name as the front node\'s config lists it (`services[].servers[].name`).'),
+    address: ipv4.describe('The server\'s IPv4 address (as in the front node\'s config).'),
+    front: peerSchema.describe('The front node\'s control endpoint (its `control.agents.listen`) and public key.'),
+    control: controlBaseSchema
+      .default({ plaintext: false, maxMessageBytes: 1024 * 1024, maxAgeSeconds: 30 })
+      .describe('Our side of the control plane: our key pair (`keyFile`, required unless `plaintext`) and the receive limits.'),
+    loadSeconds: z.number().min(0.5).max(3600).default(5).describe('Seconds between load reports (the front node\'s `control.loadSeconds`).'),
+    requestRateSeconds: z.number().min(1).max(86400).default(60).describe('Seconds between per-client request-count reports (the front node\'s `control.requestRate.passSeconds`).'),
+    ports: z
+      .array(z.number().int().min(1).max(65535))
+      .min(1)
+      .default([80])
+      .describe('Service ports whose established connections are counted (IPv4 and IPv6, this network namespace).'),
     utilization: z
       .strictObject({
-        source: z.enum(UTILIZATION_SOURCES).default('cpu'),
-        /** connections source: the count that means full (utilization 1). */
-        maxConnections: z.number().int().positive().default(1000),
-        /** cgroup source: the web server's cgroup below the hierarchy root, e.g. system.slice/nginx.service. */
-        cgroup: z.string().min(1).optional(),
+        source: z
+          .enum(UTILIZATION_SOURCES)
+          .default('cpu')
+          .describe(
+            'The utilization figure the front node\'s capacity estimate uses: `cpu` busy share of all CPUs (/proc/stat); `load` 1-minute load average / CPUs; `connections` established connections on `ports` / `maxConnections`; `memory` 1 − MemAvailable / MemTotal; `cgroup` CPU time of the web server\'s cgroup / its CPU quota (cgroup v2 or v1).',
+          ),
+        maxConnections: z.number().int().positive().default(1000).describe('Source `connections`: the count that means full (utilization 1).'),
+        cgroup: z.string().min(1).optional().describe('Source `cgroup` (required there): the web server\'s cgroup below the hierarchy root, e.g. system.slice/nginx.service.'),
       })
       .default({ source: 'cpu', maxConnections: 1000 })
       .superRefine((u, ctx) => {
         if (u.source === 'cgroup' && u.cgroup === undefined) ctx.addIssue({ code: 'custom', path: ['cgroup'], message: 'required when source is cgroup: the web server cgroup path, e.g. system.slice/nginx.service' });
-      }),
+      })
+      .describe('How the server\'s utilization (0 to 1) is measured.'),
     accessLog: z
       .strictObject({
-        path: z.string().min(1).default('/var/log/nginx/access.log'),
-        /** nginx-combined, apache-combined, or a regex with a named group (?<client>...). */
+        path: z.string().min(1).default('/var/log/nginx/access.log').describe('The web server\'s access log, followed like `tail -F` (rotation by rename or copytruncate, truncation) from its end at start.'),
         format: z
           .string()
           .default('nginx-combined')
@@ -47,11 +58,13 @@ export const agentConfigSchema = z
             } catch {
               return false;
             }
-          }, 'expected nginx-combined, apache-combined, or a regular expression with a named group (?<client>...)'),
-        pollSeconds: z.number().min(0.1).max(60).default(1),
-        maxClients: z.number().int().min(1).max(10_000_000).default(100_000),
+          }, 'expected nginx-combined, apache-combined, or a regular expression with a named group (?<client>...)')
+          .describe('`nginx-combined`, `apache-combined`, or a regular expression with a named group (?<client>...) capturing the client\'s IPv4 address.'),
+        pollSeconds: z.number().min(0.1).max(60).default(1).describe('How often the log is read.'),
+        maxClients: z.number().int().min(1).max(10_000_000).default(100_000).describe('Distinct clients counted per interval at most; lines of further clients are counted as tableFull.'),
       })
-      .default({ path: '/var/log/nginx/access.log', format: 'nginx-combined', pollSeconds: 1, maxClients: 100_000 }),
+      .default({ path: '/var/log/nginx/access.log', format: 'nginx-combined', pollSeconds: 1, maxClients: 100_000 })
+      .describe('The access log the per-client request counts are read from.'),
   })
   .superRefine((c, ctx) => {
     requireKeys(c.control, ctx, [{ path: ['front'], peer: c.front }]);

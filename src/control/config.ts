@@ -2,7 +2,8 @@
  * The `control:` section shared by every daemon's configuration: who we are
  * on the control plane, our key pair, and the limits every receiver applies.
  * Endpoints and allowlists specific to a role live in that role's schema,
- * built from the pieces exported here.
+ * built from the pieces exported here. Each key's `.describe()` text is its
+ * entry in docs/configuration.md (npm run docs:config regenerates it).
  */
 import { z } from 'zod';
 
@@ -14,22 +15,24 @@ export const zmqEndpoint = z
 export const keyRef = z.string().min(1, 'expected a z85 public key or the path of a .pub file (sluice keygen writes one)');
 
 export const peerSchema = z.strictObject({
-  endpoint: zmqEndpoint,
-  /** The peer's public key (CURVE server key), z85 or .pub file; unused in plaintext mode. */
-  publicKey: keyRef.optional(),
+  endpoint: zmqEndpoint.describe('The peer\'s bound endpoint (its `listen`), tcp://ADDRESS:PORT.'),
+  publicKey: keyRef.optional().describe('The peer\'s public key (CURVE server key): z85 or a .pub file. Required unless `control.plaintext` is true.'),
 });
 
 export const controlBaseSchema = z.strictObject({
-  /** Our key pair file (NAME.key from `sluice keygen`). Required unless plaintext. */
-  keyFile: z.string().min(1).optional(),
-  /**
-   * No encryption, no authentication: anyone who reaches the port can send.
-   * For debugging only; logged as an error at start and on every reload.
-   */
-  plaintext: z.boolean().default(false),
-  maxMessageBytes: z.number().int().min(1024).max(16 * 1024 * 1024).default(1024 * 1024),
-  /** Messages sent longer ago than this are dropped as stale. */
-  maxAgeSeconds: z.number().positive().max(3600).default(30),
+  keyFile: z.string().min(1).optional().describe('Our key pair file (NAME.key from `sluice keygen`). Required unless `plaintext` is true.'),
+  plaintext: z
+    .boolean()
+    .default(false)
+    .describe('No encryption, no authentication: anyone who reaches the port can send. For debugging only; logged as an error at every start.'),
+  maxMessageBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .max(16 * 1024 * 1024)
+    .default(1024 * 1024)
+    .describe('Larger received messages are dropped (counted) before they are parsed.'),
+  maxAgeSeconds: z.number().positive().max(3600).default(30).describe('Messages sent longer ago than this (by the sender\'s clock) are dropped as stale.'),
 });
 
 export type ControlBase = z.output<typeof controlBaseSchema>;

@@ -8,6 +8,9 @@
  *   clusters: [{ name: c1, vips: [198.19.1.1] }, ...]
  *   steering: { names: [{ name: www.example.test, policy: rtt, ttl: 5 }] }
  *   control: { keyFile, publish: {listen, allow}, subscribe: [front PUBs] }
+ *
+ * Each key's `.describe()` text is its entry in docs/configuration.md
+ * (npm run docs:config regenerates it).
  */
 import { z } from 'zod';
 import { controlBaseSchema, keyRef, peerSchema, requireKeys, zmqEndpoint } from '../control/config.ts';
@@ -30,104 +33,117 @@ const listenAddress = z
   }, 'the port is 1..65535');
 
 const steeredName = z.strictObject({
-  name: domain,
-  /** rtt: nearest usable cluster weighed with free capacity; capacity: drawn in proportion to free capacity. */
-  policy: z.enum(POLICY_NAMES, { error: `policy is one of ${POLICY_NAMES.join(', ')}` }).default('rtt'),
-  /** TTL of steered answers: short, so a client follows load and failures within seconds. */
-  ttl: z.int().min(0).max(86400).default(5),
-  /** How many clusters' VIPs an answer holds (in order of preference). */
-  answers: z.int().min(1).max(16).default(1),
-  /** A client keeps its cluster while that cluster stays usable (up, with free capacity). */
-  sticky: z.boolean().default(false),
-  /**
-   * When no cluster is usable (all down or full): `all` answers every
-   * configured VIP (better a loaded site than none), `sorry` the addresses
-   * given (a maintenance page), `servfail` fails the query.
-   */
+  name: domain.describe('The steered name (type A), e.g. www.example.test: inside one of the zones served; unique. Matched after lowercasing and removing a final dot.'),
+  policy: z
+    .enum(POLICY_NAMES, { error: `policy is one of ${POLICY_NAMES.join(', ')}` })
+    .default('rtt')
+    .describe('`rtt`: the nearest usable cluster, weighed with free capacity (`steering.capacityWeight`); `capacity`: drawn in proportion to free capacity.'),
+  ttl: z.int().min(0).max(86400).default(5).describe('TTL (seconds) of steered answers: short, so a client follows load and failures within seconds.'),
+  answers: z.int().min(1).max(16).default(1).describe('How many clusters\' VIPs an answer holds (in order of preference).'),
+  sticky: z.boolean().default(false).describe('A client keeps its cluster while that cluster stays usable (up, with free capacity), for up to `steering.stickySeconds` after its last answer.'),
   fallback: z
     .strictObject({
-      mode: z.enum(['all', 'sorry', 'servfail'], { error: 'fallback.mode is all, sorry or servfail' }).default('all'),
-      addresses: z.array(ipv4).max(16).default([]),
+      mode: z
+        .enum(['all', 'sorry', 'servfail'], { error: 'fallback.mode is all, sorry or servfail' })
+        .default('all')
+        .describe('`all` answers every configured VIP (better a loaded site than none), `sorry` the `addresses` given (a maintenance page), `servfail` fails the query.'),
+      addresses: z.array(ipv4).max(16).default([]).describe('The sorry server\'s addresses; at least one when `mode` is `sorry`.'),
     })
     .prefault({})
     .superRefine((f, ctx) => {
       if (f.mode === 'sorry' && f.addresses.length === 0) ctx.addIssue({ code: 'custom', path: ['addresses'], message: 'fallback.mode sorry needs at least one address (the sorry server)' });
-    }),
+    })
+    .describe('What to answer when no cluster is usable (all down or full).'),
 });
 
 const control = controlBaseSchema.extend({
-  /** Our PUB socket: rtt_probe_request to the front nodes (they subscribe). */
-  publish: z.strictObject({ listen: zmqEndpoint, allow: z.array(keyRef).default([]) }).optional(),
-  /** The front nodes' PUB sockets: cluster_load, high_rate_clients, rtt_results. */
-  subscribe: z.array(peerSchema).default([]),
+  publish: z
+    .strictObject({
+      listen: zmqEndpoint.describe('Endpoint of our PUB socket (the testbed uses port 7300).'),
+      allow: z.array(keyRef).default([]).describe('The front nodes\' public keys: z85 keys, .pub files, or directories of .pub files.'),
+    })
+    .optional()
+    .describe('Our PUB socket (ZAP domain `fronts`): `rtt_probe_request` to the front nodes, which subscribe to it.'),
+  subscribe: z.array(peerSchema).default([]).describe('The front nodes\' PUB sockets (their `control.publish.listen`): `cluster_load`, `high_rate_clients`, `rtt_results`.'),
 });
 
 export const dnsConfigSchema = z
   .strictObject({
-    /** Our name on the control plane and in logs. */
-    name,
-    listen: z.array(listenAddress).min(1, 'listen on at least one ADDRESS:PORT').max(16),
+    name: name.describe('Our name on the control plane and in logs.'),
+    listen: z
+      .array(listenAddress)
+      .min(1, 'listen on at least one ADDRESS:PORT')
+      .max(16)
+      .describe('Addresses served, UDP and TCP on each: ADDRESS:PORT, IPv6 in brackets ("198.18.2.2:53", "[2001:db8::2]:53").'),
     zones: z
-      .array(z.strictObject({ file: z.string().min(1), origin: domain.optional() }))
+      .array(
+        z.strictObject({
+          file: z.string().min(1).describe('An RFC 1035 zone file ($INCLUDE is refused). Read at start and on every reload.'),
+          origin: domain.optional().describe('The zone\'s origin (matched after lowercasing and removing a final dot); without it, the file\'s first $ORIGIN.'),
+        }),
+      )
       .min(1, 'serve at least one zone (an RFC 1035 zone file)')
-      .max(64),
-    clusters: z
-      .array(z.strictObject({ name, vips: z.array(ipv4).min(1, 'a cluster needs at least one VIP').max(16) }))
       .max(64)
-      .default([]),
+      .describe('The zones served with authority; queries outside them are REFUSED.'),
+    clusters: z
+      .array(
+        z.strictObject({
+          name: name.describe('The cluster\'s name: its front node\'s `cluster` (its `cluster_load` reports carry it); unique.'),
+          vips: z.array(ipv4).min(1, 'a cluster needs at least one VIP').max(16).describe('The VIPs answered for this cluster.'),
+        }),
+      )
+      .max(64)
+      .default([])
+      .describe('The clusters steered names choose among. Required (at least one) when `steering.names` is not empty.'),
     steering: z
       .strictObject({
-        names: z.array(steeredName).max(256).default([]),
-        /** cost = rtt × (1 + capacityWeight × (1 − free share)); 0 = RTT only. */
-        capacityWeight: z.number().min(0).max(100).default(1),
-        /** Expected seconds between a front node's cluster_load reports (its clusterLoad.everySeconds). */
-        reportSeconds: z.number().min(0.5).max(3600).default(5),
-        /** A cluster whose reports stop for this many intervals is down. */
-        downAfterIntervals: z.int().min(1).max(100).default(3),
-        /** Client prefixes: the unit of RTTs, stickiness, high-rate and the ECS scope of steered answers. */
-        ipv4Prefix: z.int().min(8).max(32).default(24),
-        ipv6Prefix: z.int().min(16).max(128).default(56),
-        rttExpireSeconds: z.number().min(1).max(86400 * 7).default(600),
-        maxPrefixes: z.int().min(16).max(10_000_000).default(100_000),
-        highRateExpireSeconds: z.number().min(1).max(86400).default(180),
-        stickySeconds: z.number().min(1).max(86400).default(300),
-        /** Answers kept for `sluice status` (the latest per client prefix). */
-        recentClients: z.int().min(0).max(10_000).default(200),
+        names: z.array(steeredName).max(256).default([]).describe('The steered names; every other name is answered from the zone files.'),
+        capacityWeight: z.number().min(0).max(100).default(1).describe('Policy `rtt`: cost = rtt × (1 + capacityWeight × (1 − free share)); 0 = RTT only.'),
+        reportSeconds: z.number().min(0.5).max(3600).default(5).describe('Expected seconds between a front node\'s `cluster_load` reports (its `control.clusterLoad.everySeconds`).'),
+        downAfterIntervals: z.int().min(1).max(100).default(3).describe('A cluster whose reports stop for this many intervals is down.'),
+        ipv4Prefix: z.int().min(8).max(32).default(24).describe('IPv4 client prefix length: the unit of RTTs, stickiness, high-rate clients, response rate limiting and the ECS scope of steered answers.'),
+        ipv6Prefix: z.int().min(16).max(128).default(56).describe('IPv6 client prefix length, the same for IPv6 clients.'),
+        rttExpireSeconds: z.number().min(1).max(86400 * 7).default(600).describe('A measured RTT (per client prefix and cluster) is forgotten after this long.'),
+        maxPrefixes: z.int().min(16).max(10_000_000).default(100_000).describe('Client prefixes kept at most in each of the RTT, high-rate and sticky tables; beyond it the oldest entry is evicted.'),
+        highRateExpireSeconds: z.number().min(1).max(86400).default(180).describe('A high-rate client is treated as such this long after the last front-node report naming it.'),
+        stickySeconds: z.number().min(1).max(86400).default(300).describe('How long after its last answer a `sticky` name keeps a client on its cluster.'),
+        recentClients: z.int().min(0).max(10_000).default(200).describe('Answers kept for `sluice status --dns` (the latest per client prefix).'),
       })
-      .prefault({}),
+      .prefault({})
+      .describe('Steered names and how clusters are chosen.'),
     probe: z
       .strictObject({
-        /** Echo requests per target asked of each front node. */
-        count: z.int().min(1).max(16).default(3),
-        /** How often pending probe requests are sent. */
-        intervalSeconds: z.number().min(0.1).max(3600).default(1),
-        maxTargetsPerSecond: z.number().min(1).max(10_000).default(100),
-        maxPending: z.int().min(1).max(1_000_000).default(10_000),
-        /** A prefix is asked for again at most this often. */
-        retrySeconds: z.number().min(1).max(86400).default(60),
+        count: z.int().min(1).max(16).default(3).describe('Echo requests per target asked of each front node.'),
+        intervalSeconds: z.number().min(0.1).max(3600).default(1).describe('How often pending probe requests are sent.'),
+        maxTargetsPerSecond: z.number().min(1).max(10_000).default(100).describe('Probe targets requested per second at most.'),
+        maxPending: z.int().min(1).max(1_000_000).default(10_000).describe('Targets waiting to be requested at most; the excess is dropped (counted) and asked for on a later query.'),
+        retrySeconds: z.number().min(1).max(86400).default(60).describe('A prefix is asked for again at most this often.'),
       })
-      .prefault({}),
-    /** Our UDP payload size: RFC 9715 / DNS flag day 2020 advise 1232 (no IP fragmentation). */
-    udpPayload: z.int().min(512).max(4096).default(1232),
+      .prefault({})
+      .describe('RTT probe requests: a query from a client prefix without a current RTT to some usable cluster asks the front nodes to ping it.'),
+    udpPayload: z.int().min(512).max(4096).default(1232).describe('Our EDNS UDP payload size: RFC 9715 / DNS flag day 2020 advise 1232 (no IP fragmentation).'),
     rrl: z
       .strictObject({
-        enabled: z.boolean().default(true),
-        /** Per client prefix (ipv4Prefix / ipv6Prefix of steering), UDP only. */
-        responsesPerSecond: z.number().min(1).max(1_000_000).default(100),
-        /** Every slip-th limited response is sent truncated (TC) instead of dropped; 0 drops all. */
-        slip: z.int().min(0).max(10).default(2),
-        maxEntries: z.int().min(16).max(10_000_000).default(100_000),
+        enabled: z.boolean().default(true).describe('Limit UDP responses per client prefix.'),
+        responsesPerSecond: z.number().min(1).max(1_000_000).default(100).describe('Per client prefix (`steering.ipv4Prefix` / `ipv6Prefix`), UDP only.'),
+        slip: z.int().min(0).max(10).default(2).describe('Every slip-th limited response is sent truncated (TC) instead of dropped; 0 drops all.'),
+        maxEntries: z.int().min(16).max(10_000_000).default(100_000).describe('Client prefixes tracked at most; beyond it the oldest entry is dropped.'),
       })
-      .prefault({}),
+      .prefault({})
+      .describe('Response rate limiting (like BIND\'s); TCP is never limited.'),
     tcp: z
       .strictObject({
-        maxConnections: z.int().min(1).max(100_000).default(256),
-        /** A TCP client silent this long is disconnected (RFC 7766 §6.2.3 suggests seconds). */
-        idleSeconds: z.number().min(1).max(3600).default(10),
+        maxConnections: z.int().min(1).max(100_000).default(256).describe('Concurrent TCP connections at most; more are refused (counted).'),
+        idleSeconds: z.number().min(1).max(3600).default(10).describe('A TCP client silent this long is disconnected (RFC 7766 §6.2.3 suggests seconds).'),
       })
-      .prefault({}),
-    adminSocket: z.string().startsWith('/', 'adminSocket must be an absolute path').default('/run/sluice/dns.sock'),
-    control: control.optional(),
+      .prefault({})
+      .describe('DNS over TCP (RFC 7766 framing, several queries per connection).'),
+    adminSocket: z
+      .string()
+      .startsWith('/', 'adminSocket must be an absolute path')
+      .default('/run/sluice/dns.sock')
+      .describe('Unix socket (mode 0600) for `sluice status --dns`.'),
+    control: control.optional().describe('The control plane. Without it no `cluster_load` report arrives: every cluster stays down and steered names get their fallback.'),
   })
   .superRefine((cfg, ctx) => {
     const clusters = new Set<string>();

@@ -1,6 +1,7 @@
 /**
  * `sluice front` configuration schema (YAML). Documented by example in
- * deploy/examples/front-cluster1.yaml.
+ * deploy/examples/front-cluster1.yaml. Each key's `.describe()` text is its
+ * entry in docs/configuration.md (npm run docs:config regenerates it).
  */
 import { z } from 'zod';
 import { controlBaseSchema, keyRef, peerSchema, requireKeys, zmqEndpoint } from '../control/config.ts';
@@ -11,30 +12,37 @@ const port = z.int({ error: 'expected a port number' }).min(1, 'a port is 1..655
 const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
 
 const server = z.strictObject({
-  name,
-  address: ipv4,
-  /** Defaults to the service's port. */
-  port: port.optional(),
-  /**
-   * Without agents (no control.agents): concurrent connections the server
-   * takes, required by the capacity method. With agents: the starting
-   * estimate in new connections/s, replaced by the reports' estimates.
-   */
-  capacity: z.int().positive('capacity must be > 0 (or omit it for no limit)').optional(),
-  weight: z.number().positive('weight must be > 0').default(1),
-  /** drain: no new connections, existing ones kept; disabled: the same, shown as disabled. */
-  state: z.enum(['active', 'drain', 'disabled'], { error: 'state is one of active, drain, disabled' }).default('active'),
+  name: name.describe('Server name, unique within the service: `sluice ctl`, `sluice status` and the server\'s agent (its `name`) use it.'),
+  address: ipv4.describe('The server\'s address on the LAN. Its replies must be routed back through this front node (operations.md).'),
+  port: port.optional().describe('Port on the server; defaults to the service\'s port.'),
+  capacity: z
+    .int()
+    .positive('capacity must be > 0 (or omit it for no limit)')
+    .optional()
+    .describe(
+      'Without agents (no `control.agents`): the concurrent connections the server takes; required on every server of a service whose method is `capacity`; absent means no limit. With agents: the starting estimate in new connections/s, replaced by the reports\' estimates.',
+    ),
+  weight: z.number().positive('weight must be > 0').default(1).describe('Relative share for `byrequests` (lbfactor), `leastconn` and `maglev` (rounded to an integer there); the `capacity` method does not use it.'),
+  state: z
+    .enum(['active', 'drain', 'disabled'], { error: 'state is one of active, drain, disabled' })
+    .default('active')
+    .describe('`drain`: no new connections, established ones continue; `disabled`: the same, shown as disabled. Only `active` servers receive the fallback spread while the daemon is down.'),
 });
 
 const service = z
   .strictObject({
-    name,
-    vip: ipv4,
-    port,
-    /** udp: the first packet of each flow (conntrack NEW) is decided; the kernel keeps the flow until its conntrack entry times out. */
-    protocol: z.enum(['tcp', 'udp'], { error: 'protocol is tcp or udp' }).default('tcp'),
-    method: z.enum(METHOD_NAMES, { error: `method is one of ${METHOD_NAMES.join(', ')}` }).default('capacity'),
-    servers: z.array(server).min(1, 'a service needs at least one server').max(200, 'at most 200 servers per service'),
+    name: name.describe('Service name, unique in this file (`sluice ctl SERVICE SERVER ...`).'),
+    vip: ipv4.describe('Virtual IP address the clients connect to. It need not be on an interface of the front node; it must be routed to it.'),
+    port: port.describe('Port of the virtual service. VIP, port and protocol together must be unique.'),
+    protocol: z
+      .enum(['tcp', 'udp'], { error: 'protocol is tcp or udp' })
+      .default('tcp')
+      .describe('`tcp`: SYN decided, FIN and RST recycle the record. `udp`: the first packet of each flow (conntrack NEW) is decided; the kernel keeps the flow until its conntrack entry times out.'),
+    method: z
+      .enum(METHOD_NAMES, { error: `method is one of ${METHOD_NAMES.join(', ')}` })
+      .default('capacity')
+      .describe('Server selection: `capacity` in proportion to remaining capacity; `byrequests` Apache\'s lbfactor/lbstatus; `leastconn` fewest active connections per weight; `maglev` consistent hashing of the client address.'),
+    servers: z.array(server).min(1, 'a service needs at least one server').max(200, 'at most 200 servers per service').describe('The servers of this service (names unique within it).'),
   })
   .superRefine((svc, ctx) => {
     const seen = new Set<string>();
@@ -44,130 +52,115 @@ const service = z
     });
   });
 
-/**
- * The control plane (issue 4). Without this section the front node runs on
- * configured capacities and overflow figures alone.
- */
+/** The control plane (issue 4). */
 const control = controlBaseSchema.extend({
-  /** Agents push load and request-rate reports here (bind on the LAN side). */
   agents: z
     .strictObject({
-      listen: zmqEndpoint,
-      /** Agents' public keys: z85 keys, .pub files, or directories of .pub files. */
-      allow: z.array(keyRef).default([]),
+      listen: zmqEndpoint.describe('Endpoint the agents push to (bind on the LAN side; the testbed uses port 7101).'),
+      allow: z.array(keyRef).default([]).describe('The agents\' public keys: z85 keys, .pub files, or directories of .pub files.'),
     })
-    .optional(),
-  /** Our publish socket: cluster load, high-rate clients, RTT results, for DNS and the other front nodes. */
+    .optional()
+    .describe('The PULL socket agents push load and request-rate reports to (ZAP domain `agents`). Without it, capacities come from this file.'),
   publish: z
     .strictObject({
-      listen: zmqEndpoint,
-      allow: z.array(keyRef).default([]),
+      listen: zmqEndpoint.describe('Endpoint of our PUB socket (the testbed binds the uplink address, port 7102).'),
+      allow: z.array(keyRef).default([]).describe('Subscribers\' public keys (the DNS server, the other front nodes): z85 keys, .pub files, or directories of .pub files.'),
     })
-    .optional(),
-  /** Publish sockets we subscribe to: the other clusters' front nodes (cluster load) and DNS (probe requests). */
-  subscribe: z.array(peerSchema).default([]),
-  /** The agents' load interval (seconds) and how many silent intervals mean a server is down. */
-  loadSeconds: z.number().min(0.5).max(3600).default(5),
-  downAfterIntervals: z.int().min(1).max(100).default(3),
+    .optional()
+    .describe('Our PUB socket (ZAP domain `subscribers`): cluster load, high-rate clients and RTT results for the DNS server and the other front nodes.'),
+  subscribe: z.array(peerSchema).default([]).describe('PUB sockets we subscribe to: the other clusters\' front nodes (cluster load, for overflow) and the DNS server (RTT probe requests).'),
+  loadSeconds: z.number().min(0.5).max(3600).default(5).describe('The agents\' load report interval (their `loadSeconds`). `control.maxAgeSeconds` must be at least this.'),
+  downAfterIntervals: z.int().min(1).max(100).default(3).describe('A server whose agent is silent for this many load intervals gets no new connections until it reports again.'),
   estimate: z
     .strictObject({
-      /** Utilization the capacity estimate aims at (capacity = rate that would reach it). */
-      targetUtilization: z.number().gt(0).max(1).default(0.8),
-      /** Weight of each new observation (EWMA), 0..1. */
-      smoothing: z.number().gt(0).max(1).default(0.5),
-      /** An estimate moves at most by this factor per report. */
-      maxStep: z.number().min(1.01).max(100).default(2),
-      minCapacity: z.number().positive().default(1),
-      maxCapacity: z.number().positive().default(1_000_000),
-      /** Reports below this utilization carry no capacity information. */
-      minUtilization: z.number().min(0).max(1).default(0.02),
-      /** Starting estimate (new connections/s) for servers without a configured capacity. */
-      initialCapacity: z.number().positive().default(100),
+      targetUtilization: z.number().gt(0).max(1).default(0.8).describe('Utilization the capacity estimate aims at: capacity = the connection rate that would bring the server to it.'),
+      smoothing: z.number().gt(0).max(1).default(0.5).describe('Weight of each new observation in the moving average (EWMA).'),
+      maxStep: z.number().min(1.01).max(100).default(2).describe('An estimate moves at most by this factor per report.'),
+      minCapacity: z.number().positive().default(1).describe('Lower bound of an estimate (new connections/s).'),
+      maxCapacity: z.number().positive().default(1_000_000).describe('Upper bound of an estimate (new connections/s).'),
+      minUtilization: z.number().min(0).max(1).default(0.02).describe('Reports below this utilization carry no capacity information.'),
+      initialCapacity: z.number().positive().default(100).describe('Starting estimate (new connections/s) for servers without a configured capacity.'),
     })
-    .prefault({}),
+    .prefault({})
+    .describe('Capacity estimation from the agents\' load reports (receive_server_load).'),
   requestRate: z
     .strictObject({
-      /** Seconds between passes of send_request_rate (match the agents' requestRateSeconds). */
-      passSeconds: z.number().min(1).max(86400).default(60),
-      /** Clients above factor x the average rate are reported to DNS. */
-      factor: z.number().gt(1).max(1000).default(3),
-      /** Clients per high_rate_clients message. */
-      queueSize: z.int().min(1).max(4096).default(100),
-      maxClients: z.int().min(16).max(10_000_000).default(1_000_000),
-      /** A client with no requests for this long is forgotten. */
-      expireSeconds: z.number().positive().max(86400 * 7).default(600),
+      passSeconds: z.number().min(1).max(86400).default(60).describe('Seconds between passes of send_request_rate (match the agents\' `requestRateSeconds`).'),
+      factor: z.number().gt(1).max(1000).default(3).describe('Clients above factor × the average rate are reported to DNS as high-rate clients.'),
+      queueSize: z.int().min(1).max(4096).default(100).describe('Clients per `high_rate_clients` message.'),
+      maxClients: z.int().min(16).max(10_000_000).default(1_000_000).describe('Clients tracked at most; more are dropped (counted).'),
+      expireSeconds: z.number().positive().max(86400 * 7).default(600).describe('A client with no requests for this long is forgotten.'),
     })
-    .prefault({}),
+    .prefault({})
+    .describe('Per-client request rates from the agents\' access logs, and the high-rate clients published to DNS.'),
   clusterLoad: z
     .strictObject({
-      everySeconds: z.number().min(0.5).max(3600).default(5),
-      /** Also send at once when available capacity moves by more than this share of capacity. */
-      changeFraction: z.number().gt(0).max(1).default(0.1),
+      everySeconds: z.number().min(0.5).max(3600).default(5).describe('Seconds between `cluster_load` messages (the DNS server\'s `steering.reportSeconds`).'),
+      changeFraction: z.number().gt(0).max(1).default(0.1).describe('Also send at once when available capacity moves by more than this share of capacity.'),
     })
-    .prefault({}),
-  /**
-   * RTT probes for DNS (receive_probe_for_rtt): DNS's rtt_probe_request
-   * targets are pinged (ICMP echo; needs root) and the averaged RTTs
-   * published as rtt_results. maxPerSecond x timeoutMs/1000 stays below the
-   * 65535 echoes the ICMP session can have outstanding (bounds below).
+    .prefault({})
+    .describe('Our `cluster_load` messages to the DNS server and the other front nodes.'),
+  /*
+   * maxPerSecond x timeoutMs/1000 stays below the 65535 echoes the ICMP
+   * session can have outstanding (bounds below).
    */
   probe: z
     .strictObject({
-      /** Echo requests per target at most: a request's own count wins, capped by this. */
-      count: z.int().min(1).max(16).default(3),
-      /** Least time between two echo requests to the same target. */
-      spacingMs: z.int().min(0).max(10_000).default(200),
-      /** An echo unanswered for this long is lost. */
-      timeoutMs: z.int().min(10).max(10_000).default(1000),
-      /** Targets queued or being probed at most; more are dropped (counted). */
-      maxTargets: z.int().min(1).max(65_536).default(4096),
-      /** Echo requests per second over all targets at most, however many requests arrive. */
-      maxPerSecond: z.number().min(1).max(5000).default(200),
-      /** Finished results are published this often. */
-      reportSeconds: z.number().min(0.1).max(3600).default(1),
+      count: z.int().min(1).max(16).default(3).describe('Echo requests per target at most: a request\'s own count wins, capped by this.'),
+      spacingMs: z.int().min(0).max(10_000).default(200).describe('Least time between two echo requests to the same target (ms).'),
+      timeoutMs: z.int().min(10).max(10_000).default(1000).describe('An echo unanswered for this long (ms) is lost.'),
+      maxTargets: z.int().min(1).max(65_536).default(4096).describe('Targets queued or being probed at most; more are dropped (counted).'),
+      maxPerSecond: z.number().min(1).max(5000).default(200).describe('Echo requests per second over all targets at most, however many requests arrive.'),
+      reportSeconds: z.number().min(0.1).max(3600).default(1).describe('Finished results are published this often.'),
     })
-    .prefault({}),
+    .prefault({})
+    .describe('RTT probes for DNS (receive_probe_for_rtt): the DNS server\'s `rtt_probe_request` targets are pinged (ICMP echo; needs root) and the averaged RTTs published as `rtt_results`. Without a raw ICMP socket probing is off.'),
 });
 
 export const frontConfigSchema = z
   .strictObject({
-    /** This cluster's name (reported to DNS, shown in status). */
-    cluster: name,
-    /** NFQUEUE number for this daemon's rules. */
-    queue: z.int().min(0).max(65535).default(0),
-    /**
-     * While the daemon is not running: `bypass` spreads new connections over
-     * the servers by a static source hash (kernel only); `drop` refuses them.
-     * Established connections continue either way.
-     */
-    failMode: z.enum(['bypass', 'drop'], { error: 'failMode is bypass or drop' }).default('bypass'),
-    /** This front node's address toward the other clusters (overflowed connections are SNATed to it). */
-    uplinkAddress: ipv4,
-    /** Interface toward the servers (server resets are seen there). */
-    lanInterface: z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, 'an interface name (at most 15 characters)').default('lan0'),
+    cluster: name.describe('This cluster\'s name (reported to DNS and the other front nodes, shown in status).'),
+    queue: z.int().min(0).max(65535).default(0).describe('NFQUEUE number of this daemon\'s rules; one daemon per queue.'),
+    failMode: z
+      .enum(['bypass', 'drop'], { error: 'failMode is bypass or drop' })
+      .default('bypass')
+      .describe('While the daemon is not running: `bypass` spreads new connections over the active servers by a static source hash (kernel only); `drop` refuses them. Established connections continue either way.'),
+    uplinkAddress: ipv4.describe('This front node\'s address toward the other clusters (overflowed connections are SNATed to it).'),
+    lanInterface: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,15}$/, 'an interface name (at most 15 characters)')
+      .default('lan0')
+      .describe('Interface toward the servers: server resets are queued from it.'),
     connections: z
       .strictObject({
-        max: z.int().min(16).max(16_000_000).default(1_000_000),
-        /** A finished (FIN/RST) record is kept this long for late packets, then freed. */
-        recycleSeconds: z.number().positive().max(3600).default(120),
-        /** How often records are reconciled with the kernel's flows (idle ones freed). */
-        reconcileSeconds: z.number().positive().max(3600).default(30),
+        max: z
+          .int()
+          .min(16)
+          .max(16_000_000)
+          .default(1_000_000)
+          .describe('Connection records kept at most. At the bound the oldest recycled record is freed early; if none is recycled, the connection is still steered but not tracked (counted as untracked).'),
+        recycleSeconds: z.number().positive().max(3600).default(120).describe('A finished (FIN/RST) record is kept this long for late packets, then freed.'),
+        reconcileSeconds: z.number().positive().max(3600).default(30).describe('How often records are reconciled with the kernel\'s flows (records whose flow is gone are freed).'),
       })
-      .prefault({}),
-    services: z.array(service).min(1, 'configure at least one virtual service').max(31, 'at most 31 virtual services'),
-    /** Other clusters, for overflow when all of this cluster's servers are full. */
+      .prefault({})
+      .describe('Connection records (one per client address and port per service).'),
+    services: z.array(service).min(1, 'configure at least one virtual service').max(31, 'at most 31 virtual services').describe('The virtual services this front node steers.'),
     overflow: z
       .array(
         z.strictObject({
-          cluster: name,
-          vip: ipv4,
-          /** Free capacity (connections) until the control plane reports it. */
-          freeCapacity: z.int().min(0).default(0),
+          cluster: name.describe('The other cluster\'s name (as its front node\'s `cluster`).'),
+          vip: ipv4.describe('The other cluster\'s VIP; overflowed connections are DNATed to it on the service\'s port.'),
+          freeCapacity: z.int().min(0).default(0).describe('Free capacity (connections) until the control plane reports it.'),
         }),
       )
-      .default([]),
-    adminSocket: z.string().startsWith('/', 'adminSocket must be an absolute path').default('/run/sluice/front.sock'),
-    control: control.optional(),
+      .default([])
+      .describe('Other clusters, for overflow when every server of this cluster is at capacity: new connections go to them in proportion to their free capacity.'),
+    adminSocket: z
+      .string()
+      .startsWith('/', 'adminSocket must be an absolute path')
+      .default('/run/sluice/front.sock')
+      .describe('Unix socket (mode 0600) for `sluice ctl` and `sluice status`.'),
+    control: control.optional().describe('The control plane. Without it the front node runs on configured capacities and overflow figures alone.'),
   })
   .superRefine((cfg, ctx) => {
     if (cfg.control) {
