@@ -35,6 +35,9 @@ export interface FrontOptions {
   readonly onReady?: () => void;
 }
 
+/** Top-level keys a reload cannot apply (the control section has its own rule: restartPart). */
+export const RESTART_KEYS = ['queue', 'connections', 'adminSocket', 'cluster'] as const;
+
 export class FrontDaemon {
   readonly log: Logger = componentLogger('front');
   readonly configFile: string;
@@ -106,7 +109,13 @@ export class FrontDaemon {
       this.log.error({ err: err instanceof ConfigError ? err.message : err }, 'reload refused: the running configuration stays');
       return false;
     }
-    this.apply(next);
+    // Keys bound at start (the queue the daemon is bound to, the record
+    // table, the admin socket, the cluster name its peers know) keep their
+    // running values: rendering rules for a queue nobody reads would send
+    // every new connection to the fail mode.
+    const restart = RESTART_KEYS.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
+    if (restart.length > 0) this.log.warn({ keys: restart }, 'these changes need a restart and were not applied');
+    this.apply({ ...next, ...Object.fromEntries(RESTART_KEYS.map((k) => [k, this.config[k]])) });
     this.log.info({ services: next.services.length }, 'configuration reloaded');
     return true;
   }

@@ -135,6 +135,21 @@ describe('front node policies and administration on real traffic', () => {
     await front.waitFor('configuration reloaded', 10_000, from2);
     const r2 = await burst(client, '198.19.1.1', 20, 2);
     assert.deepEqual(r2.tally, { s1b: 20 });
+
+    // A queue number change needs a restart: it is named, and the rules stay
+    // on the queue the daemon is bound to (else every SYN would go to the
+    // fail mode); the rest of the file (s1a active again) applies.
+    writeConfig(file, `queue: 7\n${config(1, join(st.runDir, 'front-c1.sock'), service(1, 'byrequests', [{ name: 's1a' }, { name: 's1b' }]))}`);
+    const from3 = front.lines.length;
+    front.signal('SIGHUP');
+    const warned = await front.waitFor('these changes need a restart and were not applied', 10_000, from3);
+    assert.deepEqual(warned['keys'], ['queue']);
+    await front.waitFor('configuration reloaded', 10_000, from3);
+    const rules = nsRun(st.plan.clusters[0]!.front.name, 'iptables', ['-t', 'mangle', '-S', 'SLUICE_QUEUE']);
+    assert.match(rules, /--queue-num 0\b/);
+    assert.doesNotMatch(rules, /--queue-num 7\b/);
+    const r3 = await burst(client, '198.19.1.1', 20, 2);
+    assert.deepEqual(r3.tally, { s1a: 10, s1b: 10 }, 'decided by the daemon (byrequests), not by the fail-mode hash');
   });
 
   it('failMode drop: while the daemon is down new connections are refused, established ones continue', async () => {
