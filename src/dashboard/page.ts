@@ -45,13 +45,13 @@ h2 { font-size:14px; margin:0 0 10px; color:var(--dim); text-transform:uppercase
 .metrics .l { color:var(--dim); font-size:11px; }
 .front { border:1px solid var(--accent); border-radius:6px; padding:4px 10px; display:inline-block; font-size:12px; color:var(--accent); }
 .servers { list-style:none; margin:8px 0 0 14px; padding:0 0 0 14px; border-left:2px solid var(--line); }
-.servers li { display:grid; grid-template-columns: 70px 78px 1fr 150px; gap:8px; align-items:center; padding:4px 0; position:relative; }
+.servers li { display:grid; grid-template-columns: 64px 76px minmax(80px, 1fr) auto; gap:8px; align-items:center; padding:4px 0; position:relative; }
 .servers li::before { content:""; position:absolute; left:-16px; top:50%; width:12px; border-top:2px solid var(--line); }
 .bar { height:10px; background:var(--line); border-radius:5px; overflow:hidden; }
 .bar .fill { height:100%; background:var(--up); }
 .bar .fill.hot { background:var(--warn); }
 .bar .fill.full { background:var(--down); }
-.num { font-variant-numeric:tabular-nums; color:var(--dim); font-size:12px; }
+.num { font-variant-numeric:tabular-nums; color:var(--dim); font-size:12px; white-space:nowrap; }
 .error { color:var(--down); font-size:12px; }
 .cols { display:grid; grid-template-columns: 1fr 2fr; gap:16px; }
 table { border-collapse:collapse; width:100%; font-size:13px; }
