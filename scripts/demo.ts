@@ -14,9 +14,9 @@
  * and what each client got. Ctrl-C, or the end of --duration, prints a
  * summary and tears everything down.
  *
- *   scripts/demo.sh [--duration SECONDS] [--keep] [--prefix NAME]
+ *   scripts/demo.sh [--duration SECONDS] [--keep] [--prefix NAME] [--dashboard HOST:PORT|off]
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { adminRequest } from '../src/cli/admin-client.ts';
@@ -28,6 +28,7 @@ import { down, up } from './testbed/testbed.ts';
 const { values } = parseArgs({
   options: {
     duration: { type: 'string' },
+    dashboard: { type: 'string', default: '127.0.0.1:8080' }, // HOST:PORT of `sluice dashboard`, or off
     keep: { type: 'boolean', default: false },
     prefix: { type: 'string', default: 'demo' },
   },
@@ -51,6 +52,9 @@ const st = up({ prefix: values.prefix, serverCpus: 0.25 });
 console.log(describePlan(st.plan));
 const daemons: Daemon[] = startSite(st);
 console.log(`\nStarted ${daemons.length} Sluice daemons (logs in ${st.runDir}/*.log).`);
+// The live web view; it prints its URL (errors, e.g. a port in use, on stderr).
+const sources = [...st.plan.clusters.map((k) => `front${k.index}=unix:${join(st.runDir, `front${k.index}.sock`)}`), `dns=unix:${join(st.runDir, 'dns.sock')}`];
+const dashboard = values.dashboard === 'off' ? undefined : spawn(join(import.meta.dirname, '../bin/sluice'), ['dashboard', '--listen', values.dashboard, ...sources.flatMap((x) => ['--source', x])], { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' } });
 const missing = await waitForSite(st);
 console.log(missing.length === 0 ? 'The site is serving.' : `Still not ready after 30 s: ${missing.join(', ')} (see the logs; going on).`);
 console.log(values.keep ? `(--keep: the site stays up; remove it with: node scripts/testbed/cli.ts down --prefix ${values.prefix})` : 'Ctrl-C to stop (the site is torn down).');
@@ -159,6 +163,7 @@ function summary(): void {
 async function finish(code: number): Promise<void> {
   if (stopping) return;
   stopping = true;
+  dashboard?.kill('SIGTERM');
   summary();
   if (!values.keep) {
     await stopDaemons(daemons);

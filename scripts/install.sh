@@ -12,8 +12,11 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
+# chromium: the dashboard test drives Debian's Chromium with playwright-core
+# (never a browser build playwright would download).
 APT_PKGS=(ca-certificates python3 make g++ pkg-config libnetfilter-queue-dev libmnl-dev
-  iptables iproute2 nginx-light curl wrk iputils-ping procps bind9-dnsutils dnsperf nsd)
+  iptables iproute2 nginx-light curl wrk iputils-ping procps bind9-dnsutils dnsperf nsd
+  chromium)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -49,6 +49,7 @@ export class FrontDaemon {
   #control: FrontControl | undefined;
   #timers: ReturnType<typeof setInterval>[] = [];
   #stopping = false;
+  readonly startedAt = Date.now();
 
   constructor(configFile: string) {
     this.configFile = configFile;
@@ -221,6 +222,8 @@ export class FrontDaemon {
   stats(): Record<string, unknown> {
     const c = this.engine.counters;
     return {
+      cluster: this.config.cluster,
+      uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),
       counters: Object.fromEntries(Object.entries(c).filter(([k]) => k !== 'malformed')),
       malformed: Object.fromEntries(parseStatusName.map((n, i) => [n, c.malformed[i] ?? 0]).filter(([, v]) => v !== 0)),
       records: { active: this.table.active, recycled: this.table.recycled, ...this.table.counts },

@@ -1,0 +1,405 @@
+/**
+ * The dashboard's view of the site, built from the latest status of every
+ * source (front nodes and DNS servers) and a short history of their
+ * counters.
+ *
+ * Rates (connections/s, queries/s) are counter deltas over the samples of
+ * the last RATE_WINDOW_MS: (newest - oldest) / elapsed. A counter that went
+ * down means the daemon restarted: the history before it is dropped and the
+ * rate is unknown (null) until a second sample arrives. A source that fails
+ * keeps its history (a short outage does not reset rates) but is shown down.
+ *
+ * Statuses come from other processes and are read defensively: a missing or
+ * mistyped field becomes null/empty, never an exception.
+ */
+
+/** Rates are computed over the samples of this window. */
+export const RATE_WINDOW_MS = 5000;
+/** Samples kept per source (bounds memory whatever the poll interval). */
+export const HISTORY_MAX = 64;
+/** Entries of the merged top-clients list and of each DNS list. */
+export const TOP_MAX = 10;
+export const CHOICES_MAX = 50;
+
+export type SourceKind = 'front' | 'dns' | 'unknown';
+
+export interface SourceView {
+  name: string;
+  address: string;
+  kind: SourceKind;
+  up: boolean;
+  error: string | null;
+  lastOkAgeSeconds: number | null;
+  polls: number;
+  failures: number;
+}
+
+export type ServerState = 'up' | 'draining' | 'disabled' | 'down';
+
+export interface ServerView {
+  service: string;
+  name: string;
+  state: ServerState;
+  active: number | null;
+  decided: number | null;
+  connectionsPerSecond: number | null;
+  /** Connections (configured) or connections/s (estimated from agent reports). */
+  capacity: number | null;
+  capacityUnit: 'connections' | 'per-second';
+  /** 0..1 (may exceed 1 when over capacity): the agent's utilization, else active/capacity. */
+  utilization: number | null;
+}
+
+export interface ClusterView {
+  name: string;
+  /** The front node's source, null when only DNS knows the cluster. */
+  source: string | null;
+  frontUp: boolean;
+  /** The DNS server's opinion of the cluster (up, down, ...), null when no DNS source knows it. */
+  dnsState: string | null;
+  vips: string[];
+  capacity: number | null;
+  load: number | null;
+  available: number | null;
+  serversUp: number | null;
+  serversTotal: number | null;
+  decided: number | null;
+  connectionsPerSecond: number | null;
+  active: number | null;
+  overflowed: number | null;
+  servers: ServerView[];
+}
+
+export interface ClientRate {
+  client: string;
+  rate: number;
+  cluster: string;
+}
+
+export interface DnsChoice {
+  client: string;
+  name: string;
+  answer: string[];
+  clusters: string[];
+  reason: string;
+  ageSeconds: number | null;
+}
+
+export interface DnsView {
+  source: string;
+  name: string;
+  up: boolean;
+  queries: number | null;
+  queriesPerSecond: number | null;
+  steered: number | null;
+  steeredPerSecond: number | null;
+  decisions: number | null;
+  reasons: Record<string, number>;
+  choices: DnsChoice[];
+  highRate: ClientRate[];
+}
+
+export interface DashboardState {
+  generatedAt: string;
+  site: { decided: number | null; connectionsPerSecond: number | null; clustersUp: number; clusters: number };
+  sources: SourceView[];
+  clusters: ClusterView[];
+  topClients: ClientRate[];
+  dns: DnsView[];
+}
+
+interface Sample {
+  at: number;
+  counters: Map<string, number>;
+}
+
+class SourceRecord {
+  readonly name: string;
+  readonly address: string;
+  status: Record<string, unknown> | undefined;
+  up = false;
+  error: string | null = 'not polled yet';
+  lastOkAt: number | undefined;
+  polls = 0;
+  failures = 0;
+  history: Sample[] = [];
+
+  constructor(name: string, address: string) {
+    this.name = name;
+    this.address = address;
+  }
+
+  /** The counter's rate over the window, or null when unknown. */
+  rate(key: string): number | null {
+    const newest = this.history[this.history.length - 1];
+    const oldest = this.history[0];
+    if (!newest || !oldest || newest === oldest) return null;
+    const a = oldest.counters.get(key);
+    const b = newest.counters.get(key);
+    const dt = (newest.at - oldest.at) / 1000;
+    if (a === undefined || b === undefined || !(dt > 0)) return null;
+    return (b - a) / dt;
+  }
+}
+
+export class SiteState {
+  readonly #sources: SourceRecord[];
+
+  constructor(sources: readonly { name: string; address: string }[]) {
+    this.#sources = sources.map((s) => new SourceRecord(s.name, s.address));
+  }
+
+  /** Records one poll of a source at monotonic time `now` (ms): its status, or the error. */
+  record(name: string, now: number, result: { status: unknown } | { error: string }): void {
+    const r = this.#sources.find((s) => s.name === name);
+    if (!r) return;
+    r.polls++;
+    if ('error' in result) {
+      r.failures++;
+      r.up = false;
+      r.error = result.error;
+      return;
+    }
+    const status = obj(result.status);
+    if (!status) {
+      r.failures++;
+      r.up = false;
+      r.error = 'status is not a JSON object';
+      return;
+    }
+    r.status = status;
+    r.up = true;
+    r.error = null;
+    r.lastOkAt = now;
+    const counters = countersOf(status);
+    const last = r.history[r.history.length - 1];
+    if (last && [...counters].some(([k, v]) => v < (last.counters.get(k) ?? -Infinity))) r.history = []; // restarted
+    r.history.push({ at: now, counters });
+    while (r.history.length > HISTORY_MAX || (r.history.length > 2 && now - (r.history[0]?.at ?? now) > RATE_WINDOW_MS)) r.history.shift();
+  }
+
+  view(now: number): DashboardState {
+    const clusters = new Map<string, ClusterView>();
+    const topClients: ClientRate[] = [];
+    const dns: DnsView[] = [];
+    const sources: SourceView[] = this.#sources.map((r) => ({
+      name: r.name,
+      address: r.address,
+      kind: kindOf(r.status),
+      up: r.up,
+      error: r.error,
+      lastOkAgeSeconds: r.lastOkAt === undefined ? null : round((now - r.lastOkAt) / 1000),
+      polls: r.polls,
+      failures: r.failures,
+    }));
+    for (const r of this.#sources) {
+      const kind = kindOf(r.status);
+      if (kind === 'front' && r.status) {
+        const c = frontCluster(r, r.status);
+        if (!clusters.has(c.name)) clusters.set(c.name, c);
+        if (r.up) for (const t of arr(obj(r.status['control'])?.['topClients'])) pushRate(topClients, obj(t), 'client', c.name);
+      } else if (kind === 'dns' && r.status) {
+        dns.push(dnsView(r, r.status));
+      }
+      // A source that never answered is only in `sources` (down, with its error):
+      // its kind, hence its place on the map, is unknown.
+    }
+    // DNS's view of each cluster: its state, and the clusters no front source covers.
+    for (const d of this.#sources) {
+      if (kindOf(d.status) !== 'dns' || !d.status) continue;
+      for (const x of arr(d.status['clusters'])) {
+        const o = obj(x);
+        const name = str(o?.['name']);
+        if (!o || name === null) continue;
+        let c = clusters.get(name);
+        if (!c) {
+          c = emptyCluster(name, null);
+          c.capacity = num(o['capacity']);
+          c.load = num(o['load']);
+          c.available = num(o['available']);
+          c.serversUp = num(o['serversUp']);
+          c.serversTotal = num(o['serversTotal']);
+          clusters.set(name, c);
+        }
+        if (c.vips.length === 0) c.vips = strs(o['vips']);
+        c.dnsState ??= d.up ? str(o['state']) : null;
+      }
+    }
+    topClients.sort((a, b) => b.rate - a.rate);
+    const list = [...clusters.values()];
+    const fronts = list.filter((c) => c.frontUp);
+    return {
+      generatedAt: new Date().toISOString(),
+      site: {
+        decided: sumOrNull(fronts.map((c) => c.decided)),
+        connectionsPerSecond: sumOrNull(fronts.map((c) => c.connectionsPerSecond)),
+        clustersUp: fronts.length,
+        clusters: list.length,
+      },
+      sources,
+      clusters: list,
+      topClients: topClients.slice(0, TOP_MAX),
+      dns,
+    };
+  }
+}
+
+function kindOf(s: Record<string, unknown> | undefined): SourceKind {
+  if (!s) return 'unknown';
+  if ('zones' in s && 'steering' in s) return 'dns';
+  if ('services' in s) return 'front';
+  return 'unknown';
+}
+
+/** The counters whose rates the page shows, by key. */
+function countersOf(s: Record<string, unknown>): Map<string, number> {
+  const out = new Map<string, number>();
+  const counters = obj(s['counters']);
+  if (kindOf(s) === 'dns') {
+    for (const k of ['queries', 'steered']) {
+      const v = num(counters?.[k]);
+      if (v !== null) out.set(k, v);
+    }
+    return out;
+  }
+  const decided = num(counters?.['decided']);
+  if (decided !== null) out.set('decided', decided);
+  for (const svc of arr(s['services'])) {
+    const so = obj(svc);
+    const sn = str(so?.['name']) ?? '';
+    for (const b of arr(so?.['servers'])) {
+      const bo = obj(b);
+      const d = num(bo?.['decided']);
+      const n = str(bo?.['name']);
+      if (d !== null && n !== null) out.set(serverKey(sn, n), d);
+    }
+  }
+  return out;
+}
+
+const serverKey = (service: string, server: string): string => `server\u0000${service}\u0000${server}`;
+
+function emptyCluster(name: string, source: string | null): ClusterView {
+  return { name, source, frontUp: false, dnsState: null, vips: [], capacity: null, load: null, available: null, serversUp: null, serversTotal: null, decided: null, connectionsPerSecond: null, active: null, overflowed: null, servers: [] };
+}
+
+function frontCluster(r: SourceRecord, s: Record<string, unknown>): ClusterView {
+  const c = emptyCluster(str(s['cluster']) ?? r.name, r.name);
+  c.frontUp = r.up;
+  if (!r.up) return c;
+  const control = obj(s['control']);
+  const load = obj(control?.['cluster']);
+  c.capacity = num(load?.['capacity']);
+  c.load = num(load?.['load']);
+  c.available = num(load?.['available']);
+  c.serversUp = num(load?.['serversUp']);
+  c.serversTotal = num(load?.['serversTotal']);
+  const counters = obj(s['counters']);
+  c.decided = num(counters?.['decided']);
+  c.overflowed = num(counters?.['overflowed']);
+  c.connectionsPerSecond = r.rate('decided');
+  c.active = num(obj(s['records'])?.['active']);
+  const agents = new Map<string, Record<string, unknown>>();
+  for (const e of arr(control?.['servers'])) {
+    const eo = obj(e);
+    const n = str(eo?.['name']);
+    if (eo && n !== null) agents.set(n, eo);
+  }
+  for (const svc of arr(s['services'])) {
+    const so = obj(svc);
+    const service = str(so?.['name']) ?? '';
+    for (const b of arr(so?.['servers'])) {
+      const bo = obj(b);
+      const name = str(bo?.['name']);
+      if (!bo || name === null) continue;
+      const agent = agents.get(name);
+      const active = num(bo['active']);
+      const capacity = num(bo['capacity']);
+      const estimated = bo['estimated'] === true;
+      let utilization = num(agent?.['utilization']);
+      if (utilization === null && !estimated && active !== null && capacity !== null && capacity > 0) utilization = active / capacity;
+      c.servers.push({
+        service,
+        name,
+        state: serverState(str(bo['state']), agent?.['down'] === true),
+        active,
+        decided: num(bo['decided']),
+        connectionsPerSecond: r.rate(serverKey(service, name)),
+        capacity,
+        capacityUnit: estimated ? 'per-second' : 'connections',
+        utilization,
+      });
+    }
+  }
+  return c;
+}
+
+function serverState(state: string | null, agentDown: boolean): ServerState {
+  if (state === 'down' || agentDown) return 'down';
+  if (state === 'drain') return 'draining';
+  if (state === 'disabled') return 'disabled';
+  return 'up';
+}
+
+function dnsView(r: SourceRecord, s: Record<string, unknown>): DnsView {
+  const steering = obj(s['steering']);
+  const counters = obj(s['counters']);
+  const reasons: Record<string, number> = {};
+  for (const [k, v] of Object.entries(obj(steering?.['reasons']) ?? {})) {
+    const n = num(v);
+    if (n !== null) reasons[k] = n;
+  }
+  const choices: DnsChoice[] = [];
+  for (const x of arr(steering?.['recent']).slice(0, CHOICES_MAX)) {
+    const o = obj(x);
+    const client = str(o?.['client']);
+    if (!o || client === null) continue;
+    choices.push({ client, name: str(o['name']) ?? '', answer: strs(o['answer']), clusters: strs(o['clusters']), reason: str(o['reason']) ?? '', ageSeconds: num(o['ageSeconds']) });
+  }
+  const highRate: ClientRate[] = [];
+  for (const x of arr(obj(s['highRate'])?.['clients'])) pushRate(highRate, obj(x), 'prefix', str(obj(x)?.['cluster']) ?? '');
+  highRate.sort((a, b) => b.rate - a.rate);
+  return {
+    source: r.name,
+    name: str(s['name']) ?? r.name,
+    up: r.up,
+    queries: num(counters?.['queries']),
+    queriesPerSecond: r.up ? r.rate('queries') : null,
+    steered: num(counters?.['steered']),
+    steeredPerSecond: r.up ? r.rate('steered') : null,
+    decisions: num(steering?.['decisions']),
+    reasons,
+    choices,
+    highRate: highRate.slice(0, TOP_MAX),
+  };
+}
+
+function pushRate(out: ClientRate[], o: Record<string, unknown> | undefined, key: string, cluster: string): void {
+  const client = str(o?.[key]);
+  const rate = num(o?.['rate']);
+  if (client !== null && rate !== null) out.push({ client, rate, cluster });
+}
+
+function sumOrNull(xs: readonly (number | null)[]): number | null {
+  const known = xs.filter((x): x is number => x !== null);
+  return known.length === 0 ? null : known.reduce((a, b) => a + b, 0);
+}
+
+function obj(x: unknown): Record<string, unknown> | undefined {
+  return typeof x === 'object' && x !== null && !Array.isArray(x) ? (x as Record<string, unknown>) : undefined;
+}
+function arr(x: unknown): readonly unknown[] {
+  return Array.isArray(x) ? x : [];
+}
+function num(x: unknown): number | null {
+  return typeof x === 'number' && Number.isFinite(x) ? x : null;
+}
+function str(x: unknown): string | null {
+  return typeof x === 'string' ? x : null;
+}
+function strs(x: unknown): string[] {
+  return arr(x).filter((v): v is string => typeof v === 'string');
+}
+function round(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}

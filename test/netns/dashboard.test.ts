@@ -1,0 +1,169 @@
+/**
+ * The live dashboard in a real browser: the whole testbed site (two
+ * clusters with their front nodes and agents, the steering DNS server, all
+ * on the CURVE control plane) is read by `sluice dashboard` through the
+ * daemons' admin sockets, and Debian's Chromium (driven by playwright-core)
+ * opens the page. The page must show both clusters, and its numbers must
+ * move once clients resolve and fetch through the VIPs. That view is saved
+ * to bench/results/dashboard.png. Then a front node stops: the page shows
+ * its cluster down and goes on.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { adminRequest } from '../../src/cli/admin-client.ts';
+import { startSite, stopDaemons, type Daemon } from '../../scripts/testbed/site.ts';
+import { nsRunAsync, useTestbed } from '../helpers/testbed.ts';
+import { until } from '../helpers/wait.ts';
+
+const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
+const SCREENSHOT = fileURLToPath(new URL('../../bench/results/dashboard.png', import.meta.url));
+const CHROMIUM = '/usr/bin/chromium';
+
+const tb = useTestbed({ clients: 2, clusters: 2, serversPerCluster: 2 });
+
+/** The page's number in a [data-testid] element (null while it shows a dash). */
+async function numberOf(page: Page, selector: string): Promise<number | null> {
+  const text = (await page.locator(selector).first().textContent({ timeout: 5000 }))?.trim() ?? '';
+  const n = Number(text);
+  return text === '' || !Number.isFinite(n) ? null : n;
+}
+
+const clusterSel = (name: string, testid: string): string => `[data-testid="cluster"][data-name="${name}"] [data-testid="${testid}"]`;
+
+describe('sluice dashboard in Chromium', () => {
+  let daemons: Daemon[] = [];
+  let dashboard: ChildProcessWithoutNullStreams | undefined;
+  let context: BrowserContext | undefined;
+  let profile = '';
+  let url = '';
+
+  before(async () => {
+    const st = tb();
+    daemons = startSite(st);
+    const sockets = [...st.plan.clusters.map((k) => join(st.runDir, `front${k.index}.sock`)), join(st.runDir, 'dns.sock')];
+    for (const s of sockets) {
+      await until(async () => (await adminRequest(s, { cmd: 'status' }, 1000).catch(() => ({ ok: false }))).ok === true, `${s} answers status`, 30_000, 200);
+    }
+    dashboard = spawn(BIN, ['dashboard', '--listen', '127.0.0.1:0', '--title', 'Sluice testbed', ...st.plan.clusters.flatMap((k) => ['--source', `front${k.index}=unix:${join(st.runDir, `front${k.index}.sock`)}`]), '--source', `dns=unix:${join(st.runDir, 'dns.sock')}`], { stdio: ['pipe', 'pipe', 'pipe'] });
+    dashboard.stderr.resume();
+    const lines = createInterface({ input: dashboard.stdout });
+    url = await new Promise<string>((resolve, reject) => {
+      const t = setTimeout(() => {
+        reject(new Error('sluice dashboard printed no URL within 15 s'));
+      }, 15_000);
+      lines.once('line', (l) => {
+        clearTimeout(t);
+        const m = /(http:\/\/\S+)/.exec(l);
+        if (m?.[1]) resolve(m[1]);
+        else reject(new Error(`unexpected first line: ${l}`));
+      });
+    });
+    // A fresh profile, nothing fetched from outside: the machine has no network beyond loopback.
+    profile = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1400, height: 1000 },
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+  });
+
+  after(async () => {
+    await context?.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+    if (dashboard && dashboard.exitCode === null) {
+      const exited = new Promise((r) => dashboard?.once('exit', r));
+      dashboard.kill('SIGTERM');
+      await exited;
+    }
+    await stopDaemons(daemons);
+  });
+
+  it('shows both clusters, its numbers move when traffic starts, a stopped front node shows down', async () => {
+    const st = tb();
+    assert.ok(context);
+    const page = await context.newPage();
+    const consoleErrors: string[] = [];
+    page.on('pageerror', (e) => consoleErrors.push(e.message));
+    const res = await page.goto(url, { timeout: 15_000 });
+    assert.equal(res?.status(), 200);
+    assert.equal(await page.title(), 'Sluice testbed');
+
+    // Both clusters, by the names in their front nodes' configs, with their servers; every source up.
+    const names = st.plan.clusters.map((k) => `c${k.index}`);
+    for (const [i, name] of names.entries()) {
+      await page.locator(`[data-testid="cluster"][data-name="${name}"][data-front="up"]`).waitFor({ timeout: 15_000 });
+      assert.equal(await page.locator(clusterSel(name, 'cluster-name')).textContent(), name);
+      const rows = page.locator(`[data-testid="cluster"][data-name="${name}"] [data-testid="server"]`);
+      const servers: (string | null)[] = [];
+      for (let j = 0; j < (await rows.count()); j++) servers.push(await rows.nth(j).getAttribute('data-name'));
+      assert.deepEqual(servers, st.plan.clusters[i]!.servers.map((s) => s.id));
+    }
+    await until(async () => (await page.locator('[data-testid="source"][data-up="true"]').count()) === 3, 'the three sources are up on the page', 15_000, 250);
+    assert.equal(await page.locator('[data-testid="live"]').textContent(), 'live');
+
+    const before = {
+      decided: Object.fromEntries(await Promise.all(names.map(async (n) => [n, (await numberOf(page, clusterSel(n, 'cluster-decided'))) ?? 0] as const))),
+      steered: (await numberOf(page, '[data-testid="dns-steered"]')) ?? 0,
+    };
+
+    // Traffic: every client resolves www at the Sluice DNS server and fetches from both VIPs,
+    // round after round (bounded), until the page shows what it did. Top clients take longest:
+    // agents report per-client rates from their access logs every 5 s.
+    const seen = { cps: 0, clusterCps: new Set<string>(), decided: new Set<string>(), steered: false, choices: 0, topClients: 0 };
+    const done = (): boolean => seen.cps > 0 && seen.clusterCps.size === names.length && seen.decided.size === names.length && seen.steered && seen.choices > 0 && seen.topClients > 0;
+    let fetched = 0;
+    for (let round = 0; round < 400 && !done(); round++) {
+      await Promise.all(
+        st.plan.clients.map(async (c) => {
+          await nsRunAsync(c.name, 'dig', ['+short', '+time=1', '+tries=1', `@${st.plan.dns.address}`, 'www.example.test', 'A']);
+          for (const k of st.plan.clusters) {
+            const r = await nsRunAsync(c.name, 'curl', ['-s', '-m', '3', '-o', '/dev/null', '-w', '%{http_code}', `http://${k.vip}/`]);
+            if (r.stdout === '200') fetched++;
+          }
+        }),
+      );
+      const cps = await numberOf(page, '[data-testid="site-cps"]');
+      if (cps !== null && cps > 0) seen.cps = cps;
+      for (const n of names) {
+        if (((await numberOf(page, clusterSel(n, 'cluster-cps'))) ?? 0) > 0) seen.clusterCps.add(n);
+        if (((await numberOf(page, clusterSel(n, 'cluster-decided'))) ?? 0) > (before.decided[n] ?? 0)) seen.decided.add(n);
+      }
+      seen.steered = ((await numberOf(page, '[data-testid="dns-steered"]')) ?? 0) > before.steered;
+      seen.choices = await page.locator('[data-testid="dns-choice"]').count();
+      seen.topClients = await page.locator('[data-testid="top-client"]').count();
+    }
+    assert.ok(fetched > 0, 'clients fetched through the VIPs');
+    assert.deepEqual({ cps: seen.cps > 0, clusterCps: [...seen.clusterCps].sort(), decided: [...seen.decided].sort(), steered: seen.steered, choices: seen.choices > 0, topClients: seen.topClients > 0 }, { cps: true, clusterCps: names, decided: names, steered: true, choices: true, topClients: true });
+
+    // The DNS choice rows name the clients' prefixes and a reason.
+    const choice = await page.locator('[data-testid="dns-choice"]').first().locator('td').allTextContents();
+    assert.match(choice[0] ?? '', /^\d+\.\d+\.\d+\.\d+\/\d+$/);
+    assert.ok((choice[4] ?? '') !== '', 'a reason');
+    // Top clients are the testbed's client addresses.
+    const clientAddresses = new Set(st.plan.clients.map((c) => c.address));
+    const top = await page.locator('[data-testid="top-client"]').first().locator('td').allTextContents();
+    assert.ok(clientAddresses.has(top[0] ?? ''), `top client ${top[0] ?? ''} is one of ${[...clientAddresses].join(', ')}`);
+    // Capacity bars are drawn for every server.
+    assert.equal(await page.locator('[data-testid="server-bar"]').count(), st.plan.clusters.reduce((a, k) => a + k.servers.length, 0));
+    assert.deepEqual(consoleErrors, []);
+
+    mkdirSync(join(SCREENSHOT, '..'), { recursive: true });
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+
+    // A front node that stops is shown down; the dashboard and the rest of the page go on.
+    const last = st.plan.clusters[st.plan.clusters.length - 1]!;
+    await stopDaemons(daemons.filter((d) => d.name === `front${last.index}`));
+    await page.locator(`[data-testid="cluster"][data-name="c${last.index}"][data-front="down"]`).waitFor({ timeout: 15_000 });
+    await page.locator(`[data-testid="source"][data-name="front${last.index}"][data-up="false"]`).waitFor({ timeout: 15_000 });
+    assert.equal(await page.locator('[data-testid="cluster"][data-front="up"]').count(), names.length - 1);
+    assert.equal(dashboard?.exitCode, null, 'the dashboard is still running');
+  });
+});
