@@ -5,7 +5,7 @@
  * daemons' admin sockets, and Debian's Chromium (driven by playwright-core)
  * opens the page. The page must show both clusters, and its numbers must
  * move once clients resolve and fetch through the VIPs. That view is saved
- * to bench/results/dashboard.png. Then a front node stops: the page shows
+ * to test/artifacts/dashboard.png (git-ignored; docs/dashboard.png is one such screenshot). Then a front node stops: the page shows
  * its cluster down and goes on.
  */
 import assert from 'node:assert/strict';
@@ -23,7 +23,7 @@ import { nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
-const SCREENSHOT = fileURLToPath(new URL('../../bench/results/dashboard.png', import.meta.url));
+const SCREENSHOT = fileURLToPath(new URL('../artifacts/dashboard.png', import.meta.url));
 const CHROMIUM = '/usr/bin/chromium';
 
 const tb = useTestbed({ clients: 2, clusters: 2, serversPerCluster: 2 });
