@@ -3,6 +3,7 @@
  */
 import { z } from 'zod';
 import { controlBaseSchema, peerSchema, requireKeys } from '../control/config.ts';
+import { httpSchema } from '../http/config.ts';
 import { parseIPv4Address } from '../packet/address.ts';
 import { UTILIZATION_SOURCES } from './load.ts';
 import { formatRegex } from './access-log.ts';
@@ -52,6 +53,8 @@ export const agentConfigSchema = z
         maxClients: z.number().int().min(1).max(10_000_000).default(100_000),
       })
       .default({ path: '/var/log/nginx/access.log', format: 'nginx-combined', pollSeconds: 1, maxClients: 100_000 }),
+    /** Read-only ops HTTP server: GET /metrics (Prometheus), GET /status. Absent: none. */
+    http: httpSchema.optional(),
   })
   .superRefine((c, ctx) => {
     requireKeys(c.control, ctx, [{ path: ['front'], peer: c.front }]);

@@ -8,9 +8,11 @@
  *   clusters: [{ name: c1, vips: [198.19.1.1] }, ...]
  *   steering: { names: [{ name: www.example.test, policy: rtt, ttl: 5 }] }
  *   control: { keyFile, publish: {listen, allow}, subscribe: [front PUBs] }
+ *   http: { listen: 127.0.0.1:9101 }             # GET /metrics, /status
  */
 import { z } from 'zod';
 import { controlBaseSchema, keyRef, peerSchema, requireKeys, zmqEndpoint } from '../control/config.ts';
+import { httpSchema } from '../http/config.ts';
 import { POLICY_NAMES } from './policy/index.ts';
 
 const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
@@ -127,6 +129,8 @@ export const dnsConfigSchema = z
       })
       .prefault({}),
     adminSocket: z.string().startsWith('/', 'adminSocket must be an absolute path').default('/run/sluice/dns.sock'),
+    /** Read-only ops HTTP server: GET /metrics (Prometheus), GET /status. Absent: none. */
+    http: httpSchema.optional(),
     control: control.optional(),
   })
   .superRefine((cfg, ctx) => {

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { controlBaseSchema, keyRef, peerSchema, requireKeys, zmqEndpoint } from '../control/config.ts';
+import { httpSchema } from '../http/config.ts';
 import { METHOD_NAMES } from './select/backend.ts';
 
 const ipv4 = z.ipv4({ error: 'expected an IPv4 address like 198.18.201.11' });
@@ -167,6 +168,8 @@ export const frontConfigSchema = z
       )
       .default([]),
     adminSocket: z.string().startsWith('/', 'adminSocket must be an absolute path').default('/run/sluice/front.sock'),
+    /** Read-only ops HTTP server: GET /metrics (Prometheus), GET /status. Absent: none. */
+    http: httpSchema.optional(),
     control: control.optional(),
   })
   .superRefine((cfg, ctx) => {
