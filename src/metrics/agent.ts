@@ -8,7 +8,7 @@ import type { Registry } from 'prom-client';
 import type { AgentDaemon } from '../agent/agent.ts';
 import type { ControlNode } from '../control/node.ts';
 import type { OpsServer } from '../http/ops_server.ts';
-import { counterFrom, counterOf, gaugeFrom, gaugeOf } from './collect.ts';
+import { counterFrom, counterOf, gaugeFrom, type Sample } from './collect.ts';
 import { registerControlMetrics } from './control.ts';
 import { registerHttpMetrics } from './http.ts';
 
@@ -20,18 +20,19 @@ export interface AgentMetricsSource {
 
 export function registerAgentMetrics(registry: Registry, src: AgentMetricsSource): void {
   const d = src.daemon;
-  const last = (k: 'utilization' | 'cpu' | 'connections' | 'memoryUsed' | 'load1'): number => d.lastLoad?.[k] ?? NaN;
   gaugeFrom(registry, 'sluice_agent_info', 'This agent: its server name and utilization source (value 1).', ['server', 'source'], () => [[{ server: d.config.name, source: d.config.utilization.source }, 1]]);
   counterFrom(registry, 'sluice_agent_reports_total', 'Reports handed to the control plane, by message type (delivery: sluice_control_messages_sent_total).', ['type'], () => [
     [{ type: 'load_report' }, d.reportsSent],
     [{ type: 'request_rate' }, d.requestReportsSent],
   ]);
   counterOf(registry, 'sluice_agent_load_sample_errors_total', 'Load samples that failed (no report that interval).', () => d.sampleErrors);
-  gaugeOf(registry, 'sluice_agent_utilization', 'Utilization in the last load report (the configured source; 1 = full).', () => last('utilization'));
-  gaugeOf(registry, 'sluice_agent_cpu', 'CPU share in the last load report.', () => last('cpu'));
-  gaugeOf(registry, 'sluice_agent_connections', 'Established connections on the service ports in the last load report.', () => last('connections'));
-  gaugeOf(registry, 'sluice_agent_memory_used', 'Memory share in use in the last load report.', () => last('memoryUsed'));
-  gaugeOf(registry, 'sluice_agent_load1', 'One-minute load average in the last load report.', () => last('load1'));
+  // Labelled by server so that before the first report there is no series at all (rather than a 0).
+  const lastOf = (k: 'utilization' | 'cpu' | 'connections' | 'memoryUsed' | 'load1') => (): Sample<'server'>[] => [[{ server: d.config.name }, d.lastLoad?.[k] ?? NaN]];
+  gaugeFrom(registry, 'sluice_agent_utilization', 'Utilization in the last load report (the configured source; 1 = full).', ['server'], lastOf('utilization'));
+  gaugeFrom(registry, 'sluice_agent_cpu', 'CPU share in the last load report.', ['server'], lastOf('cpu'));
+  gaugeFrom(registry, 'sluice_agent_connections', 'Established connections on the service ports in the last load report.', ['server'], lastOf('connections'));
+  gaugeFrom(registry, 'sluice_agent_memory_used', 'Memory share in use in the last load report.', ['server'], lastOf('memoryUsed'));
+  gaugeFrom(registry, 'sluice_agent_load1', 'One-minute load average in the last load report.', ['server'], lastOf('load1'));
   const f = (): AgentMetricsSource['daemon']['follower']['counters'] => d.follower.counters;
   counterOf(registry, 'sluice_agent_access_log_lines_total', 'Access log lines read.', () => f().lines);
   counterOf(registry, 'sluice_agent_access_log_requests_total', 'Access log lines counted as requests of an IPv4 client.', () => f().requests);

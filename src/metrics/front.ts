@@ -146,13 +146,18 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
       [{ kind: 'callback' }, s.callbackErrors],
     ];
   });
-  gaugeOf(registry, 'sluice_front_kernel_queue_length', 'Packets waiting in the kernel for a verdict (/proc/net/netfilter/nfnetlink_queue).', () => src.kernelQueue()?.waiting ?? NaN);
-  counterFrom(registry, 'sluice_front_kernel_queue_dropped_total', 'Packets the kernel dropped at our queue: queue_full (without fail-open) or user (could not be delivered to us).', ['reason'], () => {
+  // Labelled by queue number: absent (not 0) while the kernel shows no queue of ours.
+  gaugeFrom(registry, 'sluice_front_kernel_queue_length', 'Packets waiting in the kernel for a verdict (/proc/net/netfilter/nfnetlink_queue).', ['queue'], () => {
     const k = src.kernelQueue();
+    return k ? [[{ queue: String(src.config.queue) }, k.waiting]] : [];
+  });
+  counterFrom(registry, 'sluice_front_kernel_queue_dropped_total', 'Packets the kernel dropped at our queue: queue_full (without fail-open) or user (could not be delivered to us).', ['queue', 'reason'], () => {
+    const k = src.kernelQueue();
+    const queue = String(src.config.queue);
     return k
       ? [
-          [{ reason: 'queue_full' }, k.queueDropped],
-          [{ reason: 'user' }, k.userDropped],
+          [{ queue, reason: 'queue_full' }, k.queueDropped],
+          [{ queue, reason: 'user' }, k.userDropped],
         ]
       : [];
   });
