@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util';
 import { adminRequest } from '../src/cli/admin-client.ts';
 import { table } from '../src/cli/status.ts';
 import { describePlan } from './testbed/plan.ts';
-import { startSite, stopDaemons, type Daemon } from './testbed/site.ts';
+import { OPS_PORTS, startSite, stopDaemons, type Daemon } from './testbed/site.ts';
 import { down, up } from './testbed/testbed.ts';
 
 const { values } = parseArgs({
@@ -51,6 +51,7 @@ const st = up({ prefix: values.prefix, serverCpus: 0.25 });
 console.log(describePlan(st.plan));
 const daemons: Daemon[] = startSite(st);
 console.log(`\nStarted ${daemons.length} Sluice daemons (logs in ${st.runDir}/*.log).`);
+console.log(`Metrics and status over HTTP in each namespace: ip netns exec ${st.plan.clusters[0]?.front.name ?? ''} curl -s http://127.0.0.1:${OPS_PORTS.front}/metrics (front; dns :${OPS_PORTS.dns}, agents :${OPS_PORTS.agent}; /status for JSON)`);
 console.log(values.keep ? `(--keep: the site stays up; remove it with: node scripts/testbed/cli.ts down --prefix ${values.prefix})` : 'Ctrl-C to stop (the site is torn down).');
 
 const vipCluster = new Map(st.plan.clusters.map((k) => [k.vip, `c${k.index}`]));
