@@ -59,7 +59,7 @@ export class AgentDaemon {
     this.#sender = this.#control.connectPush(c.front.endpoint, c.front.publicKey);
     if (c.http) {
       const registry = newRegistry();
-      registerAgentMetrics(registry, { daemon: this, control: () => this.#control, ops: () => this.#ops });
+      registerAgentMetrics(registry, { daemon: this, control: () => this.#control, ops: () => this.ops() });
       this.#ops = new OpsServer({ listen: c.http.listen, registry, status: () => this.status(), log: this.log });
       await this.#ops.start();
     }
@@ -110,6 +110,11 @@ export class AgentDaemon {
       this.#sender.send('request_rate', { server: this.config.name, interval, clients: clients.slice(i, i + MAX_LIST), rejectedLines });
       this.requestReportsSent++;
     }
+  }
+
+  /** The ops HTTP server while it runs (http.listen set): addRoute() adds GET pages to it. */
+  ops(): OpsServer | undefined {
+    return this.#ops;
   }
 
   /** The last load report sent (metrics, status). */

@@ -128,11 +128,16 @@ export class DnsDaemon {
     await this.#admin.listen();
     if (cfg.http) {
       const registry = newRegistry();
-      registerDnsMetrics(registry, { daemon: this, control: () => this.#control, admin: () => this.#admin, ops: () => this.#ops });
+      registerDnsMetrics(registry, { daemon: this, control: () => this.#control, admin: () => this.#admin, ops: () => this.ops() });
       this.#ops = new OpsServer({ listen: cfg.http.listen, registry, status: () => this.status(), log: this.log });
       await this.#ops.start();
     }
     this.log.info({ zones: this.#zones.map((z) => z.origin), steered: cfg.steering.names.map((n) => n.name), clusters: cfg.clusters.map((c) => c.name) }, 'dns ready');
+  }
+
+  /** The ops HTTP server while it runs (http.listen set): addRoute() adds GET pages to it. */
+  ops(): OpsServer | undefined {
+    return this.#ops;
   }
 
   #command(r: Record<string, unknown>, reject: (e: string) => Reply): Reply {

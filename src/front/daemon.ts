@@ -245,6 +245,7 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.#control;
   }
 
+  /** The ops HTTP server while it runs (http.listen set): addRoute() adds GET pages to it. */
   ops(): OpsServer | undefined {
     return this.#ops;
   }
