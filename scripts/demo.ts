@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util';
 import { adminRequest } from '../src/cli/admin-client.ts';
 import { table } from '../src/cli/status.ts';
 import { describePlan } from './testbed/plan.ts';
-import { startSite, stopDaemons, waitForSite, type Daemon } from './testbed/site.ts';
+import { OPS_PORTS, startSite, stopDaemons, waitForSite, type Daemon } from './testbed/site.ts';
 import { down, up } from './testbed/testbed.ts';
 
 const { values } = parseArgs({
@@ -57,6 +57,7 @@ const sources = [...st.plan.clusters.map((k) => `front${k.index}=unix:${join(st.
 const dashboard = values.dashboard === 'off' ? undefined : spawn(join(import.meta.dirname, '../bin/sluice'), ['dashboard', '--listen', values.dashboard, ...sources.flatMap((x) => ['--source', x])], { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' } });
 const missing = await waitForSite(st);
 console.log(missing.length === 0 ? 'The site is serving.' : `Still not ready after 30 s: ${missing.join(', ')} (see the logs; going on).`);
+console.log(`Metrics and status over HTTP in each namespace: ip netns exec ${st.plan.clusters[0]?.front.name ?? ''} curl -s http://127.0.0.1:${OPS_PORTS.front}/metrics (front; dns :${OPS_PORTS.dns}, agents :${OPS_PORTS.agent}; /status for JSON)`);
 console.log(values.keep ? `(--keep: the site stays up; remove it with: node scripts/testbed/cli.ts down --prefix ${values.prefix})` : 'Ctrl-C to stop (the site is torn down).');
 
 const vipCluster = new Map(st.plan.clusters.map((k) => [k.vip, `c${k.index}`]));

@@ -7,6 +7,10 @@
  * PUB on its uplink (:7102); the DNS server's PUB on 198.18.2.2:7300. Every
  * front subscribes to the DNS server (probe requests) and to the other
  * fronts (overflow); the DNS server subscribes to every front.
+ *
+ * Every daemon serves GET /metrics and /status on its namespace's loopback
+ * (OPS_PORTS; each namespace has its own 127.0.0.1, so one port per kind):
+ *   ip netns exec <prefix>-fr1 curl -s http://127.0.0.1:9100/metrics
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync, writeFileSync } from 'node:fs';
@@ -17,6 +21,9 @@ import type { ClusterPlan, ServerPlan } from './plan.ts';
 import type { TestbedState } from './testbed.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
+
+/** The ops HTTP port of each daemon kind, on 127.0.0.1 of its namespace. */
+export const OPS_PORTS = { front: 9100, dns: 9101, agent: 9102 } as const;
 
 export interface SiteOptions {
   /** Seconds between cluster_load reports (and DNS's reportSeconds). */
@@ -52,6 +59,7 @@ steering:
 probe: { count: 3, intervalSeconds: 0.5, retrySeconds: 30 }
 rrl: { enabled: true, responsesPerSecond: 200 }
 adminSocket: ${join(st.runDir, 'dns.sock')}
+http: { listen: '127.0.0.1:${OPS_PORTS.dns}' }
 control:
   keyFile: ${join(keys, 'dns.key')}
   publish:
@@ -68,6 +76,7 @@ export function frontConfig(st: TestbedState, k: ClusterPlan, o: SiteOptions = {
   return `cluster: c${k.index}
 uplinkAddress: ${k.uplinkAddress}
 adminSocket: ${join(st.runDir, `front${k.index}.sock`)}
+http: { listen: '127.0.0.1:${OPS_PORTS.front}' }
 services:
   - name: www
     vip: ${k.vip}
@@ -107,6 +116,7 @@ loadSeconds: ${o.loadSeconds ?? 2}
 requestRateSeconds: 5
 utilization: ${cg !== undefined ? `{ source: cgroup, cgroup: ${cg} }` : '{ source: connections, maxConnections: 100 }'}
 accessLog: { path: ${join(st.runDir, `nginx-${s.id}.access.log`)}, format: nginx-combined, pollSeconds: 0.5 }
+http: { listen: '127.0.0.1:${OPS_PORTS.agent}' }
 `;
 }
 

@@ -2,12 +2,17 @@
  * `sluice agent`: on every server, reports load (every loadSeconds) and
  * per-client request counts (every requestRateSeconds) to the cluster's
  * front node over the control plane (seed 000: the inputs of
- * receive_server_load and receive_request_rate).
+ * receive_server_load and receive_request_rate). With `http.listen`, a
+ * read-only ops HTTP server serves its metrics and status(); the agent has
+ * no admin socket and no reload (a changed config needs a restart).
  */
 import { loadConfig } from '../config/load.ts';
 import { ControlNode, type Sender } from '../control/node.ts';
 import { MAX_LIST, type Body } from '../control/messages.ts';
+import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
+import { registerAgentMetrics } from '../metrics/agent.ts';
+import { newRegistry } from '../metrics/collect.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import { AccessLogFollower } from './access-log.ts';
 import { agentConfigSchema, type AgentConfig } from './config.ts';
@@ -29,7 +34,14 @@ export class AgentDaemon {
   readonly #timers: NodeJS.Timeout[] = [];
   #lastLoad: Body<'load_report'> | undefined;
   #rateStart = performance.now();
+  #ops: OpsServer | undefined;
+  readonly startedAt = Date.now();
+  /** load_report messages handed to the control plane. */
   reportsSent = 0;
+  /** request_rate messages handed to the control plane. */
+  requestReportsSent = 0;
+  /** Load samples that failed (no report that interval). */
+  sampleErrors = 0;
 
   constructor(configFile: string) {
     this.config = loadConfig(agentConfigSchema, configFile);
@@ -45,6 +57,12 @@ export class AgentDaemon {
     }
     this.#control = await ControlNode.create(c.name, c.control, this.log);
     this.#sender = this.#control.connectPush(c.front.endpoint, c.front.publicKey);
+    if (c.http) {
+      const registry = newRegistry();
+      registerAgentMetrics(registry, { daemon: this, control: () => this.#control, ops: () => this.ops() });
+      this.#ops = new OpsServer({ listen: c.http.listen, registry, status: () => this.status(), log: this.log });
+      await this.#ops.start();
+    }
     this.#timers.push(
       setInterval(() => {
         this.#reportLoad();
@@ -66,6 +84,7 @@ export class AgentDaemon {
     try {
       f = s.sample();
     } catch (err) {
+      this.sampleErrors++;
       this.log.error({ err }, 'load sample failed; no report this interval');
       return;
     }
@@ -89,12 +108,27 @@ export class AgentDaemon {
     // Seed 000 sends the whole table each interval; split so each message stays bounded.
     for (let i = 0; i === 0 || i < clients.length; i += MAX_LIST) {
       this.#sender.send('request_rate', { server: this.config.name, interval, clients: clients.slice(i, i + MAX_LIST), rejectedLines });
+      this.requestReportsSent++;
     }
   }
 
+  /** The ops HTTP server while it runs (http.listen set): addRoute() adds GET pages to it. */
+  ops(): OpsServer | undefined {
+    return this.#ops;
+  }
+
+  /** The last load report sent (metrics, status). */
+  get lastLoad(): Body<'load_report'> | undefined {
+    return this.#lastLoad;
+  }
+
+  /** What `GET /status` returns (the agent has no admin socket; SIGUSR2 logs the same). */
   status(): Record<string, unknown> {
     return {
       name: this.config.name,
+      front: this.config.front.endpoint,
+      uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),
+      reports: { load: this.reportsSent, requestRate: this.requestReportsSent, sampleErrors: this.sampleErrors },
       lastLoad: this.#lastLoad,
       accessLog: { path: this.follower.path, ...this.follower.counters },
       control: this.#control?.counters,
@@ -102,6 +136,7 @@ export class AgentDaemon {
   }
 
   async stop(): Promise<void> {
+    this.#ops?.close();
     for (const t of this.#timers) clearInterval(t);
     await this.#sender?.drain();
     this.#control?.close();

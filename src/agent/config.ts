@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { controlBaseSchema, peerSchema, requireKeys } from '../control/config.ts';
+import { httpSchema } from '../http/config.ts';
 import { parseIPv4Address } from '../packet/address.ts';
 import { UTILIZATION_SOURCES } from './load.ts';
 import { formatRegex } from './access-log.ts';
@@ -65,6 +66,7 @@ export const agentConfigSchema = z
       })
       .default({ path: '/var/log/nginx/access.log', format: 'nginx-combined', pollSeconds: 1, maxClients: 100_000 })
       .describe('The access log the per-client request counts are read from.'),
+    http: httpSchema.optional().describe('Read-only ops HTTP server: GET /metrics (Prometheus text) and GET /status (the admin socket\'s status as JSON). Absent: none. A change needs a restart.'),
   })
   .superRefine((c, ctx) => {
     requireKeys(c.control, ctx, [{ path: ['front'], peer: c.front }]);

@@ -1,6 +1,7 @@
 import { ConfigError } from '../config/load.ts';
 import { KeyFileError } from '../control/keys.ts';
 import { FrontDaemon } from '../front/daemon.ts';
+import { HttpListenError } from '../http/ops_server.ts';
 import { configArg, type Command } from './command.ts';
 
 const USAGE = 'usage: sluice front --config FILE';
@@ -32,7 +33,7 @@ export const frontCommand: Command = {
       await daemon.start({});
     } catch (err) {
       daemon.stop(); // removes whatever rules were installed
-      if (err instanceof KeyFileError) {
+      if (err instanceof KeyFileError || err instanceof HttpListenError) {
         console.error(`sluice front: ${err.message}`);
         process.exit(1); // sockets opened before the failure must not keep the process up
       }

@@ -42,6 +42,8 @@ export interface AnswererCounters {
   answered: number;
   referral: number;
   steered: number;
+  /** Steered answers from the name's fallback (no usable cluster: all VIPs or the sorry addresses). */
+  steeredFallback: number;
   truncated: number;
   rrlDropped: number;
   rrlSlipped: number;
@@ -70,6 +72,7 @@ export class Answerer {
     answered: 0,
     referral: 0,
     steered: 0,
+    steeredFallback: 0,
     truncated: 0,
     rrlDropped: 0,
     rrlSlipped: 0,
@@ -78,6 +81,8 @@ export class Answerer {
     encodeErrors: 0,
   };
   readonly rejects = new Map<RejectReason, number>();
+  /** Steered answers sent, by cluster index (each cluster an answer holds counts once). */
+  readonly steeredByCluster: Float64Array;
   readonly #q = new ParsedQuery();
   readonly #cache = new Map<string, Body>();
   zones: ZoneSet;
@@ -88,7 +93,9 @@ export class Answerer {
   /** Source address text -> its prefix: parsing it per query costs more than a lookup. Cleared when full. */
   readonly #sources = new Map<string, ClientPrefix | undefined>();
 
-  constructor(zones: ZoneSet, steering: Steering, opts: { rrl: ResponseRateLimiter | undefined; lengths: PrefixLengths; udpPayload: number }) {
+  /** `opts.clusters`: how many clusters steering chooses among (fixed for the process: a change needs a restart). */
+  constructor(zones: ZoneSet, steering: Steering, opts: { rrl: ResponseRateLimiter | undefined; lengths: PrefixLengths; udpPayload: number; clusters: number }) {
+    this.steeredByCluster = new Float64Array(opts.clusters);
     this.zones = zones;
     this.steering = steering;
     this.#rrl = opts.rrl;
@@ -160,6 +167,7 @@ export class Answerer {
 
     let body: Body | undefined;
     let scope = 0;
+    let chosen: readonly number[] | undefined;
     const sn = this.steering.names.get(q.name);
     if (sn !== undefined && (q.qtype === QTYPE.A || q.qtype === QTYPE.ANY)) {
       const prefix: ClientPrefix | undefined = q.ecs && q.ecsSource > 0 ? prefixOfEcs(q.ecsFamily, q.ecsSource, q.ecsAddress, this.#lengths) : this.#sourcePrefix(source);
@@ -172,7 +180,7 @@ export class Answerer {
         c.servfail++;
         return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
       }
-      c.steered++;
+      chosen = d.clusterIndexes;
       if (d.scoped && q.ecs) scope = prefix.length;
       const ttl = sn.config.ttl;
       body = this.#cached(`s${q.qtype}|${q.name}|${ttl}|${d.answerKey}`, () => encodeBody(q.name, q.oddName, q.qtype, { answer: d.vips.map((address) => aRecord(q.name, ttl, address)), authority: [], additional: [] }, RCODE.NOERROR, true));
@@ -187,6 +195,15 @@ export class Answerer {
     if (body === undefined) {
       c.servfail++;
       return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
+    }
+    if (chosen !== undefined) {
+      c.steered++;
+      if (chosen.length === 0) c.steeredFallback++;
+      const by = this.steeredByCluster;
+      for (let i = 0; i < chosen.length; i++) {
+        const k = chosen[i] ?? -1;
+        if (k >= 0 && k < by.length) by[k] = (by[k] ?? 0) + 1;
+      }
     }
     if (body.rcode === RCODE.NXDOMAIN) c.nxdomain++;
     else if (!body.aa) c.referral++;

@@ -11,9 +11,11 @@
  *
  * Each key's `.describe()` text is its entry in docs/configuration.md
  * (npm run docs:config regenerates it).
+ *   http: { listen: 127.0.0.1:9101 }             # GET /metrics, /status
  */
 import { z } from 'zod';
 import { controlBaseSchema, keyRef, peerSchema, requireKeys, zmqEndpoint } from '../control/config.ts';
+import { httpSchema } from '../http/config.ts';
 import { POLICY_NAMES } from './policy/index.ts';
 
 const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
@@ -143,6 +145,7 @@ export const dnsConfigSchema = z
       .startsWith('/', 'adminSocket must be an absolute path')
       .default('/run/sluice/dns.sock')
       .describe('Unix socket (mode 0600) for `sluice status --dns`.'),
+    http: httpSchema.optional().describe('Read-only ops HTTP server: GET /metrics (Prometheus text) and GET /status (the admin socket\'s status as JSON). Absent: none. A change needs a restart.'),
     control: control.optional().describe('The control plane. Without it no `cluster_load` report arrives: every cluster stays down and steered names get their fallback.'),
   })
   .superRefine((cfg, ctx) => {

@@ -11,12 +11,15 @@
  *           accepted zones and steered names apply at once (encoded answers
  *           dropped). Changes to listen, clusters, control, rrl, tcp or
  *           udpPayload need a restart: they are named in the log and not
- *           applied.
- *   SIGTERM close sockets, exit 0
+ *           applied (http too).
+ *   SIGTERM close sockets and the ops HTTP server, exit 0
  */
 import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig, type ConfigProblem } from '../config/load.ts';
+import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
+import { newRegistry } from '../metrics/collect.ts';
+import { registerDnsMetrics } from '../metrics/dns.ts';
 import { Answerer } from './answerer.ts';
 import { ClusterTable } from './cluster_state.ts';
 import { dnsConfigSchema, type DnsConfig } from './config.ts';
@@ -68,7 +71,7 @@ export function loadZones(cfg: Readonly<DnsConfig>, file: string): LoadedZones {
   return { set, list: zones };
 }
 
-const RESTART_KEYS = ['listen', 'clusters', 'control', 'rrl', 'tcp', 'udpPayload', 'adminSocket', 'name'] as const;
+const RESTART_KEYS = ['listen', 'clusters', 'control', 'rrl', 'tcp', 'udpPayload', 'adminSocket', 'name', 'http'] as const;
 
 export class DnsDaemon {
   readonly log: Logger = componentLogger('dns');
@@ -84,6 +87,7 @@ export class DnsDaemon {
   #control: DnsControl | undefined;
   #zones: readonly Zone[];
   #admin: AdminSocket | undefined;
+  #ops: OpsServer | undefined;
   reloads = 0;
   reloadsRefused = 0;
   readonly startedAt = Date.now();
@@ -102,7 +106,7 @@ export class DnsDaemon {
     this.sticky = new StickyTable(cfg.steering.maxPrefixes, cfg.steering.stickySeconds);
     this.probes = new ProbeScheduler(cfg.probe, now);
     const rrl = cfg.rrl.enabled ? new ResponseRateLimiter(cfg.rrl) : undefined;
-    this.answerer = new Answerer(zones.set, new Steering(cfg, this.#parts()), { rrl, lengths, udpPayload: cfg.udpPayload });
+    this.answerer = new Answerer(zones.set, new Steering(cfg, this.#parts()), { rrl, lengths, udpPayload: cfg.udpPayload, clusters: cfg.clusters.length });
     this.server = new DnsServer(this.answerer, cfg.tcp, this.log.child({ part: 'server' }));
   }
 
@@ -122,7 +126,18 @@ export class DnsDaemon {
     }
     this.#admin = new AdminSocket(cfg.adminSocket, this.log, (r, reject) => this.#command(r, reject));
     await this.#admin.listen();
+    if (cfg.http) {
+      const registry = newRegistry();
+      registerDnsMetrics(registry, { daemon: this, control: () => this.#control, admin: () => this.#admin, ops: () => this.ops() });
+      this.#ops = new OpsServer({ listen: cfg.http.listen, registry, status: () => this.status(), log: this.log });
+      await this.#ops.start();
+    }
     this.log.info({ zones: this.#zones.map((z) => z.origin), steered: cfg.steering.names.map((n) => n.name), clusters: cfg.clusters.map((c) => c.name) }, 'dns ready');
+  }
+
+  /** The ops HTTP server while it runs (http.listen set): addRoute() adds GET pages to it. */
+  ops(): OpsServer | undefined {
+    return this.#ops;
   }
 
   #command(r: Record<string, unknown>, reject: (e: string) => Reply): Reply {
@@ -152,7 +167,9 @@ export class DnsDaemon {
     if (restart.length > 0) this.log.warn({ keys: restart }, 'these changes need a restart and were not applied');
     const applied: Readonly<DnsConfig> = { ...next, ...Object.fromEntries(RESTART_KEYS.map((k) => [k, this.config[k]])) };
     this.config = applied;
-    this.answerer.replace(zones.set, new Steering(applied, this.#parts()));
+    const steering = new Steering(applied, this.#parts());
+    steering.inheritCounts(this.answerer.steering);
+    this.answerer.replace(zones.set, steering);
     this.#zones = zones.list;
     this.reloads++;
     this.log.info({ zones: zones.list.map((z) => z.origin), steered: applied.steering.names.map((n) => n.name) }, 'reloaded');
@@ -202,6 +219,7 @@ export class DnsDaemon {
   }
 
   stop(): void {
+    this.#ops?.close();
     this.server.close();
     this.#control?.close();
     this.#admin?.close();

@@ -14,6 +14,7 @@
  * last rather than excluding the cluster.
  */
 import type { Body } from '../control/messages.ts';
+import { Buckets, RTT_SECONDS_BOUNDS } from '../metrics/buckets.ts';
 
 export interface RttEntry {
   /** RTT in ms per cluster index; NaN = no measurement, Infinity = no reply. */
@@ -34,8 +35,14 @@ export class RttTable {
   evicted = 0;
   results = 0;
   unknownTargets = 0;
+  /** Measured RTTs of the results applied, seconds, per cluster index (metrics; no per-client labels). */
+  readonly rttSeconds: readonly Buckets[];
+  /** Results applied with no reply at all, per cluster index. */
+  readonly noReply: Float64Array;
 
   constructor(clusters: number, maxPrefixes: number, expireSeconds: number) {
+    this.rttSeconds = Array.from({ length: clusters }, () => new Buckets(RTT_SECONDS_BOUNDS));
+    this.noReply = new Float64Array(clusters);
     this.#clusters = clusters;
     this.#max = maxPrefixes;
     this.#expireMs = expireSeconds * 1000;
@@ -63,6 +70,8 @@ export class RttTable {
         continue;
       }
       this.results++;
+      if (r.rttMs === null) this.noReply[ci] = (this.noReply[ci] ?? 0) + 1;
+      else this.rttSeconds[ci]?.observe(r.rttMs / 1000);
       this.set(key, ci, r.rttMs ?? Infinity, r.received, r.sent, now);
     }
   }

@@ -42,6 +42,8 @@ export interface Decision {
   /** Addresses to answer with (empty with servfail). */
   readonly vips: readonly string[];
   readonly clusters: readonly string[];
+  /** The same clusters by index in the cluster table (answers counted per cluster without a lookup). */
+  readonly clusterIndexes: readonly number[];
   readonly reason: string;
   readonly servfail: boolean;
   /** The answer depends on the client's prefix (ECS scope = prefix length), else scope 0. */
@@ -88,6 +90,12 @@ export class Steering {
 
   changed(): void {
     this.epoch++;
+  }
+
+  /** Takes over the counts of the Steering this one replaces (reload): they count since start. */
+  inheritCounts(prev: Steering): void {
+    this.decisions += prev.decisions;
+    for (const [k, n] of prev.reasons) this.reasons.set(k, (this.reasons.get(k) ?? 0) + n);
   }
 
   decide(sn: SteeredName, prefix: ClientPrefix, now: number): Decision {
@@ -155,10 +163,10 @@ export class Steering {
     if (cfg.sticky && chosen[0] !== undefined) p.sticky.set(prefix.key, chosen[0].index, now);
     const records = chosen.map((c) => p.clusters.clusters[c.index]).filter((c): c is ClusterRecord => c !== undefined);
     const vips = records.flatMap((c) => c.vips);
-    return this.#decision(cfg, prefix, vips, records.map((c) => c.name), reason, false, scoped, now, validUntil);
+    return this.#decision(cfg, prefix, vips, records, reason, false, scoped, now, validUntil);
   }
 
-  #decision(cfg: SteeredConfig, prefix: ClientPrefix, vips: readonly string[], clusters: readonly string[], reason: string, servfail: boolean, scoped: boolean, now: number, validUntil: number): Decision {
-    return { name: cfg.name, prefix: prefix.key.slice(2), vips, clusters, reason, servfail, scoped, answerKey: vips.join(','), at: now, epoch: this.epoch, validUntil };
+  #decision(cfg: SteeredConfig, prefix: ClientPrefix, vips: readonly string[], chosen: readonly ClusterRecord[], reason: string, servfail: boolean, scoped: boolean, now: number, validUntil: number): Decision {
+    return { name: cfg.name, prefix: prefix.key.slice(2), vips, clusters: chosen.map((c) => c.name), clusterIndexes: chosen.map((c) => c.index), reason, servfail, scoped, answerKey: vips.join(','), at: now, epoch: this.epoch, validUntil };
   }
 }

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { controlBaseSchema, keyRef, peerSchema, requireKeys, zmqEndpoint } from '../control/config.ts';
+import { httpSchema } from '../http/config.ts';
 import { METHOD_NAMES } from './select/backend.ts';
 
 const ipv4 = z.ipv4({ error: 'expected an IPv4 address like 198.18.201.11' });
@@ -160,6 +161,7 @@ export const frontConfigSchema = z
       .startsWith('/', 'adminSocket must be an absolute path')
       .default('/run/sluice/front.sock')
       .describe('Unix socket (mode 0600) for `sluice ctl` and `sluice status`.'),
+    http: httpSchema.optional().describe('Read-only ops HTTP server: GET /metrics (Prometheus text) and GET /status (the admin socket\'s status as JSON). Absent: none. A change needs a restart.'),
     control: control.optional().describe('The control plane. Without it the front node runs on configured capacities and overflow figures alone.'),
   })
   .superRefine((cfg, ctx) => {

@@ -197,6 +197,16 @@ export class FrontControl {
     for (const body of this.#prober.drainResults()) pub.send('rtt_results', body);
   }
 
+  /** The RTT prober while probing runs (metrics). */
+  get prober(): RttProber | undefined {
+    return this.#prober;
+  }
+
+  /** Probe requests ignored because probing is off, and ICMP socket errors (metrics). */
+  get probeCounts(): { ignoredRequests: number; pingerErrors: number } {
+    return { ignoredRequests: this.#probeIgnored, pingerErrors: this.#pingerErrors };
+  }
+
   /** After start, a reload or an admin change: re-applies live state to the fresh service runtimes. */
   servicesChanged(): void {
     const now = performance.now();

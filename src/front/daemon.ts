@@ -6,18 +6,25 @@
  *
  * Lifecycle:
  *   start   load config (refused -> exit 1, nothing installed); rebuild
- *           records from the kernel's flows; install rules; bind the queue
+ *           records from the kernel's flows; install rules; bind the queue;
+ *           admin socket, control plane, ops HTTP server (http.listen)
  *   run     sweep recycled records every second; reconcile with the kernel
  *           every connections.reconcileSeconds
  *   SIGHUP  reload: a refused config is logged and the running one stays;
  *           an accepted one re-renders the rules and re-maps records by
- *           service and server name (established connections are untouched)
- *   SIGTERM unbind, remove our rules, exit 0. (After a crash the rules stay
- *           and failMode governs new connections; established ones continue.)
+ *           service and server name (established connections are untouched);
+ *           RESTART_KEYS keep their running values (named in a warning)
+ *   SIGTERM unbind, remove our rules, close the ops HTTP server, exit 0.
+ *           (After a crash the rules stay and failMode governs new
+ *           connections; established ones continue.)
  */
 import { ConfigError, loadConfig } from '../config/load.ts';
+import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
-import { NfQueue } from '../nfqueue/queue.ts';
+import { newRegistry } from '../metrics/collect.ts';
+import { registerFrontMetrics, type FrontMetricsSource } from '../metrics/front.ts';
+import { readKernelQueue, type KernelQueueStats } from '../metrics/kernel_queue.ts';
+import { NfQueue, type QueueStats } from '../nfqueue/queue.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import { IpProtocol, parseStatusName } from '../packet/ipv4.ts';
 import { frontConfigSchema, type FrontConfig } from './config.ts';
@@ -36,9 +43,9 @@ export interface FrontOptions {
 }
 
 /** Top-level keys a reload cannot apply (the control section has its own rule: restartPart). */
-export const RESTART_KEYS = ['queue', 'connections', 'adminSocket', 'cluster'] as const;
+export const RESTART_KEYS = ['queue', 'connections', 'adminSocket', 'cluster', 'http'] as const;
 
-export class FrontDaemon {
+export class FrontDaemon implements FrontMetricsSource {
   readonly log: Logger = componentLogger('front');
   readonly configFile: string;
   config: Readonly<FrontConfig>;
@@ -47,6 +54,7 @@ export class FrontDaemon {
   #queue: NfQueue | undefined;
   #admin: AdminServer | undefined;
   #control: FrontControl | undefined;
+  #ops: OpsServer | undefined;
   #timers: ReturnType<typeof setInterval>[] = [];
   #stopping = false;
   readonly startedAt = Date.now();
@@ -97,6 +105,12 @@ export class FrontDaemon {
     this.#admin = new AdminServer(this.config.adminSocket, this);
     await this.#admin.listen();
     if (this.config.control) this.#control = await FrontControl.start(this, this.config.control, this.log);
+    if (this.config.http) {
+      const registry = newRegistry();
+      registerFrontMetrics(registry, this);
+      this.#ops = new OpsServer({ listen: this.config.http.listen, registry, status: () => this.stats(), log: this.log });
+      await this.#ops.start();
+    }
     this.log.info({ cluster: this.config.cluster, queue: this.config.queue, services: this.config.services.length, rebuilt }, 'front node ready');
     opts.onReady?.();
   }
@@ -153,9 +167,12 @@ export class FrontDaemon {
       const s = services[svc]?.servers[srv];
       if (s) s.active++;
     });
+    // Decision counts live on for the same names (metrics counters stay monotonic across reloads).
     for (const ns of services) {
       const os = old.find((o) => o.name === ns.name);
       for (const b of ns.servers) b.decided = os?.servers.find((x) => x.id === b.id)?.decided ?? 0;
+      for (const o of ns.overflow) o.decided = os?.overflow.find((x) => x.cluster === o.cluster)?.decided ?? 0;
+      ns.overflowed = os?.overflowed ?? 0;
     }
     installRules(renderRules(next));
     this.engine.setServices(services);
@@ -219,6 +236,27 @@ export class FrontDaemon {
     if (freed > 0) this.log.info({ freed }, 'records freed: kernel flows gone');
   }
 
+  queueStats(): QueueStats | undefined {
+    return this.#queue?.stats();
+  }
+
+  kernelQueue(): KernelQueueStats | undefined {
+    return readKernelQueue(this.config.queue);
+  }
+
+  adminCounts(): { handled: number; rejected: number } {
+    return { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 };
+  }
+
+  control(): FrontControl | undefined {
+    return this.#control;
+  }
+
+  /** The ops HTTP server while it runs (http.listen set): addRoute() adds GET pages to it. */
+  ops(): OpsServer | undefined {
+    return this.#ops;
+  }
+
   stats(): Record<string, unknown> {
     const c = this.engine.counters;
     return {
@@ -244,6 +282,7 @@ export class FrontDaemon {
     if (this.#stopping) return;
     this.#stopping = true;
     for (const t of this.#timers) clearInterval(t);
+    this.#ops?.close();
     this.#control?.close();
     this.#queue?.close();
     this.#admin?.close();

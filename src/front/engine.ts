@@ -33,7 +33,10 @@ export class EngineCounters {
   serverResets = 0;
   resumed = 0;
   noRecord = 0;
+  /** Packets the rules should not have queued (not TCP/UDP, not to a VIP, no such UDP service), accepted or dropped. */
   unexpected = 0;
+  /** The part of `unexpected` that was dropped (drops by reason: malformed, noTarget, noRecord, this). */
+  unexpectedDropped = 0;
   /** Malformed packets by ParseStatus (index = status; 0 unused). */
   readonly malformed = new Float64Array(parseStatusName.length);
 }
@@ -110,6 +113,7 @@ export class FrontEngine {
     }
     // No UDP service here (a reload removed it): nothing to steer it to.
     this.counters.unexpected++;
+    this.counters.unexpectedDropped++;
     return Verdict.Drop;
   }
 
@@ -126,6 +130,7 @@ export class FrontEngine {
     if (info.protocol === IpProtocol.Udp) return this.#udp(now);
     if (info.protocol !== IpProtocol.Tcp) {
       c.unexpected++;
+      c.unexpectedDropped++;
       return Verdict.Drop;
     }
     const flags = info.tcpFlags;

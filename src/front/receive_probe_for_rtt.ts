@@ -34,6 +34,7 @@
  *   requested = deduped + dropped + (targets finished or still pending).
  */
 import { MAX_LIST, type Body } from '../control/messages.ts';
+import { Buckets, RTT_SECONDS_BOUNDS } from '../metrics/buckets.ts';
 import type { Pinger } from './icmp_echo.ts';
 
 export interface ProbeOptions {
@@ -98,6 +99,8 @@ const MAX_RTT_MS = 60_000;
 
 export class RttProber {
   readonly counters: ProbeCounters = { requests: 0, requested: 0, deduped: 0, dropped: 0, echoesSent: 0, replies: 0, timeouts: 0, finished: 0, reported: 0, resultsDropped: 0 };
+  /** Every echo reply's RTT, seconds (metrics: no per-target labels, so bounded whatever the targets). */
+  readonly rtt = new Buckets(RTT_SECONDS_BOUNDS);
   readonly #cluster: string;
   readonly #opts: ProbeOptions;
   readonly #pinger: Pinger;
@@ -290,9 +293,11 @@ export class RttProber {
     const t = e.t;
     t.outstanding--;
     if (rttMs !== null && Number.isFinite(rttMs)) {
+      const ms = Math.min(Math.max(rttMs, 0), MAX_RTT_MS);
       t.received++;
-      t.sumMs += Math.min(Math.max(rttMs, 0), MAX_RTT_MS);
+      t.sumMs += ms;
       this.counters.replies++;
+      this.rtt.observe(ms / 1000);
     } else {
       this.counters.timeouts++;
     }

@@ -1,0 +1,52 @@
+/**
+ * sluice_agent_*: a server agent's metrics: reports sent, the figures of its
+ * last load report, and its access-log follower's counters, read at scrape
+ * time; plus the shared control-plane metrics. Labels: report types, line
+ * and event kinds (bounded). Never a client address.
+ */
+import type { Registry } from 'prom-client';
+import type { AgentDaemon } from '../agent/agent.ts';
+import type { ControlNode } from '../control/node.ts';
+import type { OpsServer } from '../http/ops_server.ts';
+import { counterFrom, counterOf, gaugeFrom, type Sample } from './collect.ts';
+import { registerControlMetrics } from './control.ts';
+import { registerHttpMetrics } from './http.ts';
+
+export interface AgentMetricsSource {
+  readonly daemon: Pick<AgentDaemon, 'config' | 'follower' | 'lastLoad' | 'reportsSent' | 'requestReportsSent' | 'sampleErrors'>;
+  control(): ControlNode | undefined;
+  ops(): OpsServer | undefined;
+}
+
+export function registerAgentMetrics(registry: Registry, src: AgentMetricsSource): void {
+  const d = src.daemon;
+  gaugeFrom(registry, 'sluice_agent_info', 'This agent: its server name and utilization source (value 1).', ['server', 'source'], () => [[{ server: d.config.name, source: d.config.utilization.source }, 1]]);
+  counterFrom(registry, 'sluice_agent_reports_total', 'Reports handed to the control plane, by message type (delivery: sluice_control_messages_sent_total).', ['type'], () => [
+    [{ type: 'load_report' }, d.reportsSent],
+    [{ type: 'request_rate' }, d.requestReportsSent],
+  ]);
+  counterOf(registry, 'sluice_agent_load_sample_errors_total', 'Load samples that failed (no report that interval).', () => d.sampleErrors);
+  // Labelled by server so that before the first report there is no series at all (rather than a 0).
+  const lastOf = (k: 'utilization' | 'cpu' | 'connections' | 'memoryUsed' | 'load1') => (): Sample<'server'>[] => [[{ server: d.config.name }, d.lastLoad?.[k] ?? NaN]];
+  gaugeFrom(registry, 'sluice_agent_utilization', 'Utilization in the last load report (the configured source; 1 = full).', ['server'], lastOf('utilization'));
+  gaugeFrom(registry, 'sluice_agent_cpu', 'CPU share in the last load report.', ['server'], lastOf('cpu'));
+  gaugeFrom(registry, 'sluice_agent_connections', 'Established connections on the service ports in the last load report.', ['server'], lastOf('connections'));
+  gaugeFrom(registry, 'sluice_agent_memory_used', 'Memory share in use in the last load report.', ['server'], lastOf('memoryUsed'));
+  gaugeFrom(registry, 'sluice_agent_load1', 'One-minute load average in the last load report.', ['server'], lastOf('load1'));
+  const f = (): AgentMetricsSource['daemon']['follower']['counters'] => d.follower.counters;
+  counterOf(registry, 'sluice_agent_access_log_lines_total', 'Access log lines read.', () => f().lines);
+  counterOf(registry, 'sluice_agent_access_log_requests_total', 'Access log lines counted as requests of an IPv4 client.', () => f().requests);
+  counterFrom(registry, 'sluice_agent_access_log_rejected_lines_total', 'Access log lines not counted, by reason.', ['reason'], () => [
+    [{ reason: 'garbage' }, f().garbage],
+    [{ reason: 'not_ipv4' }, f().notIpv4],
+    [{ reason: 'partial' }, f().partial],
+  ]);
+  counterFrom(registry, 'sluice_agent_access_log_events_total', 'Access log follower events: rotation, truncation, table_full (a client not counted), read_error.', ['event'], () => [
+    [{ event: 'rotation' }, f().rotations],
+    [{ event: 'truncation' }, f().truncations],
+    [{ event: 'table_full' }, f().tableFull],
+    [{ event: 'read_error' }, f().readErrors],
+  ]);
+  registerControlMetrics(registry, () => src.control());
+  registerHttpMetrics(registry, 'sluice_agent', () => src.ops());
+}

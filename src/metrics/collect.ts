@@ -1,0 +1,78 @@
+/**
+ * Metrics read from a daemon's own counters at scrape time.
+ *
+ * Invariant: nothing on a packet or DNS answer path ever calls prom-client.
+ * The daemons keep plain numbers (counters, typed arrays); each metric here
+ * has a collect() callback that, at scrape, resets the prom-client metric
+ * and copies the current values in. A counter's source must itself be
+ * monotonic for the life of the process (the daemons carry their counts
+ * across reloads), so the exposed `_total` series are real Prometheus
+ * counters; series whose labels vanish (a server removed by a reload)
+ * simply stop being exposed.
+ */
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+
+export type Labels<L extends string> = Readonly<Record<L, string>>;
+/** One sample: labels (omitted for an unlabelled metric) and value. */
+export type Sample<L extends string> = readonly [Labels<L>, number];
+
+/** A registry with prom-client's default process and Node.js metrics. */
+export function newRegistry(): Registry {
+  const r = new Registry();
+  collectDefaultMetrics({ register: r });
+  return r;
+}
+
+/** A `_total` counter whose samples come from `read()` at each scrape. */
+export function counterFrom<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[], read: () => Iterable<Sample<L>>): Counter<L> {
+  if (!name.endsWith('_total')) throw new Error(`counter ${name} must end in _total`);
+  return new Counter<L>({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    collect(this: Counter<L>) {
+      this.reset();
+      for (const [labels, value] of read()) {
+        // A counter never goes below zero; non-finite values are not counts.
+        if (Number.isFinite(value) && value >= 0) this.inc(labels as Partial<Record<L, string>>, value);
+      }
+    },
+  });
+}
+
+/** An unlabelled counter read from one number. */
+export function counterOf(registry: Registry, name: string, help: string, read: () => number): Counter {
+  return counterFrom(registry, name, help, [], () => [[{}, read()]]);
+}
+
+/** A gauge whose samples come from `read()` at each scrape (non-finite values are skipped). */
+export function gaugeFrom<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[], read: () => Iterable<Sample<L>>): Gauge<L> {
+  return new Gauge<L>({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    collect(this: Gauge<L>) {
+      this.reset();
+      for (const [labels, value] of read()) {
+        if (Number.isFinite(value)) this.set(labels as Partial<Record<L, string>>, value);
+      }
+    },
+  });
+}
+
+/** An unlabelled gauge read from one number. */
+export function gaugeOf(registry: Registry, name: string, help: string, read: () => number): Gauge {
+  return gaugeFrom(registry, name, help, [], () => [[{}, read()]]);
+}
+
+/** Samples of a record of counts keyed by one label ({a: 1, b: 2} -> label=a 1, label=b 2). */
+export function byKey<L extends string>(label: L, counts: Readonly<Record<string, number>>, rename: (key: string) => string = snake): Sample<L>[] {
+  return Object.entries(counts).map(([k, v]) => [{ [label]: rename(k) } as Labels<L>, v]);
+}
+
+/** camelCase -> snake_case, for label values made from field names. */
+export function snake(s: string): string {
+  return s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}

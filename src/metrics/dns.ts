@@ -1,0 +1,162 @@
+/**
+ * sluice_dns_*: the DNS server's metrics, read at scrape time from the
+ * answerer's and socket server's counters, the steering counts, the cluster
+ * and client tables, the probe scheduler and the control plane. Nothing
+ * here runs on the answer path (collect.ts).
+ *
+ * Labels: rcode, transport, reasons, cluster names (the config's, at most
+ * 64), table names: all bounded. Never a client address or prefix.
+ */
+import type { Registry } from 'prom-client';
+import type { AdminSocket } from '../admin/socket.ts';
+import type { DnsControl } from '../dns/control.ts';
+import type { DnsDaemon } from '../dns/daemon.ts';
+import type { OpsServer } from '../http/ops_server.ts';
+import { counterFrom, counterOf, gaugeFrom, type Sample } from './collect.ts';
+import { registerControlMetrics } from './control.ts';
+import { BucketHistogram } from './histogram.ts';
+import { registerHttpMetrics } from './http.ts';
+
+type DaemonParts = Pick<DnsDaemon, 'config' | 'answerer' | 'server' | 'clusters' | 'rtt' | 'highRate' | 'sticky' | 'probes' | 'reloads' | 'reloadsRefused'>;
+
+export interface DnsMetricsSource {
+  readonly daemon: DaemonParts;
+  control(): DnsControl | undefined;
+  admin(): Pick<AdminSocket, 'handled' | 'rejected'> | undefined;
+  ops(): OpsServer | undefined;
+}
+
+const CLUSTER_STATES = ['up', 'full', 'down', 'unknown'] as const;
+
+export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): void {
+  const d = src.daemon;
+  const a = (): DaemonParts['answerer']['counters'] => d.answerer.counters;
+  const perCluster = (f: (c: DaemonParts['clusters']['clusters'][number]) => number): Sample<'cluster'>[] => d.clusters.clusters.map((c) => [{ cluster: c.name }, f(c)] as const);
+
+  gaugeFrom(registry, 'sluice_dns_info', 'This DNS server: its control-plane name (value 1).', ['name'], () => [[{ name: d.config.name }, 1]]);
+
+  // Queries and responses (Answerer counters).
+  counterFrom(registry, 'sluice_dns_queries_total', 'Queries received, by transport.', ['transport'], () => [
+    [{ transport: 'udp' }, a().udp],
+    [{ transport: 'tcp' }, a().tcp],
+  ]);
+  counterFrom(registry, 'sluice_dns_responses_total', 'Responses sent, by rcode.', ['rcode'], () => {
+    const c = a();
+    return [
+      [{ rcode: 'NOERROR' }, c.answered + c.nodata + c.referral],
+      [{ rcode: 'NXDOMAIN' }, c.nxdomain],
+      [{ rcode: 'SERVFAIL' }, c.servfail],
+      [{ rcode: 'REFUSED' }, c.refused],
+      [{ rcode: 'FORMERR' }, c.formerr],
+      [{ rcode: 'NOTIMP' }, c.notimp],
+      [{ rcode: 'BADVERS' }, c.badvers],
+    ];
+  });
+  counterFrom(registry, 'sluice_dns_noerror_responses_total', 'NOERROR responses, by kind: answer (records), nodata, referral.', ['kind'], () => [
+    [{ kind: 'answer' }, a().answered],
+    [{ kind: 'nodata' }, a().nodata],
+    [{ kind: 'referral' }, a().referral],
+  ]);
+  counterFrom(registry, 'sluice_dns_queries_dropped_total', 'Queries answered with nothing: ignored (not a query) or rrl (over the response rate limit).', ['reason'], () => [
+    [{ reason: 'ignored' }, a().ignored],
+    [{ reason: 'rrl' }, a().rrlDropped],
+  ]);
+  counterOf(registry, 'sluice_dns_rrl_slipped_total', 'Rate-limited responses sent truncated (TC) instead of dropped.', () => a().rrlSlipped);
+  counterOf(registry, 'sluice_dns_truncated_responses_total', 'Responses sent truncated (TC set).', () => a().truncated);
+  counterFrom(registry, 'sluice_dns_malformed_queries_total', 'Messages refused by the parser, by reason (answered FORMERR/NOTIMP or ignored).', ['reason'], () => [...d.answerer.rejects].map(([k, n]) => [{ reason: k }, n] as const));
+  counterFrom(registry, 'sluice_dns_answer_cache_lookups_total', 'Encoded-answer cache lookups, by result.', ['result'], () => [
+    [{ result: 'hit' }, a().cacheHits],
+    [{ result: 'miss' }, a().cacheMisses],
+  ]);
+  counterOf(registry, 'sluice_dns_answer_encode_errors_total', 'Answers that could not be encoded (answered SERVFAIL).', () => a().encodeErrors);
+
+  // Steering.
+  counterOf(registry, 'sluice_dns_steered_responses_total', 'Answers to steered names (A/ANY) sent.', () => a().steered);
+  counterFrom(registry, 'sluice_dns_steered_answers_total', 'Steered answers sent, by chosen cluster (each cluster in an answer counts once).', ['cluster'], () =>
+    d.clusters.clusters.map((c) => [{ cluster: c.name }, d.answerer.steeredByCluster[c.index] ?? 0] as const),
+  );
+  counterOf(registry, 'sluice_dns_steered_fallback_total', 'Steered answers from the fallback (no usable cluster: all VIPs or the sorry addresses).', () => a().steeredFallback);
+  counterFrom(registry, 'sluice_dns_steering_decisions_total', 'Steering decisions computed (memoised answers reuse one), by reason.', ['reason'], () => [...d.answerer.steering.reasons].map(([k, n]) => [{ reason: k }, n] as const));
+
+  // Sockets.
+  gaugeFrom(registry, 'sluice_dns_tcp_connections', 'Open TCP connections.', [], () => [[{}, d.server.tcpConnections]]);
+  counterFrom(registry, 'sluice_dns_tcp_connections_total', 'TCP connections, by outcome (refused: over tcp.maxConnections).', ['outcome'], () => [
+    [{ outcome: 'accepted' }, d.server.counters.tcpAccepted],
+    [{ outcome: 'refused' }, d.server.counters.tcpRefused],
+  ]);
+  counterFrom(registry, 'sluice_dns_tcp_closed_total', 'TCP connections we closed, by reason.', ['reason'], () => [
+    [{ reason: 'idle' }, d.server.counters.tcpIdleClosed],
+    [{ reason: 'bad_frame' }, d.server.counters.tcpBadFrames],
+  ]);
+  counterOf(registry, 'sluice_dns_udp_errors_total', 'UDP socket errors (failed sends included).', () => d.server.counters.udpErrors);
+  counterFrom(registry, 'sluice_dns_reloads_total', 'Reloads, by result.', ['result'], () => [
+    [{ result: 'applied' }, d.reloads],
+    [{ result: 'refused' }, d.reloadsRefused],
+  ]);
+  counterFrom(registry, 'sluice_dns_admin_requests_total', 'Admin socket requests, by result.', ['result'], () => {
+    const s = src.admin();
+    return [
+      [{ result: 'handled' }, s?.handled ?? 0],
+      [{ result: 'rejected' }, s?.rejected ?? 0],
+    ];
+  });
+
+  // Clusters, as the front nodes report them.
+  gaugeFrom(registry, 'sluice_dns_cluster_capacity', 'Cluster capacity last reported (new connections/s).', ['cluster'], () => perCluster((c) => c.capacity));
+  gaugeFrom(registry, 'sluice_dns_cluster_load', 'Cluster load last reported (new connections/s).', ['cluster'], () => perCluster((c) => c.load));
+  gaugeFrom(registry, 'sluice_dns_cluster_available', 'Cluster free capacity last reported.', ['cluster'], () => perCluster((c) => c.available));
+  gaugeFrom(registry, 'sluice_dns_cluster_utilization', 'Cluster load over capacity, last reported (absent without capacity).', ['cluster'], () => perCluster((c) => (c.capacity > 0 ? c.load / c.capacity : NaN)));
+  gaugeFrom(registry, 'sluice_dns_cluster_servers', 'Servers per cluster last reported, by whether they take new connections.', ['cluster', 'usable'], () =>
+    d.clusters.clusters.flatMap((c) => [
+      [{ cluster: c.name, usable: 'true' }, c.serversUp] as const,
+      [{ cluster: c.name, usable: 'false' }, c.serversTotal - c.serversUp] as const,
+    ]),
+  );
+  gaugeFrom(registry, 'sluice_dns_cluster_state', 'Cluster state, one series per state with value 1 for the current one.', ['cluster', 'state'], () => {
+    const now = performance.now();
+    return d.clusters.clusters.flatMap((c) => {
+      const st = d.clusters.state(c, now);
+      return CLUSTER_STATES.map((s) => [{ cluster: c.name, state: s }, s === st ? 1 : 0] as const);
+    });
+  });
+  counterFrom(registry, 'sluice_dns_cluster_reports_total', 'cluster_load reports applied, by cluster.', ['cluster'], () => perCluster((c) => c.reports));
+  counterOf(registry, 'sluice_dns_cluster_reports_unknown_total', 'cluster_load reports naming a cluster not configured.', () => d.clusters.unknownReports);
+
+  // Per-client tables (bounded by steering.maxPrefixes).
+  gaugeFrom(registry, 'sluice_dns_table_entries', 'Entries of the bounded per-client-prefix tables and caches.', ['table'], () => [
+    [{ table: 'rtt' }, d.rtt.size],
+    [{ table: 'high_rate' }, d.highRate.size],
+    [{ table: 'sticky' }, d.sticky.size],
+    [{ table: 'probe_pending' }, d.probes.pending],
+    [{ table: 'answer_cache' }, d.answerer.cacheSize],
+  ]);
+  counterFrom(registry, 'sluice_dns_table_evictions_total', 'Entries evicted from the full per-client tables.', ['table'], () => [
+    [{ table: 'rtt' }, d.rtt.evicted],
+    [{ table: 'high_rate' }, d.highRate.evicted],
+    [{ table: 'sticky' }, d.sticky.evicted],
+  ]);
+  counterOf(registry, 'sluice_dns_high_rate_reports_total', 'High-rate clients reported by the front nodes.', () => d.highRate.reported);
+
+  // RTT probes and results.
+  counterFrom(registry, 'sluice_dns_probe_targets_total', 'Probe targets: requested (queued), dropped (pending set full), sent (in rtt_probe_request).', ['outcome'], () => [
+    [{ outcome: 'requested' }, d.probes.requested],
+    [{ outcome: 'dropped' }, d.probes.dropped],
+    [{ outcome: 'sent' }, d.probes.sent],
+  ]);
+  counterOf(registry, 'sluice_dns_probe_requests_sent_total', 'rtt_probe_request messages published to the front nodes.', () => src.control()?.probeRequestsSent ?? 0);
+  counterFrom(registry, 'sluice_dns_rtt_results_total', 'RTT results received: applied, unknown_target (not asked for), unknown_cluster (whole messages from an unconfigured cluster).', ['outcome'], () => [
+    [{ outcome: 'applied' }, d.rtt.results],
+    [{ outcome: 'unknown_target' }, d.rtt.unknownTargets],
+    [{ outcome: 'unknown_cluster' }, src.control()?.unknownClusterResults ?? 0],
+  ]);
+  counterFrom(registry, 'sluice_dns_rtt_no_reply_total', 'Applied RTT results where no probe was answered, by cluster.', ['cluster'], () => perCluster((c) => d.rtt.noReply[c.index] ?? 0));
+  new BucketHistogram(registry, 'sluice_dns_rtt_seconds', 'Averaged RTTs of the applied probe results, by cluster (no per-client labels).', ['cluster'], () =>
+    d.clusters.clusters.flatMap((c) => {
+      const b = d.rtt.rttSeconds[c.index];
+      return b ? [[{ cluster: c.name }, b] as const] : [];
+    }),
+  );
+
+  registerControlMetrics(registry, () => src.control()?.node);
+  registerHttpMetrics(registry, 'sluice_dns', () => src.ops());
+}

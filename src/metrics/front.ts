@@ -1,0 +1,251 @@
+/**
+ * sluice_front_*: the front node's metrics, read at scrape time from the
+ * engine's counters, the services' per-server state, the connection table,
+ * the queue (ours and the kernel's view), the control plane and the RTT
+ * prober. Nothing here runs on the packet path (collect.ts).
+ *
+ * Labels: service and server names (the config's, at most 31 x 200),
+ * overflow and peer cluster names, drop reasons, parse statuses, event and
+ * error kinds: all bounded. Never a client address.
+ */
+import type { Registry } from 'prom-client';
+import type { QueueStats } from '../nfqueue/queue.ts';
+import { parseStatusName } from '../packet/ipv4.ts';
+import type { FrontConfig } from '../front/config.ts';
+import type { ConnectionTable } from '../front/connections.ts';
+import type { FrontControl } from '../front/control.ts';
+import type { FrontEngine } from '../front/engine.ts';
+import { clusterLoadOf } from '../front/receive_server_load.ts';
+import type { OpsServer } from '../http/ops_server.ts';
+import { byKey, counterFrom, counterOf, gaugeFrom, gaugeOf, type Sample } from './collect.ts';
+import { registerControlMetrics } from './control.ts';
+import { BucketHistogram } from './histogram.ts';
+import { registerHttpMetrics } from './http.ts';
+import type { KernelQueueStats } from './kernel_queue.ts';
+
+/** What the front daemon exposes to its metrics (FrontDaemon implements it). */
+export interface FrontMetricsSource {
+  readonly config: Readonly<FrontConfig>;
+  readonly engine: FrontEngine;
+  readonly table: ConnectionTable;
+  queueStats(): QueueStats | undefined;
+  kernelQueue(): KernelQueueStats | undefined;
+  adminCounts(): { handled: number; rejected: number };
+  control(): FrontControl | undefined;
+  ops(): OpsServer | undefined;
+}
+
+/** Peer clusters exposed at most (peers are whoever reports cluster_load; keep the series bounded). */
+const MAX_PEER_CLUSTERS = 64;
+
+type SL = 'service' | 'server';
+
+export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource): void {
+  const c = (): FrontEngine['counters'] => src.engine.counters;
+  const services = (): FrontEngine['services'] => src.engine.services;
+  const perServer = (f: (s: FrontEngine['services'][number]['servers'][number]) => number): Sample<SL>[] =>
+    services().flatMap((svc) => svc.servers.map((b) => [{ service: svc.name, server: b.id }, f(b)] as const));
+
+  gaugeFrom(registry, 'sluice_front_info', 'This front node: its cluster (value 1).', ['cluster'], () => [[{ cluster: src.config.cluster }, 1]]);
+
+  // Packets and decisions (FrontEngine counters).
+  counterOf(registry, 'sluice_front_packets_total', 'Packets the engine examined (connection setup and teardown only).', () => c().packets);
+  counterOf(registry, 'sluice_front_syn_packets_total', 'Client SYNs to a TCP service.', () => c().syn);
+  counterOf(registry, 'sluice_front_syn_retransmits_total', 'Retransmitted SYNs of a recorded connection (same server again).', () => c().synRetransmits);
+  counterOf(registry, 'sluice_front_udp_flows_total', 'First datagrams of UDP flows to a UDP service.', () => c().udpFlows);
+  counterFrom(registry, 'sluice_front_connections_decided_total', 'New connections decided for a server of this cluster, by service, server and the service\'s method.', ['service', 'server', 'method'], () => {
+    const out: Sample<'service' | 'server' | 'method'>[] = [];
+    const cfg = src.config.services;
+    for (const svc of services()) {
+      const method = cfg.find((s) => s.name === svc.name)?.method ?? 'unknown';
+      for (const b of svc.servers) out.push([{ service: svc.name, server: b.id, method }, b.decided]);
+    }
+    return out;
+  });
+  counterFrom(registry, 'sluice_front_connections_overflowed_total', 'New connections sent to another cluster (every server here full), by service and cluster.', ['service', 'cluster'], () =>
+    services().flatMap((svc) => svc.overflow.map((o) => [{ service: svc.name, cluster: o.cluster }, o.decided] as const)),
+  );
+  counterOf(registry, 'sluice_front_connections_untracked_total', 'Connections decided without a record (connection table full).', () => c().untracked);
+  counterOf(registry, 'sluice_front_connections_resumed_total', 'Packets of recorded connections the kernel had no flow for, sent to their server again.', () => c().resumed);
+  counterFrom(registry, 'sluice_front_connections_finished_total', 'Connection records finished, by who ended them (client FIN/RST or server RST).', ['by'], () => [
+    [{ by: 'client' }, c().finishes],
+    [{ by: 'server_reset' }, c().serverResets],
+  ]);
+  counterFrom(registry, 'sluice_front_packets_dropped_total', 'Packets dropped by the engine, by reason.', ['reason'], () => {
+    let malformed = 0;
+    for (const n of c().malformed) malformed += n;
+    return [
+      [{ reason: 'malformed' }, malformed],
+      [{ reason: 'no_target' }, c().noTarget],
+      [{ reason: 'no_record' }, c().noRecord],
+      [{ reason: 'unexpected' }, c().unexpectedDropped],
+    ];
+  });
+  counterFrom(registry, 'sluice_front_malformed_packets_total', 'Malformed packets (dropped), by parse status.', ['status'], () =>
+    parseStatusName.flatMap((name, i) => (i === 0 ? [] : [[{ status: name }, c().malformed[i] ?? 0] as const])),
+  );
+  counterOf(registry, 'sluice_front_unexpected_packets_total', 'Packets the rules should not have queued (accepted or dropped).', () => c().unexpected);
+
+  // Servers: capacity, utilization, active connections.
+  gaugeFrom(registry, 'sluice_front_server_active_connections', 'Connections recorded active per server.', ['service', 'server'], () => perServer((b) => b.active));
+  gaugeFrom(registry, 'sluice_front_server_capacity', 'Server capacity: configured concurrent connections (unit=connections) or estimated new connections/s from agent reports (unit=connections_per_second). Absent: no limit.', ['service', 'server', 'unit'], () =>
+    services().flatMap((svc) => svc.servers.map((b) => [{ service: svc.name, server: b.id, unit: b.estimated ? 'connections_per_second' : 'connections' }, b.capacity] as const)),
+  );
+  gaugeFrom(registry, 'sluice_front_server_utilization', 'Server load over capacity (active connections, or new connections/s when the capacity is estimated); absent without a capacity.', ['service', 'server'], () =>
+    perServer((b) => (Number.isFinite(b.capacity) && b.capacity > 0 ? b.load / b.capacity : NaN)),
+  );
+  gaugeFrom(registry, 'sluice_front_server_rate', 'New connections per second sent to the server recently (with agent reports).', ['service', 'server'], () => perServer((b) => b.rate));
+  gaugeFrom(registry, 'sluice_front_server_weight', 'Server weight (configured or set by the admin socket).', ['service', 'server'], () => perServer((b) => b.weight));
+  gaugeFrom(registry, 'sluice_front_server_state', 'Server state, one series per state with value 1 for the current one (down: its agent stopped reporting).', ['service', 'server', 'state'], () =>
+    services().flatMap((svc) =>
+      svc.servers.flatMap((b) => {
+        const now = b.down ? 'down' : b.state;
+        return (['active', 'drain', 'disabled', 'down'] as const).map((st) => [{ service: svc.name, server: b.id, state: st }, st === now ? 1 : 0] as const);
+      }),
+    ),
+  );
+  const cluster = (): ReturnType<typeof clusterLoadOf> => clusterLoadOf(services());
+  gaugeOf(registry, 'sluice_front_cluster_capacity', 'Sum of the usable servers\' capacities (as reported to DNS).', () => cluster().capacity);
+  gaugeOf(registry, 'sluice_front_cluster_load', 'Sum of the usable servers\' loads (as reported to DNS).', () => cluster().load);
+  gaugeOf(registry, 'sluice_front_cluster_available', 'Capacity minus load, floored at 0 (as reported to DNS).', () => cluster().available);
+  gaugeFrom(registry, 'sluice_front_cluster_servers', 'Servers of this cluster, by whether they take new connections.', ['usable'], () => {
+    const k = cluster();
+    return [
+      [{ usable: 'true' }, k.serversUp],
+      [{ usable: 'false' }, k.serversTotal - k.serversUp],
+    ];
+  });
+  gaugeFrom(registry, 'sluice_front_overflow_free_capacity', 'Free capacity of each overflow cluster, as last configured or reported.', ['service', 'cluster'], () =>
+    services().flatMap((svc) => svc.overflow.map((o) => [{ service: svc.name, cluster: o.cluster }, o.freeCapacity] as const)),
+  );
+
+  // Connection table.
+  gaugeFrom(registry, 'sluice_front_connection_records', 'Connection records, by state (recycled: finished, kept for late packets).', ['state'], () => [
+    [{ state: 'active' }, src.table.active],
+    [{ state: 'recycled' }, src.table.recycled],
+  ]);
+  gaugeOf(registry, 'sluice_front_connection_records_max', 'Connection records at most (connections.max).', () => src.table.capacity);
+  counterFrom(registry, 'sluice_front_connection_record_events_total', 'Connection table events (full: no free record, the connection went untracked).', ['event'], () => byKey('event', src.table.counts));
+
+  // The NFQUEUE: our side (native counters) and the kernel's.
+  const q = (): QueueStats | undefined => src.queueStats();
+  counterOf(registry, 'sluice_front_queue_packets_total', 'Packets received from the NFQUEUE.', () => q()?.packets ?? 0);
+  counterOf(registry, 'sluice_front_queue_batches_total', 'Batches received from the NFQUEUE.', () => q()?.batches ?? 0);
+  counterOf(registry, 'sluice_front_queue_verdicts_total', 'Verdicts sent to the kernel.', () => q()?.verdicts ?? 0);
+  gaugeOf(registry, 'sluice_front_queue_max_batch', 'Largest batch seen.', () => q()?.maxBatch ?? 0);
+  counterFrom(registry, 'sluice_front_queue_errors_total', 'NFQUEUE errors by kind (overruns: the socket buffer overflowed and packets were lost to us).', ['kind'], () => {
+    const s = q();
+    if (!s) return [];
+    return [
+      [{ kind: 'send' }, s.sendErrors],
+      [{ kind: 'kernel' }, s.kernelErrors],
+      [{ kind: 'overrun' }, s.overruns],
+      [{ kind: 'bad_message' }, s.badMessages],
+      [{ kind: 'recv' }, s.recvErrors],
+      [{ kind: 'truncated_read' }, s.truncatedReads],
+      [{ kind: 'callback' }, s.callbackErrors],
+    ];
+  });
+  // Labelled by queue number: absent (not 0) while the kernel shows no queue of ours.
+  gaugeFrom(registry, 'sluice_front_kernel_queue_length', 'Packets waiting in the kernel for a verdict (/proc/net/netfilter/nfnetlink_queue).', ['queue'], () => {
+    const k = src.kernelQueue();
+    return k ? [[{ queue: String(src.config.queue) }, k.waiting]] : [];
+  });
+  counterFrom(registry, 'sluice_front_kernel_queue_dropped_total', 'Packets the kernel dropped at our queue: queue_full (without fail-open) or user (could not be delivered to us).', ['queue', 'reason'], () => {
+    const k = src.kernelQueue();
+    const queue = String(src.config.queue);
+    return k
+      ? [
+          [{ queue, reason: 'queue_full' }, k.queueDropped],
+          [{ queue, reason: 'user' }, k.userDropped],
+        ]
+      : [];
+  });
+
+  counterFrom(registry, 'sluice_front_admin_requests_total', 'Admin socket requests, by result.', ['result'], () => {
+    const a = src.adminCounts();
+    return [
+      [{ result: 'handled' }, a.handled],
+      [{ result: 'rejected' }, a.rejected],
+    ];
+  });
+
+  registerFrontControlMetrics(registry, () => src.control());
+  registerControlMetrics(registry, () => src.control()?.node);
+  registerHttpMetrics(registry, 'sluice_front', () => src.ops());
+}
+
+/** Agent reports, client-rate table, peer clusters and RTT probes (present with a control section). */
+function registerFrontControlMetrics(registry: Registry, control: () => FrontControl | undefined): void {
+  const est = (): NonNullable<FrontControl['estimator']> | undefined => control()?.estimator;
+  const records = (f: (r: NonNullable<FrontControl['estimator']>['records'] extends Map<string, infer R> ? R : never) => number): Sample<'server'>[] =>
+    [...(est()?.records.values() ?? [])].map((r) => [{ server: r.name }, f(r)] as const);
+  counterFrom(registry, 'sluice_front_agent_reports_total', 'Load reports received from each server\'s agent.', ['server'], () => records((r) => r.reports));
+  counterOf(registry, 'sluice_front_agent_reports_unknown_server_total', 'Load reports naming a server no service has.', () => est()?.unknownServer ?? 0);
+  gaugeFrom(registry, 'sluice_front_agent_utilization', 'Utilization in each server\'s last load report (its agent\'s utilization source; 1 = full).', ['server'], () => records((r) => (r.reports > 0 ? r.utilization : NaN)));
+  gaugeFrom(registry, 'sluice_front_agent_cpu', 'CPU share in each server\'s last load report.', ['server'], () => records((r) => (r.reports > 0 ? r.cpu : NaN)));
+
+  gaugeOf(registry, 'sluice_front_client_rate_entries', 'Clients tracked for request rates (high-rate detection).', () => control()?.clients.clients.size ?? 0);
+  counterFrom(registry, 'sluice_front_client_rate_events_total', 'Request-rate table events: dropped (table full), expired.', ['event'], () => {
+    const t = control()?.clients;
+    return t
+      ? [
+          [{ event: 'dropped' }, t.dropped],
+          [{ event: 'expired' }, t.expired],
+        ]
+      : [];
+  });
+
+  gaugeFrom(registry, 'sluice_front_peer_cluster_available', 'Free capacity other clusters last reported (cluster_load).', ['cluster'], () =>
+    [...(control()?.clusters.peers.values() ?? [])].slice(0, MAX_PEER_CLUSTERS).map((p) => [{ cluster: p.cluster }, p.available] as const),
+  );
+
+  const probe = (): NonNullable<FrontControl['prober']>['counters'] | undefined => control()?.prober?.counters;
+  counterOf(registry, 'sluice_front_probe_requests_total', 'rtt_probe_request messages taken by the prober.', () => probe()?.requests ?? 0);
+  counterOf(registry, 'sluice_front_probe_requests_ignored_total', 'rtt_probe_request messages ignored because probing is off.', () => control()?.probeCounts.ignoredRequests ?? 0);
+  counterFrom(registry, 'sluice_front_probe_targets_total', 'Probe targets: requested, deduped (already pending), dropped (too many pending), finished.', ['outcome'], () => {
+    const p = probe();
+    return p
+      ? [
+          [{ outcome: 'requested' }, p.requested],
+          [{ outcome: 'deduped' }, p.deduped],
+          [{ outcome: 'dropped' }, p.dropped],
+          [{ outcome: 'finished' }, p.finished],
+        ]
+      : [];
+  });
+  counterFrom(registry, 'sluice_front_probe_echoes_total', 'ICMP echo requests sent, and their outcomes (replied, timed_out).', ['outcome'], () => {
+    const p = probe();
+    return p
+      ? [
+          [{ outcome: 'sent' }, p.echoesSent],
+          [{ outcome: 'replied' }, p.replies],
+          [{ outcome: 'timed_out' }, p.timeouts],
+        ]
+      : [];
+  });
+  counterFrom(registry, 'sluice_front_probe_results_total', 'Probe results: reported (published as rtt_results) or dropped (too many waiting).', ['outcome'], () => {
+    const p = probe();
+    return p
+      ? [
+          [{ outcome: 'reported' }, p.reported],
+          [{ outcome: 'dropped' }, p.resultsDropped],
+        ]
+      : [];
+  });
+  counterOf(registry, 'sluice_front_probe_socket_errors_total', 'ICMP socket errors of the prober.', () => control()?.probeCounts.pingerErrors ?? 0);
+  gaugeFrom(registry, 'sluice_front_probe_pending_targets', 'Probe targets pending, by stage.', ['stage'], () => {
+    const s = control()?.prober?.status();
+    return s
+      ? [
+          [{ stage: 'queued' }, s.queued],
+          [{ stage: 'sending' }, s.sending],
+          [{ stage: 'awaiting' }, s.awaiting],
+        ]
+      : [];
+  });
+  new BucketHistogram(registry, 'sluice_front_probe_rtt_seconds', 'RTT of each answered ICMP echo probe (all targets together).', [], () => {
+    const p = control()?.prober;
+    return p ? [[{}, p.rtt] as const] : [];
+  });
+}
