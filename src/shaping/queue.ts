@@ -78,6 +78,11 @@ export class WaitQueue {
     this.#wake = new Float64Array(entries);
   }
 
+  /** At maxLength: the next enqueue() would be refused. */
+  get full(): boolean {
+    return this.length >= this.maxLength;
+  }
+
   /** Whether entry has requests waiting (a new request of that key must queue behind them). */
   waiting(entry: number): boolean {
     return (this.#head[entry] ?? -1) >= 0;

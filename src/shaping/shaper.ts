@@ -180,7 +180,13 @@ export class Shaper implements CheckpointSink {
           cp.counts.passed++;
           continue;
         }
-        // Over the limit (or others of this key already wait): wait here.
+        // Over the limit (or others of this key already wait): wait here,
+        // unless the queue is full (checked first: no slot copy for nothing).
+        if (queue.full) {
+          queue.counts.refused++;
+          cp.counts.rejected++;
+          return this.#end(slot, cp.silentReject ? Outcome.Drop : Outcome.Reject, now);
+        }
         const held = pool.hold(slot);
         if (held < 0) {
           this.counts.poolFull++;
