@@ -5,6 +5,10 @@
 import { z } from 'zod';
 import { controlBaseSchema, keyRef, peerSchema, requireKeys, zmqEndpoint } from '../control/config.ts';
 import { METHOD_NAMES } from './select/backend.ts';
+import { checkpointSchema, shapingSchema, type CheckpointConfig } from '../shaping/config.ts';
+
+/** A checkpoint list (src/shaping/config.ts): evaluated in order, every matching rule applies. */
+const checkpoints = z.array(checkpointSchema).max(32, 'at most 32 checkpoints per list').default([]);
 
 const ipv4 = z.ipv4({ error: 'expected an IPv4 address like 198.18.201.11' });
 const port = z.int({ error: 'expected a port number' }).min(1, 'a port is 1..65535').max(65535, 'a port is 1..65535');
@@ -24,6 +28,8 @@ const server = z.strictObject({
   weight: z.number().positive('weight must be > 0').default(1),
   /** drain: no new connections, existing ones kept; disabled: the same, shown as disabled. */
   state: z.enum(['active', 'drain', 'disabled'], { error: 'state is one of active, drain, disabled' }).default('active'),
+  /** Checked after this server is chosen (criterion server counts per server). */
+  checkpoints,
 });
 
 const service = z
@@ -35,6 +41,8 @@ const service = z
     protocol: z.enum(['tcp', 'udp'], { error: 'protocol is tcp or udp' }).default('tcp'),
     method: z.enum(METHOD_NAMES, { error: `method is one of ${METHOD_NAMES.join(', ')}` }).default('capacity'),
     servers: z.array(server).min(1, 'a service needs at least one server').max(200, 'at most 200 servers per service'),
+    /** Checked first for each new connection to this service (seed 001's frontend list). */
+    checkpoints,
   })
   .superRefine((svc, ctx) => {
     const seen = new Set<string>();
@@ -166,6 +174,9 @@ export const frontConfigSchema = z
         }),
       )
       .default([]),
+    /** This cluster's checkpoints (seed 001's backend list): after the service's, before the server's. */
+    checkpoints,
+    shaping: shapingSchema,
     adminSocket: z.string().startsWith('/', 'adminSocket must be an absolute path').default('/run/sluice/front.sock'),
     control: control.optional(),
   })
@@ -174,6 +185,7 @@ export const frontConfigSchema = z
       requireKeys(cfg.control, ctx, cfg.control.subscribe.map((p, i) => ({ path: ['control', 'subscribe', i], peer: p })));
       if (cfg.control.maxAgeSeconds < cfg.control.loadSeconds) ctx.addIssue({ code: 'custom', path: ['control', 'maxAgeSeconds'], message: 'must be at least control.loadSeconds, or every load report is dropped as stale' });
     }
+    checkCheckpoints(cfg, ctx);
     const names = new Set<string>();
     const endpoints = new Set<string>();
     cfg.services.forEach((s, i) => {
@@ -189,6 +201,37 @@ export const frontConfigSchema = z
       endpoints.add(ep);
     });
   });
+
+type CheckedConfig = Pick<z.output<typeof frontConfigSchema>, 'checkpoints' | 'services' | 'overflow'>;
+
+/**
+ * Cross-rule checks: names unique on the front node, counter conditions
+ * name an existing rule, steering names an overflow cluster, criterion
+ * server only where a server is chosen (server-level lists).
+ */
+function checkCheckpoints(cfg: CheckedConfig, ctx: z.RefinementCtx): void {
+  const all: { cp: CheckpointConfig; path: (string | number)[]; server: boolean }[] = [];
+  cfg.checkpoints.forEach((cp, i) => all.push({ cp, path: ['checkpoints', i], server: false }));
+  cfg.services.forEach((svc, si) => {
+    svc.checkpoints.forEach((cp, i) => all.push({ cp, path: ['services', si, 'checkpoints', i], server: false }));
+    svc.servers.forEach((srv, ki) => {
+      srv.checkpoints.forEach((cp, i) => all.push({ cp, path: ['services', si, 'servers', ki, 'checkpoints', i], server: true }));
+    });
+  });
+  const names = new Set(all.map((a) => a.cp.name));
+  const seen = new Set<string>();
+  const clusters = cfg.overflow.map((o) => o.cluster);
+  for (const { cp, path, server } of all) {
+    if (seen.has(cp.name)) ctx.addIssue({ code: 'custom', path: [...path, 'name'], message: `checkpoint name "${cp.name}" is used twice (names are unique on a front node)` });
+    seen.add(cp.name);
+    const ref = cp.when?.counter?.name;
+    if (ref !== undefined && !names.has(ref)) ctx.addIssue({ code: 'custom', path: [...path, 'when', 'counter', 'name'], message: `no checkpoint named "${ref}"` });
+    if (typeof cp.action === 'object' && !clusters.includes(cp.action.steer)) {
+      ctx.addIssue({ code: 'custom', path: [...path, 'action', 'steer'], message: `"${cp.action.steer}" is not an overflow cluster (configure it under overflow:)` });
+    }
+    if (cp.criterion === 'server' && !server) ctx.addIssue({ code: 'custom', path: [...path, 'criterion'], message: 'criterion server is for server-level checkpoints (services[].servers[].checkpoints): no server is chosen before them' });
+  }
+}
 
 export type FrontConfig = z.output<typeof frontConfigSchema>;
 export type ServiceConfig = FrontConfig['services'][number];

@@ -75,8 +75,14 @@ export const checkpointSchema = z
 
 export const shapingSchema = z
   .strictObject({
-    /** Requests held in all queues together at most; beyond it a SYN over a limit is rejected. */
-    maxHeld: z.int().min(0).max(1_000_000).default(65_536),
+    /**
+     * Requests held in all queues together at most; beyond it a SYN over a
+     * limit is rejected. A held SYN occupies the kernel's NFQUEUE until its
+     * verdict, and the front node opens its queue with room for 65536
+     * packets: at most half of it may be held, so held SYNs never starve
+     * other setup packets (and the queue is fail-open besides).
+     */
+    maxHeld: z.int().min(0).max(32_768, 'at most 32768: half the kernel queue (65536) stays free for other packets').default(16_384),
     /** How often idle keys are expired from the stick tables. */
     sweepMs: z.int().min(10).max(60_000).default(1000),
   })

@@ -77,6 +77,11 @@ export class HeldPool implements HeldLinks {
     return this.#byKey.get(connKey) ?? -1;
   }
 
+  /** Calls fn for every held slot (reload; not on the packet path). */
+  forEachHeld(fn: (slot: number) => void): void {
+    for (const slot of [...this.#byKey.values()]) fn(slot);
+  }
+
   /** Fills the scratch slot for a new request. */
   start(id: number, connKey: number, src: number, dstPort: number, service: number): number {
     const s = this.scratch;

@@ -22,7 +22,7 @@
  *
  * No allocation per request: requests are numbers in HeldPool slots.
  */
-import { Action, Checkpoint, Kind, Level, type CheckpointSink } from './checkpoint.ts';
+import { Action, Checkpoint, Kind, LEVEL_NAMES, Level, type CheckpointSink } from './checkpoint.ts';
 import type { CheckpointConfig } from './config.ts';
 import { HeldPool, MAX_ACQUIRED } from './held.ts';
 import type { Scheduler } from './queue.ts';
@@ -304,4 +304,41 @@ export class Shaper implements CheckpointSink {
     for (const cp of this.all) n += cp.table.sweep(now, maxPerTable);
     return n;
   }
+}
+
+export interface CheckpointStatus {
+  readonly name: string;
+  readonly level: string;
+  readonly kind: string;
+  readonly limit: number | null;
+  readonly counts: Checkpoint['counts'];
+  readonly table: { readonly keys: number; readonly capacity: number; readonly memoryBytes: number; readonly created: number; readonly expired: number; readonly evicted: number; readonly full: number };
+  readonly top: readonly { readonly key: string; readonly ratePerSecond: number; readonly concurrent: number; readonly total: number; readonly queued: number }[];
+  readonly queue: { readonly length: number; readonly maxLength: number; readonly oldestWaitMs: number; readonly maxDelayMs: number; readonly enqueued: number; readonly refused: number; readonly admitted: number; readonly expired: number } | null;
+}
+
+const KIND_NAMES = ['counter', 'rate-limit', 'concurrency-limit'] as const;
+
+/** Status of every checkpoint: table sizes, the `top` busiest keys (by rate, then concurrent), queues. Slow path. */
+export function shapingStatus(shaper: Shaper, now: number, top: number, keyName: (cp: Checkpoint, key: number) => string): CheckpointStatus[] {
+  return shaper.all.map((cp) => {
+    const t = cp.table;
+    const rows: { key: string; ratePerSecond: number; concurrent: number; total: number; queued: number }[] = [];
+    t.forEach((slot, key) => {
+      rows.push({ key: keyName(cp, key), ratePerSecond: Math.round(t.freq.ratePerSecond(slot, now) * 100) / 100, concurrent: t.concurrent[slot] ?? 0, total: t.total[slot] ?? 0, queued: t.queued[slot] ?? 0 });
+    });
+    rows.sort((a, b) => b.ratePerSecond - a.ratePerSecond || b.concurrent - a.concurrent || b.total - a.total);
+    const q = cp.queue;
+    const oldest = q?.oldestSince();
+    return {
+      name: cp.name,
+      level: LEVEL_NAMES[cp.level] ?? '?',
+      kind: KIND_NAMES[cp.kind] ?? '?',
+      limit: cp.limit === Infinity ? null : cp.limit,
+      counts: { ...cp.counts },
+      table: { keys: t.size, capacity: t.capacity, memoryBytes: t.memoryBytes(), ...t.counts },
+      top: rows.slice(0, top),
+      queue: q ? { length: q.length, maxLength: q.maxLength, oldestWaitMs: oldest === undefined ? 0 : Math.round(now - oldest), maxDelayMs: q.maxDelayMs, ...q.counts } : null,
+    };
+  });
 }
