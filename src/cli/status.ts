@@ -18,6 +18,22 @@ interface FrontStatus {
     servers: { name: string; state: string; active: number; decided: number; capacity: number | null; estimated?: boolean; rate?: number }[];
     overflow: { cluster: string; decided: number; freeCapacity?: number }[];
   }[];
+  shaping?: {
+    heldNow: number;
+    maxHeld: number;
+    retransmits: number;
+    poolFull: number;
+    checkpoints: {
+      name: string;
+      level: string;
+      kind: string;
+      limit: number | null;
+      counts: { matched: number; passed: number; held: number; rejected: number; steered: number; untracked: number };
+      table: { keys: number; capacity: number; memoryBytes: number; evicted: number; full: number };
+      top: { key: string; ratePerSecond: number; concurrent: number; total: number; queued: number }[];
+      queue: { length: number; maxLength: number; oldestWaitMs: number; maxDelayMs: number } | null;
+    }[];
+  };
   control?: {
     servers: { name: string; capacity: number; utilization: number; reports: number; lastReportAgeSeconds: number | null; down: boolean }[];
     cluster: { capacity: number; load: number; available: number; serversUp: number; serversTotal: number };
@@ -72,6 +88,34 @@ export function renderFrontStatus(s: FrontStatus): string {
     );
     if (svc.overflow.length > 0) {
       out.push(table(['OVERFLOW TO', 'FREE', 'DECIDED'], svc.overflow.map((o) => [o.cluster, num(o.freeCapacity), String(o.decided)])));
+    }
+  }
+  const sh = s.shaping;
+  if (sh) {
+    out.push('', `checkpoints: ${sh.heldNow}/${sh.maxHeld} SYNs held; ${sh.retransmits} retransmits of held SYNs dropped; ${sh.poolFull} rejected at the held bound`);
+    out.push(
+      table(
+        ['CHECKPOINT', 'LEVEL', 'KIND', 'LIMIT', 'KEYS', 'TABLE KiB', 'MATCHED', 'PASSED', 'HELD', 'REJECTED', 'STEERED', 'QUEUE', 'OLDEST WAIT'],
+        sh.checkpoints.map((c) => [
+          c.name,
+          c.level,
+          c.kind,
+          c.limit === null ? '-' : String(c.limit),
+          `${c.table.keys}/${c.table.capacity}`,
+          num(c.table.memoryBytes / 1024),
+          String(c.counts.matched),
+          String(c.counts.passed),
+          String(c.counts.held),
+          String(c.counts.rejected),
+          String(c.counts.steered),
+          c.queue ? `${c.queue.length}/${c.queue.maxLength}` : '-',
+          c.queue ? `${c.queue.oldestWaitMs} ms` : '-',
+        ]),
+      ),
+    );
+    for (const c of sh.checkpoints) {
+      if (c.top.length === 0) continue;
+      out.push('', `top keys of ${c.name}`, table(['KEY', 'RATE/S', 'CONCURRENT', 'TOTAL', 'WAITING'], c.top.map((t) => [t.key, num(t.ratePerSecond, 2), String(t.concurrent), String(t.total), String(t.queued)])));
     }
   }
   const k = s.control;

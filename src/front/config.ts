@@ -7,6 +7,10 @@ import { z } from 'zod';
 import { controlBaseSchema, keyRef, peerSchema, requireKeys, zmqEndpoint } from '../control/config.ts';
 import { httpSchema } from '../http/config.ts';
 import { METHOD_NAMES } from './select/backend.ts';
+import { checkpointSchema, shapingSchema, type CheckpointConfig } from '../shaping/config.ts';
+
+/** A checkpoint list (src/shaping/config.ts): evaluated in order, every matching rule applies. */
+const checkpoints = z.array(checkpointSchema).max(32, 'at most 32 checkpoints per list').default([]);
 
 const ipv4 = z.ipv4({ error: 'expected an IPv4 address like 198.18.201.11' });
 const port = z.int({ error: 'expected a port number' }).min(1, 'a port is 1..65535').max(65535, 'a port is 1..65535');
@@ -28,6 +32,7 @@ const server = z.strictObject({
     .enum(['active', 'drain', 'disabled'], { error: 'state is one of active, drain, disabled' })
     .default('active')
     .describe('`drain`: no new connections, established ones continue; `disabled`: the same, shown as disabled. Only `active` servers receive the fallback spread while the daemon is down.'),
+  checkpoints: checkpoints.describe('Checked after this server is chosen (criterion `server` counts per server): seed 001\'s per-server list.'),
 });
 
 const service = z
@@ -44,6 +49,7 @@ const service = z
       .default('capacity')
       .describe('Server selection: `capacity` in proportion to remaining capacity; `byrequests` Apache\'s lbfactor/lbstatus; `leastconn` fewest active connections per weight; `maglev` consistent hashing of the client address.'),
     servers: z.array(server).min(1, 'a service needs at least one server').max(200, 'at most 200 servers per service').describe('The servers of this service (names unique within it).'),
+    checkpoints: checkpoints.describe('Checked first for each new connection to this service (seed 001\'s frontend list).'),
   })
   .superRefine((svc, ctx) => {
     const seen = new Set<string>();
@@ -156,6 +162,8 @@ export const frontConfigSchema = z
       )
       .default([])
       .describe('Other clusters, for overflow when every server of this cluster is at capacity: new connections go to them in proportion to their free capacity.'),
+    checkpoints: checkpoints.describe('This cluster\'s checkpoints (seed 001\'s backend list): after the service\'s, before the server\'s.'),
+    shaping: shapingSchema,
     adminSocket: z
       .string()
       .startsWith('/', 'adminSocket must be an absolute path')
@@ -169,6 +177,7 @@ export const frontConfigSchema = z
       requireKeys(cfg.control, ctx, cfg.control.subscribe.map((p, i) => ({ path: ['control', 'subscribe', i], peer: p })));
       if (cfg.control.maxAgeSeconds < cfg.control.loadSeconds) ctx.addIssue({ code: 'custom', path: ['control', 'maxAgeSeconds'], message: 'must be at least control.loadSeconds, or every load report is dropped as stale' });
     }
+    checkCheckpoints(cfg, ctx);
     const names = new Set<string>();
     const endpoints = new Set<string>();
     cfg.services.forEach((s, i) => {
@@ -184,6 +193,37 @@ export const frontConfigSchema = z
       endpoints.add(ep);
     });
   });
+
+type CheckedConfig = Pick<z.output<typeof frontConfigSchema>, 'checkpoints' | 'services' | 'overflow'>;
+
+/**
+ * Cross-rule checks: names unique on the front node, counter conditions
+ * name an existing rule, steering names an overflow cluster, criterion
+ * server only where a server is chosen (server-level lists).
+ */
+function checkCheckpoints(cfg: CheckedConfig, ctx: z.RefinementCtx): void {
+  const all: { cp: CheckpointConfig; path: (string | number)[]; server: boolean }[] = [];
+  cfg.checkpoints.forEach((cp, i) => all.push({ cp, path: ['checkpoints', i], server: false }));
+  cfg.services.forEach((svc, si) => {
+    svc.checkpoints.forEach((cp, i) => all.push({ cp, path: ['services', si, 'checkpoints', i], server: false }));
+    svc.servers.forEach((srv, ki) => {
+      srv.checkpoints.forEach((cp, i) => all.push({ cp, path: ['services', si, 'servers', ki, 'checkpoints', i], server: true }));
+    });
+  });
+  const names = new Set(all.map((a) => a.cp.name));
+  const seen = new Set<string>();
+  const clusters = cfg.overflow.map((o) => o.cluster);
+  for (const { cp, path, server } of all) {
+    if (seen.has(cp.name)) ctx.addIssue({ code: 'custom', path: [...path, 'name'], message: `checkpoint name "${cp.name}" is used twice (names are unique on a front node)` });
+    seen.add(cp.name);
+    const ref = cp.when?.counter?.name;
+    if (ref !== undefined && !names.has(ref)) ctx.addIssue({ code: 'custom', path: [...path, 'when', 'counter', 'name'], message: `no checkpoint named "${ref}"` });
+    if (typeof cp.action === 'object' && !clusters.includes(cp.action.steer)) {
+      ctx.addIssue({ code: 'custom', path: [...path, 'action', 'steer'], message: `"${cp.action.steer}" is not an overflow cluster (configure it under overflow:)` });
+    }
+    if (cp.criterion === 'server' && !server) ctx.addIssue({ code: 'custom', path: [...path, 'criterion'], message: 'criterion server is for server-level checkpoints (services[].servers[].checkpoints): no server is chosen before them' });
+  }
+}
 
 export type FrontConfig = z.output<typeof frontConfigSchema>;
 export type ServiceConfig = FrontConfig['services'][number];

@@ -31,8 +31,12 @@ export function connectionKey(service: number, client: number, port: number): nu
 export const RecordState = { Free: 0, Active: 1, Recycled: 2 } as const;
 
 export interface ConnectionEvents {
-  /** A record left the active state (finished, reconciled away): decrement the server's count. */
-  released(service: number, server: number): void;
+  /**
+   * A record left the active state (finished, removed, reconciled away):
+   * decrement the server's count, and give back the checkpoint counts the
+   * connection holds (src/shaping/shaper.ts releaseConnection, by slot).
+   */
+  released(service: number, server: number, slot: number): void;
 }
 
 export class ConnectionTable {
@@ -134,7 +138,7 @@ export class ConnectionTable {
     this.#ringSlot[at] = slot;
     this.#ringGen[at] = this.#gen[slot] ?? 0;
     this.#ringSize++;
-    this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1);
+    this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1, slot);
     return true;
   }
 
@@ -144,7 +148,7 @@ export class ConnectionTable {
     if (slot === undefined) return;
     if (this.#state[slot] === RecordState.Active) {
       this.active--;
-      this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1);
+      this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1, slot);
     } else {
       this.recycled--;
     }
@@ -182,7 +186,7 @@ export class ConnectionTable {
     for (const [key, slot] of this.#map) {
       if (this.#state[slot] !== RecordState.Active || (this.#created[slot] ?? 0) >= olderThan || present(key)) continue;
       this.active--;
-      this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1);
+      this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1, slot);
       this.#release(slot);
       n++;
     }

@@ -9,7 +9,9 @@
  *           records from the kernel's flows; install rules; bind the queue;
  *           admin socket, control plane, ops HTTP server (http.listen)
  *   run     sweep recycled records every second; reconcile with the kernel
- *           every connections.reconcileSeconds
+ *           every connections.reconcileSeconds; expire idle checkpoint keys
+ *           every shaping.sweepMs; checkpoint queues' timers give held SYNs
+ *           their verdicts (staged outside the batch, flushed by NfQueue)
  *   SIGHUP  reload: a refused config is logged and the running one stays;
  *           an accepted one re-renders the rules and re-maps records by
  *           service and server name (established connections are untouched);
@@ -32,10 +34,13 @@ import { AdminServer } from './admin.ts';
 import { ConnectionTable, connectionKey } from './connections.ts';
 import { LIVE_STATES, REBUILD_STATES, readKernelFlows } from './conntrack-proc.ts';
 import { FrontControl } from './control.ts';
-import { FrontEngine } from './engine.ts';
+import { FrontEngine, HELD } from './engine.ts';
 import { installRules, removeRules } from './iptables.ts';
 import { renderRules } from './rules.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
+import { Criterion, type Checkpoint } from '../shaping/checkpoint.ts';
+import { Shaper, shapingStatus } from '../shaping/shaper.ts';
+import { TimerScheduler } from '../shaping/timer_scheduler.ts';
 
 export interface FrontOptions {
   /** Called once rules and queue are up (systemd READY=1 later). */
@@ -56,6 +61,8 @@ export class FrontDaemon implements FrontMetricsSource {
   #control: FrontControl | undefined;
   #ops: OpsServer | undefined;
   #timers: ReturnType<typeof setInterval>[] = [];
+  #schedulers: TimerScheduler[] = [];
+  #shapingLayout = '';
   #stopping = false;
   readonly startedAt = Date.now();
 
@@ -64,12 +71,40 @@ export class FrontDaemon implements FrontMetricsSource {
     this.config = loadConfig(frontConfigSchema, configFile);
     const services = buildServices(this.config);
     this.table = new ConnectionTable(this.config.connections.max, this.config.connections.recycleSeconds * 1000, {
-      released: (svc, srv) => {
+      released: (svc, srv, slot) => {
         const s = this.engine.services[svc]?.servers[srv];
         if (s && s.active > 0) s.active--;
+        // Checkpoint counts the connection held (concurrency): FIN, RST, reconcile (idle free), port reuse.
+        this.engine.shaper?.releaseConnection(slot, performance.now());
       },
     });
     this.engine = new FrontEngine(services, this.table);
+    this.#shapingLayout = shapingLayoutKey(this.config);
+    this.engine.setShaper(this.#buildShaper(this.config));
+  }
+
+  /** Checkpoints of `cfg`, each queue with its own timer. */
+  #buildShaper(cfg: Readonly<FrontConfig>): Shaper {
+    for (const t of this.#schedulers) t.close();
+    this.#schedulers = [];
+    const shaper: Shaper = new Shaper(
+      {
+        cluster: cfg.checkpoints,
+        services: cfg.services,
+        overflow: cfg.overflow.map((o) => o.cluster),
+      },
+      {
+        maxHeld: cfg.shaping.maxHeld,
+        connections: cfg.connections.max,
+        overflowBase: OVERFLOW_BASE,
+        scheduler: (index) => {
+          const t = new TimerScheduler((now) => shaper.all[index]?.queue?.fire(now));
+          this.#schedulers.push(t);
+          return t;
+        },
+      },
+    );
+    return shaper;
   }
 
   async start(opts: FrontOptions): Promise<void> {
@@ -78,25 +113,37 @@ export class FrontDaemon implements FrontMetricsSource {
     const engine = this.engine;
     this.#queue = NfQueue.open({
       queue: this.config.queue,
-      // Held verdicts never exceed one batch here; a generous kernel queue
-      // and fail-open keep a slow moment from dropping setup packets.
+      // Packets wait here for their verdict: those of one batch, plus the
+      // SYNs checkpoints hold (at most shaping.maxHeld <= 32768, half of
+      // this). Fail-open: were the queue ever full, packets are accepted,
+      // not dropped, so held SYNs never block other traffic.
       maxLength: 65536,
       failOpen: true,
       copyRange: 128, // headers are all the engine reads
       onBatch(batch, q) {
         const now = performance.now();
         for (let i = 0; i < batch.count; i++) {
-          const v = engine.decide(batch.data, batch.payloadOffset(i), batch.payloadLength(i), now);
-          if (engine.mark !== 0) q.verdict(batch.id(i), v, engine.mark);
-          else q.verdict(batch.id(i), v);
+          const id = batch.id(i);
+          const v = engine.decide(batch.data, batch.payloadOffset(i), batch.payloadLength(i), now, id);
+          if (v === HELD) continue; // its verdict comes from a checkpoint queue's timer
+          if (engine.mark !== 0) q.verdict(id, v, engine.mark);
+          else q.verdict(id, v);
         }
       },
       onError: (err) => {
         this.log.error({ err }, 'queue error');
       },
     });
+    const nfq = this.#queue;
+    // Held SYNs' verdicts, from queue timers: staged outside a batch, sent
+    // by NfQueue at the end of the tick (one crossing for all of them).
+    engine.onSettled = (id, v, mark) => {
+      if (mark !== 0) nfq.verdict(id, v, mark);
+      else nfq.verdict(id, v);
+    };
     this.#timers.push(
       setInterval(() => this.table.sweep(performance.now()), 1000),
+      setInterval(() => this.engine.shaper?.sweep(performance.now(), 10_000), this.config.shaping.sweepMs),
       setInterval(() => void this.#reconcile(), this.config.connections.reconcileSeconds * 1000),
     );
     process.on('SIGHUP', () => {
@@ -176,6 +223,8 @@ export class FrontDaemon implements FrontMetricsSource {
     }
     installRules(renderRules(next));
     this.engine.setServices(services);
+    const layout = shapingLayoutKey(next);
+    if (layout !== this.#shapingLayout) this.#rebuildShaper(next, old, layout);
     const before = this.config.control;
     this.config = next;
     this.#control?.servicesChanged();
@@ -187,6 +236,33 @@ export class FrontDaemon implements FrontMetricsSource {
     if (restartPart(before) !== restartPart(next.control)) {
       this.log.warn('control section changed: allowlists are applied now; endpoints, keys and intervals take effect at the next restart');
     }
+  }
+
+  /**
+   * Checkpoints or the services they hang on changed: new checkpoints with
+   * empty tables. SYNs held by the old ones are let through now (decided
+   * by the new services without checkpoints); counts held by established
+   * connections are forgotten (those connections are not counted).
+   */
+  #rebuildShaper(next: Readonly<FrontConfig>, oldServices: readonly ServiceRuntime[], layout: string): void {
+    const old = this.engine.shaper;
+    const shaper = this.#buildShaper(next);
+    this.#shapingLayout = layout;
+    this.engine.setShaper(shaper);
+    if (!old) return;
+    const now = performance.now();
+    let released = 0;
+    old.pool.forEachHeld((slot) => {
+      const p = old.pool;
+      const name = oldServices[p.service[slot] ?? 0]?.name;
+      const s = this.engine.services.findIndex((x) => x.name === name);
+      const key = p.key[slot] ?? 0;
+      const port = key % 0x10000;
+      this.engine.admitHeld(p.id[slot] ?? 0, s, p.src[slot] ?? 0, port, now);
+      released++;
+    });
+    if (released > 0) this.log.info({ released }, 'checkpoints rebuilt: held connections let through');
+    else this.log.info('checkpoints rebuilt');
   }
 
   /** The running services (the engine's), for the control plane. */
@@ -267,6 +343,7 @@ export class FrontDaemon implements FrontMetricsSource {
       records: { active: this.table.active, recycled: this.table.recycled, ...this.table.counts },
       admin: { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 },
       queue: this.#queue?.stats(),
+      ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),
       ...(this.#control ? { control: this.#control.status() } : {}),
       services: this.engine.services.map((s) => ({
         name: s.name,
@@ -283,6 +360,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.#stopping = true;
     for (const t of this.#timers) clearInterval(t);
     this.#ops?.close();
+    for (const t of this.#schedulers) t.close();
     this.#control?.close();
     this.#queue?.close();
     this.#admin?.close();
@@ -293,6 +371,32 @@ export class FrontDaemon implements FrontMetricsSource {
 
 export function buildServices(cfg: Readonly<FrontConfig>): ServiceRuntime[] {
   return cfg.services.map((s, i) => new ServiceRuntime(i, s, cfg.overflow));
+}
+
+/** What the checkpoints hang on: their configs and the services' and servers' names in order. */
+function shapingLayoutKey(cfg: Readonly<FrontConfig>): string {
+  return JSON.stringify({
+    cluster: cfg.checkpoints,
+    shaping: cfg.shaping,
+    overflow: cfg.overflow.map((o) => o.cluster),
+    services: cfg.services.map((s) => ({ name: s.name, checkpoints: s.checkpoints, servers: s.servers.map((x) => ({ name: x.name, checkpoints: x.checkpoints })) })),
+  });
+}
+
+/** A stick-table key as people read it (status). */
+function keyName(services: readonly ServiceRuntime[], cp: Checkpoint, key: number): string {
+  switch (cp.criterion) {
+    case Criterion.Source:
+      return formatIPv4Address(key);
+    case Criterion.SourcePrefix:
+      return `${formatIPv4Address(key)}/${String(Math.clz32(~cp.keyMask >>> 0))}`;
+    case Criterion.Service:
+      return services[key]?.name ?? String(key);
+    case Criterion.Server:
+      return services[cp.service]?.servers[key]?.id ?? String(key);
+    default:
+      return '*';
+  }
 }
 
 function protocolNumber(p: 'tcp' | 'udp'): number {

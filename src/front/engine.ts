@@ -12,12 +12,27 @@
  *  other non-SYN       (kernel has no flow for it) record -> accept with its
  *                      mark; no record -> drop (seed 000)
  *  malformed           drop, counted by parse status
+ *
+ * With checkpoints (src/shaping/shaper.ts), a new connection's SYN goes
+ * through them first: it passes (to its server or steered to an overflow
+ * cluster), is rejected (accept with REJECT_MARK: the kernel resets it, or
+ * a silent drop), or is held: decide() returns HELD and the verdict is
+ * given later through `onSettled` (from a queue's timer). A retransmitted
+ * SYN of a held connection is dropped: the original's verdict is pending.
  */
 import { ConnectionTable, connectionKey } from './connections.ts';
-import { overflowMark, serverMark } from './marks.ts';
+import { REJECT_MARK, overflowMark, serverMark } from './marks.ts';
 import { OVERFLOW_BASE, type ServiceRuntime } from './service.ts';
 import { IpProtocol, PacketInfo, ParseStatus, TcpFlag, parseIPv4, parseStatusName } from '../packet/ipv4.ts';
 import { Verdict, type VerdictCode } from '../nfqueue/layout.ts';
+import { Outcome, type Shaper, type ShapingHost } from '../shaping/shaper.ts';
+
+/** decide() held the packet: no verdict now (one comes through onSettled). */
+export const HELD = -1;
+export type Decision = VerdictCode | typeof HELD;
+
+/** Gives a held packet its verdict later (the daemon stages it on the queue). */
+export type SettledVerdict = (id: number, verdict: VerdictCode, mark: number) => void;
 
 export class EngineCounters {
   packets = 0;
@@ -37,21 +52,112 @@ export class EngineCounters {
   unexpected = 0;
   /** The part of `unexpected` that was dropped (drops by reason: malformed, noTarget, noRecord, this). */
   unexpectedDropped = 0;
+  /** Checkpoints: SYNs held, rejected (reset or dropped), retransmits of held SYNs dropped, held verdicts given later. */
+  shapingHeld = 0;
+  shapingRejected = 0;
+  shapingRetransmits = 0;
+  shapingSettled = 0;
   /** Malformed packets by ParseStatus (index = status; 0 unused). */
   readonly malformed = new Float64Array(parseStatusName.length);
 }
 
-export class FrontEngine {
+export class FrontEngine implements ShapingHost {
   readonly counters = new EngineCounters();
   /** Mark to set with the verdict decide() just returned (0: leave the packet's mark). */
   mark = 0;
   #services: readonly ServiceRuntime[];
   readonly #table: ConnectionTable;
   readonly #info = new PacketInfo();
+  #shaper: Shaper | undefined;
+  /** Where held packets' verdicts go (set by the daemon). */
+  onSettled: SettledVerdict = () => undefined;
 
-  constructor(services: readonly ServiceRuntime[], table: ConnectionTable) {
+  constructor(services: readonly ServiceRuntime[], table: ConnectionTable, shaper?: Shaper) {
     this.#services = services;
     this.#table = table;
+    this.setShaper(shaper);
+  }
+
+  get shaper(): Shaper | undefined {
+    return this.#shaper;
+  }
+
+  /** Installs the checkpoints (undefined or none configured: every SYN goes straight to its server). */
+  setShaper(shaper: Shaper | undefined): void {
+    this.#shaper = shaper?.enabled === true ? shaper : undefined;
+    if (this.#shaper) this.#shaper.host = this;
+  }
+
+  /** ShapingHost: a target for a request that passed the service and cluster checkpoints. */
+  choose(service: number, src: number): number {
+    const svc = this.#services[service];
+    if (!svc) return -1;
+    const t = svc.choose(src);
+    if (t >= OVERFLOW_BASE) this.counters.overflowed++;
+    return t;
+  }
+
+  /** ShapingHost: a held request's evaluation ended; give its packet the verdict now. */
+  settle(slot: number, outcome: number, now: number): void {
+    const shaper = this.#shaper;
+    if (!shaper) return;
+    const pool = shaper.pool;
+    const v = this.#finish(shaper, slot, outcome, pool.service[slot] ?? 0, pool.key[slot] ?? 0, now);
+    this.counters.shapingSettled++;
+    this.onSettled(pool.id[slot] ?? 0, v, this.mark);
+  }
+
+  /**
+   * A SYN held by checkpoints that were replaced (reload): decided now
+   * without checkpoints, its verdict given through onSettled.
+   */
+  admitHeld(id: number, s: number, src: number, port: number, now: number): void {
+    const svc = this.#services[s];
+    if (!svc) {
+      this.counters.unexpected++;
+      this.onSettled(id, Verdict.Drop, 0);
+      return;
+    }
+    this.#info.src = src;
+    const v = this.#newFlow(s, svc, connectionKey(s, src, port), now);
+    this.counters.shapingSettled++;
+    this.onSettled(id, v, this.mark);
+  }
+
+  /** Verdict and mark for a request's outcome; records an admitted connection. */
+  #finish(shaper: Shaper, slot: number, outcome: number, s: number, key: number, now: number): VerdictCode {
+    const c = this.counters;
+    this.mark = 0;
+    if (outcome === Outcome.Pass) {
+      const target = shaper.pool.target[slot] ?? -1;
+      const conn = this.#record(s, key, target, now);
+      shaper.commit(slot, conn, now);
+      c.decided++;
+      this.mark = this.#markOf(s, target);
+      return Verdict.Accept;
+    }
+    if (outcome === Outcome.NoTarget) {
+      c.noTarget++;
+      return Verdict.Drop;
+    }
+    c.shapingRejected++;
+    if (outcome === Outcome.Reject) {
+      this.mark = REJECT_MARK;
+      return Verdict.Accept;
+    }
+    return Verdict.Drop;
+  }
+
+  /** Records a decided connection; returns its slot, or -1 (untracked: the kernel still carries it). */
+  #record(s: number, key: number, target: number, now: number): number {
+    const slot = this.#table.create(key, s, target, now);
+    if (slot >= 0) {
+      const srv = this.#services[s]?.servers[target];
+      if (srv) srv.active++;
+    } else {
+      this.counters.untracked++;
+    }
+    return slot;
   }
 
   get services(): readonly ServiceRuntime[] {
@@ -76,12 +182,7 @@ export class FrontEngine {
       return Verdict.Drop;
     }
     if (target >= OVERFLOW_BASE) c.overflowed++;
-    if (this.#table.create(key, s, target, now) >= 0) {
-      const srv = svc.servers[target];
-      if (srv) srv.active++;
-    } else {
-      c.untracked++;
-    }
+    this.#record(s, key, target, now);
     c.decided++;
     this.mark = this.#markOf(s, target);
     return Verdict.Accept;
@@ -117,7 +218,8 @@ export class FrontEngine {
     return Verdict.Drop;
   }
 
-  decide(buf: Uint8Array, offset: number, length: number, now: number): VerdictCode {
+  /** `id` is the packet's queue id, kept with a held SYN for its later verdict. */
+  decide(buf: Uint8Array, offset: number, length: number, now: number, id = 0): Decision {
     const c = this.counters;
     const info = this.#info;
     this.mark = 0;
@@ -152,7 +254,18 @@ export class FrontEngine {
           return Verdict.Accept;
         }
         if (known >= 0) this.#table.remove(key); // port reused after FIN: a new connection
-        return this.#newFlow(s, svc, key, now);
+        const shaper = this.#shaper;
+        if (shaper === undefined) return this.#newFlow(s, svc, key, now);
+        const out = shaper.begin(id, key, info.src, info.dstPort, s, now);
+        if (out === Outcome.Held) {
+          c.shapingHeld++;
+          return HELD;
+        }
+        if (out === Outcome.Retransmit) {
+          c.shapingRetransmits++;
+          return Verdict.Drop;
+        }
+        return this.#finish(shaper, shaper.pool.scratch, out, s, key, now);
       }
       // Any other packet the kernel has no flow for.
       const known = this.#table.lookup(key);

@@ -7,6 +7,8 @@
  *   bits  7..0   target: 1..0x3f server index + 1
  *                        0x40..0x7f fallback slot (daemon down, HMARK spread)
  *                        0x80..0xbf overflow target index + 0x80
+ *   REJECT_MARK (service bits 0xff, never a service): a checkpoint rejected
+ *   the SYN; the filter table answers it with a TCP reset (rules.ts)
  */
 export const MARK_TAG = 0x5175_0000;
 export const MARK_MASK = 0xffff_ffff;
@@ -28,3 +30,6 @@ export function overflowMark(service: number, target: number): number {
 export function hex(mark: number): string {
   return `0x${mark.toString(16)}`;
 }
+
+/** A checkpoint rejection: accepted by the verdict, reset by the kernel's REJECT rule. */
+export const REJECT_MARK = (MARK_TAG | 0xffff) >>> 0;

@@ -8,12 +8,18 @@
  * docs/front-node-design.md.
  */
 import type { FrontConfig } from './config.ts';
-import { fallbackMark, hex, overflowMark, serverMark } from './marks.ts';
+import { REJECT_MARK, fallbackMark, hex, overflowMark, serverMark } from './marks.ts';
 
 export const CHAINS = {
   queue: { table: 'mangle', chain: 'SLUICE_QUEUE', hook: 'PREROUTING' },
   dnat: { table: 'nat', chain: 'SLUICE_DNAT', hook: 'PREROUTING' },
   snat: { table: 'nat', chain: 'SLUICE_SNAT', hook: 'POSTROUTING' },
+  // Checkpoint rejections (src/shaping): the daemon accepts the SYN with
+  // REJECT_MARK and the kernel answers it with a TCP reset. REJECT exists
+  // only in the filter table; a VIP is forwarded (FORWARD) or, if it is on
+  // one of our interfaces, local (INPUT).
+  rejectForward: { table: 'filter', chain: 'SLUICE_REJECT', hook: 'FORWARD' },
+  rejectInput: { table: 'filter', chain: 'SLUICE_REJECT_IN', hook: 'INPUT' },
 } as const;
 
 export interface RenderedRules {
@@ -77,9 +83,13 @@ export function renderRules(cfg: FrontConfig): RenderedRules {
     });
   });
 
-  const byChain = { [CHAINS.queue.chain]: queue, [CHAINS.dnat.chain]: dnat, [CHAINS.snat.chain]: snat };
+  // Kernel-side reset: no raw socket or packet crafting in the daemon, the
+  // reset comes from the VIP with the right sequence numbers, and it costs
+  // one mark match per forwarded packet only while the daemon runs.
+  const reject = [`-p tcp -m mark --mark ${hex(REJECT_MARK)} -j REJECT --reject-with tcp-reset`];
+  const byChain = { [CHAINS.queue.chain]: queue, [CHAINS.dnat.chain]: dnat, [CHAINS.snat.chain]: snat, [CHAINS.rejectForward.chain]: reject, [CHAINS.rejectInput.chain]: reject };
   const lines: string[] = [];
-  for (const table of ['mangle', 'nat'] as const) {
+  for (const table of ['mangle', 'nat', 'filter'] as const) {
     lines.push(`*${table}`);
     for (const c of Object.values(CHAINS)) {
       if (c.table !== table) continue;

@@ -26,6 +26,19 @@ describe('front config', () => {
     assert.equal(cfg.overflow[0]?.vip, '198.19.2.1');
   });
 
+  it('the example checkpoints section, uncommented, is valid', () => {
+    const block = exampleText.split('# --- checkpoints example begin\n')[1]!.split('# --- checkpoints example end')[0]!;
+    const uncommented = block
+      .split('\n')
+      .filter((l) => l.startsWith('# '))
+      .map((l) => l.slice(2))
+      .join('\n');
+    const cfg = parseConfig(frontConfigSchema, `${exampleText}\n${uncommented}\n`, 'example+checkpoints');
+    assert.deepEqual(cfg.checkpoints.map((c) => c.name), ['per-source', 'conc-per-24', 'heavy-to-c2', 'blocked']);
+    assert.equal(cfg.checkpoints[0]?.limit, 50);
+    assert.equal(cfg.shaping.maxHeld, 16384);
+  });
+
   it('the example control section, uncommented, is valid and names a missing key file', () => {
     const block = exampleText.split('# --- control example begin\n')[1]!.split('# --- control example end')[0]!;
     const uncommented = block

@@ -1,0 +1,197 @@
+/**
+ * One checkpoint rule at run time (seed 001: "a test, a rate counter and a
+ * queue"): its condition, its criterion (pattern extraction: the request's
+ * key), its stick table, and for the limit kinds its queue and gate.
+ *
+ * Requests are described by plain numbers (client address as uint32,
+ * destination port, service index, server index or -1): no objects per
+ * request. Conditions and key extraction allocate nothing.
+ *
+ * Kinds:
+ *  counter            counts every request the condition lets in (rate,
+ *                     concurrent, total), then applies the action
+ *  rate-limit         passes while the key's frequency counter admits one
+ *                     more (freq_ctr.ts), else the request waits in the queue
+ *  concurrency-limit  passes while the key's concurrent count < limit, else
+ *                     waits; a count is given back when the connection ends
+ */
+import type { CheckpointConfig } from './config.ts';
+import { StickTable } from './stick_table.ts';
+import { WaitQueue, type HeldLinks, type QueueGate, type Scheduler } from './queue.ts';
+
+export const Kind = { Counter: 0, RateLimit: 1, ConcurrencyLimit: 2 } as const;
+export const Criterion = { Source: 0, SourcePrefix: 1, Service: 2, Server: 3, None: 4 } as const;
+export const Action = { Continue: 0, Reject: 1, Steer: 2 } as const;
+export const Measure = { Rate: 0, Concurrent: 1, Total: 2 } as const;
+export const Level = { Service: 0, Cluster: 1, Server: 2 } as const;
+export const LEVEL_NAMES = ['service', 'cluster', 'server'] as const;
+
+const KIND_CODES = { counter: Kind.Counter, 'rate-limit': Kind.RateLimit, 'concurrency-limit': Kind.ConcurrencyLimit } as const;
+const CRITERION_CODES = { source: Criterion.Source, 'source-prefix': Criterion.SourcePrefix, service: Criterion.Service, server: Criterion.Server, none: Criterion.None } as const;
+const MEASURE_CODES = { rate: Measure.Rate, concurrent: Measure.Concurrent, total: Measure.Total } as const;
+
+/** A prefix's network mask as uint32 (length 0..32). */
+export function prefixMask(length: number): number {
+  return length === 0 ? 0 : (0xffffffff << (32 - length)) >>> 0;
+}
+
+function parseCidr(text: string): [number, number] {
+  const [addr = '', len = '32'] = text.split('/');
+  const parts = addr.split('.').map(Number);
+  const a = (((parts[0] ?? 0) << 24) | ((parts[1] ?? 0) << 16) | ((parts[2] ?? 0) << 8) | (parts[3] ?? 0)) >>> 0;
+  const mask = prefixMask(Number(len));
+  return [(a & mask) >>> 0, mask];
+}
+
+/** Receives requests leaving a queue (the Shaper). */
+export interface CheckpointSink {
+  left(rule: number, held: number, entry: number, passed: boolean, now: number): void;
+}
+
+export class Checkpoint implements QueueGate {
+  /** Index among all checkpoints of the front node (acquisition lists name rules by it). */
+  readonly index: number;
+  readonly name: string;
+  readonly level: number;
+  /** Where the list is attached: service index (service and server levels), server index (server level), else -1. */
+  readonly service: number;
+  readonly server: number;
+  readonly kind: number;
+  readonly criterion: number;
+  readonly keyMask: number;
+  readonly limit: number;
+  readonly action: number;
+  /** Overflow target index for Action.Steer. */
+  readonly steerTo: number;
+  readonly steerCluster: string;
+  readonly silentReject: boolean;
+  readonly table: StickTable;
+  readonly queue: WaitQueue | undefined;
+  readonly #prefixAddr: Uint32Array;
+  readonly #prefixMask: Uint32Array;
+  readonly #ports: Int32Array;
+  /** Resolved after all checkpoints exist (a condition may name a later rule). */
+  counterRef: Checkpoint | undefined;
+  readonly #refName: string | undefined;
+  readonly #measure: number;
+  readonly #above: number;
+  readonly #below: number;
+  readonly #sink: CheckpointSink;
+  /** Requests this rule applied to, passed at once, rejected (queue full, deadline, pool full, action), untracked (table full). */
+  readonly counts = { matched: 0, passed: 0, held: 0, rejected: 0, steered: 0, untracked: 0 };
+
+  constructor(
+    index: number,
+    cfg: CheckpointConfig,
+    where: { level: number; service: number; server: number; steerTo: number },
+    links: HeldLinks,
+    scheduler: Scheduler,
+    sink: CheckpointSink,
+  ) {
+    this.index = index;
+    this.name = cfg.name;
+    this.level = where.level;
+    this.service = where.service;
+    this.server = where.server;
+    this.kind = KIND_CODES[cfg.kind];
+    this.criterion = CRITERION_CODES[cfg.criterion];
+    this.keyMask = cfg.criterion === 'source-prefix' ? prefixMask(cfg.prefixLength) : 0xffffffff;
+    this.limit = cfg.limit ?? Infinity;
+    const act = cfg.action;
+    this.action = act === 'continue' ? Action.Continue : act === 'reject' ? Action.Reject : Action.Steer;
+    this.steerTo = where.steerTo;
+    this.steerCluster = typeof act === 'object' ? act.steer : '';
+    this.silentReject = cfg.reject === 'drop';
+    this.#sink = sink;
+    this.table = new StickTable(cfg.table.size, cfg.periodMs, cfg.table.expireSeconds * 1000);
+    this.queue = this.kind === Kind.Counter ? undefined : new WaitQueue(cfg.table.size, links, cfg.queue.maxLength, cfg.queue.maxDelayMs, this, scheduler);
+    const prefixes = (cfg.when?.sourceIn ?? []).map(parseCidr);
+    this.#prefixAddr = Uint32Array.from(prefixes.map((p) => p[0]));
+    this.#prefixMask = Uint32Array.from(prefixes.map((p) => p[1]));
+    this.#ports = Int32Array.from(cfg.when?.destinationPort ?? []);
+    const c = cfg.when?.counter;
+    this.#refName = c?.name;
+    this.#measure = c ? MEASURE_CODES[c.measure] : Measure.Rate;
+    this.#above = c?.above ?? -Infinity;
+    this.#below = c?.below ?? Infinity;
+  }
+
+  /** Name of the rule a counter condition reads, if any. */
+  get counterName(): string | undefined {
+    return this.#refName;
+  }
+
+  /** This rule's key for a request (criterion: pattern extraction). */
+  keyOf(src: number, service: number, server: number): number {
+    switch (this.criterion) {
+      case Criterion.Source:
+        return src >>> 0;
+      case Criterion.SourcePrefix:
+        return (src & this.keyMask) >>> 0;
+      case Criterion.Service:
+        return service;
+      case Criterion.Server:
+        return server;
+      default:
+        return 0;
+    }
+  }
+
+  /** A measure of this rule's counter for a request's key (0 when the key is not in the table). */
+  measure(measure: number, src: number, service: number, server: number, now: number): number {
+    if (this.criterion === Criterion.Server && server < 0) return 0;
+    const e = this.table.find(this.keyOf(src, service, server));
+    if (e < 0) return 0;
+    if (measure === Measure.Rate) return this.table.freq.estimate(e, now);
+    if (measure === Measure.Concurrent) return this.table.concurrent[e] ?? 0;
+    return this.table.total[e] ?? 0;
+  }
+
+  /** Whether the condition holds (no condition: always). */
+  matches(src: number, dstPort: number, service: number, server: number, now: number): boolean {
+    const n = this.#prefixAddr.length;
+    if (n > 0) {
+      let hit = false;
+      for (let k = 0; k < n && !hit; k++) hit = ((src & (this.#prefixMask[k] ?? 0)) >>> 0) === this.#prefixAddr[k];
+      if (!hit) return false;
+    }
+    const np = this.#ports.length;
+    if (np > 0) {
+      let hit = false;
+      for (let k = 0; k < np && !hit; k++) hit = this.#ports[k] === dstPort;
+      if (!hit) return false;
+    }
+    const ref = this.counterRef;
+    if (ref !== undefined) {
+      const v = ref.measure(this.#measure, src, service, server, now);
+      if (!(v > this.#above && v < this.#below)) return false;
+    }
+    return true;
+  }
+
+  // QueueGate: the queue asks when its head may pass and lets it pass.
+  readyAt(entry: number, now: number): number {
+    if (this.kind === Kind.RateLimit) return this.table.freq.nextAdmitAt(entry, now, this.limit);
+    return (this.table.concurrent[entry] ?? 0) < this.limit ? now : Infinity;
+  }
+
+  pass(entry: number, now: number): boolean {
+    if (this.kind === Kind.RateLimit) return this.table.freq.take(entry, now, this.limit);
+    const c = this.table.concurrent[entry] ?? 0;
+    if (c >= this.limit) return false;
+    this.table.concurrent[entry] = c + 1;
+    return true;
+  }
+
+  left(held: number, entry: number, passed: boolean, now: number): void {
+    this.table.queued[entry] = (this.table.queued[entry] ?? 1) - 1;
+    this.#sink.left(this.index, held, entry, passed, now);
+  }
+
+  /** Gives back one concurrent count of `entry` (a connection ended, or its request was rejected further on). */
+  release(entry: number, now: number): void {
+    const c = this.table.concurrent[entry] ?? 0;
+    if (c > 0) this.table.concurrent[entry] = c - 1;
+    this.queue?.poke(entry, now);
+  }
+}

@@ -1,0 +1,99 @@
+/**
+ * Checkpoint rules in the front node's configuration (issue 7, seed 001).
+ * Lists appear at three levels: per virtual service (`services[].checkpoints`,
+ * the seed's frontend), per cluster (top-level `checkpoints`, the backend:
+ * this front node's cluster) and per server (`services[].servers[].checkpoints`).
+ * Each list is evaluated in order; every rule whose condition holds applies.
+ * Documented by example in deploy/examples/front-cluster1.yaml.
+ */
+import { z } from 'zod';
+
+const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
+const port = z.int({ error: 'expected a port number' }).min(1, 'a port is 1..65535').max(65535, 'a port is 1..65535');
+const cidr = z.cidrv4({ error: 'expected an IPv4 prefix like 198.18.0.0/16' });
+
+export const CHECKPOINT_KINDS = ['counter', 'rate-limit', 'concurrency-limit'] as const;
+export const CRITERIA = ['source', 'source-prefix', 'service', 'server', 'none'] as const;
+export const MEASURES = ['rate', 'concurrent', 'total'] as const;
+
+export const checkpointSchema = z
+  .strictObject({
+    name: name.describe('Unique on this front node: status, metrics and counter conditions use it.'),
+    kind: z
+      .enum(CHECKPOINT_KINDS, { error: `kind is one of ${CHECKPOINT_KINDS.join(', ')}` })
+      .describe('`counter`: count only; `rate-limit`: `limit` new connections per period per key; `concurrency-limit`: `limit` open connections per key (released on FIN, RST or idle free).'),
+    criterion: z
+      .enum(CRITERIA, { error: `criterion is one of ${CRITERIA.join(', ')}` })
+      .default('source')
+      .describe('What a key is: the client address, its prefix (`prefixLength`), the virtual service, the chosen server (server-level lists only), or `none` (one shared counter).'),
+    prefixLength: z.int().min(1, 'prefixLength is 1..32').max(32, 'prefixLength is 1..32').default(24).describe('For criterion `source-prefix` (IPv4: the front node steers IPv4 only).'),
+    limit: z.int().min(1, 'limit must be >= 1').max(10_000_000).optional().describe('Required for the limit kinds: connections per period (`rate-limit`) or open at once (`concurrency-limit`) per key.'),
+    periodMs: z
+      .int()
+      .min(10, 'periodMs is 10..3600000')
+      .max(3_600_000, 'periodMs is 10..3600000')
+      .default(1000)
+      .describe('The frequency counter\'s period (rate-limit: `limit` per period; conditions on `rate` read per period).'),
+    when: z
+      .strictObject({
+        sourceIn: z.array(cidr).min(1).max(64, 'at most 64 prefixes').optional().describe('The client address is in one of these IPv4 prefixes.'),
+        destinationPort: z.array(port).min(1).max(16, 'at most 16 ports').optional().describe('The connection\'s destination port is one of these.'),
+        counter: z
+          .strictObject({
+            name: name.describe('The rule whose counter is read.'),
+            measure: z.enum(MEASURES, { error: `measure is one of ${MEASURES.join(', ')}` }).default('rate').describe('`rate` per period, `concurrent` open connections, or `total` since the key was created.'),
+            above: z.number().optional().describe('Holds when the measure is above this.'),
+            below: z.number().optional().describe('Holds when the measure is below this.'),
+          })
+          .refine((c) => c.above !== undefined || c.below !== undefined, { message: 'give above, below or both' })
+          .optional()
+          .describe('Another (or this) rule\'s counter for this request\'s key under that rule\'s criterion (a key not in its table reads 0).'),
+      })
+      .optional()
+      .describe('Optional condition: every part given must hold for the rule to apply. Absent: the rule always applies.'),
+    action: z
+      .union([z.enum(['continue', 'reject']), z.strictObject({ steer: name.describe('An `overflow` cluster name.') })], { error: 'action is continue, reject, or {steer: <overflow cluster>}' })
+      .default('continue')
+      .describe('When the condition holds: `continue` (count and go on), `reject`, or `{steer: CLUSTER}` to an overflow cluster. Counter rules only.'),
+    reject: z.enum(['rst', 'drop'], { error: 'reject is rst or drop' }).default('rst').describe('How a rejection looks to the client: a TCP reset, or a silent drop (the client retries the SYN).'),
+    queue: z
+      .strictObject({
+        maxLength: z.int().min(0).max(1_000_000).default(1024).describe('SYNs waiting at most (per checkpoint); beyond it a SYN is rejected.'),
+        maxDelayMs: z.int().min(0).max(60_000).default(1000).describe('A SYN that would wait longer is rejected.'),
+      })
+      .prefault({})
+      .describe('Limit kinds: over the limit a SYN waits here, in time order; only the head of each queue holds a timer.'),
+    table: z
+      .strictObject({
+        size: z.int().min(1).max(4_000_000).default(65_536).describe('Keys kept at most; when full the least recently used idle key is evicted (keys with open or waiting connections never are).'),
+        expireSeconds: z.number().positive().max(86_400).default(60).describe('A key idle this long is freed.'),
+      })
+      .prefault({})
+      .describe('The stick table of this rule\'s keys and their counters.'),
+  })
+  .superRefine((c, ctx) => {
+    if (c.kind !== 'counter' && c.limit === undefined) ctx.addIssue({ code: 'custom', path: ['limit'], message: `a ${c.kind} rule needs a limit` });
+    if (c.kind !== 'counter' && c.action !== 'continue') ctx.addIssue({ code: 'custom', path: ['action'], message: 'limit rules wait or reject by themselves; to reject or steer on a count, add a counter rule with a counter condition' });
+  });
+
+/**
+ * maxHeld: a held SYN occupies the kernel's NFQUEUE until its verdict, and
+ * the front node opens its queue with room for 65536 packets: at most half
+ * of it may be held, so held SYNs never starve other setup packets (and the
+ * queue is fail-open besides).
+ */
+export const shapingSchema = z
+  .strictObject({
+    maxHeld: z
+      .int()
+      .min(0)
+      .max(32_768, 'at most 32768: half the kernel queue (65536) stays free for other packets')
+      .default(16_384)
+      .describe('SYNs held in all checkpoint queues together at most; beyond it a SYN over a limit is rejected. At most half the kernel queue.'),
+    sweepMs: z.int().min(10).max(60_000).default(1000).describe('How often idle keys are expired from the stick tables.'),
+  })
+  .prefault({})
+  .describe('Limits shared by every checkpoint of this front node.');
+
+export type CheckpointConfig = z.output<typeof checkpointSchema>;
+export type ShapingConfig = z.output<typeof shapingSchema>;
