@@ -1,6 +1,7 @@
 import { AgentDaemon, LoadSourceError } from '../agent/agent.ts';
 import { ConfigError } from '../config/load.ts';
 import { KeyFileError } from '../control/keys.ts';
+import { SluiceError } from '../errors/errors.ts';
 import { configArg, type Command } from './command.ts';
 
 const USAGE = 'usage: sluice agent --config FILE';
@@ -17,7 +18,7 @@ export const agentCommand: Command = {
       daemon = new AgentDaemon(configFile);
       await daemon.start();
     } catch (err) {
-      if (err instanceof ConfigError || err instanceof KeyFileError || err instanceof LoadSourceError) {
+      if (err instanceof ConfigError || err instanceof KeyFileError || err instanceof LoadSourceError || err instanceof SluiceError) {
         console.error(`sluice agent: ${err.message}`);
         process.exit(1); // a control socket may already be open
       }
@@ -30,6 +31,10 @@ export const agentCommand: Command = {
     process.on('SIGINT', stop);
     process.on('SIGUSR2', () => {
       daemon.log.info(daemon.status(), 'status');
+    });
+    // As front and dns: a refused configuration is logged, the running one stays.
+    process.on('SIGHUP', () => {
+      daemon.reload();
     });
     return new Promise<number>(() => {
       /* runs until a signal */

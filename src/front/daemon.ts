@@ -14,6 +14,11 @@
  *           service and server name (established connections are untouched)
  *   SIGTERM unbind, remove our rules, exit 0. (After a crash the rules stay
  *           and failMode governs new connections; established ones continue.)
+ *
+ * Under systemd (Type=notify, src/systemd/): READY=1 once rules, queue,
+ * admin socket and control plane are up; RELOADING=1 then READY=1 around a
+ * reload (accepted or refused: the daemon serves either way); STOPPING=1 at
+ * stop; WATCHDOG=1 only while the packet loop is alive (queue-liveness.ts).
  */
 import { ConfigError, loadConfig } from '../config/load.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
@@ -29,9 +34,12 @@ import { FrontEngine } from './engine.ts';
 import { installRules, removeRules } from './iptables.ts';
 import { renderRules } from './rules.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
+import { SystemdNotifier } from '../systemd/notify.ts';
+import { QueueLiveness } from '../systemd/queue-liveness.ts';
+import { Watchdog } from '../systemd/watchdog.ts';
 
 export interface FrontOptions {
-  /** Called once rules and queue are up (systemd READY=1 later). */
+  /** Called once rules, queue, admin socket and control plane are up (after READY=1 to systemd). */
   readonly onReady?: () => void;
 }
 
@@ -46,10 +54,16 @@ export class FrontDaemon {
   #control: FrontControl | undefined;
   #timers: ReturnType<typeof setInterval>[] = [];
   #stopping = false;
+  /** sd_notify; a no-op unless started by systemd with Type=notify. */
+  readonly systemd: SystemdNotifier;
+  readonly watchdog: Watchdog;
 
   constructor(configFile: string) {
     this.configFile = configFile;
     this.config = loadConfig(frontConfigSchema, configFile);
+    this.systemd = new SystemdNotifier(this.log);
+    const liveness = new QueueLiveness(() => this.#queue);
+    this.watchdog = new Watchdog(this.systemd, () => liveness.check(), this.log);
     const services = buildServices(this.config);
     this.table = new ConnectionTable(this.config.connections.max, this.config.connections.recycleSeconds * 1000, {
       released: (svc, srv) => {
@@ -94,19 +108,34 @@ export class FrontDaemon {
     await this.#admin.listen();
     if (this.config.control) this.#control = await FrontControl.start(this, this.config.control, this.log);
     this.log.info({ cluster: this.config.cluster, queue: this.config.queue, services: this.config.services.length, rebuilt }, 'front node ready');
+    this.systemd.ready(this.#statusLine());
+    const every = this.watchdog.start();
+    if (every !== undefined) this.log.info({ everyMs: every }, 'systemd watchdog: WATCHDOG=1 while the packet loop is alive');
     opts.onReady?.();
+  }
+
+  #statusLine(): string {
+    return `cluster ${this.config.cluster}: ${this.config.services.length} service(s) on queue ${this.config.queue}`;
   }
 
   /** Re-reads the config file; keeps the running config if it is refused. */
   reload(): boolean {
+    this.systemd.reloading();
     let next: Readonly<FrontConfig>;
     try {
       next = loadConfig(frontConfigSchema, this.configFile);
     } catch (err) {
       this.log.error({ err: err instanceof ConfigError ? err.message : err }, 'reload refused: the running configuration stays');
+      this.systemd.ready(`${this.#statusLine()}; last reload refused (see the log)`);
       return false;
     }
-    this.apply(next);
+    try {
+      this.apply(next);
+    } finally {
+      // The reload is over either way (an apply() error still reaches the
+      // caller): systemd must not be left in "reloading".
+      this.systemd.ready(this.#statusLine());
+    }
     this.log.info({ services: next.services.length }, 'configuration reloaded');
     return true;
   }
@@ -196,7 +225,14 @@ export class FrontDaemon {
   }
 
   async #reconcile(): Promise<void> {
-    const flows = await readKernelFlows();
+    let flows;
+    try {
+      flows = await readKernelFlows();
+    } catch (err) {
+      // Without the kernel's table nothing can be judged gone: keep every record.
+      this.log.error({ err: (err as Error).message }, 'reconcile skipped: cannot read the kernel flows');
+      return;
+    }
     const live = new Set<number>();
     const services = this.engine.services;
     for (const f of flows) {
@@ -231,6 +267,8 @@ export class FrontDaemon {
   stop(): void {
     if (this.#stopping) return;
     this.#stopping = true;
+    this.systemd.stopping();
+    this.watchdog.stop();
     for (const t of this.#timers) clearInterval(t);
     this.#control?.close();
     this.#queue?.close();
