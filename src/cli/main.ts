@@ -4,6 +4,7 @@
  */
 import type { Command } from './command.ts';
 import { agentCommand } from './agent.ts';
+import { checkConfigCommand } from './check-config.ts';
 import { ctlCommand } from './ctl.ts';
 import { dnsCommand } from './dns.ts';
 import { frontCommand } from './front.ts';
@@ -12,7 +13,7 @@ import { scheduleCommand } from './schedule.ts';
 import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
 
-const commands: readonly Command[] = [frontCommand, dnsCommand, agentCommand, ctlCommand, keygenCommand, scheduleCommand, statusCommand, versionCommand];
+const commands: readonly Command[] = [frontCommand, dnsCommand, agentCommand, ctlCommand, keygenCommand, scheduleCommand, statusCommand, checkConfigCommand, versionCommand];
 
 function usage(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);
