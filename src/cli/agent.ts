@@ -13,10 +13,19 @@ export const agentCommand: Command = {
   async run(argv) {
     const configFile = configArg('agent', USAGE, argv);
     if (configFile === undefined) return 2;
-    let daemon: AgentDaemon;
+    let daemon: AgentDaemon | undefined;
+    let started = false;
+    // Installed before start(), which sends READY=1: a reload asked for
+    // right after readiness must not meet SIGHUP's default action (exit).
+    // As front and dns: a refused configuration is logged, the running one stays.
+    process.on('SIGHUP', () => {
+      if (started) daemon?.reload();
+      else daemon?.log.warn('SIGHUP before the agent was started: ignored (the configuration is being read now)');
+    });
     try {
       daemon = new AgentDaemon(configFile);
       await daemon.start();
+      started = true;
     } catch (err) {
       if (err instanceof ConfigError || err instanceof KeyFileError || err instanceof LoadSourceError || err instanceof SluiceError) {
         console.error(`sluice agent: ${err.message}`);
@@ -24,17 +33,14 @@ export const agentCommand: Command = {
       }
       throw err;
     }
+    const running = daemon;
     const stop = (): void => {
-      void daemon.stop().then(() => process.exit(0));
+      void running.stop().then(() => process.exit(0));
     };
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
     process.on('SIGUSR2', () => {
-      daemon.log.info(daemon.status(), 'status');
-    });
-    // As front and dns: a refused configuration is logged, the running one stays.
-    process.on('SIGHUP', () => {
-      daemon.reload();
+      running.log.info(running.status(), 'status');
     });
     return new Promise<number>(() => {
       /* runs until a signal */

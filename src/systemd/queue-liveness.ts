@@ -8,7 +8,12 @@
  *      stops a poll handle for good after a poll error);
  *   3. the kernel lists our queue number as bound to our socket's netlink
  *      port id (/proc/net/netfilter/nfnetlink_queue, per network
- *      namespace): packets of our rules really come to this socket;
+ *      namespace): packets of our rules really come to this socket. That
+ *      file is mode 0440 root: the service user (deploy/systemd) cannot read
+ *      it, and then this point rests on the open socket alone, which is
+ *      enough: the kernel unbinds a queue only when its socket is released
+ *      or sends the UNBIND itself (any other socket's command on a bound
+ *      queue gets EPERM, nfqnl_recv_config), and we hold the socket open;
  *   4. the socket is not stalled: it was not readable at the previous check
  *      AND still readable now with no poll callback in between. A healthy
  *      loop drains a readable socket within one loop turn, so two checks
@@ -61,14 +66,16 @@ export class QueueLiveness {
     const l = q?.liveness();
     if (q === undefined || l === undefined) return this.#dead('the queue is not open');
     if (!l.polling) return this.#dead(`queue ${q.queue}: the netlink socket is no longer polled (poll error)`);
-    let owners: Map<number, number>;
+    let owners: Map<number, number> | undefined;
     try {
       owners = parseQueueOwners(this.#readProc());
     } catch (err) {
-      return this.#dead(`cannot read ${NFQUEUE_PROC}: ${(err as Error).message}`);
+      const code = (err as NodeJS.ErrnoException).code;
+      // Not root (see point 3 above): the open, polled socket stands for the binding.
+      if (code !== 'EACCES' && code !== 'EPERM') return this.#dead(`cannot read ${NFQUEUE_PROC}: ${(err as Error).message}`);
     }
-    const owner = owners.get(q.queue);
-    if (owner !== l.portid) {
+    const owner = owners?.get(q.queue);
+    if (owners !== undefined && owner !== l.portid) {
       return this.#dead(owner === undefined ? `queue ${q.queue} is not bound in the kernel` : `queue ${q.queue} is bound to netlink port ${owner}, not ours (${l.portid})`);
     }
     const prev = this.#last;

@@ -135,11 +135,15 @@ describe('front packet-loop liveness', () => {
     assert.equal(q.check().alive, true);
   });
 
-  it('an unreadable proc file is not alive', () => {
-    const q = new QueueLiveness(() => source, () => {
-      throw new Error('EACCES');
-    });
+  it('a proc file unreadable for lack of privilege leaves the judgement to the socket; any other read error is not alive', () => {
+    const fail = (code: string) => () => {
+      throw Object.assign(new Error(code), { code });
+    };
     state = live({});
-    assert.match(q.check().reason ?? '', /cannot read/);
+    assert.deepEqual(new QueueLiveness(() => source, fail('EACCES')).check(), { alive: true });
+    state = live({ polling: false });
+    assert.equal(new QueueLiveness(() => source, fail('EACCES')).check().alive, false);
+    state = live({});
+    assert.match(new QueueLiveness(() => source, fail('EIO')).check().reason ?? '', /cannot read/);
   });
 });
