@@ -14,9 +14,12 @@ fi
 
 # chromium: the dashboard test drives Debian's Chromium with playwright-core
 # (never a browser build playwright would download).
+# conntrack: the front node lists the kernel's flows with `conntrack -L` when
+# it runs unprivileged (/proc/net/nf_conntrack is root-only); systemd:
+# systemd-analyze (the units' test) and systemd-sysusers (deploy/install.sh).
 APT_PKGS=(ca-certificates python3 make g++ pkg-config libnetfilter-queue-dev libmnl-dev
   iptables iproute2 nginx-light curl wrk iputils-ping procps bind9-dnsutils dnsperf nsd
-  chromium)
+  chromium conntrack systemd)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -37,6 +37,8 @@
 #include <node_api.h>
 #include <uv.h>
 
+#include "sd_notify.h"
+
 /* ---- layout shared with src/nfqueue/layout.ts (keep in sync) ---------- */
 enum {
   M_ID = 0, M_HOOK, M_MARK, M_CTMARK, M_CTINFO, M_INDEV, M_OUTDEV,
@@ -87,6 +89,7 @@ typedef struct sq_queue_s {
   uint16_t queue_num;
   int closing;        /* close() was called; memory freed in on_closed */
   int in_callback;    /* JS batch callback running (rx payload refs valid) */
+  double wakeups;     /* on_readable entries: liveness() shows the loop drains the socket */
 
   uint8_t *rx; size_t rx_size; size_t rx_need;
   uint32_t *meta; uint32_t max_batch;
@@ -225,6 +228,7 @@ static void send_verdicts(sq_queue *q, uint32_t n);
 static void on_readable(uv_poll_t *handle, int status, int events) {
   sq_queue *q = handle->data;
   if (q->closing) return;
+  q->wakeups += 1;
   if (status < 0) {
     report_async_error(q, "ERR_NFQ_POLL", -status, "uv_poll");
     return;
@@ -629,12 +633,46 @@ static napi_value sq_ref(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/*
+ * liveness(handle) -> { polling, portid, wakeups, readable }: what the
+ * systemd watchdog check (src/systemd/queue-liveness.ts) needs to tell a
+ * working packet loop from a dead one, read without touching the queue:
+ *   polling   the uv_poll on the netlink socket is still registered (libuv
+ *             stops it for good after a poll error)
+ *   portid    our socket's netlink port id (the kernel lists the queue's
+ *             owner by it in /proc/net/netfilter/nfnetlink_queue)
+ *   wakeups   how many times on_readable ran
+ *   readable  the socket has data waiting right now (poll with timeout 0)
+ */
+static napi_value sq_liveness(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value a[1];
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  sq_queue *q = argc == 1 ? get_handle(env, a[0]) : NULL;
+  ASSERT_ARG(env, q != NULL, "liveness(handle)");
+  int polling = !q->closing && uv_is_active((uv_handle_t *)&q->poll);
+  int readable = 0;
+  if (!q->closing) {
+    struct pollfd pfd = { mnl_socket_get_fd(q->nl), POLLIN, 0 };
+    readable = poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN) != 0;
+  }
+  napi_value out, v;
+  napi_create_object(env, &out);
+  napi_get_boolean(env, polling, &v); napi_set_named_property(env, out, "polling", v);
+  napi_create_uint32(env, q->portid, &v); napi_set_named_property(env, out, "portid", v);
+  napi_create_double(env, q->wakeups, &v); napi_set_named_property(env, out, "wakeups", v);
+  napi_get_boolean(env, readable, &v); napi_set_named_property(env, out, "readable", v);
+  return out;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     { "open", NULL, sq_open, NULL, NULL, NULL, napi_default, NULL },
     { "verdicts", NULL, sq_verdicts, NULL, NULL, NULL, napi_default, NULL },
     { "close", NULL, sq_close, NULL, NULL, NULL, napi_default, NULL },
     { "ref", NULL, sq_ref, NULL, NULL, NULL, napi_default, NULL },
+    { "liveness", NULL, sq_liveness, NULL, NULL, NULL, napi_default, NULL },
+    { "notify", NULL, sq_sd_notify, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   napi_value v;

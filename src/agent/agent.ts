@@ -3,8 +3,18 @@
  * per-client request counts (every requestRateSeconds) to the cluster's
  * front node over the control plane (seed 000: the inputs of
  * receive_server_load and receive_request_rate). With `http.listen`, a
- * read-only ops HTTP server serves its metrics and status(); the agent has
- * no admin socket and no reload (a changed config needs a restart).
+ * read-only ops HTTP server serves its metrics and status().
+ *
+ * SIGHUP reloads the configuration like the other daemons: a refused file
+ * (or an unreadable utilization source) is logged and the running
+ * configuration stays; an accepted one applies the intervals, ports,
+ * utilization source and access log at once. name, address, front and
+ * control are the agent's identity and sockets: changes to them are named
+ * in the log and need a restart.
+ *
+ * Under systemd (Type=notify, src/systemd/): READY=1 once the control
+ * socket is connecting to the front node, RELOADING=1 / READY=1 around a
+ * reload, STOPPING=1 at stop, WATCHDOG=1 while the event loop turns.
  */
 import { loadConfig } from '../config/load.ts';
 import { ControlNode, type Sender } from '../control/node.ts';
@@ -18,6 +28,11 @@ import { AccessLogFollower } from './access-log.ts';
 import { agentConfigSchema, type AgentConfig } from './config.ts';
 import { LoadSampler } from './load.ts';
 import { SluiceError } from '../errors/errors.ts';
+import { SystemdNotifier } from '../systemd/notify.ts';
+import { Watchdog } from '../systemd/watchdog.ts';
+
+/** Keys a reload cannot apply: the agent's identity and its control socket. */
+const RESTART_KEYS = ['name', 'address', 'front', 'control', 'http'] as const;
 
 /** The configured utilization source cannot be read on this machine. */
 export class LoadSourceError extends SluiceError {
@@ -25,13 +40,14 @@ export class LoadSourceError extends SluiceError {
 }
 
 export class AgentDaemon {
-  readonly config: Readonly<AgentConfig>;
+  readonly configFile: string;
+  config: Readonly<AgentConfig>;
   readonly log: Logger = componentLogger('agent');
-  readonly follower: AccessLogFollower;
+  follower: AccessLogFollower;
   #control: ControlNode | undefined;
   #sender: Sender | undefined;
   #sampler: LoadSampler | undefined;
-  readonly #timers: NodeJS.Timeout[] = [];
+  #timers: NodeJS.Timeout[] = [];
   #lastLoad: Body<'load_report'> | undefined;
   #rateStart = performance.now();
   #ops: OpsServer | undefined;
@@ -42,19 +58,24 @@ export class AgentDaemon {
   requestReportsSent = 0;
   /** Load samples that failed (no report that interval). */
   sampleErrors = 0;
+  reloads = 0;
+  reloadsRefused = 0;
+  /** sd_notify; a no-op unless started by systemd with Type=notify. */
+  readonly systemd: SystemdNotifier;
+  readonly watchdog: Watchdog;
 
   constructor(configFile: string) {
+    this.configFile = configFile;
     this.config = loadConfig(agentConfigSchema, configFile);
-    this.follower = new AccessLogFollower(this.config.accessLog.path, { format: this.config.accessLog.format, maxClients: this.config.accessLog.maxClients });
+    this.follower = newFollower(this.config);
+    this.systemd = new SystemdNotifier(this.log);
+    // The timer running proves the loop that runs every report timer turns.
+    this.watchdog = new Watchdog(this.systemd, () => ({ alive: true }), this.log);
   }
 
   async start(): Promise<void> {
     const c = this.config;
-    try {
-      this.#sampler = new LoadSampler({ source: c.utilization.source, ports: c.ports, maxConnections: c.utilization.maxConnections, cgroup: c.utilization.cgroup });
-    } catch (err) {
-      throw new LoadSourceError(`cannot read the load figures for utilization source ${c.utilization.source}${c.utilization.cgroup !== undefined ? ` (cgroup ${c.utilization.cgroup})` : ''}: ${(err as Error).message}; check utilization.source and utilization.cgroup`, { cause: err });
-    }
+    this.#sampler = newSampler(c);
     this.#control = await ControlNode.create(c.name, c.control, this.log);
     this.#sender = this.#control.connectPush(c.front.endpoint, c.front.publicKey);
     if (c.http) {
@@ -63,6 +84,53 @@ export class AgentDaemon {
       this.#ops = new OpsServer({ listen: c.http.listen, registry, status: () => this.status(), log: this.log });
       await this.#ops.start();
     }
+    this.#startTimers();
+    this.log.info({ name: c.name, front: c.front.endpoint, utilization: c.utilization.source, accessLog: c.accessLog.path }, 'agent ready');
+    this.systemd.ready(this.#statusLine());
+    this.watchdog.start();
+  }
+
+  #statusLine(): string {
+    return `server ${this.config.name} reporting to ${this.config.front.endpoint} (utilization: ${this.config.utilization.source})`;
+  }
+
+  /** Re-reads the config file; false (and the running configuration kept) when refused. */
+  reload(): boolean {
+    this.systemd.reloading();
+    let next: Readonly<AgentConfig>;
+    let sampler: LoadSampler;
+    try {
+      next = loadConfig(agentConfigSchema, this.configFile);
+      sampler = newSampler(next);
+    } catch (err) {
+      this.reloadsRefused++;
+      this.log.error({ err: err instanceof SluiceError ? err.message : err }, 'reload refused: the running configuration stays');
+      this.systemd.ready(`${this.#statusLine()}; last reload refused (see the log)`);
+      return false;
+    }
+    const restart = RESTART_KEYS.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
+    if (restart.length > 0) this.log.warn({ keys: restart }, 'these changes need a restart and were not applied');
+    const applied = { ...next, ...Object.fromEntries(RESTART_KEYS.map((k) => [k, this.config[k]])) } as Readonly<AgentConfig>;
+    if (JSON.stringify(applied.accessLog) !== JSON.stringify(this.config.accessLog)) {
+      // Counts since the last report are sent first, so none are lost.
+      this.#reportRequests();
+      this.follower.close();
+      this.follower = newFollower(applied);
+    }
+    this.config = applied;
+    this.#sampler = sampler;
+    this.#startTimers();
+    this.reloads++;
+    this.log.info({ loadSeconds: applied.loadSeconds, requestRateSeconds: applied.requestRateSeconds, utilization: applied.utilization.source, accessLog: applied.accessLog.path }, 'configuration reloaded');
+    this.systemd.ready(this.#statusLine());
+    return true;
+  }
+
+  /** (Re)starts the report timers from the running configuration. */
+  #startTimers(): void {
+    const c = this.config;
+    for (const t of this.#timers) clearInterval(t);
+    this.#timers = [];
     this.#timers.push(
       setInterval(() => {
         this.#reportLoad();
@@ -74,7 +142,6 @@ export class AgentDaemon {
         this.#reportRequests();
       }, c.requestRateSeconds * 1000),
     );
-    this.log.info({ name: c.name, front: c.front.endpoint, utilization: c.utilization.source, accessLog: c.accessLog.path }, 'agent ready');
   }
 
   #reportLoad(): void {
@@ -132,14 +199,31 @@ export class AgentDaemon {
       lastLoad: this.#lastLoad,
       accessLog: { path: this.follower.path, ...this.follower.counters },
       control: this.#control?.counters,
+      reloads: this.reloads,
+      reloadsRefused: this.reloadsRefused,
     };
   }
 
   async stop(): Promise<void> {
     this.#ops?.close();
+    this.systemd.stopping();
+    this.watchdog.stop();
     for (const t of this.#timers) clearInterval(t);
     await this.#sender?.drain();
     this.#control?.close();
     this.follower.close();
+  }
+}
+
+function newFollower(c: Readonly<AgentConfig>): AccessLogFollower {
+  return new AccessLogFollower(c.accessLog.path, { format: c.accessLog.format, maxClients: c.accessLog.maxClients });
+}
+
+/** The configured utilization source, or LoadSourceError naming the keys to fix. */
+function newSampler(c: Readonly<AgentConfig>): LoadSampler {
+  try {
+    return new LoadSampler({ source: c.utilization.source, ports: c.ports, maxConnections: c.utilization.maxConnections, cgroup: c.utilization.cgroup });
+  } catch (err) {
+    throw new LoadSourceError(`cannot read the load figures for utilization source ${c.utilization.source}${c.utilization.cgroup !== undefined ? ` (cgroup ${c.utilization.cgroup})` : ''}: ${(err as Error).message}; check utilization.source and utilization.cgroup`, { cause: err });
   }
 }

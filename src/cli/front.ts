@@ -1,7 +1,7 @@
 import { ConfigError } from '../config/load.ts';
+import { SluiceError } from '../errors/errors.ts';
 import { KeyFileError } from '../control/keys.ts';
 import { FrontDaemon } from '../front/daemon.ts';
-import { HttpListenError } from '../http/ops_server.ts';
 import { configArg, type Command } from './command.ts';
 
 const USAGE = 'usage: sluice front --config FILE';
@@ -21,6 +21,11 @@ export const frontCommand: Command = {
         console.error(err.message);
         return 1;
       }
+      if (err instanceof SluiceError) {
+        // e.g. the addon that sends sd_notify is missing under systemd
+        console.error(`sluice front: ${err.message}`);
+        return 1;
+      }
       throw err;
     }
     const stop = (): void => {
@@ -33,7 +38,7 @@ export const frontCommand: Command = {
       await daemon.start({});
     } catch (err) {
       daemon.stop(); // removes whatever rules were installed
-      if (err instanceof KeyFileError || err instanceof HttpListenError) {
+      if (err instanceof KeyFileError || err instanceof SluiceError) {
         console.error(`sluice front: ${err.message}`);
         process.exit(1); // sockets opened before the failure must not keep the process up
       }

@@ -4,6 +4,7 @@
  */
 import type { Command } from './command.ts';
 import { agentCommand } from './agent.ts';
+import { checkConfigCommand } from './check-config.ts';
 import { ctlCommand } from './ctl.ts';
 import { dashboardCommand } from './dashboard.ts';
 import { dnsCommand } from './dns.ts';
@@ -13,7 +14,7 @@ import { scheduleCommand } from './schedule.ts';
 import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
 
-const commands: readonly Command[] = [frontCommand, dnsCommand, agentCommand, ctlCommand, keygenCommand, scheduleCommand, statusCommand, dashboardCommand, versionCommand];
+const commands: readonly Command[] = [frontCommand, dnsCommand, agentCommand, ctlCommand, keygenCommand, scheduleCommand, statusCommand, dashboardCommand, checkConfigCommand, versionCommand];
 
 function usage(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

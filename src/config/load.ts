@@ -44,13 +44,90 @@ export function deepFreeze<T>(value: T): T {
   return value;
 }
 
+/** The schema's internals, as far as unknownKeyProblems walks them. */
+interface SchemaDef {
+  readonly type?: string;
+  readonly shape?: Record<string, unknown>;
+  readonly element?: unknown;
+  readonly innerType?: unknown;
+  readonly in?: unknown;
+}
+
+function defOf(schema: unknown): SchemaDef | undefined {
+  return (schema as { _zod?: { def?: SchemaDef } } | undefined)?._zod?.def;
+}
+
+/**
+ * The keys an object schema allows at `path` (through arrays, optional,
+ * default and pipe wrappers); undefined where the walk cannot follow.
+ */
+export function allowedKeysAt(schema: unknown, path: readonly PropertyKey[]): string[] | undefined {
+  let cur: unknown = schema;
+  let i = 0;
+  for (let guard = 0; guard < 64; guard++) {
+    const def = defOf(cur);
+    if (def === undefined) return undefined;
+    if (def.innerType !== undefined) cur = def.innerType;
+    else if (def.type === 'pipe') cur = def.in;
+    else if (i === path.length) return def.type === 'object' && def.shape ? Object.keys(def.shape) : undefined;
+    else if (def.type === 'array') {
+      cur = def.element;
+      i++;
+    } else if (def.type === 'object' && def.shape) {
+      cur = def.shape[String(path[i])];
+      i++;
+    } else return undefined;
+  }
+  return undefined;
+}
+
+/** Levenshtein distance, for "did you mean" (keys are short). */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row.push(Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1]?.toLowerCase() === b[j - 1]?.toLowerCase() ? 0 : 1)));
+    }
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
+}
+
+function valueAt(data: unknown, path: readonly PropertyKey[]): unknown {
+  let cur = data;
+  for (const p of path) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<PropertyKey, unknown>)[p];
+  }
+  return cur;
+}
+
+/** One problem per unknown key, naming the key itself and the fix. */
+function unknownKeyProblems(schema: unknown, path: readonly PropertyKey[], keys: readonly string[]): ConfigProblem[] {
+  const allowed = allowedKeysAt(schema, path) ?? [];
+  return keys.map((k) => {
+    const near = allowed.map((a) => [a, distance(k, a)] as const).sort((x, y) => x[1] - y[1])[0];
+    const hint = near !== undefined && near[1] <= Math.max(2, Math.floor(k.length / 3)) ? `did you mean "${near[0]}"? ` : '';
+    const list = allowed.length > 0 ? `keys allowed here: ${allowed.join(', ')}` : 'remove it';
+    return { path: pathText([...path, k]), message: `unknown key; ${hint}${list}` };
+  });
+}
+
 /** Validates already-parsed data. `file` only labels messages. */
 export function validateConfig<S extends z.ZodType>(schema: S, data: unknown, file: string): Readonly<z.output<S>> {
   const r = schema.safeParse(data);
   if (!r.success) {
     throw new ConfigError(
       file,
-      r.error.issues.map((i) => ({ path: pathText(i.path), message: i.message })),
+      r.error.issues.flatMap((i) => {
+        if (i.code === 'unrecognized_keys') return unknownKeyProblems(schema, i.path, i.keys);
+        // zod words a missing key as a wrong type ("expected string"): say it is missing.
+        if (i.code === 'invalid_type' && i.path.length > 0 && valueAt(data, i.path) === undefined) {
+          return [{ path: pathText(i.path), message: `required key is missing (${i.message})` }];
+        }
+        return [{ path: pathText(i.path), message: i.message }];
+      }),
     );
   }
   return deepFreeze(r.data);

@@ -13,6 +13,11 @@
  *           udpPayload need a restart: they are named in the log and not
  *           applied (http too).
  *   SIGTERM close sockets and the ops HTTP server, exit 0
+ *
+ * Under systemd (Type=notify, src/systemd/): READY=1 once UDP and TCP
+ * listen on every address and the control plane and admin socket are up;
+ * RELOADING=1 then READY=1 around a reload; STOPPING=1 at stop; WATCHDOG=1
+ * while the event loop turns (every socket is served by it).
  */
 import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig, type ConfigProblem } from '../config/load.ts';
@@ -34,6 +39,8 @@ import { StickyTable } from './sticky.ts';
 import { AdminSocket, type Reply } from '../admin/socket.ts';
 import { parseZone, ZoneError } from './zone/parse.ts';
 import { Zone, ZoneSet } from './zone/zone.ts';
+import { SystemdNotifier } from '../systemd/notify.ts';
+import { Watchdog } from '../systemd/watchdog.ts';
 
 /** Reads every zone file of the config; throws ConfigError naming the key and the zone's own error. */
 export interface LoadedZones {
@@ -91,10 +98,16 @@ export class DnsDaemon {
   reloads = 0;
   reloadsRefused = 0;
   readonly startedAt = Date.now();
+  /** sd_notify; a no-op unless started by systemd with Type=notify. */
+  readonly systemd: SystemdNotifier;
+  readonly watchdog: Watchdog;
 
   constructor(configFile: string) {
     this.configFile = configFile;
     this.config = loadConfig(dnsConfigSchema, configFile);
+    this.systemd = new SystemdNotifier(this.log);
+    // The timer running proves the loop that serves every socket turns.
+    this.watchdog = new Watchdog(this.systemd, () => ({ alive: true }), this.log);
     const cfg = this.config;
     const zones = loadZones(cfg, configFile);
     this.#zones = zones.list;
@@ -133,6 +146,12 @@ export class DnsDaemon {
       await this.#ops.start();
     }
     this.log.info({ zones: this.#zones.map((z) => z.origin), steered: cfg.steering.names.map((n) => n.name), clusters: cfg.clusters.map((c) => c.name) }, 'dns ready');
+    this.systemd.ready(this.#statusLine());
+    this.watchdog.start();
+  }
+
+  #statusLine(): string {
+    return `${this.#zones.length} zone(s), ${this.config.steering.names.length} steered name(s) on ${this.config.listen.join(' ')}`;
   }
 
   /** The ops HTTP server while it runs (http.listen set): addRoute() adds GET pages to it. */
@@ -153,6 +172,7 @@ export class DnsDaemon {
 
   /** Re-reads config and zones; false (and the running data kept) when refused. */
   reload(): boolean {
+    this.systemd.reloading();
     let next: Readonly<DnsConfig>;
     let zones: LoadedZones;
     try {
@@ -161,6 +181,7 @@ export class DnsDaemon {
     } catch (err) {
       this.reloadsRefused++;
       this.log.error({ err: err instanceof ConfigError ? err.message : err }, 'reload refused; the running configuration and zones stay');
+      this.systemd.ready(`${this.#statusLine()}; last reload refused (see the log)`);
       return false;
     }
     const restart = RESTART_KEYS.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
@@ -173,6 +194,7 @@ export class DnsDaemon {
     this.#zones = zones.list;
     this.reloads++;
     this.log.info({ zones: zones.list.map((z) => z.origin), steered: applied.steering.names.map((n) => n.name) }, 'reloaded');
+    this.systemd.ready(this.#statusLine());
     return true;
   }
 
@@ -220,6 +242,8 @@ export class DnsDaemon {
 
   stop(): void {
     this.#ops?.close();
+    this.systemd.stopping();
+    this.watchdog.stop();
     this.server.close();
     this.#control?.close();
     this.#admin?.close();

@@ -10,8 +10,21 @@
  *   ipv4 2 udp 17 29 src=C dst=VIP sport=CP dport=53 src=SERVER dst=C
  *        sport=53 dport=CP [ASSURED] mark=0 zone=0 use=2
  * The first tuple is the original direction, the second the reply.
+ *
+ * /proc/net/nf_conntrack is mode 0440 root: a front node running as its own
+ * user with CAP_NET_ADMIN only (deploy/systemd/sluice-front.service) cannot
+ * read it. The same table then comes from `conntrack -L -o extended`
+ * (conntrack-tools, over ctnetlink, which CAP_NET_ADMIN allows), whose lines
+ * have the same format.
  */
+import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
+import { SluiceError } from '../errors/errors.ts';
+
+/** The kernel's flow table could be read neither from /proc nor with conntrack(8). */
+export class ConntrackReadError extends SluiceError {
+  readonly code = 'ERR_SLUICE_CONNTRACK_READ';
+}
 import { parseIPv4Address } from '../packet/address.ts';
 
 export interface KernelFlow {
@@ -62,12 +75,29 @@ export function parseConntrackLine(line: string): KernelFlow | undefined {
   return { protocol, state, client, clientPort: Number(osp), dst, dstPort: Number(odp), replySrc, replySrcPort: Number(rsp) };
 }
 
-export async function readKernelFlows(path = '/proc/net/nf_conntrack'): Promise<KernelFlow[]> {
+/** `conntrack -L -o extended` output (the flows of this network namespace). */
+function conntrackList(): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile('conntrack', ['-L', '-o', 'extended'], { encoding: 'utf8', maxBuffer: 1 << 30, timeout: 120_000 }, (err, stdout, stderr) => {
+      if (err) reject(new ConntrackReadError(`cannot list the kernel's flows with conntrack -L (install conntrack-tools; the daemon needs CAP_NET_ADMIN): ${stderr.trim() || err.message}`, { cause: err }));
+      else resolve(stdout);
+    });
+  });
+}
+
+/**
+ * The kernel's flows. Throws ConntrackReadError when the table exists but
+ * cannot be read: an empty answer would make reconcile free every record.
+ */
+export async function readKernelFlows(path = '/proc/net/nf_conntrack', list: () => Promise<string> = conntrackList): Promise<KernelFlow[]> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
-  } catch {
-    return []; // no conntrack in this namespace yet: no flows
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return []; // no conntrack in this namespace yet: no flows
+    if (code !== 'EACCES' && code !== 'EPERM') throw new ConntrackReadError(`cannot read ${path}: ${(err as Error).message}`, { cause: err });
+    text = await list();
   }
   const out: KernelFlow[] = [];
   for (const line of text.split('\n')) {

@@ -19,6 +19,11 @@
  *   SIGTERM unbind, remove our rules, close the ops HTTP server, exit 0.
  *           (After a crash the rules stay and failMode governs new
  *           connections; established ones continue.)
+ *
+ * Under systemd (Type=notify, src/systemd/): READY=1 once rules, queue,
+ * admin socket and control plane are up; RELOADING=1 then READY=1 around a
+ * reload (accepted or refused: the daemon serves either way); STOPPING=1 at
+ * stop; WATCHDOG=1 only while the packet loop is alive (queue-liveness.ts).
  */
 import { ConfigError, loadConfig } from '../config/load.ts';
 import { OpsServer } from '../http/ops_server.ts';
@@ -41,9 +46,12 @@ import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
 import { Criterion, type Checkpoint } from '../shaping/checkpoint.ts';
 import { Shaper, shapingStatus } from '../shaping/shaper.ts';
 import { TimerScheduler } from '../shaping/timer_scheduler.ts';
+import { SystemdNotifier } from '../systemd/notify.ts';
+import { QueueLiveness } from '../systemd/queue-liveness.ts';
+import { Watchdog } from '../systemd/watchdog.ts';
 
 export interface FrontOptions {
-  /** Called once rules and queue are up (systemd READY=1 later). */
+  /** Called once rules, queue, admin socket and control plane are up (after READY=1 to systemd). */
   readonly onReady?: () => void;
 }
 
@@ -65,10 +73,16 @@ export class FrontDaemon implements FrontMetricsSource {
   #shapingLayout = '';
   #stopping = false;
   readonly startedAt = Date.now();
+  /** sd_notify; a no-op unless started by systemd with Type=notify. */
+  readonly systemd: SystemdNotifier;
+  readonly watchdog: Watchdog;
 
   constructor(configFile: string) {
     this.configFile = configFile;
     this.config = loadConfig(frontConfigSchema, configFile);
+    this.systemd = new SystemdNotifier(this.log);
+    const liveness = new QueueLiveness(() => this.#queue);
+    this.watchdog = new Watchdog(this.systemd, () => liveness.check(), this.log);
     const services = buildServices(this.config);
     this.table = new ConnectionTable(this.config.connections.max, this.config.connections.recycleSeconds * 1000, {
       released: (svc, srv, slot) => {
@@ -159,16 +173,25 @@ export class FrontDaemon implements FrontMetricsSource {
       await this.#ops.start();
     }
     this.log.info({ cluster: this.config.cluster, queue: this.config.queue, services: this.config.services.length, rebuilt }, 'front node ready');
+    this.systemd.ready(this.#statusLine());
+    const every = this.watchdog.start();
+    if (every !== undefined) this.log.info({ everyMs: every }, 'systemd watchdog: WATCHDOG=1 while the packet loop is alive');
     opts.onReady?.();
+  }
+
+  #statusLine(): string {
+    return `cluster ${this.config.cluster}: ${this.config.services.length} service(s) on queue ${this.config.queue}`;
   }
 
   /** Re-reads the config file; keeps the running config if it is refused. */
   reload(): boolean {
+    this.systemd.reloading();
     let next: Readonly<FrontConfig>;
     try {
       next = loadConfig(frontConfigSchema, this.configFile);
     } catch (err) {
       this.log.error({ err: err instanceof ConfigError ? err.message : err }, 'reload refused: the running configuration stays');
+      this.systemd.ready(`${this.#statusLine()}; last reload refused (see the log)`);
       return false;
     }
     // Keys bound at start (the queue the daemon is bound to, the record
@@ -177,7 +200,13 @@ export class FrontDaemon implements FrontMetricsSource {
     // every new connection to the fail mode.
     const restart = RESTART_KEYS.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
     if (restart.length > 0) this.log.warn({ keys: restart }, 'these changes need a restart and were not applied');
-    this.apply({ ...next, ...Object.fromEntries(RESTART_KEYS.map((k) => [k, this.config[k]])) });
+    try {
+      this.apply({ ...next, ...Object.fromEntries(RESTART_KEYS.map((k) => [k, this.config[k]])) });
+    } finally {
+      // The reload is over either way (an apply() error still reaches the
+      // caller): systemd must not be left in "reloading".
+      this.systemd.ready(this.#statusLine());
+    }
     this.log.info({ services: next.services.length }, 'configuration reloaded');
     return true;
   }
@@ -299,7 +328,14 @@ export class FrontDaemon implements FrontMetricsSource {
   }
 
   async #reconcile(): Promise<void> {
-    const flows = await readKernelFlows();
+    let flows;
+    try {
+      flows = await readKernelFlows();
+    } catch (err) {
+      // Without the kernel's table nothing can be judged gone: keep every record.
+      this.log.error({ err: (err as Error).message }, 'reconcile skipped: cannot read the kernel flows');
+      return;
+    }
     const live = new Set<number>();
     const services = this.engine.services;
     for (const f of flows) {
@@ -358,6 +394,8 @@ export class FrontDaemon implements FrontMetricsSource {
   stop(): void {
     if (this.#stopping) return;
     this.#stopping = true;
+    this.systemd.stopping();
+    this.watchdog.stop();
     for (const t of this.#timers) clearInterval(t);
     this.#ops?.close();
     for (const t of this.#schedulers) t.close();

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { NativeAddonMissingError } from '../errors/errors.ts';
 import { META_WORDS, STATS_WORDS, VERDICT_WORDS } from './layout.ts';
 
-/** The raw binding exported by native/src/nfq.c. Only queue.ts calls it. */
+/** The raw binding exported by native/src/nfq.c (and sd_notify.c). Only queue.ts and src/systemd/ call it. */
 export interface NativeNfq {
   open(
     queue: number,
@@ -22,10 +22,25 @@ export interface NativeNfq {
   verdicts(handle: NativeHandle, count: number): void;
   close(handle: NativeHandle): void;
   ref(handle: NativeHandle, on: boolean): void;
+  /** State of the packet loop, for the systemd watchdog (src/systemd/queue-liveness.ts). */
+  liveness(handle: NativeHandle): NativeLiveness;
+  /** One datagram to $NOTIFY_SOCKET (native/src/sd_notify.c); throws ERR_SD_NOTIFY. */
+  notify(socketPath: string, message: string): void;
   readonly META_WORDS: number;
   readonly VERDICT_WORDS: number;
   readonly STATS_WORDS: number;
   readonly MSG_OVERHEAD: number;
+}
+
+export interface NativeLiveness {
+  /** The uv_poll on the netlink socket is registered (libuv stops it for good on a poll error). */
+  readonly polling: boolean;
+  /** Our netlink port id: the kernel names the queue's owner by it. */
+  readonly portid: number;
+  /** How many times the poll callback ran. */
+  readonly wakeups: number;
+  /** Data is waiting on the socket right now. */
+  readonly readable: boolean;
 }
 
 /** Opaque external value owned by the C side. */

@@ -37,7 +37,7 @@ import {
   VerdictFlag,
   type VerdictCode,
 } from './layout.ts';
-import { loadNative, type NativeHandle, type NativeNfq } from './native.ts';
+import { loadNative, type NativeHandle, type NativeLiveness, type NativeNfq } from './native.ts';
 
 export interface QueueOptions {
   /** Queue number, as in `iptables -j NFQUEUE --queue-num N`. */
@@ -324,6 +324,14 @@ export class NfQueue {
   ref(on: boolean): void {
     checkBool('on', on);
     if (!this.#closed) this.#native.ref(this.#handle, on);
+  }
+
+  /**
+   * The packet loop's state, read from the C side without touching the
+   * queue (src/systemd/queue-liveness.ts judges it). Undefined once closed.
+   */
+  liveness(): NativeLiveness | undefined {
+    return this.#closed ? undefined : this.#native.liveness(this.#handle);
   }
 
   get closed(): boolean {

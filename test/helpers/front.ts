@@ -9,6 +9,13 @@ import { createInterface } from 'node:readline';
 
 const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
 
+export interface FrontProcessOptions {
+  /** The daemon's environment (default: this process's). */
+  readonly env?: NodeJS.ProcessEnv;
+  /** A command that execs the daemon, put before it (e.g. setpriv with its options). */
+  readonly wrap?: readonly string[];
+}
+
 export class FrontProcess {
   readonly child: ChildProcess;
   readonly lines: Record<string, unknown>[] = [];
@@ -19,9 +26,9 @@ export class FrontProcess {
    * with nsenter (network namespace only): `ip netns exec` remounts /sys,
    * which hides the cgroup files the agents read their utilization from.
    */
-  constructor(ns: string, configFile: string, command: 'front' | 'agent' | 'dns' = 'front') {
+  constructor(ns: string, configFile: string, command: 'front' | 'agent' | 'dns' = 'front', opts: FrontProcessOptions = {}) {
     const enter = command === 'agent' ? ['nsenter', `--net=/run/netns/${ns}`] : ['ip', 'netns', 'exec', ns];
-    this.child = spawn(enter[0]!, [...enter.slice(1), BIN, command, '--config', configFile], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+    this.child = spawn(enter[0]!, [...enter.slice(1), ...(opts.wrap ?? []), BIN, command, '--config', configFile], { stdio: ['ignore', 'ignore', 'pipe'], detached: true, ...(opts.env ? { env: opts.env } : {}) });
     if (this.child.stderr) {
       createInterface({ input: this.child.stderr }).on('line', (text) => {
         let l: Record<string, unknown>;

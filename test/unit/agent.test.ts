@@ -206,7 +206,7 @@ describe('agent configuration', () => {
     ['bad endpoint', { ...ok, front: { ...ok.front, endpoint: 'http://x' } }, 'front.endpoint'],
     ['cgroup without path', { ...ok, utilization: { source: 'cgroup' } }, 'utilization.cgroup'],
     ['bad format', { ...ok, accessLog: { format: '^(\\S+)' } }, 'accessLog.format'],
-    ['unknown key', { ...ok, lodSeconds: 5 }, ''],
+    ['unknown key', { ...ok, lodSeconds: 5 }, 'lodSeconds'],
   ];
   for (const [name, cfg, path] of bad) {
     it(`refuses ${name}, naming ${path || 'the top level'}`, () => {
