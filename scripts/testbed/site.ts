@@ -116,6 +116,7 @@ loadSeconds: ${o.loadSeconds ?? 2}
 requestRateSeconds: 5
 utilization: ${cg !== undefined ? `{ source: cgroup, cgroup: ${cg} }` : '{ source: connections, maxConnections: 100 }'}
 accessLog: { path: ${join(st.runDir, `nginx-${s.id}.access.log`)}, format: nginx-combined, pollSeconds: 0.5 }
+adminSocket: ${join(st.runDir, `agent-${s.id}.sock`)}
 http: { listen: '127.0.0.1:${OPS_PORTS.agent}' }
 `;
 }

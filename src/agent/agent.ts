@@ -16,6 +16,7 @@
  * socket is connecting to the front node, RELOADING=1 / READY=1 around a
  * reload, STOPPING=1 at stop, WATCHDOG=1 while the event loop turns.
  */
+import { AdminSocket, type Reply } from '../admin/socket.ts';
 import { loadConfig } from '../config/load.ts';
 import { ControlNode, type Sender } from '../control/node.ts';
 import { MAX_LIST, type Body } from '../control/messages.ts';
@@ -32,7 +33,7 @@ import { SystemdNotifier } from '../systemd/notify.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
 
 /** Keys a reload cannot apply: the agent's identity and its control socket. */
-const RESTART_KEYS = ['name', 'address', 'front', 'control', 'http'] as const;
+const RESTART_KEYS = ['name', 'address', 'front', 'control', 'http', 'adminSocket'] as const;
 
 /** The configured utilization source cannot be read on this machine. */
 export class LoadSourceError extends SluiceError {
@@ -51,6 +52,7 @@ export class AgentDaemon {
   #lastLoad: Body<'load_report'> | undefined;
   #rateStart = performance.now();
   #ops: OpsServer | undefined;
+  #admin: AdminSocket | undefined;
   readonly startedAt = Date.now();
   /** load_report messages handed to the control plane. */
   reportsSent = 0;
@@ -84,6 +86,8 @@ export class AgentDaemon {
       this.#ops = new OpsServer({ listen: c.http.listen, registry, status: () => this.status(), log: this.log });
       await this.#ops.start();
     }
+    this.#admin = new AdminSocket(c.adminSocket, this.log, (r, reject) => this.#command(r, reject));
+    await this.#admin.listen();
     this.#startTimers();
     this.log.info({ name: c.name, front: c.front.endpoint, utilization: c.utilization.source, accessLog: c.accessLog.path }, 'agent ready');
     this.systemd.ready(this.#statusLine());
@@ -192,6 +196,7 @@ export class AgentDaemon {
   /** What `GET /status` returns (the agent has no admin socket; SIGUSR2 logs the same). */
   status(): Record<string, unknown> {
     return {
+      agent: true,
       name: this.config.name,
       front: this.config.front.endpoint,
       uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),
@@ -204,7 +209,20 @@ export class AgentDaemon {
     };
   }
 
+  /** Admin socket commands: status (what GET /status shows) and reload (as SIGHUP). */
+  #command(r: Record<string, unknown>, reject: (error: string) => Reply): Reply {
+    switch (r['cmd']) {
+      case 'status':
+        return { ok: true, status: this.status() };
+      case 'reload':
+        return this.reload() ? { ok: true } : { ok: false, error: 'reload refused: the running configuration stays (see the log)' };
+      default:
+        return reject(`unknown cmd ${JSON.stringify(r['cmd'])}: status, reload`);
+    }
+  }
+
   async stop(): Promise<void> {
+    this.#admin?.close();
     this.#ops?.close();
     this.systemd.stopping();
     this.watchdog.stop();

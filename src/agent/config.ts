@@ -66,6 +66,11 @@ export const agentConfigSchema = z
       })
       .default({ path: '/var/log/nginx/access.log', format: 'nginx-combined', pollSeconds: 1, maxClients: 100_000 })
       .describe('The access log the per-client request counts are read from.'),
+    adminSocket: z
+      .string()
+      .startsWith('/', 'adminSocket must be an absolute path')
+      .default('/run/sluice/agent.sock')
+      .describe('Unix socket (mode 0600) for `sluice status --agent` and `sluice ctl --socket PATH reload`. A change needs a restart.'),
     http: httpSchema.optional().describe('Read-only ops HTTP server: GET /metrics (Prometheus text) and GET /status (the admin socket\'s status as JSON). Absent: none. A change needs a restart.'),
   })
   .superRefine((c, ctx) => {

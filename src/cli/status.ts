@@ -7,7 +7,36 @@ import { adminRequest } from './admin-client.ts';
 import type { Command } from './command.ts';
 import { renderDnsStatus, type DnsStatus } from './dns-status.ts';
 
-const USAGE = 'usage: sluice status [--dns] [--socket PATH] [--json]\n  default socket: /run/sluice/front.sock, with --dns /run/sluice/dns.sock';
+const USAGE = 'usage: sluice status [--dns | --agent] [--socket PATH] [--json]\n  default socket: /run/sluice/front.sock, with --dns /run/sluice/dns.sock, with --agent /run/sluice/agent.sock';
+
+interface AgentStatus {
+  agent: true;
+  name: string;
+  front: string;
+  uptimeSeconds: number;
+  reports: { load: number; requestRate: number; sampleErrors: number };
+  lastLoad?: { utilization?: number; cpu?: number; connections?: number } | null;
+  accessLog: Record<string, number | string>;
+  reloads: number;
+  reloadsRefused: number;
+}
+
+/** An agent's status: what it reports, to whom, and what it read. */
+export function renderAgentStatus(s: AgentStatus): string {
+  const l = s.lastLoad ?? {};
+  const log = Object.entries(s.accessLog)
+    .filter(([k]) => k !== 'path')
+    .map(([k, v]) => `${k}=${String(v)}`)
+    .join(' ');
+  return [
+    `agent ${s.name} -> ${s.front}, up ${s.uptimeSeconds} s, reloads ${s.reloads} (refused ${s.reloadsRefused})`,
+    table(
+      ['LOAD REPORTS', 'RATE REPORTS', 'SAMPLE ERRORS', 'UTIL', 'CPU', 'CONNECTIONS'],
+      [[String(s.reports.load), String(s.reports.requestRate), String(s.reports.sampleErrors), l.utilization === undefined ? '-' : `${(l.utilization * 100).toFixed(0)}%`, l.cpu === undefined ? '-' : `${(l.cpu * 100).toFixed(0)}%`, l.connections === undefined ? '-' : String(l.connections)]],
+    ),
+    `access log ${String(s.accessLog['path'] ?? '-')}: ${log || '-'}`,
+  ].join('\n');
+}
 
 interface FrontStatus {
   counters?: Record<string, number>;
@@ -133,25 +162,31 @@ export function renderFrontStatus(s: FrontStatus): string {
 
 export const statusCommand: Command = {
   name: 'status',
-  summary: 'show a running front node (servers, capacity estimates, top clients, peers) or, with --dns, DNS server (clusters, steering choices, RTTs)',
+  summary: 'show a running front node (servers, capacity estimates, checkpoints, top clients, peers), with --dns a DNS server (clusters, steering choices, RTTs), with --agent a server agent',
   usage: USAGE,
   async run(argv) {
-    let v: { socket?: string; json: boolean; dns: boolean };
+    let v: { socket?: string; json: boolean; dns: boolean; agent: boolean };
     try {
-      v = parseArgs({ args: [...argv], options: { socket: { type: 'string' }, json: { type: 'boolean', default: false }, dns: { type: 'boolean', default: false } } }).values;
+      v = parseArgs({ args: [...argv], options: { socket: { type: 'string' }, json: { type: 'boolean', default: false }, dns: { type: 'boolean', default: false }, agent: { type: 'boolean', default: false } } }).values;
     } catch (err) {
       console.error(`sluice status: ${(err as Error).message}\n${USAGE}`);
       return 2;
     }
+    if (v.dns && v.agent) {
+      console.error(`sluice status: --dns and --agent exclude each other\n${USAGE}`);
+      return 2;
+    }
     try {
-      const reply = await adminRequest(v.socket ?? (v.dns ? '/run/sluice/dns.sock' : '/run/sluice/front.sock'), { cmd: 'status' });
+      const reply = await adminRequest(v.socket ?? (v.dns ? '/run/sluice/dns.sock' : v.agent ? '/run/sluice/agent.sock' : '/run/sluice/front.sock'), { cmd: 'status' });
       if (reply.ok !== true) {
         console.error(`sluice status: ${reply.error ?? 'refused'}`);
         return 1;
       }
-      // A DNS server's status has zones; a front node's has services.
-      const isDns = typeof reply.status === 'object' && reply.status !== null && 'zones' in reply.status;
-      console.log(v.json ? JSON.stringify(reply.status, null, 2) : isDns ? renderDnsStatus(reply.status as DnsStatus) : renderFrontStatus(reply.status as FrontStatus));
+      // Whichever socket was named: a DNS server's status has zones, an
+      // agent's says agent, a front node's has services.
+      const st = typeof reply.status === 'object' && reply.status !== null ? reply.status : {};
+      const text = 'zones' in st ? renderDnsStatus(st as DnsStatus) : 'agent' in st ? renderAgentStatus(st as AgentStatus) : renderFrontStatus(st);
+      console.log(v.json ? JSON.stringify(reply.status, null, 2) : text);
       return 0;
     } catch (err) {
       console.error(`sluice status: ${(err as Error).message}`);

@@ -108,6 +108,7 @@ loadSeconds: ${LOAD_S}
 requestRateSeconds: 2
 utilization: { source: cgroup, cgroup: ${st.cgroups[s.id]} }
 accessLog: { path: ${join(st.runDir, `nginx-${s.id}.access.log`)}, format: nginx-combined, pollSeconds: 0.5 }
+adminSocket: ${join(st.runDir, `agent-${s.id}.sock`)}
 `,
       );
       startAgent(s.id);
@@ -225,6 +226,13 @@ accessLog: { path: ${join(st.runDir, `nginx-${s.id}.access.log`)}, format: nginx
       assert.match(human.stdout, /^PEER\s+LAST MESSAGE/m);
       const json = JSON.parse((await nsRunAsync(frNs, BIN, ['status', '--socket', sock, '--json'])).stdout) as Status;
       assert.equal(json.control.servers.length, 3);
+      // Each agent answers on its own admin socket: its reports and what its access log gave.
+      const srv = k.servers[0]!;
+      const agent = await nsRunAsync(frNs, BIN, ['status', '--agent', '--socket', join(st.runDir, `agent-${srv.id}.sock`)]);
+      assert.equal(agent.code, 0, agent.stderr);
+      assert.match(agent.stdout, new RegExp(`^agent ${srv.id} -> tcp://${k.lanAddress.replaceAll('.', '\\.')}:7101`, 'm'));
+      const reports = /^LOAD REPORTS.*\n(\d+)\s+(\d+)/m.exec(agent.stdout);
+      assert.ok(reports && Number(reports[1]) > 0, agent.stdout);
     } finally {
       await sub.stop();
     }
@@ -243,6 +251,7 @@ front: { endpoint: 'tcp://${k.lanAddress}:7101', publicKey: ${join(st.keysDir, '
 control: { keyFile: ${intruder.keyFile} }
 loadSeconds: 0.5
 accessLog: { path: /nonexistent }
+adminSocket: ${join(st.runDir, 'agent-intruder.sock')}
 `,
     );
     const refusedBefore = (await status()).control.zap['c1/agents']?.refused ?? 0;

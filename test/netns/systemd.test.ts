@@ -208,7 +208,7 @@ describe('agent without any capability, with sd_notify and SIGHUP reload', () =>
     assert.ok(k && s);
     const notify = await NotifyListener.start(join(st.runDir, 'notify-agent.sock'));
     chmodSync(notify.address, 0o666);
-    const yaml = (loadSeconds: number): string => `name: ${s.id}\naddress: ${s.address}\nfront: { endpoint: 'tcp://198.18.201.1:7101' }\ncontrol: { plaintext: true }\nloadSeconds: ${loadSeconds}\nutilization: { source: connections }\naccessLog: { path: ${join(st.runDir, 'agent-access.log')} }\n`;
+    const yaml = (loadSeconds: number): string => `name: ${s.id}\naddress: ${s.address}\nfront: { endpoint: 'tcp://198.18.201.1:7101' }\ncontrol: { plaintext: true }\nloadSeconds: ${loadSeconds}\nutilization: { source: connections }\naccessLog: { path: ${join(st.runDir, 'agent-access.log')} }\nadminSocket: ${join(runtimeDir(st.runDir, 'run-agent'), 'agent.sock')}\n`;
     const configFile = writeConfig(join(st.runDir, 'agent.yaml'), yaml(5));
     const agent = new FrontProcess(s.name, configFile, 'agent', { env: { ...process.env, NOTIFY_SOCKET: notify.address }, wrap: unprivileged([]) });
     try {
