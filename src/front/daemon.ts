@@ -277,6 +277,7 @@ export class FrontDaemon implements FrontMetricsSource {
     const old = this.engine.shaper;
     const shaper = this.#buildShaper(next);
     this.#shapingLayout = layout;
+    if (old) shaper.inheritCounts(old);
     this.engine.setShaper(shaper);
     if (!old) return;
     const now = performance.now();

@@ -5,8 +5,10 @@
  * prober. Nothing here runs on the packet path (collect.ts).
  *
  * Labels: service and server names (the config's, at most 31 x 200),
- * overflow and peer cluster names, drop reasons, parse statuses, event and
- * error kinds: all bounded. Never a client address.
+ * overflow and peer cluster names, checkpoint names (unique per front
+ * node, at most 32 per list), drop and reject reasons, parse statuses,
+ * event and error kinds: all bounded. Never a client address (nor any
+ * stick-table key).
  */
 import type { Registry } from 'prom-client';
 import type { QueueStats } from '../nfqueue/queue.ts';
@@ -17,7 +19,9 @@ import type { FrontControl } from '../front/control.ts';
 import type { FrontEngine } from '../front/engine.ts';
 import { clusterLoadOf } from '../front/receive_server_load.ts';
 import type { OpsServer } from '../http/ops_server.ts';
-import { byKey, counterFrom, counterOf, gaugeFrom, gaugeOf, type Sample } from './collect.ts';
+import { LEVEL_NAMES, type Checkpoint } from '../shaping/checkpoint.ts';
+import type { Shaper } from '../shaping/shaper.ts';
+import { byKey, counterFrom, counterOf, gaugeFrom, gaugeOf, type Labels, type Sample } from './collect.ts';
 import { registerControlMetrics } from './control.ts';
 import { BucketHistogram } from './histogram.ts';
 import { registerHttpMetrics } from './http.ts';
@@ -170,6 +174,7 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
     ];
   });
 
+  registerShapingMetrics(registry, () => src.engine.shaper);
   registerFrontControlMetrics(registry, () => src.control());
   registerControlMetrics(registry, () => src.control()?.node);
   registerHttpMetrics(registry, 'sluice_front', () => src.ops());
@@ -247,5 +252,69 @@ function registerFrontControlMetrics(registry: Registry, control: () => FrontCon
   new BucketHistogram(registry, 'sluice_front_probe_rtt_seconds', 'RTT of each answered ICMP echo probe (all targets together).', [], () => {
     const p = control()?.prober;
     return p ? [[{}, p.rtt] as const] : [];
+  });
+}
+
+type CL = 'checkpoint' | 'level';
+
+/**
+ * Checkpoints (src/shaping/): per checkpoint, labelled by its configured
+ * name and level (service, cluster, server). Absent without checkpoints.
+ * The counts are the shaper's own integers; a reload that rebuilds the
+ * checkpoints carries them over by name (Shaper.inheritCounts).
+ */
+function registerShapingMetrics(registry: Registry, shaper: () => Shaper | undefined): void {
+  const labels = (cp: Checkpoint): Labels<CL> => ({ checkpoint: cp.name, level: LEVEL_NAMES[cp.level] ?? 'unknown' });
+  const each = (f: (cp: Checkpoint) => number): Sample<CL>[] => (shaper()?.all ?? []).map((cp) => [labels(cp), f(cp)] as const);
+  const queued = (f: (q: NonNullable<Checkpoint['queue']>, cp: Checkpoint) => number): Sample<CL>[] =>
+    (shaper()?.all ?? []).flatMap((cp) => (cp.queue ? [[labels(cp), f(cp.queue, cp)] as const] : []));
+
+  counterFrom(registry, 'sluice_front_checkpoint_matched_total', 'New connections a checkpoint applied to (its condition held).', ['checkpoint', 'level'], () => each((cp) => cp.counts.matched));
+  counterFrom(registry, 'sluice_front_checkpoint_admitted_total', 'New connections a checkpoint let go on: at once (queued=false; counter rules with action continue, limit rules under their limit) or after waiting in its queue (queued=true).', ['checkpoint', 'level', 'queued'], () =>
+    (shaper()?.all ?? []).flatMap((cp) => {
+      const out: Sample<CL | 'queued'>[] = [[{ ...labels(cp), queued: 'false' }, cp.counts.passed]];
+      if (cp.queue) out.push([{ ...labels(cp), queued: 'true' }, cp.queue.counts.admitted]);
+      return out;
+    }),
+  );
+  counterFrom(registry, 'sluice_front_checkpoint_held_total', 'SYNs over a checkpoint\'s limit that waited in its queue (each leaves admitted or rejected at max_delay).', ['checkpoint', 'level'], () => each((cp) => cp.counts.held));
+  counterFrom(registry, 'sluice_front_checkpoint_rejected_total', 'New connections a checkpoint rejected, by reason: queue_full (queue.maxLength), max_delay (waited queue.maxDelayMs), held_pool_full (shaping.maxHeld SYNs held), action (a counter rule with action reject).', ['checkpoint', 'level', 'reason'], () =>
+    (shaper()?.all ?? []).flatMap((cp) => {
+      const l = labels(cp);
+      const r = cp.rejects;
+      return [
+        [{ ...l, reason: 'queue_full' }, r.queueFull],
+        [{ ...l, reason: 'max_delay' }, r.maxDelay],
+        [{ ...l, reason: 'held_pool_full' }, r.heldPoolFull],
+        [{ ...l, reason: 'action' }, r.action],
+      ] as const;
+    }),
+  );
+  counterFrom(registry, 'sluice_front_checkpoint_steered_total', 'New connections a counter rule steered to an overflow cluster (action steer), by that cluster.', ['checkpoint', 'level', 'cluster'], () =>
+    (shaper()?.all ?? []).flatMap((cp) => (cp.steerCluster !== '' ? [[{ ...labels(cp), cluster: cp.steerCluster }, cp.counts.steered] as const] : [])),
+  );
+  counterFrom(registry, 'sluice_front_checkpoint_untracked_total', 'New connections let through a checkpoint uncounted: its stick table was full of busy keys.', ['checkpoint', 'level'], () => each((cp) => cp.counts.untracked));
+
+  gaugeFrom(registry, 'sluice_front_checkpoint_queue_length', 'SYNs waiting in a checkpoint\'s queue now (limit kinds).', ['checkpoint', 'level'], () => queued((q) => q.length));
+  gaugeFrom(registry, 'sluice_front_checkpoint_queue_max_length', 'queue.maxLength of a checkpoint (limit kinds).', ['checkpoint', 'level'], () => queued((q) => q.maxLength));
+  gaugeFrom(registry, 'sluice_front_checkpoint_queue_oldest_wait_seconds', 'How long the longest-waiting SYN of a checkpoint\'s queue has waited (0: empty).', ['checkpoint', 'level'], () => {
+    const now = performance.now();
+    return queued((q) => {
+      const since = q.oldestSince();
+      return since === undefined ? 0 : Math.max(0, now - since) / 1000;
+    });
+  });
+  gaugeFrom(registry, 'sluice_front_checkpoint_table_entries', 'Keys in a checkpoint\'s stick table now.', ['checkpoint', 'level'], () => each((cp) => cp.table.size));
+  gaugeFrom(registry, 'sluice_front_checkpoint_table_capacity', 'Keys a checkpoint\'s stick table holds at most (table.size).', ['checkpoint', 'level'], () => each((cp) => cp.table.capacity));
+  gaugeFrom(registry, 'sluice_front_checkpoint_table_memory_bytes', 'Memory of a checkpoint\'s stick table: its preallocated arrays plus an estimate for the key map.', ['checkpoint', 'level'], () => each((cp) => cp.table.memoryBytes()));
+  counterFrom(registry, 'sluice_front_checkpoint_table_events_total', 'Stick table events: created (a new key), expired (idle past table.expireSeconds), evicted (the least recently used idle key, to make room), full (no idle key to evict: the request went untracked).', ['checkpoint', 'level', 'event'], () =>
+    (shaper()?.all ?? []).flatMap((cp) => byKey('event', cp.table.counts).map(([l, v]) => [{ ...labels(cp), ...l }, v] as const)),
+  );
+
+  gaugeOf(registry, 'sluice_front_shaping_held', 'SYNs held in all checkpoint queues now.', () => shaper()?.pool.held ?? 0);
+  gaugeOf(registry, 'sluice_front_shaping_held_max', 'SYNs held at most in all checkpoint queues together (shaping.maxHeld).', () => shaper()?.pool.capacity ?? 0);
+  counterFrom(registry, 'sluice_front_shaping_events_total', 'Checkpoint evaluation of new connections: evaluated, then passed, held, rejected or steered; retransmits (a held SYN\'s retransmit, dropped), pool_full (rejected at shaping.maxHeld), counts_dropped (more counting rules on one path than kept per connection).', ['event'], () => {
+    const s = shaper();
+    return s ? byKey('event', s.counts) : [];
   });
 }

@@ -79,6 +79,12 @@ export class Checkpoint implements QueueGate {
   readonly #sink: CheckpointSink;
   /** Requests this rule applied to, passed at once, rejected (queue full, deadline, pool full, action), untracked (table full). */
   readonly counts = { matched: 0, passed: 0, held: 0, rejected: 0, steered: 0, untracked: 0 };
+  /**
+   * counts.rejected by reason (their sum): the queue at maxLength, a wait
+   * past maxDelayMs, every held slot in use (shaping.maxHeld), the rule's
+   * own `reject` action. Plain integers read by the metrics at scrape time.
+   */
+  readonly rejects = { queueFull: 0, maxDelay: 0, heldPoolFull: 0, action: 0 };
 
   constructor(
     index: number,

@@ -105,6 +105,24 @@ export class Shaper implements CheckpointSink {
     return this.all.length > 0;
   }
 
+  /**
+   * Takes over the counts of the checkpoints this one replaces (a reload):
+   * a checkpoint keeps its counts under the same name (names are unique on
+   * a front node), so the metrics' `_total` series stay monotonic. Only
+   * counts: tables, queues and held requests start afresh. Slow path.
+   */
+  inheritCounts(old: Shaper): void {
+    add(this.counts, old.counts);
+    for (const cp of this.all) {
+      const o = old.all.find((x) => x.name === cp.name);
+      if (o === undefined) continue;
+      add(cp.counts, o.counts);
+      add(cp.rejects, o.rejects);
+      add(cp.table.counts, o.table.counts);
+      if (cp.queue && o.queue) add(cp.queue.counts, o.queue.counts);
+    }
+  }
+
   /** Bytes held by the per-connection count lists (status). */
   get connectionBytes(): number {
     return this.#connCount.byteLength + this.#connRule.byteLength + this.#connEntry.byteLength;
@@ -162,6 +180,7 @@ export class Shaper implements CheckpointSink {
           this.#take(slot, cp, e, now);
           if (cp.action === Action.Reject) {
             cp.counts.rejected++;
+            cp.rejects.action++;
             return this.#end(slot, cp.silentReject ? Outcome.Drop : Outcome.Reject, now);
           }
           if (cp.action === Action.Steer && cp.steerTo >= 0) {
@@ -185,12 +204,14 @@ export class Shaper implements CheckpointSink {
         if (queue.full) {
           queue.counts.refused++;
           cp.counts.rejected++;
+          cp.rejects.queueFull++;
           return this.#end(slot, cp.silentReject ? Outcome.Drop : Outcome.Reject, now);
         }
         const held = pool.hold(slot);
         if (held < 0) {
           this.counts.poolFull++;
           cp.counts.rejected++;
+          cp.rejects.heldPoolFull++;
           return this.#end(slot, cp.silentReject ? Outcome.Drop : Outcome.Reject, now);
         }
         pool.level[held] = level;
@@ -198,6 +219,7 @@ export class Shaper implements CheckpointSink {
         pool.waitRule[held] = cp.index;
         if (!queue.enqueue(e, held, now)) {
           cp.counts.rejected++;
+          cp.rejects.queueFull++;
           const out = this.#end(held, cp.silentReject ? Outcome.Drop : Outcome.Reject, now);
           // A request just copied out of the scratch slot is settled by the
           // caller through the return value: give its slot back now.
@@ -252,6 +274,7 @@ export class Shaper implements CheckpointSink {
     if (cp === undefined) outcome = this.#end(held, Outcome.Drop, now);
     else if (!passed) {
       cp.counts.rejected++;
+      cp.rejects.maxDelay++;
       outcome = this.#end(held, cp.silentReject ? Outcome.Drop : Outcome.Reject, now);
     } else {
       if (cp.kind === Kind.ConcurrencyLimit) this.#record(held, cp, entry, now);
@@ -306,12 +329,18 @@ export class Shaper implements CheckpointSink {
   }
 }
 
+/** to[k] += from[k] for every count of `to` (same-shaped count records). */
+function add<T extends Record<string, number>>(to: T, from: Readonly<T>): void {
+  for (const k of Object.keys(to) as (keyof T)[]) (to[k] as number) += from[k];
+}
+
 export interface CheckpointStatus {
   readonly name: string;
   readonly level: string;
   readonly kind: string;
   readonly limit: number | null;
   readonly counts: Checkpoint['counts'];
+  readonly rejects: Checkpoint['rejects'];
   readonly table: { readonly keys: number; readonly capacity: number; readonly memoryBytes: number; readonly created: number; readonly expired: number; readonly evicted: number; readonly full: number };
   readonly top: readonly { readonly key: string; readonly ratePerSecond: number; readonly concurrent: number; readonly total: number; readonly queued: number }[];
   readonly queue: { readonly length: number; readonly maxLength: number; readonly oldestWaitMs: number; readonly maxDelayMs: number; readonly enqueued: number; readonly refused: number; readonly admitted: number; readonly expired: number } | null;
@@ -336,6 +365,7 @@ export function shapingStatus(shaper: Shaper, now: number, top: number, keyName:
       kind: KIND_NAMES[cp.kind] ?? '?',
       limit: cp.limit === Infinity ? null : cp.limit,
       counts: { ...cp.counts },
+      rejects: { ...cp.rejects },
       table: { keys: t.size, capacity: t.capacity, memoryBytes: t.memoryBytes(), ...t.counts },
       top: rows.slice(0, top),
       queue: q ? { length: q.length, maxLength: q.maxLength, oldestWaitMs: oldest === undefined ? 0 : Math.round(now - oldest), maxDelayMs: q.maxDelayMs, ...q.counts } : null,

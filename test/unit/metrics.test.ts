@@ -18,6 +18,7 @@ import { frontConfigSchema } from '../../src/front/config.ts';
 import { ConnectionTable, connectionKey } from '../../src/front/connections.ts';
 import { buildServices } from '../../src/front/daemon.ts';
 import { FrontEngine } from '../../src/front/engine.ts';
+import { OVERFLOW_BASE } from '../../src/front/service.ts';
 import { registerAgentMetrics } from '../../src/metrics/agent.ts';
 import { Buckets } from '../../src/metrics/buckets.ts';
 import { counterFrom, gaugeFrom, newRegistry } from '../../src/metrics/collect.ts';
@@ -26,7 +27,9 @@ import { registerFrontMetrics, type FrontMetricsSource } from '../../src/metrics
 import { BucketHistogram } from '../../src/metrics/histogram.ts';
 import { parseKernelQueue } from '../../src/metrics/kernel_queue.ts';
 import type { QueueStats } from '../../src/nfqueue/queue.ts';
-import { ParseStatus } from '../../src/packet/ipv4.ts';
+import { ParseStatus, TcpFlag } from '../../src/packet/ipv4.ts';
+import { Shaper } from '../../src/shaping/shaper.ts';
+import { tcp } from '../helpers/packets.ts';
 import { parsePromText, type PromText } from '../helpers/prom_text.ts';
 
 async function scrape(r: Registry): Promise<PromText> {
@@ -195,6 +198,137 @@ describe('front metrics from the engine and table counters', () => {
       ['sluice_front_connections_decided_total', { service: 'www', server: 's1a', method: 'capacity' }, 12],
       ['sluice_front_packets_dropped_total', { reason: 'no_record' }, 6],
     ]);
+  });
+});
+
+// --- Checkpoints: a real Shaper in the engine, real SYNs, fake queue timers -----
+
+describe('front metrics of checkpoints', () => {
+  const cfg = parseConfig(
+    frontConfigSchema,
+    `
+cluster: c1
+uplinkAddress: 198.18.101.2
+overflow: [{ cluster: c2, vip: 198.19.2.1, freeCapacity: 10 }]
+services:
+  - name: www
+    vip: 198.19.1.1
+    port: 80
+    method: byrequests
+    servers:
+      - { name: s0, address: 198.18.201.11 }
+    checkpoints:
+      - { name: rate, kind: counter, criterion: source }
+      - { name: heavy, kind: counter, when: { counter: { name: rate, above: 5 } }, action: { steer: c2 } }
+      - { name: lim, kind: rate-limit, limit: 2, queue: { maxLength: 2, maxDelayMs: 1500 }, table: { size: 8 } }
+`,
+    't',
+  );
+  const services = buildServices(cfg);
+  const armed = new Map<number, number>();
+  const makeShaper = (): Shaper =>
+    new Shaper(
+      { cluster: cfg.checkpoints, services: cfg.services, overflow: cfg.overflow.map((o) => o.cluster) },
+      { maxHeld: cfg.shaping.maxHeld, connections: 100, overflowBase: OVERFLOW_BASE, scheduler: (i) => ({ arm: (at) => armed.set(i, at) }) },
+    );
+  const table = new ConnectionTable(100, 1000, { released: () => undefined });
+  const engine = new FrontEngine(services, table, makeShaper());
+  engine.onSettled = () => undefined;
+  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), control: () => undefined, ops: () => undefined };
+  const r = new Registry();
+  registerFrontMetrics(r, src);
+  // Times relative to the clock the metrics read (oldest wait).
+  const t0 = performance.now();
+  let port = 1000;
+  const syns = (from: string, n: number, at: number): void => {
+    for (let i = 0; i < n; i++) {
+      const p = tcp({ src: from, dst: '198.19.1.1' }, { srcPort: ++port, dstPort: 80, flags: TcpFlag.Syn });
+      engine.decide(p, 0, p.length, at, port);
+    }
+  };
+  const runTimers = (until: number): void => {
+    for (let g = 0; g < 1000; g++) {
+      let idx = -1;
+      let at = Infinity;
+      for (const [i, a] of armed) if (a < at) [idx, at] = [i, a];
+      if (idx < 0 || at > until) break;
+      armed.delete(idx);
+      engine.shaper!.all[idx]!.queue!.fire(at);
+    }
+  };
+  const cp = (checkpoint: string, level = 'service'): Record<string, string> => ({ checkpoint, level });
+
+  it('counts matched, admitted (at once, after the queue), held, rejected by reason and steered per checkpoint; queue and table gauges', async () => {
+    // 8 SYNs from one client: the 6th to 8th are over rate 5 and steered to
+    // c2; of the first 5, lim admits 2, holds 2 (maxLength 2), rejects 1.
+    syns('198.18.11.2', 8, t0);
+    let p = await scrape(r);
+    expectRows(p, [
+      ['sluice_front_checkpoint_matched_total', cp('rate'), 8],
+      ['sluice_front_checkpoint_admitted_total', { ...cp('rate'), queued: 'false' }, 8],
+      ['sluice_front_checkpoint_matched_total', cp('heavy'), 3],
+      ['sluice_front_checkpoint_steered_total', { ...cp('heavy'), cluster: 'c2' }, 3],
+      ['sluice_front_checkpoint_matched_total', cp('lim'), 5],
+      ['sluice_front_checkpoint_admitted_total', { ...cp('lim'), queued: 'false' }, 2],
+      ['sluice_front_checkpoint_admitted_total', { ...cp('lim'), queued: 'true' }, 0],
+      ['sluice_front_checkpoint_held_total', cp('lim'), 2],
+      ['sluice_front_checkpoint_rejected_total', { ...cp('lim'), reason: 'queue_full' }, 1],
+      ['sluice_front_checkpoint_rejected_total', { ...cp('lim'), reason: 'max_delay' }, 0],
+      ['sluice_front_checkpoint_rejected_total', { ...cp('lim'), reason: 'held_pool_full' }, 0],
+      ['sluice_front_checkpoint_queue_length', cp('lim'), 2],
+      ['sluice_front_checkpoint_queue_max_length', cp('lim'), 2],
+      ['sluice_front_checkpoint_table_entries', cp('lim'), 1],
+      ['sluice_front_checkpoint_table_capacity', cp('lim'), 8],
+      ['sluice_front_checkpoint_table_events_total', { ...cp('lim'), event: 'created' }, 1],
+      ['sluice_front_shaping_held', {}, 2],
+      ['sluice_front_shaping_held_max', {}, cfg.shaping.maxHeld],
+      ['sluice_front_shaping_events_total', { event: 'evaluated' }, 8],
+      ['sluice_front_shaping_events_total', { event: 'steered' }, 3],
+    ]);
+    const wait = p.sum('sluice_front_checkpoint_queue_oldest_wait_seconds', cp('lim'));
+    assert.ok(wait >= 0 && wait < 60, `oldest wait ${wait}`);
+    assert.ok(p.sum('sluice_front_checkpoint_table_memory_bytes', cp('lim')) > 0);
+    // Counter rules have no queue: no queue series; only steering rules have a steered series.
+    assert.equal(p.has('sluice_front_checkpoint_queue_length', cp('rate')), false);
+    assert.equal(p.has('sluice_front_checkpoint_steered_total', cp('rate')), false);
+    for (const s of p.samples) assert.ok(!Object.values(s.labels).some((v) => /^\d+\.\d+\.\d+\.\d+$/.test(v)), `no address labels: ${s.name}`);
+
+    // The queue's timer: the first held SYN is admitted once the rate
+    // allows (about 1 s), the second reaches its 1.5 s deadline first.
+    runTimers(t0 + 5000);
+    p = await scrape(r);
+    expectRows(p, [
+      ['sluice_front_checkpoint_admitted_total', { ...cp('lim'), queued: 'true' }, 1],
+      ['sluice_front_checkpoint_rejected_total', { ...cp('lim'), reason: 'max_delay' }, 1],
+      ['sluice_front_checkpoint_queue_length', cp('lim'), 0],
+      ['sluice_front_checkpoint_queue_oldest_wait_seconds', cp('lim'), 0],
+      ['sluice_front_shaping_held', {}, 0],
+    ]);
+
+    // Idle keys past table.expireSeconds are swept (expired), and a full
+    // table evicts its least recently used idle key to admit a new one.
+    engine.shaper!.sweep(t0 + 120_000, 100);
+    for (let k = 0; k < 9; k++) syns(`198.18.12.${k + 1}`, 1, t0 + 121_000);
+    p = await scrape(r);
+    expectRows(p, [
+      ['sluice_front_checkpoint_table_events_total', { ...cp('lim'), event: 'expired' }, 1],
+      ['sluice_front_checkpoint_table_events_total', { ...cp('lim'), event: 'evicted' }, 1],
+      ['sluice_front_checkpoint_table_entries', cp('lim'), 8],
+    ]);
+  });
+
+  it('a reload that rebuilds the checkpoints keeps their counts (counters stay monotonic)', async () => {
+    const before = await scrape(r);
+    const next = makeShaper();
+    next.inheritCounts(engine.shaper!);
+    engine.setShaper(next);
+    const after = await scrape(r);
+    for (const name of ['sluice_front_checkpoint_matched_total', 'sluice_front_checkpoint_steered_total', 'sluice_front_checkpoint_rejected_total', 'sluice_front_checkpoint_table_events_total', 'sluice_front_shaping_events_total']) {
+      assert.equal(after.sum(name), before.sum(name), name);
+      assert.ok(after.sum(name) > 0, name);
+    }
+    // Tables start afresh: no keys.
+    assert.equal(after.sum('sluice_front_checkpoint_table_entries'), 0);
   });
 });
 
