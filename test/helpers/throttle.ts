@@ -50,7 +50,7 @@ export function masterConfig(name: string, e: Ends, domains: unknown[], store: u
 
 /** Writes a master config file (for `sluice master` child processes). */
 export function writeMasterConfig(name: string, e: Ends, domains: unknown[], store: unknown): string {
-  const file = join(keyDir, `${name}.json.yaml`);
+  const file = join(keyDir, `${name}.yaml`);
   writeFileSync(file, JSON.stringify({ ...masterConfig(name, e, domains, store) }));
   return file;
 }
