@@ -61,6 +61,8 @@ export interface MasterCounters {
   received: number;
   rejected: Record<DecodeReject, number>;
   unknownDomain: number;
+  /** Charges completed by the store (the messages fully processed). */
+  charged: number;
   storeErrors: number;
 }
 
@@ -84,7 +86,7 @@ export async function openStore(c: MasterConfig['store']): Promise<ThrottleStore
 export class Master {
   config: Readonly<MasterConfig>;
   readonly store: ThrottleStore;
-  readonly counters: MasterCounters = { received: 0, rejected: Object.fromEntries(DECODE_REJECTS.map((r) => [r, 0])) as Record<DecodeReject, number>, unknownDomain: 0, storeErrors: 0 };
+  readonly counters: MasterCounters = { received: 0, rejected: Object.fromEntries(DECODE_REJECTS.map((r) => [r, 0])) as Record<DecodeReject, number>, unknownDomain: 0, charged: 0, storeErrors: 0 };
   readonly domains = new Map<string, DomainState>();
   readonly #log: Logger;
   readonly #limited: LimitedLog;
@@ -122,8 +124,9 @@ export class Master {
   }
 
   /** Opens the store, binds or connects both sockets, starts receiving. */
-  static async start(cfg: Readonly<MasterConfig>, log: Logger, now: () => number = Date.now): Promise<Master> {
-    const store = await openStore(cfg.store);
+  static async start(cfg: Readonly<MasterConfig>, log: Logger, opts: { now?: () => number; store?: ThrottleStore } = {}): Promise<Master> {
+    const now = opts.now ?? Date.now;
+    const store = opts.store ?? (await openStore(cfg.store));
     let sockets: CurveSockets;
     try {
       sockets = await CurveSockets.create(cfg.name, cfg.control, log);
@@ -235,6 +238,7 @@ export class Master {
   }
 
   #charged(d: DomainState, identifier: string, tat: number, now: number): void {
+    this.counters.charged++;
     const next = nextAllowed(d.rule, tat);
     if (next <= now) return;
     d.counters.published++;

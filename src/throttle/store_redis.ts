@@ -5,9 +5,11 @@
  * reply, e.g. when Redis restarted), so two masters charging the same
  * identifier at once never lose a charge.
  *
+ * Runs are pipelined per event-loop turn (redis_batch.ts).
+ *
  * Key: <prefix><domain>|<identifier>, value: the TAT as decimal ms with 3
  * fraction digits (Lua numbers are doubles: a TAT near 1.8e12 ms keeps its
- * 0.001 ms in %.3f). The key expires at its TAT (PXAT, Redis >= 6.2): once
+ * 0.001 ms in %.3f); the charge's reply is the TAT in whole microseconds. The key expires at its TAT (PXAT, Redis >= 6.2): once
  * TAT has passed the state is equivalent to none (gcra.ts), so expiry never
  * changes a decision and the key space holds only identifiers still
  * throttled or inside their burst window.
@@ -17,17 +19,20 @@
  */
 import { Redis } from 'ioredis';
 import type { GcraRule } from './gcra.ts';
+import { ScriptBatcher } from './redis_batch.ts';
 import type { ThrottleStore } from './store.ts';
 
-// ARGV[1] = time the request is charged at (ms), ARGV[2] = T (ms). Returns the new TAT.
+// ARGV[1] = time the request is charged at (ms), ARGV[2] = T (ms), both as
+// JavaScript prints numbers (shortest round-trip form). Stores the new TAT
+// (ms, 3 decimals) and returns it in whole microseconds: an integer reply
+// (Redis truncates a Lua number reply to an integer; 1.8e15 us < 2^53).
 const CHARGE_LUA = `
 local at = tonumber(ARGV[1])
 local tat = tonumber(redis.call('GET', KEYS[1]))
 if tat == nil or tat < at then tat = at end
 tat = tat + tonumber(ARGV[2])
-local s = string.format('%.3f', tat)
-redis.call('SET', KEYS[1], s, 'PXAT', string.format('%.0f', math.ceil(tat)))
-return s
+redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PXAT', string.format('%.0f', math.ceil(tat)))
+return math.floor(tat * 1000 + 0.5)
 `;
 
 export interface RedisStoreOptions {
@@ -47,7 +52,7 @@ export class RedisStore implements ThrottleStore {
   readonly kind = 'redis';
   readonly redis: Redis;
   readonly #prefix: string;
-  #sha = '';
+  readonly batcher: ScriptBatcher;
 
   private constructor(o: RedisStoreOptions) {
     this.#prefix = o.keyPrefix;
@@ -56,9 +61,8 @@ export class RedisStore implements ThrottleStore {
       ...where,
       db: o.db,
       lazyConnect: true,
-      // Every command of this process pipelines with those of the same tick:
-      // one round trip carries a burst of accounting messages.
-      enableAutoPipelining: true,
+      // Charges are pipelined explicitly, per event-loop turn (ScriptBatcher).
+      enableAutoPipelining: false,
       // While Redis is away commands fail at once (counted, fail open)
       // instead of queueing without bound.
       enableOfflineQueue: false,
@@ -66,11 +70,12 @@ export class RedisStore implements ThrottleStore {
       commandTimeout: o.commandTimeoutMs,
       retryStrategy: (times) => Math.min(50 * times, 2000),
     });
+    this.batcher = new ScriptBatcher(this.redis, CHARGE_LUA);
     // Connection errors are also reported by the failing commands; the
     // listener keeps ioredis from treating them as unhandled.
     this.redis.on('error', () => undefined);
     this.redis.on('ready', () => {
-      void this.#load().catch(() => undefined);
+      void this.batcher.load().catch(() => undefined);
     });
   }
 
@@ -79,7 +84,7 @@ export class RedisStore implements ThrottleStore {
     const s = new RedisStore(o);
     try {
       await s.redis.connect();
-      await s.#load();
+      await s.batcher.load();
     } catch (err) {
       s.redis.disconnect();
       throw err;
@@ -87,25 +92,13 @@ export class RedisStore implements ThrottleStore {
     return s;
   }
 
-  async #load(): Promise<void> {
-    this.#sha = String(await this.redis.script('LOAD', CHARGE_LUA));
-  }
-
   key(domain: string, identifier: string): string {
     return `${this.#prefix}${domain}|${identifier}`;
   }
 
+  /** One EVALSHA of the charge script, pipelined with the others of this event-loop turn (redis_batch.ts). */
   async charge(domain: string, identifier: string, at: number, rule: GcraRule): Promise<number> {
-    const key = this.key(domain, identifier);
-    let reply: unknown;
-    try {
-      reply = await this.redis.evalsha(this.#sha, 1, key, at.toFixed(3), rule.intervalMs.toFixed(6));
-    } catch (err) {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      await this.#load();
-      reply = await this.redis.evalsha(this.#sha, 1, key, at.toFixed(3), rule.intervalMs.toFixed(6));
-    }
-    return Number(reply);
+    return (await this.batcher.run(this.key(domain, identifier), [String(at), String(rule.intervalMs)])) as number / 1000;
   }
 
   async scan(domain: string, now: number, visit: (identifier: string, tat: number) => void): Promise<number> {

@@ -17,7 +17,7 @@ import { gcraRule, nextAllowed } from '../../src/throttle/gcra.ts';
 import { ACCEPTED, DELAYED, Gatekeeper } from '../../src/throttle/gatekeeper.ts';
 import { MemoryStore } from '../../src/throttle/store_memory.ts';
 import { RedisStore } from '../../src/throttle/store_redis.ts';
-import { RedisServer } from '../helpers/redis.ts';
+import { RedisServer } from '../../scripts/testbed/redis.ts';
 import { ends, freePort, gatekeeperConfig, writeMasterConfig, type Ends } from '../helpers/throttle.ts';
 import { until } from '../helpers/wait.ts';
 
