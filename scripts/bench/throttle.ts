@@ -7,9 +7,10 @@
  *
  * Setup: a private redis-server on loopback; per run a fresh master process
  * (scripts/bench/throttle-master.ts); this process is the gatekeeper side,
- * one PUB socket sending ACCEPTED as fast as it can for 10,000 client
- * identifiers round robin (rule 10/s, burst 20: identifiers soon sit at
- * their limit, so most messages publish a DELAY_UNTIL, the costly case).
+ * one PUB socket sending ACCEPTED as fast as it can for 1,000 client
+ * identifiers round robin (rule 1/s, burst 5: every identifier is past its
+ * burst within the first second, so nearly every message publishes a
+ * DELAY_UNTIL, the costly case, in every mode alike).
  * The rate is the master's completed charges over the steady part of the
  * run (first second and last half second left out), read from its
  * counters; offered load is shown beside it so saturation is visible.
@@ -45,7 +46,7 @@ const NODE = process.execPath;
 const MASTER = fileURLToPath(new URL('./throttle-master.ts', import.meta.url));
 const SMOCKRON_GIT = process.env['SMOCKRON_GIT'] ?? '/work/.mirror/arodland+smockron/repo/.git';
 const IDENTIFIERS = 1000;
-const RULE = { name: 'www', requests: 10, periodSeconds: 1, burst: 20 };
+const RULE = { name: 'www', requests: 1, periodSeconds: 1, burst: 5 };
 
 type Mode = 'memory' | 'redis' | 'smockron';
 

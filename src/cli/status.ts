@@ -6,8 +6,9 @@ import { parseArgs } from 'node:util';
 import { adminRequest } from './admin-client.ts';
 import type { Command } from './command.ts';
 import { renderDnsStatus, type DnsStatus } from './dns-status.ts';
+import { isMasterStatus, renderMasterStatus } from './master-status.ts';
 
-const USAGE = 'usage: sluice status [--dns] [--socket PATH] [--json]\n  default socket: /run/sluice/front.sock, with --dns /run/sluice/dns.sock';
+const USAGE = 'usage: sluice status [--dns | --master] [--socket PATH] [--json]\n  default socket: /run/sluice/front.sock, with --dns /run/sluice/dns.sock, with --master /run/sluice/master.sock';
 
 interface FrontStatus {
   counters?: Record<string, number>;
@@ -89,25 +90,25 @@ export function renderFrontStatus(s: FrontStatus): string {
 
 export const statusCommand: Command = {
   name: 'status',
-  summary: 'show a running front node (servers, capacity estimates, top clients, peers) or, with --dns, DNS server (clusters, steering choices, RTTs)',
+  summary: 'show a running front node (servers, capacity estimates, top clients, peers), with --dns a DNS server (clusters, steering choices, RTTs), with --master a throttling master',
   usage: USAGE,
   async run(argv) {
-    let v: { socket?: string; json: boolean; dns: boolean };
+    let v: { socket?: string; json: boolean; dns: boolean; master: boolean };
     try {
-      v = parseArgs({ args: [...argv], options: { socket: { type: 'string' }, json: { type: 'boolean', default: false }, dns: { type: 'boolean', default: false } } }).values;
+      v = parseArgs({ args: [...argv], options: { socket: { type: 'string' }, json: { type: 'boolean', default: false }, dns: { type: 'boolean', default: false }, master: { type: 'boolean', default: false } } }).values;
     } catch (err) {
       console.error(`sluice status: ${(err as Error).message}\n${USAGE}`);
       return 2;
     }
     try {
-      const reply = await adminRequest(v.socket ?? (v.dns ? '/run/sluice/dns.sock' : '/run/sluice/front.sock'), { cmd: 'status' });
+      const reply = await adminRequest(v.socket ?? (v.dns ? '/run/sluice/dns.sock' : v.master ? '/run/sluice/master.sock' : '/run/sluice/front.sock'), { cmd: 'status' });
       if (reply.ok !== true) {
         console.error(`sluice status: ${reply.error ?? 'refused'}`);
         return 1;
       }
       // A DNS server's status has zones; a front node's has services.
       const isDns = typeof reply.status === 'object' && reply.status !== null && 'zones' in reply.status;
-      console.log(v.json ? JSON.stringify(reply.status, null, 2) : isDns ? renderDnsStatus(reply.status as DnsStatus) : renderFrontStatus(reply.status as FrontStatus));
+      console.log(v.json ? JSON.stringify(reply.status, null, 2) : isMasterStatus(reply.status) ? renderMasterStatus(reply.status) : isDns ? renderDnsStatus(reply.status as DnsStatus) : renderFrontStatus(reply.status as FrontStatus));
       return 0;
     } catch (err) {
       console.error(`sluice status: ${(err as Error).message}`);

@@ -9,16 +9,19 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { adminRequest } from '../../src/cli/admin-client.ts';
 import { componentLogger } from '../../src/log/logger.ts';
 import { parseIPv4Address } from '../../src/packet/address.ts';
 import { masterConfigSchema } from '../../src/throttle/config.ts';
 import { ACCEPTED, DELAYED, Gatekeeper, REJECTED } from '../../src/throttle/gatekeeper.ts';
 import { Master } from '../../src/throttle/master.ts';
 import { decodeAccounting, decodeControl, encodeAccounting, encodeControl, newAccounting, newControl, topicOf, type DecodeReject } from '../../src/throttle/protocol.ts';
+import { MasterDaemon } from '../../src/throttle/daemon.ts';
 import { MasterProxy } from '../../src/throttle/proxy.ts';
 import { prng } from '../helpers/packets.ts';
-import { ends, freePort, gatekeeperConfig, keys, masterConfig, proxyConfig, simulateClient } from '../helpers/throttle.ts';
+import { ends, freePort, gatekeeperConfig, keyDir, keys, masterConfig, proxyConfig, simulateClient } from '../helpers/throttle.ts';
 import { until } from '../helpers/wait.ts';
 
 const log = componentLogger('throttle-test');
@@ -245,5 +248,45 @@ describe('sharding by domain behind the master proxy', () => {
     assert.equal(mb.counters.unknownDomain, 0);
     assert.equal(ma.counters.received, ma.domains.get('alpha')!.counters.accepted + ma.domains.get('alpha')!.counters.resyncs);
     assert.equal(mb.counters.received, mb.domains.get('beta')!.counters.accepted + mb.domains.get('beta')!.counters.resyncs);
+  });
+});
+
+describe('sluice master daemon', () => {
+  it('serves status and reload on its admin socket; a reload adds a domain, a refused config keeps the running one', async () => {
+    const e = ends();
+    const file = join(keyDir, 'daemon.yaml');
+    const base = masterConfig('m-daemon', e, [{ name: 'www', requests: 5 }]);
+    writeFileSync(file, JSON.stringify(base));
+    const daemon = new MasterDaemon(file);
+    await daemon.start();
+    stops.push(() => daemon.stop());
+    const status = await adminRequest(base.adminSocket, { cmd: 'status' });
+    assert.equal(status.ok, true);
+    assert.deepEqual((status.status as { domains: { name: string }[] }).domains.map((d) => d.name), ['www']);
+    writeFileSync(file, JSON.stringify({ ...base, domains: [...base.domains, { name: 'api', requests: 2, periodSeconds: 60, burst: 3 }] }));
+    assert.equal((await adminRequest(base.adminSocket, { cmd: 'reload' })).ok, true);
+    const g = await startGatekeeper('gk1', [e], [{ name: 'api' }]);
+    await until(() => g.resynced, 'the added domain answers resync');
+    writeFileSync(file, JSON.stringify({ ...base, domains: [{ name: 'www', requests: 0 }] }));
+    const refused = await adminRequest(base.adminSocket, { cmd: 'reload' });
+    assert.equal(refused.ok, false);
+    const after = await adminRequest(base.adminSocket, { cmd: 'status' });
+    const s = after.status as { domains: { name: string; burst: number }[]; reloads: number; reloadsRefused: number };
+    assert.deepEqual(s.domains.map((d) => [d.name, d.burst]), [['www', 1], ['api', 3]]);
+    assert.equal(s.reloads, 1);
+    assert.equal(s.reloadsRefused, 1);
+    assert.equal((await adminRequest(base.adminSocket, { cmd: 'nope' })).ok, false);
+  });
+
+  it('a bad config names the key and the fix', () => {
+    assert.throws(
+      () => parseConfig(masterConfigSchema, 'name: m\ncontrol: { plaintext: true }\naccounting: { connect: tcp://127.0.0.1:1 }\npublish: { listen: tcp://127.0.0.1:2, connect: tcp://127.0.0.1:3 }\ndomains: [{ name: "w w", requests: 1 }]\n', 'bad.yaml'),
+      (err: Error & { problems?: { path: string; message: string }[] }) => {
+        const paths = (err.problems ?? []).map((p) => p.path);
+        assert.ok(paths.includes('publish'), paths.join(','));
+        assert.ok(paths.includes('domains[0].name'), paths.join(','));
+        return true;
+      },
+    );
   });
 });
