@@ -7,6 +7,9 @@
  */
 import type { Publisher } from 'zeromq';
 
+/** Placeholder for sent slots, so the queue does not hold on to their frames. */
+const SENT: string[] = [];
+
 export class SendQueue {
   readonly #socket: Publisher;
   readonly #max: number;
@@ -43,7 +46,7 @@ export class SendQueue {
     try {
       while (this.#head < this.#queue.length) {
         const frames = this.#queue[this.#head] as string[];
-        this.#queue[this.#head++] = [];
+        this.#queue[this.#head++] = SENT;
         if (this.#head > 4096 && this.#head * 2 > this.#queue.length) {
           this.#queue = this.#queue.slice(this.#head);
           this.#head = 0;

@@ -185,6 +185,22 @@ describe('master and gatekeepers over CURVE (memory store)', () => {
     assert.equal(m.counters.received, received);
   });
 
+  it('plaintext mode (debugging only) works the same, handshake events included', async () => {
+    const e = ends();
+    const cfg = masterConfig('m-plain', e, [{ name: 'www', requests: 1, burst: 1 }]);
+    const m = await Master.start({ ...cfg, control: { ...cfg.control, plaintext: true } }, log);
+    stops.push(() => m.stop());
+    const gc = gatekeeperConfig('gk1', [e], [{ name: 'www' }]);
+    const g = await Gatekeeper.start({ ...gc, control: { ...gc.control, plaintext: true } }, log);
+    stops.push(() => {
+      g.stop();
+    });
+    await until(() => g.resynced, 'resynced in plaintext');
+    const d = g.domain('www')!;
+    g.account(ACCEPTED, d, g.keyOf(d, ADDR), Date.now());
+    await until(() => g.delayFor(d, ADDR, Date.now()) > 0, 'delay learned in plaintext');
+  });
+
   it('a restarted master is resynced by the gatekeepers that were connected', async () => {
     const e = ends();
     const rules = [{ name: 'www', requests: 1, burst: 1 }];
