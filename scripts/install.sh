@@ -19,7 +19,7 @@ fi
 # systemd-analyze (the units' test) and systemd-sysusers (deploy/install.sh).
 APT_PKGS=(ca-certificates python3 make g++ pkg-config libnetfilter-queue-dev libmnl-dev
   iptables iproute2 nginx-light curl wrk iputils-ping procps bind9-dnsutils dnsperf nsd
-  chromium conntrack systemd)
+  chromium conntrack systemd redis-server)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -39,6 +39,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   # package) is stopped and disabled when this script installed it.
   if [[ " ${missing[*]} " == *" nsd "* ]] && command -v systemctl >/dev/null 2>&1; then
     systemctl disable --now nsd >/dev/null 2>&1 || true
+  fi
+  # Likewise Redis: the throttling tests and benchmark start their own
+  # redis-server on loopback in a temporary directory; the distribution's
+  # service (port 6379 of the host) is not used.
+  if [[ " ${missing[*]} " == *" redis-server "* ]] && command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now redis-server >/dev/null 2>&1 || true
   fi
 fi
 

@@ -10,11 +10,13 @@ import { dashboardCommand } from './dashboard.ts';
 import { dnsCommand } from './dns.ts';
 import { frontCommand } from './front.ts';
 import { keygenCommand } from './keygen.ts';
+import { masterCommand } from './master.ts';
+import { masterProxyCommand } from './master-proxy.ts';
 import { scheduleCommand } from './schedule.ts';
 import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
 
-const commands: readonly Command[] = [frontCommand, dnsCommand, agentCommand, ctlCommand, keygenCommand, scheduleCommand, statusCommand, dashboardCommand, checkConfigCommand, versionCommand];
+const commands: readonly Command[] = [frontCommand, dnsCommand, agentCommand, masterCommand, masterProxyCommand, ctlCommand, keygenCommand, scheduleCommand, statusCommand, dashboardCommand, checkConfigCommand, versionCommand];
 
 function usage(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

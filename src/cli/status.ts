@@ -6,8 +6,9 @@ import { parseArgs } from 'node:util';
 import { adminRequest } from './admin-client.ts';
 import type { Command } from './command.ts';
 import { renderDnsStatus, type DnsStatus } from './dns-status.ts';
+import { isMasterStatus, renderMasterStatus } from './master-status.ts';
 
-const USAGE = 'usage: sluice status [--dns | --agent] [--socket PATH] [--json]\n  default socket: /run/sluice/front.sock, with --dns /run/sluice/dns.sock, with --agent /run/sluice/agent.sock';
+const USAGE = 'usage: sluice status [--dns | --agent | --master] [--socket PATH] [--json]\n  default socket: /run/sluice/front.sock, with --dns /run/sluice/dns.sock, with --agent /run/sluice/agent.sock, with --master /run/sluice/master.sock';
 
 interface AgentStatus {
   agent: true;
@@ -162,30 +163,30 @@ export function renderFrontStatus(s: FrontStatus): string {
 
 export const statusCommand: Command = {
   name: 'status',
-  summary: 'show a running front node (servers, capacity estimates, checkpoints, top clients, peers), with --dns a DNS server (clusters, steering choices, RTTs), with --agent a server agent',
+  summary: 'show a running front node (servers, capacity estimates, checkpoints, top clients, peers), with --dns a DNS server (clusters, steering choices, RTTs), with --agent a server agent, with --master a throttling master',
   usage: USAGE,
   async run(argv) {
-    let v: { socket?: string; json: boolean; dns: boolean; agent: boolean };
+    let v: { socket?: string; json: boolean; dns: boolean; agent: boolean; master: boolean };
     try {
-      v = parseArgs({ args: [...argv], options: { socket: { type: 'string' }, json: { type: 'boolean', default: false }, dns: { type: 'boolean', default: false }, agent: { type: 'boolean', default: false } } }).values;
+      v = parseArgs({ args: [...argv], options: { socket: { type: 'string' }, json: { type: 'boolean', default: false }, dns: { type: 'boolean', default: false }, agent: { type: 'boolean', default: false }, master: { type: 'boolean', default: false } } }).values;
     } catch (err) {
       console.error(`sluice status: ${(err as Error).message}\n${USAGE}`);
       return 2;
     }
-    if (v.dns && v.agent) {
-      console.error(`sluice status: --dns and --agent exclude each other\n${USAGE}`);
+    if ([v.dns, v.agent, v.master].filter(Boolean).length > 1) {
+      console.error(`sluice status: --dns, --agent and --master exclude each other\n${USAGE}`);
       return 2;
     }
     try {
-      const reply = await adminRequest(v.socket ?? (v.dns ? '/run/sluice/dns.sock' : v.agent ? '/run/sluice/agent.sock' : '/run/sluice/front.sock'), { cmd: 'status' });
+      const reply = await adminRequest(v.socket ?? (v.dns ? '/run/sluice/dns.sock' : v.agent ? '/run/sluice/agent.sock' : v.master ? '/run/sluice/master.sock' : '/run/sluice/front.sock'), { cmd: 'status' });
       if (reply.ok !== true) {
         console.error(`sluice status: ${reply.error ?? 'refused'}`);
         return 1;
       }
       // Whichever socket was named: a DNS server's status has zones, an
-      // agent's says agent, a front node's has services.
+      // agent's says agent, a master's has domains, a front node's has services.
       const st = typeof reply.status === 'object' && reply.status !== null ? reply.status : {};
-      const text = 'zones' in st ? renderDnsStatus(st as DnsStatus) : 'agent' in st ? renderAgentStatus(st as AgentStatus) : renderFrontStatus(st);
+      const text = isMasterStatus(st) ? renderMasterStatus(st) : 'zones' in st ? renderDnsStatus(st as DnsStatus) : 'agent' in st ? renderAgentStatus(st as AgentStatus) : renderFrontStatus(st);
       console.log(v.json ? JSON.stringify(reply.status, null, 2) : text);
       return 0;
     } catch (err) {

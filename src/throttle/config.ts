@@ -1,0 +1,164 @@
+/**
+ * Configuration of distributed throttling: `sluice master --config FILE`
+ * (masterConfigSchema), `sluice master-proxy --config FILE`
+ * (proxyConfigSchema) and the gatekeeper a front node embeds
+ * (gatekeeperSchema). One schema each, validated once by
+ * src/config/load.ts, defaults filled, frozen.
+ *
+ *   name: master1
+ *   control: { keyFile: /etc/sluice/keys/master1.key,
+ *              allow: [/etc/sluice/keys/gatekeepers] }
+ *   accounting: { listen: tcp://198.18.0.10:7201 }      # or { connect, publicKey } to a proxy
+ *   publish:    { listen: tcp://198.18.0.10:7202 }
+ *   store: { kind: memory }                              # or { kind: redis, host, port }
+ *   domains:
+ *     - { name: www, requests: 10, periodSeconds: 1, burst: 20 }
+ */
+import { z } from 'zod';
+import { controlBaseSchema, keyRef, requireKeys, zmqEndpoint } from '../control/config.ts';
+import { isDomainName } from './protocol.ts';
+
+const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
+const domainName = z.string().refine(isDomainName, 'a throttling domain is 1-128 letters, digits, . _ - (the virtual service it throttles)');
+
+/** A socket end: bound here (listen) or connected to a proxy (connect + its key). */
+export const socketEnd = z
+  .strictObject({
+    listen: zmqEndpoint.optional(),
+    connect: zmqEndpoint.optional(),
+    /** The proxy's public key when connecting (z85 or .pub file). */
+    publicKey: keyRef.optional(),
+  })
+  .superRefine((s, ctx) => {
+    if ((s.listen === undefined) === (s.connect === undefined)) ctx.addIssue({ code: 'custom', message: 'give exactly one of listen (bind here) or connect (to a master-proxy)' });
+    if (s.listen !== undefined && s.publicKey !== undefined) ctx.addIssue({ code: 'custom', path: ['publicKey'], message: 'publicKey is the peer key of a connect; a listening socket uses control.keyFile' });
+  });
+export type SocketEnd = z.output<typeof socketEnd>;
+
+export const ruleSchema = z.strictObject({
+  name: domainName,
+  /** N requests ... */
+  requests: z.int().min(1).max(1_000_000),
+  /** ... per this many seconds: one request every periodSeconds/requests. */
+  periodSeconds: z.number().positive().max(86_400).default(1),
+  /** B: a fresh identifier's requests at once (GCRA tolerance (B-1)*T). */
+  burst: z.int().min(1).max(1_000_000).default(1),
+});
+export type RuleConfig = z.output<typeof ruleSchema>;
+
+const storeSchema = z.discriminatedUnion(
+  'kind',
+  [
+    z.strictObject({
+      kind: z.literal('memory'),
+      /** Identifiers tracked per domain; beyond it the oldest is dropped (fails open). */
+      maxIdentifiers: z.int().min(1).max(10_000_000).default(1_000_000),
+    }),
+    z.strictObject({
+      kind: z.literal('redis'),
+      host: z.string().min(1).default('127.0.0.1'),
+      port: z.int().min(1).max(65535).default(6379),
+      /** A Unix socket instead of host:port. */
+      path: z.string().min(1).optional(),
+      db: z.int().min(0).max(15).default(0),
+      /** Masters sharing state use the same prefix (and Redis). */
+      keyPrefix: z.string().min(1).max(64).default('sluice:throttle:'),
+      commandTimeoutMs: z.int().min(10).max(60_000).default(1000),
+    }),
+  ],
+  { error: 'store.kind is memory or redis' },
+);
+
+export const masterConfigSchema = z
+  .strictObject({
+    name,
+    adminSocket: z.string().min(1).default('/run/sluice/master.sock'),
+    control: controlBaseSchema.extend({
+      /** Gatekeepers (and proxies) allowed on our listening sockets: keys, .pub files or directories of them. */
+      allow: z.array(keyRef).default([]),
+    }),
+    /** Where accounting arrives (SUB). */
+    accounting: socketEnd,
+    /** Where DELAY_UNTIL leaves (PUB). */
+    publish: socketEnd,
+    store: storeSchema.prefault({ kind: 'memory' }),
+    domains: z.array(ruleSchema).min(1, 'throttle at least one domain').max(4096),
+    /** DELAYED messages reporting a longer delay than this are refused as garbage. */
+    maxDelaySeconds: z.number().positive().max(86_400).default(3600),
+  })
+  .superRefine((c, ctx) => {
+    const peers: { path: (string | number)[]; peer: { publicKey?: string | undefined } }[] = [];
+    if (c.accounting.connect !== undefined) peers.push({ path: ['accounting'], peer: c.accounting });
+    if (c.publish.connect !== undefined) peers.push({ path: ['publish'], peer: c.publish });
+    requireKeys(c.control, ctx, peers);
+    const seen = new Set<string>();
+    c.domains.forEach((d, i) => {
+      if (seen.has(d.name)) ctx.addIssue({ code: 'custom', path: ['domains', i, 'name'], message: `domain ${d.name} is configured twice` });
+      seen.add(d.name);
+    });
+  });
+export type MasterConfig = z.output<typeof masterConfigSchema>;
+
+/** `sluice master-proxy`: forwards accounting to masters and control back, by subscription. */
+export const proxyConfigSchema = z
+  .strictObject({
+    name,
+    control: controlBaseSchema.extend({
+      /** Gatekeepers: connect to accounting.frontend and control.backend. */
+      allowGatekeepers: z.array(keyRef).default([]),
+      /** Masters: connect to accounting.backend and control.frontend. */
+      allowMasters: z.array(keyRef).default([]),
+    }),
+    accounting: z.strictObject({ frontend: zmqEndpoint, backend: zmqEndpoint }),
+    publish: z.strictObject({ frontend: zmqEndpoint, backend: zmqEndpoint }),
+  })
+  .superRefine((c, ctx) => {
+    requireKeys(c.control, ctx);
+  });
+export type ProxyConfig = z.output<typeof proxyConfigSchema>;
+
+/** One master as a gatekeeper sees it: where to send accounting, where to hear control. */
+export const masterPeerSchema = z.strictObject({
+  accounting: zmqEndpoint,
+  control: zmqEndpoint,
+  /** The master's (or proxy's) public key. */
+  publicKey: keyRef.optional(),
+});
+
+export const gatekeeperDomainSchema = z.strictObject({
+  name: domainName,
+  /** Identifier = the source address masked to this many bits (32: the address). */
+  prefixLength: z.int().min(1).max(32).default(32),
+  /** A request whose delay would exceed this is rejected instead (RST). */
+  maxDelaySeconds: z.number().positive().max(3600).default(5),
+});
+
+export const gatekeeperSchema = z
+  .strictObject({
+    name,
+    control: controlBaseSchema,
+    /**
+     * Masters sharing one state (Redis) or one master. Control is heard from
+     * all of them; accounting goes to one at a time, the first connected in
+     * this order, and moves on when it disconnects (so a charge is never
+     * applied twice).
+     */
+    masters: z.array(masterPeerSchema).min(1).max(8),
+    domains: z.array(gatekeeperDomainSchema).min(1).max(4096),
+    /** Remembered delays per domain; beyond it the soonest-ending are dropped (fail open). */
+    maxIdentifiers: z.int().min(16).max(10_000_000).default(100_000),
+    /** Accounting messages queued while sending; beyond it they are dropped and counted. */
+    queueLength: z.int().min(16).max(1_000_000).default(65_536),
+    /** REJECTED accounting: every one (1), none (0), or this fraction, sampled. */
+    rejectedSample: z.number().min(0).max(1).default(1),
+    /** Resync retry while no RESYNC_DONE came back, ms. */
+    resyncRetryMs: z.int().min(50).max(60_000).default(1000),
+  })
+  .superRefine((c, ctx) => {
+    requireKeys(
+      c.control,
+      ctx,
+      c.masters.map((m, i) => ({ path: ['masters', i], peer: m })),
+    );
+  });
+export type GatekeeperConfig = z.output<typeof gatekeeperSchema>;
