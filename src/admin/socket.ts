@@ -94,3 +94,24 @@ export class AdminSocket {
     return this.#handler(req as Record<string, unknown>, (e) => this.reject(e));
   }
 }
+
+/** A daemon whose admin commands are the common two. */
+export interface StatusAndReload {
+  status(): Record<string, unknown>;
+  /** false when the file is refused (the running configuration stays). */
+  reload(): boolean;
+}
+
+/** The handler of a daemon with only `status` and `reload` (dns, agent, master). */
+export function statusAndReload(daemon: StatusAndReload): CommandHandler {
+  return (r, reject) => {
+    switch (r['cmd']) {
+      case 'status':
+        return { ok: true, status: daemon.status() };
+      case 'reload':
+        return daemon.reload() ? { ok: true } : { ok: false, error: 'configuration refused; see the log' };
+      default:
+        return reject(`unknown cmd ${JSON.stringify(r['cmd'])}: status, reload`);
+    }
+  };
+}

@@ -16,7 +16,7 @@
  * socket is connecting to the front node, RELOADING=1 / READY=1 around a
  * reload, STOPPING=1 at stop, WATCHDOG=1 while the event loop turns.
  */
-import { AdminSocket, type Reply } from '../admin/socket.ts';
+import { AdminSocket, statusAndReload } from '../admin/socket.ts';
 import { loadConfig } from '../config/load.ts';
 import { ControlNode, type Sender } from '../control/node.ts';
 import { MAX_LIST, type Body } from '../control/messages.ts';
@@ -86,7 +86,7 @@ export class AgentDaemon {
       this.#ops = new OpsServer({ listen: c.http.listen, registry, status: () => this.status(), log: this.log });
       await this.#ops.start();
     }
-    this.#admin = new AdminSocket(c.adminSocket, this.log, (r, reject) => this.#command(r, reject));
+    this.#admin = new AdminSocket(c.adminSocket, this.log, statusAndReload(this));
     await this.#admin.listen();
     this.#startTimers();
     this.log.info({ name: c.name, front: c.front.endpoint, utilization: c.utilization.source, accessLog: c.accessLog.path }, 'agent ready');
@@ -209,17 +209,6 @@ export class AgentDaemon {
     };
   }
 
-  /** Admin socket commands: status (what GET /status shows) and reload (as SIGHUP). */
-  #command(r: Record<string, unknown>, reject: (error: string) => Reply): Reply {
-    switch (r['cmd']) {
-      case 'status':
-        return { ok: true, status: this.status() };
-      case 'reload':
-        return this.reload() ? { ok: true } : { ok: false, error: 'reload refused: the running configuration stays (see the log)' };
-      default:
-        return reject(`unknown cmd ${JSON.stringify(r['cmd'])}: status, reload`);
-    }
-  }
 
   async stop(): Promise<void> {
     this.#admin?.close();

@@ -36,7 +36,7 @@ import { RttTable } from './rtt_table.ts';
 import { DnsServer, parseListen } from './server.ts';
 import { Steering, type SteeringParts } from './steer.ts';
 import { StickyTable } from './sticky.ts';
-import { AdminSocket, type Reply } from '../admin/socket.ts';
+import { AdminSocket, statusAndReload } from '../admin/socket.ts';
 import { parseZone, ZoneError } from './zone/parse.ts';
 import { Zone, ZoneSet } from './zone/zone.ts';
 import { SystemdNotifier } from '../systemd/notify.ts';
@@ -137,7 +137,7 @@ export class DnsDaemon {
         },
       }, this.log.child({ part: 'control' }));
     }
-    this.#admin = new AdminSocket(cfg.adminSocket, this.log, (r, reject) => this.#command(r, reject));
+    this.#admin = new AdminSocket(cfg.adminSocket, this.log, statusAndReload(this));
     await this.#admin.listen();
     if (cfg.http) {
       const registry = newRegistry();
@@ -159,16 +159,6 @@ export class DnsDaemon {
     return this.#ops;
   }
 
-  #command(r: Record<string, unknown>, reject: (e: string) => Reply): Reply {
-    switch (r['cmd']) {
-      case 'status':
-        return { ok: true, status: this.status() };
-      case 'reload':
-        return this.reload() ? { ok: true } : { ok: false, error: 'configuration refused; see the log' };
-      default:
-        return reject(`unknown cmd ${JSON.stringify(r['cmd'])}: status, reload`);
-    }
-  }
 
   /** Re-reads config and zones; false (and the running data kept) when refused. */
   reload(): boolean {

@@ -12,7 +12,7 @@
  *   SIGTERM close sockets and store, exit 0
  * Admin socket commands: {"cmd":"status"}, {"cmd":"reload"}.
  */
-import { AdminSocket, type Reply } from '../admin/socket.ts';
+import { AdminSocket, statusAndReload } from '../admin/socket.ts';
 import { ConfigError, loadConfig } from '../config/load.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
 import { masterConfigSchema, type MasterConfig } from './config.ts';
@@ -35,20 +35,10 @@ export class MasterDaemon {
 
   async start(): Promise<void> {
     this.master = await Master.start(this.initial, this.log);
-    this.#admin = new AdminSocket(this.initial.adminSocket, this.log, (r, reject) => this.#command(r, reject));
+    this.#admin = new AdminSocket(this.initial.adminSocket, this.log, statusAndReload(this));
     await this.#admin.listen();
   }
 
-  #command(r: Record<string, unknown>, reject: (e: string) => Reply): Reply {
-    switch (r['cmd']) {
-      case 'status':
-        return { ok: true, status: this.status() };
-      case 'reload':
-        return this.reload() ? { ok: true } : { ok: false, error: 'configuration refused; see the log' };
-      default:
-        return reject(`unknown cmd ${JSON.stringify(r['cmd'])}: status, reload`);
-    }
-  }
 
   /** Re-reads the config; false (running config kept) when refused. */
   reload(): boolean {
