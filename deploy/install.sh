@@ -54,12 +54,12 @@ R="${ROOT%/}"
 
 PREFIX=/opt/sluice
 ETC=/etc/sluice
-UNITS=(sluice-front.service sluice-dns.service sluice-agent.service)
+UNITS=(sluice-front.service sluice-dns.service sluice-agent.service sluice-master.service)
 UNITDIR=/etc/systemd/system
 SYSUSERS=/usr/lib/sysusers.d/sluice.conf
 BINLINK=/usr/local/bin/sluice
 # example source (under deploy/examples) -> installed name (under /etc/sluice)
-EXAMPLES=(front-cluster1.yaml:front.yaml dns.yaml:dns.yaml agent-s1a.yaml:agent.yaml example.test.zone:zones/example.test.zone)
+EXAMPLES=(front-cluster1.yaml:front.yaml dns.yaml:dns.yaml agent-s1a.yaml:agent.yaml master.yaml:master.yaml example.test.zone:zones/example.test.zone)
 
 systemd_running() { [ "$ROOT" = / ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; }
 user_db() { [ "$ROOT" = / ] || [ -f "$R/etc/passwd" ]; }

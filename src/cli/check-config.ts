@@ -1,5 +1,5 @@
 /**
- * `sluice check-config FILE [--role front|dns|agent]`: validates a daemon's
+ * `sluice check-config FILE [--role front|dns|agent|master]`: validates a daemon's
  * configuration exactly as that daemon would at start or reload: the same
  * loader (src/config/load.ts) and schema, plus what the daemon reads or
  * builds from it before serving (dns: every zone file it names, and the
@@ -7,7 +7,8 @@
  *
  * Role detection without --role: each role has keys no other role's schema
  * has (front: services, cluster, uplinkAddress, ...; dns: zones, listen,
- * steering, ...; agent: front, address, accessLog, ...), taken from the
+ * steering, ...; agent: front, address, accessLog, ...; master: domains,
+ * accounting, store, ...), taken from the
  * schemas themselves. The role is the one whose own keys appear in the
  * file; none or several is ambiguous and --role is needed (exit 2).
  *
@@ -27,12 +28,13 @@ import { dnsConfigSchema } from '../dns/config.ts';
 import { loadZones } from '../dns/daemon.ts';
 import { frontConfigSchema } from '../front/config.ts';
 import { renderRules } from '../front/rules.ts';
+import { masterConfigSchema } from '../throttle/config.ts';
 import type { Command } from './command.ts';
 
-export const ROLES = ['front', 'dns', 'agent'] as const;
+export const ROLES = ['front', 'dns', 'agent', 'master'] as const;
 export type Role = (typeof ROLES)[number];
 
-const SCHEMAS = { front: frontConfigSchema, dns: dnsConfigSchema, agent: agentConfigSchema } as const;
+const SCHEMAS = { front: frontConfigSchema, dns: dnsConfigSchema, agent: agentConfigSchema, master: masterConfigSchema } as const;
 
 const USAGE = `usage: sluice check-config FILE [--role ${ROLES.join('|')}]
 

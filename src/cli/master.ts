@@ -1,4 +1,5 @@
 import { ConfigError } from '../config/load.ts';
+import { SluiceError } from '../errors/errors.ts';
 import { KeyFileError } from '../control/keys.ts';
 import { MasterDaemon } from '../throttle/daemon.ts';
 import { configArg, type Command } from './command.ts';
@@ -18,6 +19,11 @@ export const masterCommand: Command = {
     } catch (err) {
       if (err instanceof ConfigError) {
         console.error(err.message);
+        return 1;
+      }
+      if (err instanceof SluiceError) {
+        // e.g. the addon that sends sd_notify is missing under systemd
+        console.error(`sluice master: ${err.message}`);
         return 1;
       }
       throw err;

@@ -64,6 +64,13 @@ interface FrontStatus {
       queue: { length: number; maxLength: number; oldestWaitMs: number; maxDelayMs: number } | null;
     }[];
   };
+  throttle?: {
+    name: string;
+    activeMaster: string | null;
+    masters: { accounting: string; connected: boolean; sent: number; dropped: number }[];
+    counters: { accountingQueued: number; accountingDropped: number; controlReceived: number; failovers: number; resyncSessions: number };
+    domains: { name: string; delays: number; resyncDone: boolean; accepted: number; delayed: number; rejected: number; rejectedNotSent: number }[];
+  };
   control?: {
     servers: { name: string; capacity: number; utilization: number; reports: number; lastReportAgeSeconds: number | null; down: boolean }[];
     cluster: { capacity: number; load: number; available: number; serversUp: number; serversTotal: number };
@@ -147,6 +154,12 @@ export function renderFrontStatus(s: FrontStatus): string {
       if (c.top.length === 0) continue;
       out.push('', `top keys of ${c.name}`, table(['KEY', 'RATE/S', 'CONCURRENT', 'TOTAL', 'WAITING'], c.top.map((t) => [t.key, num(t.ratePerSecond, 2), String(t.concurrent), String(t.total), String(t.queued)])));
     }
+  }
+  const th = s.throttle;
+  if (th) {
+    out.push('', `gatekeeper ${th.name}: active master ${th.activeMaster ?? 'none'}; accounting queued ${th.counters.accountingQueued}, dropped ${th.counters.accountingDropped}; control received ${th.counters.controlReceived}; ${th.counters.failovers} failovers, ${th.counters.resyncSessions} resync sessions`);
+    out.push(table(['MASTER', 'CONNECTED', 'SENT', 'DROPPED'], th.masters.map((m) => [m.accounting, m.connected ? 'yes' : 'no', String(m.sent), String(m.dropped)])));
+    out.push(table(['DOMAIN', 'DELAYS', 'RESYNCED', 'ACCEPTED', 'DELAYED', 'REJECTED', 'REJECTED UNSENT'], th.domains.map((d) => [d.name, String(d.delays), d.resyncDone ? 'yes' : 'no', String(d.accepted), String(d.delayed), String(d.rejected), String(d.rejectedNotSent)])));
   }
   const k = s.control;
   if (k) {

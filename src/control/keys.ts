@@ -87,9 +87,20 @@ export function readKeyPair(path: string): KeyPair {
   return { publicKey, secretKey };
 }
 
-/** A public key given inline (z85) or as a .pub/.key file. */
+/**
+ * Whether a key reference is an inline z85 key rather than a path. z85's
+ * alphabet includes '/' and '.', so a path of exactly 40 characters (e.g.
+ * /etc/sluice/keys/front-cluster1-old.pub) is also valid z85: an existing
+ * file or directory is therefore always a path, and so is a name ending in
+ * .pub or .key (a missing key file must be reported, not taken for a key).
+ */
+export function isInlineKey(ref: string): boolean {
+  return isZ85Key(ref) && !ref.endsWith('.pub') && !ref.endsWith('.key') && !existsSync(ref);
+}
+
+/** A public key given inline (z85) or as a .pub/.key file (see isInlineKey). */
 export function resolvePublicKey(ref: string): string {
-  if (isZ85Key(ref)) return ref;
+  if (isInlineKey(ref)) return ref;
   const key = field(readText(ref), 'public-key');
   if (key === undefined || !isZ85Key(key)) throw new KeyFileError(`${ref}: no public-key = "<40 z85 chars>" line (write one with: sluice keygen)`);
   return key;
@@ -99,7 +110,7 @@ export function resolvePublicKey(ref: string): string {
 export function resolveAllowlist(entries: readonly string[]): Set<string> {
   const out = new Set<string>();
   for (const e of entries) {
-    if (!isZ85Key(e) && existsSync(e) && statSync(e).isDirectory()) {
+    if (!isInlineKey(e) && existsSync(e) && statSync(e).isDirectory()) {
       for (const f of readdirSync(e).sort()) if (f.endsWith('.pub')) out.add(resolvePublicKey(join(e, f)));
     } else {
       out.add(resolvePublicKey(e));

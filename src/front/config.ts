@@ -8,6 +8,7 @@ import { controlBaseSchema, keyRef, peerSchema, requireKeys, zmqEndpoint } from 
 import { httpSchema } from '../http/config.ts';
 import { METHOD_NAMES } from './select/backend.ts';
 import { checkpointSchema, shapingSchema, type CheckpointConfig } from '../shaping/config.ts';
+import { throttleSchema } from '../throttle/config.ts';
 
 /** A checkpoint list (src/shaping/config.ts): evaluated in order, every matching rule applies. */
 const checkpoints = z.array(checkpointSchema).max(32, 'at most 32 checkpoints per list').default([]);
@@ -164,6 +165,9 @@ export const frontConfigSchema = z
       .describe('Other clusters, for overflow when every server of this cluster is at capacity: new connections go to them in proportion to their free capacity.'),
     checkpoints: checkpoints.describe('This cluster\'s checkpoints (seed 001\'s backend list): after the service\'s, before the server\'s.'),
     shaping: shapingSchema,
+    throttle: throttleSchema
+      .optional()
+      .describe('Distributed throttling (docs/throttling.md): this front node\'s gatekeeper and the masters it talks to. Required by checkpoints of kind `gatekeeper`; their domains are the gatekeeper\'s domains.'),
     adminSocket: z
       .string()
       .startsWith('/', 'adminSocket must be an absolute path')
@@ -194,7 +198,7 @@ export const frontConfigSchema = z
     });
   });
 
-type CheckedConfig = Pick<z.output<typeof frontConfigSchema>, 'checkpoints' | 'services' | 'overflow'>;
+type CheckedConfig = Pick<z.output<typeof frontConfigSchema>, 'checkpoints' | 'services' | 'overflow' | 'throttle'>;
 
 /**
  * Cross-rule checks: names unique on the front node, counter conditions
@@ -202,10 +206,10 @@ type CheckedConfig = Pick<z.output<typeof frontConfigSchema>, 'checkpoints' | 's
  * server only where a server is chosen (server-level lists).
  */
 function checkCheckpoints(cfg: CheckedConfig, ctx: z.RefinementCtx): void {
-  const all: { cp: CheckpointConfig; path: (string | number)[]; server: boolean }[] = [];
+  const all: { cp: CheckpointConfig; path: (string | number)[]; server: boolean; service?: string }[] = [];
   cfg.checkpoints.forEach((cp, i) => all.push({ cp, path: ['checkpoints', i], server: false }));
   cfg.services.forEach((svc, si) => {
-    svc.checkpoints.forEach((cp, i) => all.push({ cp, path: ['services', si, 'checkpoints', i], server: false }));
+    svc.checkpoints.forEach((cp, i) => all.push({ cp, path: ['services', si, 'checkpoints', i], server: false, service: svc.name }));
     svc.servers.forEach((srv, ki) => {
       srv.checkpoints.forEach((cp, i) => all.push({ cp, path: ['services', si, 'servers', ki, 'checkpoints', i], server: true }));
     });
@@ -213,7 +217,19 @@ function checkCheckpoints(cfg: CheckedConfig, ctx: z.RefinementCtx): void {
   const names = new Set(all.map((a) => a.cp.name));
   const seen = new Set<string>();
   const clusters = cfg.overflow.map((o) => o.cluster);
-  for (const { cp, path, server } of all) {
+  const prefixes = new Map<string, number>();
+  for (const { cp, path, server, service } of all) {
+    if (cp.kind === 'gatekeeper') {
+      if (cfg.throttle === undefined) ctx.addIssue({ code: 'custom', path: [...path, 'kind'], message: 'a gatekeeper checkpoint needs the top-level throttle: section (the masters to talk to)' });
+      const domain = cp.domain ?? service;
+      if (domain === undefined) ctx.addIssue({ code: 'custom', path: [...path, 'domain'], message: 'required outside a service\'s list: name the throttling domain' });
+      else {
+        const len = cp.criterion === 'source' ? 32 : cp.prefixLength;
+        const known = prefixes.get(domain);
+        if (known !== undefined && known !== len) ctx.addIssue({ code: 'custom', path: [...path, 'prefixLength'], message: `domain ${domain} is keyed by /${known} in another gatekeeper rule: one identifier per domain` });
+        prefixes.set(domain, len);
+      }
+    }
     if (seen.has(cp.name)) ctx.addIssue({ code: 'custom', path: [...path, 'name'], message: `checkpoint name "${cp.name}" is used twice (names are unique on a front node)` });
     seen.add(cp.name);
     const ref = cp.when?.counter?.name;

@@ -43,12 +43,14 @@ import { FrontEngine, HELD } from './engine.ts';
 import { installRules, removeRules } from './iptables.ts';
 import { renderRules } from './rules.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
+import { FrontThrottle } from './throttle.ts';
 import { Criterion, type Checkpoint } from '../shaping/checkpoint.ts';
 import { Shaper, shapingStatus } from '../shaping/shaper.ts';
 import { TimerScheduler } from '../shaping/timer_scheduler.ts';
 import { SystemdNotifier } from '../systemd/notify.ts';
 import { QueueLiveness } from '../systemd/queue-liveness.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
+import type { Gatekeeper } from '../throttle/gatekeeper.ts';
 
 export interface FrontOptions {
   /** Called once rules, queue, admin socket and control plane are up (after READY=1 to systemd). */
@@ -76,11 +78,14 @@ export class FrontDaemon implements FrontMetricsSource {
   /** sd_notify; a no-op unless started by systemd with Type=notify. */
   readonly systemd: SystemdNotifier;
   readonly watchdog: Watchdog;
+  /** The gatekeeper of the `gatekeeper` checkpoints (distributed throttling). */
+  readonly throttle: FrontThrottle;
 
   constructor(configFile: string) {
     this.configFile = configFile;
     this.config = loadConfig(frontConfigSchema, configFile);
     this.systemd = new SystemdNotifier(this.log);
+    this.throttle = new FrontThrottle(this.log);
     const liveness = new QueueLiveness(() => this.#queue);
     this.watchdog = new Watchdog(this.systemd, () => liveness.check(), this.log);
     const services = buildServices(this.config);
@@ -112,7 +117,7 @@ export class FrontDaemon implements FrontMetricsSource {
         connections: cfg.connections.max,
         overflowBase: OVERFLOW_BASE,
         scheduler: (index) => {
-          const t = new TimerScheduler((now) => shaper.all[index]?.queue?.fire(now));
+          const t = new TimerScheduler((now) => shaper.all[index]?.fire(now));
           this.#schedulers.push(t);
           return t;
         },
@@ -123,6 +128,9 @@ export class FrontDaemon implements FrontMetricsSource {
 
   async start(opts: FrontOptions): Promise<void> {
     const rebuilt = await this.#rebuildFromKernel();
+    // The gatekeeper first: its checkpoints would let everything through
+    // without it. It connects in the background (a master down: fail open).
+    await this.throttle.apply(this.config, () => this.engine.shaper);
     installRules(renderRules(this.config));
     const engine = this.engine;
     this.#queue = NfQueue.open({
@@ -256,6 +264,9 @@ export class FrontDaemon implements FrontMetricsSource {
     if (layout !== this.#shapingLayout) this.#rebuildShaper(next, old, layout);
     const before = this.config.control;
     this.config = next;
+    this.throttle.apply(next, () => this.engine.shaper).catch((err: unknown) => {
+      this.log.error({ err: err instanceof Error ? err.message : err }, 'gatekeeper not replaced: the running one stays');
+    });
     this.#control?.servicesChanged();
     if (this.#control && next.control) {
       // Allowlists follow the reload; sockets, endpoints and keys need a restart.
@@ -278,6 +289,7 @@ export class FrontDaemon implements FrontMetricsSource {
     const shaper = this.#buildShaper(next);
     this.#shapingLayout = layout;
     if (old) shaper.inheritCounts(old);
+    this.throttle.attach(shaper);
     this.engine.setShaper(shaper);
     if (!old) return;
     const now = performance.now();
@@ -365,6 +377,10 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.#control;
   }
 
+  gatekeeper(): Gatekeeper | undefined {
+    return this.throttle.gatekeeper;
+  }
+
   /** The ops HTTP server while it runs (http.listen set): addRoute() adds GET pages to it. */
   ops(): OpsServer | undefined {
     return this.#ops;
@@ -382,6 +398,7 @@ export class FrontDaemon implements FrontMetricsSource {
       queue: this.#queue?.stats(),
       ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),
       ...(this.#control ? { control: this.#control.status() } : {}),
+      ...(this.throttle.gatekeeper ? { throttle: this.throttle.gatekeeper.status() } : {}),
       services: this.engine.services.map((s) => ({
         name: s.name,
         overflowed: s.overflowed,
@@ -401,6 +418,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.#ops?.close();
     for (const t of this.#schedulers) t.close();
     this.#control?.close();
+    this.throttle.stop();
     this.#queue?.close();
     this.#admin?.close();
     removeRules();

@@ -21,6 +21,7 @@ import { clusterLoadOf } from '../front/receive_server_load.ts';
 import type { OpsServer } from '../http/ops_server.ts';
 import { LEVEL_NAMES, type Checkpoint } from '../shaping/checkpoint.ts';
 import type { Shaper } from '../shaping/shaper.ts';
+import type { Gatekeeper } from '../throttle/gatekeeper.ts';
 import { byKey, counterFrom, counterOf, gaugeFrom, gaugeOf, type Labels, type Sample } from './collect.ts';
 import { registerControlMetrics } from './control.ts';
 import { BucketHistogram } from './histogram.ts';
@@ -37,6 +38,8 @@ export interface FrontMetricsSource {
   adminCounts(): { handled: number; rejected: number };
   control(): FrontControl | undefined;
   ops(): OpsServer | undefined;
+  /** The gatekeeper (distributed throttling) while it runs. */
+  gatekeeper(): Gatekeeper | undefined;
 }
 
 /** Peer clusters exposed at most (peers are whoever reports cluster_load; keep the series bounded). */
@@ -175,6 +178,7 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   });
 
   registerShapingMetrics(registry, () => src.engine.shaper);
+  registerThrottleMetrics(registry, () => src.gatekeeper());
   registerFrontControlMetrics(registry, () => src.control());
   registerControlMetrics(registry, () => src.control()?.node);
   registerHttpMetrics(registry, 'sluice_front', () => src.ops());
@@ -266,14 +270,19 @@ type CL = 'checkpoint' | 'level';
 function registerShapingMetrics(registry: Registry, shaper: () => Shaper | undefined): void {
   const labels = (cp: Checkpoint): Labels<CL> => ({ checkpoint: cp.name, level: LEVEL_NAMES[cp.level] ?? 'unknown' });
   const each = (f: (cp: Checkpoint) => number): Sample<CL>[] => (shaper()?.all ?? []).map((cp) => [labels(cp), f(cp)] as const);
-  const queued = (f: (q: NonNullable<Checkpoint['queue']>, cp: Checkpoint) => number): Sample<CL>[] =>
-    (shaper()?.all ?? []).flatMap((cp) => (cp.queue ? [[labels(cp), f(cp.queue, cp)] as const] : []));
+  // A limit rule's WaitQueue or a gatekeeper rule's TimedHolds: both hold SYNs.
+  const queued = (f: (q: NonNullable<Checkpoint['queue'] | Checkpoint['holds']>, cp: Checkpoint) => number): Sample<CL>[] =>
+    (shaper()?.all ?? []).flatMap((cp) => {
+      const q = cp.queue ?? cp.holds;
+      return q ? [[labels(cp), f(q, cp)] as const] : [];
+    });
 
   counterFrom(registry, 'sluice_front_checkpoint_matched_total', 'New connections a checkpoint applied to (its condition held).', ['checkpoint', 'level'], () => each((cp) => cp.counts.matched));
   counterFrom(registry, 'sluice_front_checkpoint_admitted_total', 'New connections a checkpoint let go on: at once (queued=false; counter rules with action continue, limit rules under their limit) or after waiting in its queue (queued=true).', ['checkpoint', 'level', 'queued'], () =>
     (shaper()?.all ?? []).flatMap((cp) => {
       const out: Sample<CL | 'queued'>[] = [[{ ...labels(cp), queued: 'false' }, cp.counts.passed]];
-      if (cp.queue) out.push([{ ...labels(cp), queued: 'true' }, cp.queue.counts.admitted]);
+      const q = cp.queue ?? cp.holds;
+      if (q) out.push([{ ...labels(cp), queued: 'true' }, q.counts.admitted]);
       return out;
     }),
   );
@@ -316,5 +325,62 @@ function registerShapingMetrics(registry: Registry, shaper: () => Shaper | undef
   counterFrom(registry, 'sluice_front_shaping_events_total', 'Checkpoint evaluation of new connections: evaluated, then passed, held, rejected or steered; retransmits (a held SYN\'s retransmit, dropped), pool_full (rejected at shaping.maxHeld), counts_dropped (more counting rules on one path than kept per connection).', ['event'], () => {
     const s = shaper();
     return s ? byKey('event', s.counts) : [];
+  });
+}
+
+/**
+ * The gatekeeper (distributed throttling, src/throttle/gatekeeper.ts):
+ * decisions per domain, accounting sent to the masters, control received.
+ * Labels: domain names (the gatekeeper checkpoints'), master endpoints
+ * (configured, at most 8), reject reasons of the protocol decoder. A
+ * replaced gatekeeper's counts are carried over (FrontDaemon), so the
+ * `_total` series stay monotonic across reloads.
+ */
+export function registerThrottleMetrics(registry: Registry, gatekeeper: () => Gatekeeper | undefined): void {
+  const domains = (f: (d: Gatekeeper['domains'][number]) => number): Sample<'domain'>[] => (gatekeeper()?.domains ?? []).map((d) => [{ domain: d.name }, f(d)] as const);
+  counterFrom(registry, 'sluice_front_throttle_requests_total', 'New connections a gatekeeper checkpoint decided, by domain and outcome: accepted (passed at once), delayed (held until the masters\' next allowable time), rejected (the delay was past queue.maxDelayMs, or no hold was free).', ['domain', 'outcome'], () =>
+    (gatekeeper()?.domains ?? []).flatMap((d) => [
+      [{ domain: d.name, outcome: 'accepted' }, d.counters.accepted],
+      [{ domain: d.name, outcome: 'delayed' }, d.counters.delayed],
+      [{ domain: d.name, outcome: 'rejected' }, d.counters.rejected],
+    ] as const),
+  );
+  counterFrom(registry, 'sluice_front_throttle_rejected_unsent_total', 'REJECTED accounting left out by sampling (throttle.rejectedSample), by domain.', ['domain'], () => domains((d) => d.counters.rejectedNotSent));
+  gaugeFrom(registry, 'sluice_front_throttle_delays', 'Delays (clients that must wait) the gatekeeper remembers now, by domain.', ['domain'], () => domains((d) => d.delays.size));
+  counterFrom(registry, 'sluice_front_throttle_delays_stored_total', 'DELAY_UNTIL messages that moved a client\'s next allowable time later, by domain.', ['domain'], () => domains((d) => d.counters.delaysStored));
+  counterFrom(registry, 'sluice_front_throttle_delays_evicted_total', 'Remembered delays dropped because throttle.maxIdentifiers was reached (those clients pass: fail open), by domain.', ['domain'], () => domains((d) => d.counters.evicted));
+  counterFrom(registry, 'sluice_front_throttle_accounting_total', 'Accounting messages: queued (by the checkpoints), dropped (queue full or no master connected), sent and unsent by master (its socket\'s send queue).', ['result', 'master'], () => {
+    const g = gatekeeper();
+    if (!g) return [];
+    const out: Sample<'result' | 'master'>[] = [
+      [{ result: 'queued', master: '' }, g.counters.accountingQueued],
+      [{ result: 'dropped', master: '' }, g.counters.accountingDropped],
+    ];
+    for (const m of g.masterLinks()) out.push([{ result: 'sent', master: m.accounting }, m.sent], [{ result: 'unsent', master: m.accounting }, m.dropped]);
+    return out;
+  });
+  gaugeFrom(registry, 'sluice_front_throttle_master_connected', 'Whether the gatekeeper\'s accounting socket to a master is connected (1), and which one is active (active="true").', ['master', 'active'], () => {
+    const g = gatekeeper();
+    if (!g) return [];
+    const active = g.activeMaster;
+    return g.masterLinks().map((m) => [{ master: m.accounting, active: String(m.accounting === active) }, m.connected ? 1 : 0] as const);
+  });
+  counterFrom(registry, 'sluice_front_throttle_control_total', 'Control messages from the masters: received (applied), or refused by reason.', ['result'], () => {
+    const g = gatekeeper();
+    if (!g) return [];
+    return [[{ result: 'received' }, g.counters.controlReceived] as const, ...Object.entries(g.counters.controlRejected).map(([r, v]) => [{ result: r }, v] as const)];
+  });
+  counterFrom(registry, 'sluice_front_throttle_events_total', 'Gatekeeper events: resync_sessions (new session: start, master change, reconnect), resyncs_sent, failovers (active master changed), unknown_domain, bad_identifier, passed (a delay already over on arrival).', ['event'], () => {
+    const g = gatekeeper();
+    if (!g) return [];
+    const c = g.counters;
+    return [
+      [{ event: 'resync_sessions' }, c.resyncSessions],
+      [{ event: 'resyncs_sent' }, c.resyncsSent],
+      [{ event: 'failovers' }, c.failovers],
+      [{ event: 'unknown_domain' }, c.unknownDomain],
+      [{ event: 'bad_identifier' }, c.badIdentifier],
+      [{ event: 'passed' }, c.passed],
+    ] as const;
   });
 }

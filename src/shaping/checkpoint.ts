@@ -14,19 +14,26 @@
  *                     more (freq_ctr.ts), else the request waits in the queue
  *  concurrency-limit  passes while the key's concurrent count < limit, else
  *                     waits; a count is given back when the connection ends
+ *  gatekeeper         asks the front node's gatekeeper (distributed
+ *                     throttling, src/throttle/gatekeeper.ts) how long the
+ *                     key must wait: passes, is held until then (TimedHolds),
+ *                     or is rejected when that is past queue.maxDelayMs;
+ *                     no stick table (the masters keep the state)
  */
 import type { CheckpointConfig } from './config.ts';
 import { StickTable } from './stick_table.ts';
 import { WaitQueue, type HeldLinks, type QueueGate, type Scheduler } from './queue.ts';
+import { TimedHolds } from './timed_holds.ts';
+import type { Gatekeeper, GatekeeperDomain } from '../throttle/gatekeeper.ts';
 
-export const Kind = { Counter: 0, RateLimit: 1, ConcurrencyLimit: 2 } as const;
+export const Kind = { Counter: 0, RateLimit: 1, ConcurrencyLimit: 2, Gatekeeper: 3 } as const;
 export const Criterion = { Source: 0, SourcePrefix: 1, Service: 2, Server: 3, None: 4 } as const;
 export const Action = { Continue: 0, Reject: 1, Steer: 2 } as const;
 export const Measure = { Rate: 0, Concurrent: 1, Total: 2 } as const;
 export const Level = { Service: 0, Cluster: 1, Server: 2 } as const;
 export const LEVEL_NAMES = ['service', 'cluster', 'server'] as const;
 
-const KIND_CODES = { counter: Kind.Counter, 'rate-limit': Kind.RateLimit, 'concurrency-limit': Kind.ConcurrencyLimit } as const;
+const KIND_CODES = { counter: Kind.Counter, 'rate-limit': Kind.RateLimit, 'concurrency-limit': Kind.ConcurrencyLimit, gatekeeper: Kind.Gatekeeper } as const;
 const CRITERION_CODES = { source: Criterion.Source, 'source-prefix': Criterion.SourcePrefix, service: Criterion.Service, server: Criterion.Server, none: Criterion.None } as const;
 const MEASURE_CODES = { rate: Measure.Rate, concurrent: Measure.Concurrent, total: Measure.Total } as const;
 
@@ -48,6 +55,16 @@ export interface CheckpointSink {
   left(rule: number, held: number, entry: number, passed: boolean, now: number): void;
 }
 
+/** Where a checkpoint is attached, and (kind gatekeeper) its throttling domain. */
+export interface CheckpointPlace {
+  readonly level: number;
+  readonly service: number;
+  readonly server: number;
+  readonly steerTo: number;
+  /** Kind gatekeeper: the configured domain, else the service's name. */
+  readonly domain?: string | undefined;
+}
+
 export class Checkpoint implements QueueGate {
   /** Index among all checkpoints of the front node (acquisition lists name rules by it). */
   readonly index: number;
@@ -67,6 +84,13 @@ export class Checkpoint implements QueueGate {
   readonly silentReject: boolean;
   readonly table: StickTable;
   readonly queue: WaitQueue | undefined;
+  /** Kind gatekeeper: its held SYNs, each until its own time. */
+  readonly holds: TimedHolds | undefined;
+  /** Kind gatekeeper: the throttling domain's name. */
+  readonly domain: string;
+  /** Kind gatekeeper: set by Shaper.attachGatekeeper once the gatekeeper runs; unset, requests pass (counted untracked). */
+  gatekeeper: Gatekeeper | undefined;
+  gatekeeperDomain: GatekeeperDomain | undefined;
   readonly #prefixAddr: Uint32Array;
   readonly #prefixMask: Uint32Array;
   readonly #ports: Int32Array;
@@ -89,7 +113,7 @@ export class Checkpoint implements QueueGate {
   constructor(
     index: number,
     cfg: CheckpointConfig,
-    where: { level: number; service: number; server: number; steerTo: number },
+    where: CheckpointPlace,
     links: HeldLinks,
     scheduler: Scheduler,
     sink: CheckpointSink,
@@ -109,8 +133,12 @@ export class Checkpoint implements QueueGate {
     this.steerCluster = typeof act === 'object' ? act.steer : '';
     this.silentReject = cfg.reject === 'drop';
     this.#sink = sink;
-    this.table = new StickTable(cfg.table.size, cfg.periodMs, cfg.table.expireSeconds * 1000);
-    this.queue = this.kind === Kind.Counter ? undefined : new WaitQueue(cfg.table.size, links, cfg.queue.maxLength, cfg.queue.maxDelayMs, this, scheduler);
+    const gk = this.kind === Kind.Gatekeeper;
+    this.domain = gk ? (where.domain ?? '') : '';
+    // A gatekeeper rule keeps no per-key state here: a one-key table keeps the shape uniform.
+    this.table = new StickTable(gk ? 1 : cfg.table.size, cfg.periodMs, cfg.table.expireSeconds * 1000);
+    this.queue = this.kind === Kind.Counter || gk ? undefined : new WaitQueue(cfg.table.size, links, cfg.queue.maxLength, cfg.queue.maxDelayMs, this, scheduler);
+    this.holds = gk ? new TimedHolds(links.next.length, cfg.queue.maxLength, cfg.queue.maxDelayMs, { released: (held, now) => { this.#sink.left(this.index, held, -1, true, now); } }, scheduler) : undefined;
     const prefixes = (cfg.when?.sourceIn ?? []).map(parseCidr);
     this.#prefixAddr = Uint32Array.from(prefixes.map((p) => p[0]));
     this.#prefixMask = Uint32Array.from(prefixes.map((p) => p[1]));
@@ -190,8 +218,14 @@ export class Checkpoint implements QueueGate {
   }
 
   left(held: number, entry: number, passed: boolean, now: number): void {
-    this.table.queued[entry] = (this.table.queued[entry] ?? 1) - 1;
+    if (entry >= 0) this.table.queued[entry] = (this.table.queued[entry] ?? 1) - 1;
     this.#sink.left(this.index, held, entry, passed, now);
+  }
+
+  /** The timer of this rule's queue or holds fired. */
+  fire(now: number): void {
+    this.queue?.fire(now);
+    this.holds?.fire(now);
   }
 
   /** Gives back one concurrent count of `entry` (a connection ended, or its request was rejected further on). */

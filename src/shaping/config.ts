@@ -12,7 +12,7 @@ const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-
 const port = z.int({ error: 'expected a port number' }).min(1, 'a port is 1..65535').max(65535, 'a port is 1..65535');
 const cidr = z.cidrv4({ error: 'expected an IPv4 prefix like 198.18.0.0/16' });
 
-export const CHECKPOINT_KINDS = ['counter', 'rate-limit', 'concurrency-limit'] as const;
+export const CHECKPOINT_KINDS = ['counter', 'rate-limit', 'concurrency-limit', 'gatekeeper'] as const;
 export const CRITERIA = ['source', 'source-prefix', 'service', 'server', 'none'] as const;
 export const MEASURES = ['rate', 'concurrent', 'total'] as const;
 
@@ -21,7 +21,7 @@ export const checkpointSchema = z
     name: name.describe('Unique on this front node: status, metrics and counter conditions use it.'),
     kind: z
       .enum(CHECKPOINT_KINDS, { error: `kind is one of ${CHECKPOINT_KINDS.join(', ')}` })
-      .describe('`counter`: count only; `rate-limit`: `limit` new connections per period per key; `concurrency-limit`: `limit` open connections per key (released on FIN, RST or idle free).'),
+      .describe('`counter`: count only; `rate-limit`: `limit` new connections per period per key; `concurrency-limit`: `limit` open connections per key (released on FIN, RST or idle free); `gatekeeper`: the site-wide rate of its `domain`, decided with the throttling masters (top-level `throttle:`, docs/throttling.md).'),
     criterion: z
       .enum(CRITERIA, { error: `criterion is one of ${CRITERIA.join(', ')}` })
       .default('source')
@@ -34,6 +34,11 @@ export const checkpointSchema = z
       .max(3_600_000, 'periodMs is 10..3600000')
       .default(1000)
       .describe('The frequency counter\'s period (rate-limit: `limit` per period; conditions on `rate` read per period).'),
+    domain: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,128}$/, 'a throttling domain is 1-128 letters, digits, . _ - ')
+      .optional()
+      .describe('Kind `gatekeeper`: the throttling domain (as named in the masters\' `domains`). Defaults to the service\'s name in a service\'s list; required in the cluster and server lists.'),
     when: z
       .strictObject({
         sourceIn: z.array(cidr).min(1).max(64, 'at most 64 prefixes').optional().describe('The client address is in one of these IPv4 prefixes.'),
@@ -59,10 +64,10 @@ export const checkpointSchema = z
     queue: z
       .strictObject({
         maxLength: z.int().min(0).max(1_000_000).default(1024).describe('SYNs waiting at most (per checkpoint); beyond it a SYN is rejected.'),
-        maxDelayMs: z.int().min(0).max(60_000).default(1000).describe('A SYN that would wait longer is rejected.'),
+        maxDelayMs: z.int().min(0).max(60_000).default(1000).describe('A SYN that would wait longer is rejected (kind `gatekeeper`: at once, when the masters\' delay for its key is longer).'),
       })
       .prefault({})
-      .describe('Limit kinds: over the limit a SYN waits here, in time order; only the head of each queue holds a timer.'),
+      .describe('Limit and gatekeeper kinds: over the limit a SYN waits here, in time order; only the earliest wake time holds a timer.'),
     table: z
       .strictObject({
         size: z.int().min(1).max(4_000_000).default(65_536).describe('Keys kept at most; when full the least recently used idle key is evicted (keys with open or waiting connections never are).'),
@@ -72,6 +77,13 @@ export const checkpointSchema = z
       .describe('The stick table of this rule\'s keys and their counters.'),
   })
   .superRefine((c, ctx) => {
+    if (c.kind === 'gatekeeper') {
+      if (c.criterion !== 'source' && c.criterion !== 'source-prefix') ctx.addIssue({ code: 'custom', path: ['criterion'], message: 'a gatekeeper rule throttles clients: criterion source or source-prefix' });
+      if (c.limit !== undefined) ctx.addIssue({ code: 'custom', path: ['limit'], message: 'a gatekeeper rule has no local limit: the rate is the masters\' domain rule' });
+      if (c.action !== 'continue') ctx.addIssue({ code: 'custom', path: ['action'], message: 'a gatekeeper rule passes, holds or rejects by itself (leave action out)' });
+      return;
+    }
+    if (c.domain !== undefined) ctx.addIssue({ code: 'custom', path: ['domain'], message: 'domain is for kind gatekeeper' });
     if (c.kind !== 'counter' && c.limit === undefined) ctx.addIssue({ code: 'custom', path: ['limit'], message: `a ${c.kind} rule needs a limit` });
     if (c.kind !== 'counter' && c.action !== 'continue') ctx.addIssue({ code: 'custom', path: ['action'], message: 'limit rules wait or reject by themselves; to reject or steer on a count, add a counter rule with a counter condition' });
   });

@@ -26,6 +26,7 @@ import { Action, Checkpoint, Kind, LEVEL_NAMES, Level, type CheckpointSink } fro
 import type { CheckpointConfig } from './config.ts';
 import { HeldPool, MAX_ACQUIRED } from './held.ts';
 import type { Scheduler } from './queue.ts';
+import { ACCEPTED, DELAYED, REJECTED, type Gatekeeper } from '../throttle/gatekeeper.ts';
 
 export const Outcome = { Pass: 0, Held: 1, Reject: 2, Drop: 3, NoTarget: 4, Retransmit: 5 } as const;
 
@@ -40,6 +41,8 @@ export interface ShapingHost {
 export interface ShapingLayout {
   readonly cluster: readonly CheckpointConfig[];
   readonly services: readonly {
+    /** The service's name: a gatekeeper rule's default domain. */
+    readonly name?: string;
     readonly checkpoints: readonly CheckpointConfig[];
     readonly servers: readonly { readonly checkpoints: readonly CheckpointConfig[] }[];
   }[];
@@ -78,7 +81,8 @@ export class Shaper implements CheckpointSink {
     const make = (cfg: CheckpointConfig, level: number, service: number, server: number): Checkpoint => {
       const steerTo = typeof cfg.action === 'object' ? layout.overflow.indexOf(cfg.action.steer) : -1;
       const index = this.all.length;
-      const cp = new Checkpoint(index, cfg, { level, service, server, steerTo }, this.pool, opts.scheduler(index), this);
+      const domain = cfg.domain ?? layout.services[service]?.name;
+      const cp = new Checkpoint(index, cfg, { level, service, server, steerTo, domain }, this.pool, opts.scheduler(index), this);
       this.all.push(cp);
       return cp;
     };
@@ -93,7 +97,7 @@ export class Shaper implements CheckpointSink {
       const ref = cp.counterName;
       if (ref !== undefined) cp.counterRef = this.all.find((x) => x.name === ref);
     }
-    const acquiring = this.all.filter((c) => c.kind !== Kind.RateLimit).length;
+    const acquiring = this.all.filter((c) => c.kind === Kind.Counter || c.kind === Kind.ConcurrencyLimit).length;
     this.#width = Math.min(MAX_ACQUIRED, acquiring);
     const n = this.#width > 0 ? opts.connections : 0;
     this.#connCount = new Uint8Array(n);
@@ -120,7 +124,36 @@ export class Shaper implements CheckpointSink {
       add(cp.rejects, o.rejects);
       add(cp.table.counts, o.table.counts);
       if (cp.queue && o.queue) add(cp.queue.counts, o.queue.counts);
+      if (cp.holds && o.holds) add(cp.holds.counts, o.holds.counts);
     }
+  }
+
+  /**
+   * Connects the gatekeeper checkpoints to the running gatekeeper (or
+   * detaches them: undefined). Returns the domains it does not know (those
+   * rules pass everything, counted untracked). Slow path.
+   */
+  attachGatekeeper(gk: Gatekeeper | undefined): string[] {
+    const missing: string[] = [];
+    for (const cp of this.all) {
+      if (cp.kind !== Kind.Gatekeeper) continue;
+      cp.gatekeeper = gk;
+      cp.gatekeeperDomain = gk?.domain(cp.domain);
+      if (gk !== undefined && cp.gatekeeperDomain === undefined) missing.push(cp.domain);
+    }
+    return missing;
+  }
+
+  /** The throttling domains of the gatekeeper rules with their identifier prefix lengths (first rule wins; config validation makes them agree). */
+  gatekeeperDomains(): { name: string; prefixLength: number; maxDelayMs: number }[] {
+    const out: { name: string; prefixLength: number; maxDelayMs: number }[] = [];
+    for (const cp of this.all) {
+      if (cp.kind !== Kind.Gatekeeper || cp.holds === undefined) continue;
+      const known = out.find((d) => d.name === cp.domain);
+      if (known) known.maxDelayMs = Math.max(known.maxDelayMs, cp.holds.maxDelayMs);
+      else out.push({ name: cp.domain, prefixLength: Math.clz32(~cp.keyMask >>> 0), maxDelayMs: cp.holds.maxDelayMs });
+    }
+    return out;
   }
 
   /** Bytes held by the per-connection count lists (status). */
@@ -168,6 +201,11 @@ export class Shaper implements CheckpointSink {
         const cp = list[i];
         if (cp === undefined || !cp.matches(src, dstPort, s, target, now)) continue;
         cp.counts.matched++;
+        if (cp.kind === Kind.Gatekeeper) {
+          const out = this.#gatekeeper(slot, cp, level, i, src, now);
+          if (out < 0) continue;
+          return out;
+        }
         const table = cp.table;
         const e = table.acquire(cp.keyOf(src, s, target), now);
         if (e < 0) {
@@ -233,6 +271,59 @@ export class Shaper implements CheckpointSink {
       }
     }
     return this.#end(slot, Outcome.Pass, now);
+  }
+
+  /**
+   * A gatekeeper rule (seed 004): the masters' delay for this key decides.
+   * 0: pass (ACCEPTED); up to queue.maxDelayMs with a hold free: held until
+   * then (DELAYED, charged at that time); else rejected (REJECTED). -1: go
+   * on to the next rule; otherwise the outcome. `now` is the engine's
+   * clock; the gatekeeper compares wall-clock times (shared with the
+   * masters), so Date.now() is read here once per request.
+   */
+  #gatekeeper(slot: number, cp: Checkpoint, level: number, rule: number, src: number, now: number): number {
+    const gk = cp.gatekeeper;
+    const d = cp.gatekeeperDomain;
+    const holds = cp.holds;
+    if (gk === undefined || d === undefined || holds === undefined) {
+      // Not connected to a gatekeeper (starting, or its domain unknown): fail open.
+      cp.counts.untracked++;
+      return -1;
+    }
+    const key = gk.keyOf(d, src);
+    const wall = Date.now();
+    const wait = gk.delayFor(d, key, wall);
+    if (wait === 0) {
+      gk.account(ACCEPTED, d, key, wall);
+      cp.counts.passed++;
+      return -1;
+    }
+    let held = -1;
+    if (wait > holds.maxDelayMs) cp.rejects.maxDelay++;
+    else if (holds.full) {
+      holds.counts.refused++;
+      cp.rejects.queueFull++;
+    } else {
+      held = this.pool.hold(slot);
+      if (held < 0) {
+        this.counts.poolFull++;
+        cp.rejects.heldPoolFull++;
+      }
+    }
+    if (held < 0) {
+      gk.account(REJECTED, d, key, wall);
+      cp.counts.rejected++;
+      return this.#end(slot, cp.silentReject ? Outcome.Drop : Outcome.Reject, now);
+    }
+    const pool = this.pool;
+    pool.level[held] = level;
+    pool.rule[held] = rule;
+    pool.waitRule[held] = cp.index;
+    holds.add(held, now + wait, now); // cannot refuse: not full (checked above)
+    gk.account(DELAYED, d, key, wall, wall + wait);
+    cp.counts.held++;
+    this.counts.held++;
+    return Outcome.Held;
   }
 
   /** Counter rules take a concurrent count too (for status and conditions). */
@@ -346,7 +437,7 @@ export interface CheckpointStatus {
   readonly queue: { readonly length: number; readonly maxLength: number; readonly oldestWaitMs: number; readonly maxDelayMs: number; readonly enqueued: number; readonly refused: number; readonly admitted: number; readonly expired: number } | null;
 }
 
-const KIND_NAMES = ['counter', 'rate-limit', 'concurrency-limit'] as const;
+const KIND_NAMES = ['counter', 'rate-limit', 'concurrency-limit', 'gatekeeper'] as const;
 
 /** Status of every checkpoint: table sizes, the `top` busiest keys (by rate, then concurrent), queues. Slow path. */
 export function shapingStatus(shaper: Shaper, now: number, top: number, keyName: (cp: Checkpoint, key: number) => string): CheckpointStatus[] {
@@ -357,7 +448,7 @@ export function shapingStatus(shaper: Shaper, now: number, top: number, keyName:
       rows.push({ key: keyName(cp, key), ratePerSecond: Math.round(t.freq.ratePerSecond(slot, now) * 100) / 100, concurrent: t.concurrent[slot] ?? 0, total: t.total[slot] ?? 0, queued: t.queued[slot] ?? 0 });
     });
     rows.sort((a, b) => b.ratePerSecond - a.ratePerSecond || b.concurrent - a.concurrent || b.total - a.total);
-    const q = cp.queue;
+    const q = cp.queue ?? cp.holds;
     const oldest = q?.oldestSince();
     return {
       name: cp.name,

@@ -119,10 +119,9 @@ export type ProxyConfig = z.output<typeof proxyConfigSchema>;
 
 /** One master as a gatekeeper sees it: where to send accounting, where to hear control. */
 export const masterPeerSchema = z.strictObject({
-  accounting: zmqEndpoint,
-  control: zmqEndpoint,
-  /** The master's (or proxy's) public key. */
-  publicKey: keyRef.optional(),
+  accounting: zmqEndpoint.describe('The master\'s accounting endpoint (its `accounting.listen`, or a master-proxy\'s accounting frontend).'),
+  control: zmqEndpoint.describe('The master\'s control endpoint (its `publish.listen`, or a master-proxy\'s publish backend).'),
+  publicKey: keyRef.optional().describe('The master\'s (or proxy\'s) public key: z85 or a .pub file. Required unless `control.plaintext` is true.'),
 });
 
 export const gatekeeperDomainSchema = z.strictObject({
@@ -133,32 +132,51 @@ export const gatekeeperDomainSchema = z.strictObject({
   maxDelaySeconds: z.number().positive().max(3600).default(5),
 });
 
+/**
+ * The gatekeeper's link to its masters: everything but the domains. A
+ * front node's `throttle:` section is this (throttleSchema); its domains
+ * come from its `gatekeeper` checkpoints (src/front/throttle.ts).
+ */
+const linkShape = {
+  name: name.describe('This gatekeeper\'s name: its resync session ids start with it (logs on the master).'),
+  control: controlBaseSchema.describe('This gatekeeper\'s key pair (it is a CURVE client of every master; each master\'s `control.allow` lists its public key) and the receive limits.'),
+  /**
+   * Masters sharing one state (Redis) or one master. Control is heard from
+   * all of them; accounting goes to one at a time, the first connected in
+   * this order, and moves on when it disconnects (so a charge is never
+   * applied twice).
+   */
+  masters: z
+    .array(masterPeerSchema)
+    .min(1, 'configure at least one master')
+    .max(8, 'at most 8 masters')
+    .describe('Masters sharing one state (Redis), or one master. Delays are heard from all; accounting goes to the first connected, in this order, and moves to the next when it disconnects.'),
+  /** Remembered delays per domain; beyond it the soonest-ending are dropped (fail open). */
+  maxIdentifiers: z.int().min(16).max(10_000_000).default(100_000).describe('Delays remembered per domain at most; beyond it passed ones are swept, then the oldest dropped (that client passes: fail open).'),
+  /** Accounting messages queued while sending; beyond it they are dropped and counted. */
+  queueLength: z.int().min(16).max(1_000_000).default(65_536).describe('Accounting messages queued for sending at most; beyond it they are dropped and counted.'),
+  /** REJECTED accounting: every one (1), none (0), or this fraction, sampled. */
+  rejectedSample: z.number().min(0).max(1).default(1).describe('REJECTED accounting sent: every one (1), none (0), or this fraction at random.'),
+  /** Resync retry while no RESYNC_DONE came back, ms. */
+  resyncRetryMs: z.int().min(50).max(60_000).default(1000).describe('RESYNC is repeated this often (ms) until the master answers RESYNC_DONE.'),
+};
+
+function requireLinkKeys(c: { control: { plaintext: boolean; keyFile?: string | undefined }; masters: readonly { publicKey?: string | undefined }[] }, ctx: z.RefinementCtx): void {
+  requireKeys(
+    c.control,
+    ctx,
+    c.masters.map((m, i) => ({ path: ['masters', i], peer: m })),
+  );
+}
+
 export const gatekeeperSchema = z
   .strictObject({
-    name,
-    control: controlBaseSchema,
-    /**
-     * Masters sharing one state (Redis) or one master. Control is heard from
-     * all of them; accounting goes to one at a time, the first connected in
-     * this order, and moves on when it disconnects (so a charge is never
-     * applied twice).
-     */
-    masters: z.array(masterPeerSchema).min(1).max(8),
+    ...linkShape,
     domains: z.array(gatekeeperDomainSchema).min(1).max(4096),
-    /** Remembered delays per domain; beyond it the soonest-ending are dropped (fail open). */
-    maxIdentifiers: z.int().min(16).max(10_000_000).default(100_000),
-    /** Accounting messages queued while sending; beyond it they are dropped and counted. */
-    queueLength: z.int().min(16).max(1_000_000).default(65_536),
-    /** REJECTED accounting: every one (1), none (0), or this fraction, sampled. */
-    rejectedSample: z.number().min(0).max(1).default(1),
-    /** Resync retry while no RESYNC_DONE came back, ms. */
-    resyncRetryMs: z.int().min(50).max(60_000).default(1000),
   })
-  .superRefine((c, ctx) => {
-    requireKeys(
-      c.control,
-      ctx,
-      c.masters.map((m, i) => ({ path: ['masters', i], peer: m })),
-    );
-  });
+  .superRefine(requireLinkKeys);
 export type GatekeeperConfig = z.output<typeof gatekeeperSchema>;
+
+/** A front node's `throttle:` section: the gatekeeper without its domains. */
+export const throttleSchema = z.strictObject(linkShape).superRefine(requireLinkKeys);
+export type ThrottleConfig = z.output<typeof throttleSchema>;

@@ -11,10 +11,18 @@
  *           refused config is logged with its reasons and the running one stays.
  *   SIGTERM close sockets and store, exit 0
  * Admin socket commands: {"cmd":"status"}, {"cmd":"reload"}.
+ *
+ * Under systemd (Type=notify, src/systemd/; deploy/systemd/sluice-master.service):
+ * READY=1 once store, sockets and admin socket are up; RELOADING=1 then
+ * READY=1 around a reload (accepted or refused: the master serves either
+ * way); STOPPING=1 at stop; WATCHDOG=1 from a timer (it firing proves the
+ * event loop that receives accounting turns).
  */
 import { AdminSocket, statusAndReload } from '../admin/socket.ts';
 import { ConfigError, loadConfig } from '../config/load.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
+import { SystemdNotifier } from '../systemd/notify.ts';
+import { Watchdog } from '../systemd/watchdog.ts';
 import { masterConfigSchema, type MasterConfig } from './config.ts';
 import { Master } from './master.ts';
 
@@ -27,16 +35,30 @@ export class MasterDaemon {
   reloads = 0;
   reloadsRefused = 0;
   readonly startedAt = Date.now();
+  /** sd_notify; a no-op unless started by systemd with Type=notify. */
+  readonly systemd: SystemdNotifier;
+  readonly watchdog: Watchdog;
+  #stopping = false;
 
   constructor(configFile: string) {
     this.configFile = configFile;
     this.initial = loadConfig(masterConfigSchema, configFile);
+    this.systemd = new SystemdNotifier(this.log);
+    this.watchdog = new Watchdog(this.systemd, () => ({ alive: true }), this.log);
   }
 
   async start(): Promise<void> {
     this.master = await Master.start(this.initial, this.log);
     this.#admin = new AdminSocket(this.initial.adminSocket, this.log, statusAndReload(this));
     await this.#admin.listen();
+    this.systemd.ready(this.#statusLine());
+    const every = this.watchdog.start();
+    if (every !== undefined) this.log.info({ everyMs: every }, 'systemd watchdog: WATCHDOG=1 from a timer');
+  }
+
+  #statusLine(): string {
+    const m = this.master;
+    return `master ${this.initial.name}: ${m ? m.domains.size : 0} domain(s), store ${this.initial.store.kind}`;
   }
 
 
@@ -44,16 +66,23 @@ export class MasterDaemon {
   reload(): boolean {
     const m = this.master;
     if (!m) return false;
+    this.systemd.reloading();
     let next: Readonly<MasterConfig>;
     try {
       next = loadConfig(masterConfigSchema, this.configFile);
     } catch (err) {
       this.reloadsRefused++;
       this.log.error({ err: err instanceof ConfigError ? err.message : err }, 'reload refused; the running configuration stays');
+      this.systemd.ready(`${this.#statusLine()}; last reload refused (see the log)`);
       return false;
     }
-    const restart = m.reload(next);
-    if (restart.length > 0) this.log.warn({ keys: restart }, 'these changes need a restart and were not applied');
+    try {
+      const restart = m.reload(next);
+      if (restart.length > 0) this.log.warn({ keys: restart }, 'these changes need a restart and were not applied');
+    } finally {
+      // systemd must not be left in "reloading" (an error still reaches the caller).
+      this.systemd.ready(this.#statusLine());
+    }
     this.reloads++;
     this.log.info({ domains: [...m.domains.keys()] }, 'reloaded');
     return true;
@@ -70,6 +99,10 @@ export class MasterDaemon {
   }
 
   async stop(): Promise<void> {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    this.systemd.stopping();
+    this.watchdog.stop();
     this.#admin?.close();
     await this.master?.stop();
   }

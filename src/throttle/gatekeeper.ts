@@ -435,6 +435,36 @@ export class Gatekeeper {
     };
   }
 
+  /** Per master, in configured order: its accounting endpoint, connection, messages sent and dropped by its socket queue (metrics; slow path). */
+  masterLinks(): { accounting: string; connected: boolean; sent: number; dropped: number }[] {
+    return this.#links.map((l) => ({ accounting: l.accounting, connected: l.connected, sent: l.out.sent, dropped: l.out.dropped }));
+  }
+
+  /**
+   * Takes over the counts of the gatekeeper this one replaces (a front
+   * node's reload changed the throttle section or its domains), by domain
+   * and master endpoint, so counters stay monotonic. Not the delays: the
+   * resync brings them back from the masters.
+   */
+  inheritCounts(old: Gatekeeper): void {
+    const c = this.counters as unknown as Record<string, number | Record<string, number>>;
+    for (const [k, v] of Object.entries(old.counters)) {
+      if (typeof v === 'number') c[k] = (c[k] as number) + v;
+    }
+    for (const [r, v] of Object.entries(old.counters.controlRejected)) this.counters.controlRejected[r as DecodeReject] += v;
+    for (const d of this.#domains) {
+      const o = old.domain(d.name);
+      if (o === undefined) continue;
+      for (const k of Object.keys(d.counters) as (keyof GatekeeperDomainCounters)[]) d.counters[k] += o.counters[k];
+    }
+    for (const l of this.#links) {
+      const o = old.#links.find((x) => x.accounting === l.accounting);
+      if (o === undefined) continue;
+      l.out.sent += o.out.sent;
+      l.out.dropped += o.out.dropped;
+    }
+  }
+
   /** Resolves when queued accounting was handed to the active master's socket (tests). */
   async flush(): Promise<void> {
     this.#flush();

@@ -22,11 +22,11 @@ export class FrontProcess {
   #waiters: { match: (l: Record<string, unknown>) => boolean; resolve: (l: Record<string, unknown>) => void }[] = [];
 
   /**
-   * `command` is the daemon: front (default), agent or dns. Agents are entered
+   * `command` is the daemon: front (default), agent, dns or master. Agents are entered
    * with nsenter (network namespace only): `ip netns exec` remounts /sys,
    * which hides the cgroup files the agents read their utilization from.
    */
-  constructor(ns: string, configFile: string, command: 'front' | 'agent' | 'dns' = 'front', opts: FrontProcessOptions = {}) {
+  constructor(ns: string, configFile: string, command: 'front' | 'agent' | 'dns' | 'master' = 'front', opts: FrontProcessOptions = {}) {
     const enter = command === 'agent' ? ['nsenter', `--net=/run/netns/${ns}`] : ['ip', 'netns', 'exec', ns];
     this.child = spawn(enter[0]!, [...enter.slice(1), ...(opts.wrap ?? []), BIN, command, '--config', configFile], { stdio: ['ignore', 'ignore', 'pipe'], detached: true, ...(opts.env ? { env: opts.env } : {}) });
     if (this.child.stderr) {

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 
 const INSTALL = fileURLToPath(new URL('../../deploy/install.sh', import.meta.url));
-const UNITS = ['sluice-front.service', 'sluice-dns.service', 'sluice-agent.service'];
+const UNITS = ['sluice-front.service', 'sluice-dns.service', 'sluice-agent.service', 'sluice-master.service'];
 const root = mkdtempSync(join(tmpdir(), 'sluice-root-'));
 after(() => {
   rmSync(root, { recursive: true, force: true });
@@ -100,7 +100,7 @@ describe('deploy/install.sh', () => {
   it('--uninstall removes all but /etc/sluice; --uninstall --purge leaves the root empty', () => {
     let r = run(INSTALL, ['--root', root, '--uninstall']);
     assert.equal(r.status, 0, r.stderr);
-    assert.deepEqual(tree(), ['etc', 'etc/sluice', 'etc/sluice/agent.yaml', 'etc/sluice/dns.yaml', 'etc/sluice/front.yaml', 'etc/sluice/zones', 'etc/sluice/zones/example.test.zone']);
+    assert.deepEqual(tree(), ['etc', 'etc/sluice', 'etc/sluice/agent.yaml', 'etc/sluice/dns.yaml', 'etc/sluice/front.yaml', 'etc/sluice/master.yaml', 'etc/sluice/zones', 'etc/sluice/zones/example.test.zone']);
     r = run(INSTALL, ['--root', root, '--uninstall', '--purge']);
     assert.equal(r.status, 0, r.stderr);
     assert.deepEqual(tree(), []);

@@ -13,6 +13,8 @@
  *  dns    CAP_NET_BIND_SERVICE: port 53, READY=1, WATCHDOG=1, dig answered,
  *         SIGHUP with a good and a refused file.
  *  agent  no capability: READY=1, SIGHUP reload applied, then refused.
+ *  master no capability: READY=1, WATCHDOG=1, SIGHUP applied and refused,
+ *         STOPPING=1.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -231,6 +233,48 @@ describe('agent without any capability, with sd_notify and SIGHUP reload', () =>
       assert.equal(agent.child.exitCode, null, 'still running');
     } finally {
       await agent.stop();
+      notify.stop();
+    }
+  });
+});
+
+describe('master without any capability, with sd_notify, watchdog and SIGHUP reload', () => {
+  it('READY=1 once its sockets are bound, WATCHDOG=1, a reload applied and a refused one; STOPPING=1', async () => {
+    const st = testbed();
+    const notify = await NotifyListener.start(join(st.runDir, 'notify-master.sock'));
+    chmodSync(notify.address, 0o666);
+    const a = st.plan.dns.address;
+    const yaml = (requests: number): string =>
+      `name: master1\nadminSocket: ${join(runtimeDir(st.runDir, 'run-master'), 'master.sock')}\ncontrol: { plaintext: true }\naccounting: { listen: 'tcp://${a}:7201' }\npublish: { listen: 'tcp://${a}:7202' }\ndomains: [{ name: www, requests: ${requests} }]\n`;
+    const configFile = writeConfig(join(st.runDir, 'master-systemd.yaml'), yaml(20));
+    const master = new FrontProcess(st.plan.dns.name, configFile, 'master', { env: { ...process.env, NOTIFY_SOCKET: notify.address, WATCHDOG_USEC: '2000000' }, wrap: unprivileged([]) });
+    try {
+      const ready = await notify.waitFor('READY', '1');
+      assert.equal(ready.pid, master.child.pid);
+      assert.match(ready.fields['STATUS'] ?? '', /master master1: 1 domain/);
+      assert.equal(capsOf(master.child.pid ?? 0), '0000000000000000');
+      assert.equal(uidOf(master.child.pid ?? 0), String(UID));
+      await notify.waitFor('WATCHDOG', '1');
+      let from = notify.messages.length;
+      writeFileSync(configFile, yaml(30));
+      master.signal('SIGHUP');
+      await notify.waitFor('RELOADING', '1', from);
+      const ok = await notify.waitFor('READY', '1', from);
+      assert.doesNotMatch(ok.fields['STATUS'] ?? '', /refused/);
+      await master.waitFor('reloaded');
+      from = notify.messages.length;
+      writeFileSync(configFile, yaml(30).replace('domains:', 'domain:'));
+      master.signal('SIGHUP');
+      await notify.waitFor('RELOADING', '1', from);
+      const refused = await notify.waitFor('READY', '1', from);
+      assert.match(refused.fields['STATUS'] ?? '', /last reload refused/);
+      assert.equal(master.child.exitCode, null, 'still running');
+      from = notify.messages.length;
+      await master.stop();
+      await notify.waitFor('STOPPING', '1', from);
+      assert.equal(master.child.exitCode, 0);
+    } finally {
+      await master.stop();
       notify.stop();
     }
   });

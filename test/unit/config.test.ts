@@ -39,6 +39,20 @@ describe('front config', () => {
     assert.equal(cfg.shaping.maxHeld, 16384);
   });
 
+  it('the example throttle section, uncommented, is valid: a gatekeeper rule and its masters', () => {
+    const block = exampleText.split('# --- throttle example begin\n')[1]!.split('# --- throttle example end')[0]!;
+    const uncommented = block
+      .split('\n')
+      .filter((l) => l.startsWith('# '))
+      .map((l) => l.slice(2))
+      .join('\n');
+    const cfg = parseConfig(frontConfigSchema, `${exampleText}\n${uncommented}\n`, 'example+throttle');
+    assert.equal(cfg.checkpoints[0]?.kind, 'gatekeeper');
+    assert.equal(cfg.checkpoints[0].domain, 'www');
+    assert.equal(cfg.throttle?.masters[0]?.accounting, 'tcp://198.18.0.10:7201');
+    assert.equal(cfg.throttle.resyncRetryMs, 1000);
+  });
+
   it('the example control section, uncommented, is valid and names a missing key file', () => {
     const block = exampleText.split('# --- control example begin\n')[1]!.split('# --- control example end')[0]!;
     const uncommented = block

@@ -4,14 +4,14 @@
  * a restart, and a 100k-message malformed fuzz run.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { Push } from 'zeromq';
 import { decodeMessage, encodeMessage } from '../../src/control/codec.ts';
 import { controlBaseSchema } from '../../src/control/config.ts';
-import { isZ85Key, readKeyPair, resolveAllowlist, writeKeyPair, z85Encode } from '../../src/control/keys.ts';
+import { isZ85Key, readKeyPair, resolveAllowlist, resolvePublicKey, writeKeyPair, z85Encode } from '../../src/control/keys.ts';
 import { MESSAGE_TYPES, type Body, type Envelope, type MessageType } from '../../src/control/messages.ts';
 import { ControlNode } from '../../src/control/node.ts';
 import { componentLogger } from '../../src/log/logger.ts';
@@ -53,6 +53,31 @@ describe('keys', () => {
     assert.throws(() => writeKeyPair(dir, 'front'), { code: 'ERR_SLUICE_KEY_FILE' });
     assert.throws(() => readKeyPair(keys.front.pubFile), { code: 'ERR_SLUICE_KEY_FILE' });
     assert.ok(readFileSync(keys.front.pubFile, 'utf8').includes(keys.front.publicKey));
+  });
+  it('a key file or directory path of exactly 40 characters (valid z85) is read as a path, not taken for a key', () => {
+    // mkdtemp names are letters and digits: the whole path stays in z85's alphabet.
+    const base = mkdtempSync('/tmp/sk-');
+    const pad = (prefix: string, suffix: string): string => `${prefix}${'k'.repeat(40 - prefix.length - suffix.length)}${suffix}`;
+    const pub = pad(`${base}/`, '.pub');
+    const kp = writeKeyPair(base, pub.slice(base.length + 1, -4));
+    assert.equal(kp.pubFile, pub);
+    assert.ok(pub.length === 40 && isZ85Key(pub), 'the path is itself a valid z85 key string');
+    assert.equal(resolvePublicKey(pub), kp.publicKey);
+    assert.deepEqual([...resolveAllowlist([pub])], [kp.publicKey]);
+    // A directory of exactly 40 characters: its .pub files are allowed.
+    const d = pad(`${base}/`, '');
+    mkdirSync(d);
+    const inDir = writeKeyPair(d, 'gk');
+    assert.ok(isZ85Key(d));
+    assert.deepEqual([...resolveAllowlist([d])], [inDir.publicKey]);
+    // A missing key file of that length is an error, not a key.
+    const missing = pad(`${base}/`, 'x.pub');
+    assert.ok(isZ85Key(missing));
+    assert.throws(() => resolvePublicKey(missing), { code: 'ERR_SLUICE_KEY_FILE' });
+    assert.throws(() => resolveAllowlist([missing]), { code: 'ERR_SLUICE_KEY_FILE' });
+    // Inline keys still work.
+    assert.equal(resolvePublicKey(kp.publicKey), kp.publicKey);
+    assert.deepEqual([...resolveAllowlist([inDir.publicKey])], [inDir.publicKey]);
   });
   it('z85 encodes the RFC 32 test vector', () => {
     // ZeroMQ RFC 32: 86 4F D2 6F B5 59 F7 5B -> "HelloWorld"

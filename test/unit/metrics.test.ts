@@ -133,6 +133,7 @@ describe('front metrics from the engine and table counters', () => {
     adminCounts: () => ({ handled: 2, rejected: 1 }),
     control: () => undefined,
     ops: () => undefined,
+        gatekeeper: () => undefined,
   };
   const r = new Registry();
   registerFrontMetrics(r, src);
@@ -234,7 +235,7 @@ services:
   const table = new ConnectionTable(100, 1000, { released: () => undefined });
   const engine = new FrontEngine(services, table, makeShaper());
   engine.onSettled = () => undefined;
-  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), control: () => undefined, ops: () => undefined };
+  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined };
   const r = new Registry();
   registerFrontMetrics(r, src);
   // Times relative to the clock the metrics read (oldest wait).
