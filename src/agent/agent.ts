@@ -17,7 +17,7 @@
  * reload, STOPPING=1 at stop, WATCHDOG=1 while the event loop turns.
  */
 import { AdminSocket, statusAndReload } from '../admin/socket.ts';
-import { loadConfig } from '../config/load.ts';
+import { keepRestartKeys, loadConfig } from '../config/load.ts';
 import { ControlNode, type Sender } from '../control/node.ts';
 import { MAX_LIST, type Body } from '../control/messages.ts';
 import { OpsServer } from '../http/ops_server.ts';
@@ -112,9 +112,8 @@ export class AgentDaemon {
       this.systemd.ready(`${this.#statusLine()}; last reload refused (see the log)`);
       return false;
     }
-    const restart = RESTART_KEYS.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
-    if (restart.length > 0) this.log.warn({ keys: restart }, 'these changes need a restart and were not applied');
-    const applied = { ...next, ...Object.fromEntries(RESTART_KEYS.map((k) => [k, this.config[k]])) } as Readonly<AgentConfig>;
+    const { applied, changed } = keepRestartKeys(this.config, next, RESTART_KEYS);
+    if (changed.length > 0) this.log.warn({ keys: changed }, 'these changes need a restart and were not applied');
     if (JSON.stringify(applied.accessLog) !== JSON.stringify(this.config.accessLog)) {
       // Counts since the last report are sent first, so none are lost.
       this.#reportRequests();

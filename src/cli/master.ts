@@ -1,8 +1,7 @@
-import { ConfigError } from '../config/load.ts';
-import { SluiceError } from '../errors/errors.ts';
 import { KeyFileError } from '../control/keys.ts';
 import { MasterDaemon } from '../throttle/daemon.ts';
 import { configArg, type Command } from './command.ts';
+import { runDaemon } from './run-daemon.ts';
 
 const USAGE = 'usage: sluice master --config FILE';
 
@@ -13,41 +12,18 @@ export const masterCommand: Command = {
   async run(argv) {
     const configFile = configArg('master', USAGE, argv);
     if (configFile === undefined) return 2;
-    let daemon: MasterDaemon;
-    try {
-      daemon = new MasterDaemon(configFile);
-    } catch (err) {
-      if (err instanceof ConfigError) {
-        console.error(err.message);
-        return 1;
-      }
-      if (err instanceof SluiceError) {
-        // e.g. the addon that sends sd_notify is missing under systemd
-        console.error(`sluice master: ${err.message}`);
-        return 1;
-      }
-      throw err;
-    }
-    try {
-      await daemon.start();
-    } catch (err) {
-      const why = err instanceof KeyFileError ? err.message : `${(err as Error).message}${daemon.initial.store.kind === 'redis' ? ' (is Redis reachable at store.host:store.port / store.path?)' : ''}`;
-      console.error(`sluice master: ${why}`);
-      process.exit(1); // sockets or the Redis connection may already be open
-    }
-    const stop = (): void => {
-      void daemon.stop().then(() => process.exit(0));
-    };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
-    process.on('SIGHUP', () => {
-      daemon.reload();
-    });
-    process.on('SIGUSR2', () => {
-      daemon.log.info(daemon.status(), 'status');
-    });
-    return new Promise<number>(() => {
-      /* runs until a signal */
-    });
+    let store = '';
+    return runDaemon(
+      'master',
+      () => {
+        const d = new MasterDaemon(configFile);
+        store = d.initial.store.kind;
+        return d;
+      },
+      {
+        startFailure: (err) =>
+          err instanceof KeyFileError ? err.message : `${(err as Error).message}${store === 'redis' ? ' (is Redis reachable at store.host:store.port / store.path?)' : ''}`,
+      },
+    );
   },
 };

@@ -156,3 +156,17 @@ export function loadConfig<S extends z.ZodType>(schema: S, file: string): Readon
   }
   return parseConfig(schema, text, file);
 }
+
+/**
+ * A reloaded configuration with the keys a daemon binds at start (sockets,
+ * queue numbers, table sizes) kept at their running values: a reload
+ * applies the rest, and `changed` names the kept keys whose file value
+ * differs (the caller logs them as needing a restart).
+ */
+export function keepRestartKeys<T extends object, K extends keyof T>(running: Readonly<T>, next: Readonly<T>, keys: readonly K[]): { applied: Readonly<T>; changed: K[] } {
+  const changed = keys.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(running[k]));
+  if (changed.length === 0) return { applied: next, changed };
+  const applied: T = { ...next };
+  for (const k of keys) applied[k] = running[k];
+  return { applied: deepFreeze(applied), changed };
+}

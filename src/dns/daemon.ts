@@ -20,7 +20,7 @@
  * while the event loop turns (every socket is served by it).
  */
 import { readFileSync } from 'node:fs';
-import { ConfigError, loadConfig, type ConfigProblem } from '../config/load.ts';
+import { ConfigError, keepRestartKeys, loadConfig, type ConfigProblem } from '../config/load.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
 import { newRegistry } from '../metrics/collect.ts';
@@ -174,9 +174,8 @@ export class DnsDaemon {
       this.systemd.ready(`${this.#statusLine()}; last reload refused (see the log)`);
       return false;
     }
-    const restart = RESTART_KEYS.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
-    if (restart.length > 0) this.log.warn({ keys: restart }, 'these changes need a restart and were not applied');
-    const applied: Readonly<DnsConfig> = { ...next, ...Object.fromEntries(RESTART_KEYS.map((k) => [k, this.config[k]])) };
+    const { applied, changed } = keepRestartKeys(this.config, next, RESTART_KEYS);
+    if (changed.length > 0) this.log.warn({ keys: changed }, 'these changes need a restart and were not applied');
     this.config = applied;
     const steering = new Steering(applied, this.#parts());
     steering.inheritCounts(this.answerer.steering);

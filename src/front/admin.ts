@@ -26,7 +26,7 @@ export interface AdminTarget {
   config: Readonly<FrontConfig>;
   apply(next: Readonly<FrontConfig>): void;
   reload(): boolean;
-  stats(): Record<string, unknown>;
+  status(): Record<string, unknown>;
 }
 
 export class AdminServer {
@@ -62,7 +62,7 @@ export class AdminServer {
     const cmd = r['cmd'];
     switch (cmd) {
       case 'status':
-        return { ok: true, status: this.#target.stats() };
+        return { ok: true, status: this.#target.status() };
       case 'reload':
         return this.#target.reload() ? { ok: true } : { ok: false, error: 'configuration refused; see the log' };
       case 'drain':

@@ -25,7 +25,7 @@
  * reload (accepted or refused: the daemon serves either way); STOPPING=1 at
  * stop; WATCHDOG=1 only while the packet loop is alive (queue-liveness.ts).
  */
-import { ConfigError, loadConfig } from '../config/load.ts';
+import { ConfigError, keepRestartKeys, loadConfig } from '../config/load.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
 import { newRegistry } from '../metrics/collect.ts';
@@ -51,11 +51,6 @@ import { SystemdNotifier } from '../systemd/notify.ts';
 import { QueueLiveness } from '../systemd/queue-liveness.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
 import type { Gatekeeper } from '../throttle/gatekeeper.ts';
-
-export interface FrontOptions {
-  /** Called once rules, queue, admin socket and control plane are up (after READY=1 to systemd). */
-  readonly onReady?: () => void;
-}
 
 /** Top-level keys a reload cannot apply (the control section has its own rule: restartPart). */
 export const RESTART_KEYS = ['queue', 'connections', 'adminSocket', 'cluster', 'http'] as const;
@@ -126,7 +121,7 @@ export class FrontDaemon implements FrontMetricsSource {
     return shaper;
   }
 
-  async start(opts: FrontOptions): Promise<void> {
+  async start(): Promise<void> {
     const rebuilt = await this.#rebuildFromKernel();
     // The gatekeeper first: its checkpoints would let everything through
     // without it. It connects in the background (a master down: fail open).
@@ -168,23 +163,19 @@ export class FrontDaemon implements FrontMetricsSource {
       setInterval(() => this.engine.shaper?.sweep(performance.now(), 10_000), this.config.shaping.sweepMs),
       setInterval(() => void this.#reconcile(), this.config.connections.reconcileSeconds * 1000),
     );
-    process.on('SIGHUP', () => {
-      this.reload();
-    });
     this.#admin = new AdminServer(this.config.adminSocket, this);
     await this.#admin.listen();
     if (this.config.control) this.#control = await FrontControl.start(this, this.config.control, this.log);
     if (this.config.http) {
       const registry = newRegistry();
       registerFrontMetrics(registry, this);
-      this.#ops = new OpsServer({ listen: this.config.http.listen, registry, status: () => this.stats(), log: this.log });
+      this.#ops = new OpsServer({ listen: this.config.http.listen, registry, status: () => this.status(), log: this.log });
       await this.#ops.start();
     }
     this.log.info({ cluster: this.config.cluster, queue: this.config.queue, services: this.config.services.length, rebuilt }, 'front node ready');
     this.systemd.ready(this.#statusLine());
     const every = this.watchdog.start();
     if (every !== undefined) this.log.info({ everyMs: every }, 'systemd watchdog: WATCHDOG=1 while the packet loop is alive');
-    opts.onReady?.();
   }
 
   #statusLine(): string {
@@ -206,10 +197,10 @@ export class FrontDaemon implements FrontMetricsSource {
     // table, the admin socket, the cluster name its peers know) keep their
     // running values: rendering rules for a queue nobody reads would send
     // every new connection to the fail mode.
-    const restart = RESTART_KEYS.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
-    if (restart.length > 0) this.log.warn({ keys: restart }, 'these changes need a restart and were not applied');
+    const { applied, changed } = keepRestartKeys(this.config, next, RESTART_KEYS);
+    if (changed.length > 0) this.log.warn({ keys: changed }, 'these changes need a restart and were not applied');
     try {
-      this.apply({ ...next, ...Object.fromEntries(RESTART_KEYS.map((k) => [k, this.config[k]])) });
+      this.apply(applied);
     } finally {
       // The reload is over either way (an apply() error still reaches the
       // caller): systemd must not be left in "reloading".
@@ -386,7 +377,7 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.#ops;
   }
 
-  stats(): Record<string, unknown> {
+  status(): Record<string, unknown> {
     const c = this.engine.counters;
     return {
       cluster: this.config.cluster,
@@ -422,7 +413,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.#queue?.close();
     this.#admin?.close();
     removeRules();
-    this.log.info(this.stats(), 'front node stopped');
+    this.log.info(this.status(), 'front node stopped');
   }
 }
 

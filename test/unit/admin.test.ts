@@ -20,7 +20,7 @@ function target(): AdminTarget & { applied: Readonly<FrontConfig>[] } {
       t.config = next;
     },
     reload: () => true,
-    stats: () => ({ up: true }),
+    status: () => ({ up: true }),
   };
   return t;
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { ConfigError, parseConfig } from '../../src/config/load.ts';
+import { ConfigError, deepFreeze, keepRestartKeys, parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 
 const EXAMPLE = new URL('../../deploy/examples/front-cluster1.yaml', import.meta.url);
@@ -121,6 +121,22 @@ describe('front config', () => {
         assert.ok(hit, `no problem at ${c.path} matching ${String(c.message)} in ${JSON.stringify(err.problems)}`);
         assert.match(err.message, /^front\.yaml: invalid configuration:/);
       }
+    });
+  }
+});
+
+describe('keepRestartKeys', () => {
+  const running = deepFreeze({ queue: 0, sock: '/a', services: ['www'] });
+  const cases: [string, typeof running, { applied: typeof running; changed: string[] }][] = [
+    ['nothing bound at start changed: the file as is', { queue: 0, sock: '/a', services: ['www', 'api'] }, { applied: { queue: 0, sock: '/a', services: ['www', 'api'] }, changed: [] }],
+    ['a bound key changed: kept and named, the rest applied', { queue: 7, sock: '/a', services: ['api'] }, { applied: { queue: 0, sock: '/a', services: ['api'] }, changed: ['queue'] }],
+    ['two changed: both kept, named in key order', { queue: 7, sock: '/b', services: ['www'] }, { applied: { queue: 0, sock: '/a', services: ['www'] }, changed: ['queue', 'sock'] }],
+  ];
+  for (const [name, next, want] of cases) {
+    it(name, () => {
+      const got = keepRestartKeys(running, deepFreeze(next), ['queue', 'sock']);
+      assert.deepEqual(got, want);
+      assert.ok(Object.isFrozen(got.applied));
     });
   }
 });

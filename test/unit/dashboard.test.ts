@@ -17,7 +17,7 @@ import { componentLogger } from '../../src/log/logger.ts';
 
 const quiet = componentLogger('test-dashboard').child({}, { level: 'silent' });
 
-/** A front node's status, shaped as src/front/daemon.ts stats() answers it. */
+/** A front node's status, shaped as src/front/daemon.ts status() answers it. */
 function front(cluster: string, decided: Record<string, number>, extra: Record<string, unknown> = {}): Record<string, unknown> {
   const total = Object.values(decided).reduce((a, b) => a + b, 0);
   return {
