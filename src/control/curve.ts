@@ -1,16 +1,17 @@
 /**
- * CURVE socket options of the throttling sockets, on the control plane's
- * keys (src/control/keys.ts) and ZAP handler (src/control/zap.ts): a bound
- * socket is a CURVE server whose clients' keys are checked against a ZAP
- * domain's allowlist; a connecting socket is a CURVE client that knows the
- * server's public key. Plaintext only when the config says so (logged as an
- * error by the caller). The timing options match src/control/node.ts:
- * heartbeats notice a vanished peer, reconnects are quick.
+ * CURVE options for one daemon's ZeroMQ sockets, shared by the control plane
+ * (node.ts) and the throttling sockets (src/throttle/): our key pair
+ * (keys.ts) and the process's ZAP handler (zap.ts). A bound socket is a
+ * CURVE server whose clients' keys are checked against a ZAP domain's
+ * allowlist (domains are per process, so ours are prefixed with our name);
+ * a connecting socket is a CURVE client that knows the server's public key.
+ * Plaintext only when the config says so (logged as an error). Failed
+ * handshakes are counted and logged at a bounded rate.
  */
 import type { Socket } from 'zeromq';
-import type { ControlBase } from '../control/config.ts';
-import { readKeyPair, resolveAllowlist, resolvePublicKey, type KeyPair } from '../control/keys.ts';
-import { ZapHandler } from '../control/zap.ts';
+import type { ControlBase } from './config.ts';
+import { readKeyPair, resolveAllowlist, resolvePublicKey, type KeyPair } from './keys.ts';
+import { ZapHandler } from './zap.ts';
 import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
 
@@ -19,29 +20,44 @@ export interface HandshakeCounters {
   protocolFailures: number;
 }
 
+/** What differs between the users: timing, size bound, and the words in the log. */
+export interface CurveProfile {
+  /** 'control' or 'throttling': names the sockets in log lines. */
+  readonly label: string;
+  /** Logged as an error when the config asks for plaintext. */
+  readonly plaintextWarning: string;
+  /** libzmq drops a connection whose message exceeds this. */
+  readonly maxMessageSize: number;
+  /** Heartbeats notice a vanished peer; reconnects retry within these bounds (ms). */
+  readonly heartbeatInterval: number;
+  readonly heartbeatTimeout: number;
+  readonly reconnectInterval: number;
+  readonly reconnectMaxInterval: number;
+}
+
 export class CurveSockets {
   readonly #name: string;
-  readonly #base: ControlBase;
+  readonly #profile: CurveProfile;
   readonly #keys: KeyPair | undefined;
   readonly #limited: LimitedLog;
   readonly zap: ZapHandler;
   readonly handshakes: HandshakeCounters = { authFailures: 0, protocolFailures: 0 };
   #released = false;
 
-  private constructor(name: string, base: ControlBase, zap: ZapHandler, log: Logger) {
+  private constructor(name: string, base: ControlBase, profile: CurveProfile, zap: ZapHandler, log: Logger) {
     this.#name = name;
-    this.#base = base;
+    this.#profile = profile;
     this.zap = zap;
     this.#limited = new LimitedLog(log);
     this.#keys = base.plaintext || base.keyFile === undefined ? undefined : readKeyPair(base.keyFile);
   }
 
   /** Reads our key pair (KeyFileError when bad) and takes the process's ZAP handler. */
-  static async create(name: string, base: ControlBase, log: Logger): Promise<CurveSockets> {
-    if (base.plaintext) log.error('throttling sockets in PLAINTEXT mode: no encryption and no authentication; set control.plaintext: false and configure keys');
+  static async create(name: string, base: ControlBase, profile: CurveProfile, log: Logger): Promise<CurveSockets> {
+    if (base.plaintext) log.error(profile.plaintextWarning);
     const zap = await ZapHandler.acquire(log);
     try {
-      return new CurveSockets(name, base, zap, log);
+      return new CurveSockets(name, base, profile, zap, log);
     } catch (err) {
       zap.release();
       throw err;
@@ -53,13 +69,14 @@ export class CurveSockets {
   }
 
   common(): Record<string, unknown> {
+    const p = this.#profile;
     return {
       linger: 0,
-      maxMessageSize: this.#base.maxMessageBytes,
-      heartbeatInterval: 1000,
-      heartbeatTimeout: 3000,
-      reconnectInterval: 100,
-      reconnectMaxInterval: 2000,
+      maxMessageSize: p.maxMessageSize,
+      heartbeatInterval: p.heartbeatInterval,
+      heartbeatTimeout: p.heartbeatTimeout,
+      reconnectInterval: p.reconnectInterval,
+      reconnectMaxInterval: p.reconnectMaxInterval,
     };
   }
 
@@ -92,11 +109,11 @@ export class CurveSockets {
   watch(socket: Socket, what: string): void {
     socket.events.on('handshake:error:auth', (e) => {
       this.handshakes.authFailures++;
-      this.#limited.warn(`auth:${what}`, { socket: what, address: e.address }, 'throttling handshake refused');
+      this.#limited.warn(`auth:${what}`, { socket: what, address: e.address }, `${this.#profile.label} handshake refused`);
     });
     socket.events.on('handshake:error:protocol', (e) => {
       this.handshakes.protocolFailures++;
-      this.#limited.warn(`proto:${what}`, { socket: what, address: e.address }, 'throttling handshake failed (not a ZMTP/CURVE peer?)');
+      this.#limited.warn(`proto:${what}`, { socket: what, address: e.address }, `${this.#profile.label} handshake failed (not a ZMTP/CURVE peer?)`);
     });
   }
 

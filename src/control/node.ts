@@ -22,9 +22,9 @@ import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
 import { decodeMessage, encodeMessage, REJECT_REASONS, type DecodeLimits, type RejectReason } from './codec.ts';
 import type { ControlBase } from './config.ts';
-import { readKeyPair, resolveAllowlist, resolvePublicKey, type KeyPair } from './keys.ts';
+import { CurveSockets } from './curve.ts';
 import { MESSAGE_TYPES, type Body, type Envelope, type MessageType } from './messages.ts';
-import { ZapHandler } from './zap.ts';
+import type { ZapHandler } from './zap.ts';
 
 export type Handlers = { [T in MessageType]?: (msg: Envelope<T>) => void };
 
@@ -41,9 +41,6 @@ export interface ControlCounters {
   /** Sends dropped: no connected peer, or the socket's queue full. */
   sendDropped: number;
   handlerErrors: number;
-  /** Handshakes refused (key not allowed) or broken (not ZMTP/CURVE). */
-  handshakeAuthFailures: number;
-  handshakeProtocolFailures: number;
 }
 
 function zeroes<K extends string>(keys: readonly K[]): Record<K, number> {
@@ -98,97 +95,66 @@ export class ControlNode {
     rejected: zeroes(REJECT_REASONS),
     sendDropped: 0,
     handlerErrors: 0,
-    handshakeAuthFailures: 0,
-    handshakeProtocolFailures: 0,
   };
   readonly peers = new Map<string, PeerSeen>();
-  zap!: ZapHandler;
-  readonly #base: ControlBase;
-  readonly #keys: KeyPair | undefined;
+  /** Keys, ZAP allowlists, socket options, handshake counts (curve.ts). */
+  readonly curve: CurveSockets;
   readonly #log: Logger;
   readonly #limited: LimitedLog;
   readonly #limits: DecodeLimits;
   readonly #sockets: Socket[] = [];
-  #closed = false;
 
-  private constructor(name: string, base: ControlBase, log: Logger) {
+  private constructor(name: string, base: ControlBase, curve: CurveSockets, log: Logger) {
     this.name = name;
-    this.#base = base;
+    this.curve = curve;
     this.#log = log;
     this.#limited = new LimitedLog(log);
     this.#limits = { maxBytes: base.maxMessageBytes, maxAgeMs: base.maxAgeSeconds * 1000, maxFutureMs: 5000 };
-    this.#keys = base.plaintext || base.keyFile === undefined ? undefined : readKeyPair(base.keyFile);
   }
 
-  /** Reads our key pair (KeyFileError if it is bad) and starts the ZAP handler. */
+  /** Reads our key pair (KeyFileError if it is bad) and takes the process's ZAP handler. */
   static async create(name: string, base: ControlBase, log: Logger): Promise<ControlNode> {
-    const node = new ControlNode(name, base, log);
-    if (base.plaintext) {
-      log.error('control plane in PLAINTEXT mode: no encryption and no authentication; anyone who reaches these ports can send reports. Set control.plaintext: false and configure keys.');
-    }
-    node.zap = await ZapHandler.acquire(log);
-    return node;
+    const curve = await CurveSockets.create(
+      name,
+      base,
+      {
+        label: 'control',
+        plaintextWarning: 'control plane in PLAINTEXT mode: no encryption and no authentication; anyone who reaches these ports can send reports. Set control.plaintext: false and configure keys.',
+        // Larger than the decode limit, so oversized messages are seen and counted.
+        maxMessageSize: base.maxMessageBytes * 4,
+        heartbeatInterval: 2000,
+        heartbeatTimeout: 6000,
+        reconnectInterval: 200,
+        reconnectMaxInterval: 5000,
+      },
+      log,
+    );
+    return new ControlNode(name, base, curve, log);
   }
 
   get publicKey(): string | undefined {
-    return this.#keys?.publicKey;
+    return this.curve.publicKey;
   }
 
-  #common(): Record<string, unknown> {
-    return {
-      linger: 0,
-      // libzmq drops a connection whose message exceeds this; ours is larger
-      // than the decode limit so oversized messages are seen and counted.
-      maxMessageSize: this.#base.maxMessageBytes * 4,
-      heartbeatInterval: 2000,
-      heartbeatTimeout: 6000,
-      reconnectInterval: 200,
-      reconnectMaxInterval: 5000,
-    };
+  get zap(): ZapHandler {
+    return this.curve.zap;
   }
 
-  #serverOptions(domain: string): Record<string, unknown> {
-    const k = this.#keys;
-    if (!k) return this.#common();
-    return { ...this.#common(), curveServer: true, curveSecretKey: k.secretKey, curvePublicKey: k.publicKey, zapDomain: `${this.name}/${domain}` };
-  }
-
-  #clientOptions(serverKeyRef: string | undefined): Record<string, unknown> {
-    const k = this.#keys;
-    if (!k) return this.#common();
-    if (serverKeyRef === undefined) throw new Error('a peer public key is required unless plaintext');
-    return { ...this.#common(), curveServerKey: resolvePublicKey(serverKeyRef), curvePublicKey: k.publicKey, curveSecretKey: k.secretKey };
-  }
-
-  #watch(socket: Socket, what: string): void {
-    socket.events.on('handshake:error:auth', (e) => {
-      this.counters.handshakeAuthFailures++;
-      this.#limited.warn(`auth:${what}`, { socket: what, address: e.address }, 'control handshake refused');
-    });
-    socket.events.on('handshake:error:protocol', (e) => {
-      this.counters.handshakeProtocolFailures++;
-      this.#limited.warn(`proto:${what}`, { socket: what, address: e.address }, 'control handshake failed (not a ZMTP/CURVE peer?)');
-    });
-  }
-
-  /**
-   * Replaces a domain's allowlist (at start and on reload). ZAP domains are
-   * per process, so ours are prefixed with our name.
-   */
+  /** Replaces a domain's allowlist (at start and on reload). */
   allow(domain: string, entries: readonly string[]): void {
-    this.zap.allow(`${this.name}/${domain}`, resolveAllowlist(entries));
+    this.curve.allow(domain, entries);
   }
 
   /** Accepted and refused handshakes of one of our domains. */
   zapCounters(domain: string): { accepted: number; refused: number } {
-    return this.zap.counters.get(`${this.name}/${domain}`) ?? { accepted: 0, refused: 0 };
+    return this.curve.zapCounters(domain);
   }
+
 
   /** Bound PULL: agents push here. */
   async bindPull(endpoint: string, domain: string, allow: readonly string[], handlers: Handlers): Promise<void> {
-    this.allow(domain, allow);
-    const sock = new Pull({ ...this.#serverOptions(domain), receiveHighWaterMark: 10_000 });
-    this.#watch(sock, `pull ${endpoint}`);
+    const sock = new Pull({ ...this.curve.server(domain, allow), receiveHighWaterMark: 10_000 });
+    this.curve.watch(sock, `pull ${endpoint}`);
     this.#sockets.push(sock);
     await sock.bind(endpoint);
     void this.#receive(sock, handlers, endpoint);
@@ -196,9 +162,8 @@ export class ControlNode {
 
   /** Bound PUB: subscribers (DNS, other fronts) connect here. */
   async bindPub(endpoint: string, domain: string, allow: readonly string[]): Promise<Sender> {
-    this.allow(domain, allow);
-    const sock = new Publisher({ ...this.#serverOptions(domain), sendHighWaterMark: 10_000 });
-    this.#watch(sock, `pub ${endpoint}`);
+    const sock = new Publisher({ ...this.curve.server(domain, allow), sendHighWaterMark: 10_000 });
+    this.curve.watch(sock, `pub ${endpoint}`);
     this.#sockets.push(sock);
     await sock.bind(endpoint);
     return new Sender(this, sock);
@@ -206,8 +171,8 @@ export class ControlNode {
 
   /** Connecting PUSH (agent to front). Messages sent while no peer is connected are dropped and counted. */
   connectPush(endpoint: string, serverKeyRef: string | undefined): Sender {
-    const sock = new Push({ ...this.#clientOptions(serverKeyRef), immediate: true, sendTimeout: 0, sendHighWaterMark: 1000 });
-    this.#watch(sock, `push ${endpoint}`);
+    const sock = new Push({ ...this.curve.client(serverKeyRef), immediate: true, sendTimeout: 0, sendHighWaterMark: 1000 });
+    this.curve.watch(sock, `push ${endpoint}`);
     this.#sockets.push(sock);
     sock.connect(endpoint);
     return new Sender(this, sock);
@@ -215,8 +180,8 @@ export class ControlNode {
 
   /** Connecting SUB to a peer's PUB, subscribed to the types handled. */
   connectSub(endpoint: string, serverKeyRef: string | undefined, handlers: Handlers): void {
-    const sock = new Subscriber({ ...this.#clientOptions(serverKeyRef), receiveHighWaterMark: 10_000 });
-    this.#watch(sock, `sub ${endpoint}`);
+    const sock = new Subscriber({ ...this.curve.client(serverKeyRef), receiveHighWaterMark: 10_000 });
+    this.curve.watch(sock, `sub ${endpoint}`);
     this.#sockets.push(sock);
     for (const t of Object.keys(handlers)) sock.subscribe(t);
     sock.connect(endpoint);
@@ -262,7 +227,6 @@ export class ControlNode {
   close(): void {
     for (const s of this.#sockets) s.close();
     this.#sockets.length = 0;
-    if (!this.#closed) this.zap.release();
-    this.#closed = true;
+    this.curve.release();
   }
 }

@@ -26,11 +26,11 @@ export function registerControlMetrics(registry: Registry, node: () => ControlNo
   counterOf(registry, 'sluice_control_send_dropped_total', 'Control messages not sent: no connected peer or the send queue full.', () => counters()?.sendDropped ?? 0);
   counterOf(registry, 'sluice_control_handler_errors_total', 'Accepted control messages whose handler failed.', () => counters()?.handlerErrors ?? 0);
   counterFrom(registry, 'sluice_control_handshake_failures_total', 'Control connection handshakes that failed: auth = key not allowed, protocol = not ZMTP/CURVE.', ['kind'], () => {
-    const c = counters();
-    return c
+    const h = node()?.curve.handshakes;
+    return h
       ? [
-          [{ kind: 'auth' }, c.handshakeAuthFailures],
-          [{ kind: 'protocol' }, c.handshakeProtocolFailures],
+          [{ kind: 'auth' }, h.authFailures],
+          [{ kind: 'protocol' }, h.protocolFailures],
         ]
       : [];
   });

@@ -41,7 +41,8 @@ import { formatIPv4Address, parseIPv4Address } from '../packet/address.ts';
 import type { GatekeeperConfig } from './config.ts';
 import { DECODE_REJECTS, decodeControl, encodeAccounting, newControl, topicOf, type Control, type DecodeReject } from './protocol.ts';
 import { SendQueue } from './send_queue.ts';
-import { CurveSockets } from './sockets.ts';
+import { CurveSockets } from '../control/curve.ts';
+import { throttleProfile } from './curve_profile.ts';
 
 export const ACCEPTED = 0;
 export const DELAYED = 1;
@@ -181,7 +182,7 @@ export class Gatekeeper {
 
   /** Connects to every master; resolves at once (connections complete in the background). */
   static async start(cfg: Readonly<GatekeeperConfig>, log: Logger, opts: { now?: () => number; random?: () => number } = {}): Promise<Gatekeeper> {
-    const sockets = await CurveSockets.create(cfg.name, cfg.control, log);
+    const sockets = await CurveSockets.create(cfg.name, cfg.control, throttleProfile(cfg.control), log);
     const g = new Gatekeeper(cfg, sockets, log, opts.now ?? Date.now, opts.random ?? Math.random);
     try {
       cfg.masters.forEach((m, index) => {

@@ -25,7 +25,8 @@ import type { MasterConfig, RuleConfig, SocketEnd } from './config.ts';
 import { gcraRule, nextAllowed, type GcraRule } from './gcra.ts';
 import { DECODE_REJECTS, decodeAccounting, encodeControl, newAccounting, topicOf, type Accounting, type AccountingLimits, type DecodeReject } from './protocol.ts';
 import { SendQueue } from './send_queue.ts';
-import { CurveSockets } from './sockets.ts';
+import { CurveSockets } from '../control/curve.ts';
+import { throttleProfile } from './curve_profile.ts';
 import type { ThrottleStore } from './store.ts';
 import { MemoryStore } from './store_memory.ts';
 import { RedisStore } from './store_redis.ts';
@@ -129,7 +130,7 @@ export class Master {
     const store = opts.store ?? (await openStore(cfg.store));
     let sockets: CurveSockets;
     try {
-      sockets = await CurveSockets.create(cfg.name, cfg.control, log);
+      sockets = await CurveSockets.create(cfg.name, cfg.control, throttleProfile(cfg.control), log);
     } catch (err) {
       await store.close();
       throw err;

@@ -19,7 +19,8 @@
 import { XPublisher, XSubscriber, type Socket } from 'zeromq';
 import type { Logger } from '../log/logger.ts';
 import type { ProxyConfig } from './config.ts';
-import { CurveSockets } from './sockets.ts';
+import { CurveSockets } from '../control/curve.ts';
+import { throttleProfile } from './curve_profile.ts';
 
 export interface ProxyCounters {
   accounting: number;
@@ -40,7 +41,7 @@ export class MasterProxy {
   }
 
   static async start(cfg: Readonly<ProxyConfig>, log: Logger): Promise<MasterProxy> {
-    const sockets = await CurveSockets.create(cfg.name, cfg.control, log);
+    const sockets = await CurveSockets.create(cfg.name, cfg.control, throttleProfile(cfg.control), log);
     const p = new MasterProxy(sockets, log);
     try {
       const gk = cfg.control.allowGatekeepers;
