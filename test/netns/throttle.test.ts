@@ -153,11 +153,11 @@ throttle:
     const r = await load(st.plan.clients[0]!.name, st.plan.clusters.map((k) => k.vip));
     t.diagnostic(`answered ${r.total.toFixed(1)}/s (per VIP ${r.per.map((x) => x.toFixed(1)).join(', ')})`);
     assert.ok(r.total >= RATE * 0.9 && r.total <= RATE * 1.1, `answered ${r.total.toFixed(1)}/s (per VIP ${r.per.map((x) => x.toFixed(1)).join(', ')}): ${r.summary}`);
-    // Both front nodes served the client. The split between them is not
-    // even and need not be: one identifier has one delay at the master, and
-    // whichever front hears a DELAY_UNTIL first holds more (seen from
-    // 10/10 to 1/19); the limit is on the sum.
-    for (const x of r.per) assert.ok(x > 0, `per VIP ${r.per.join(', ')}`);
+    // The split between the fronts is not asserted: one identifier has one
+    // delay at the master, and whichever front hears a DELAY_UNTIL first
+    // holds more (seen from 10/10 to 20/0 per s); the limit is on the sum.
+    // That both fronts decided this client's SYNs is checked below (each
+    // delayed and rejected some, and sent its accounting).
     // Each front node delayed and rejected, and sent its accounting to the master.
     const after = await Promise.all(st.plan.clusters.map((k) => scrape(k.front.name)));
     after.forEach((p, i) => {
