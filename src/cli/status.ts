@@ -2,6 +2,7 @@
  * `sluice status`: a running front node's state as tables (like
  * `ipvsadm -Ln`), or the raw JSON with --json. Reads the admin socket.
  */
+import type { AdmissionStatus } from '../front/admission.ts';
 import { parseArgs } from 'node:util';
 import { adminRequest } from './admin-client.ts';
 import type { Command } from './command.ts';
@@ -71,6 +72,7 @@ interface FrontStatus {
     counters: { accountingQueued: number; accountingDropped: number; controlReceived: number; failovers: number; resyncSessions: number };
     domains: { name: string; delays: number; resyncDone: boolean; accepted: number; delayed: number; rejected: number; rejectedNotSent: number }[];
   };
+  admission?: AdmissionStatus;
   control?: {
     servers: { name: string; capacity: number; utilization: number; reports: number; lastReportAgeSeconds: number | null; down: boolean }[];
     cluster: { capacity: number; load: number; available: number; serversUp: number; serversTotal: number };
@@ -161,6 +163,7 @@ export function renderFrontStatus(s: FrontStatus): string {
     out.push(table(['MASTER', 'CONNECTED', 'SENT', 'DROPPED'], th.masters.map((m) => [m.accounting, m.connected ? 'yes' : 'no', String(m.sent), String(m.dropped)])));
     out.push(table(['DOMAIN', 'DELAYS', 'RESYNCED', 'ACCEPTED', 'DELAYED', 'REJECTED', 'REJECTED UNSENT'], th.domains.map((d) => [d.name, String(d.delays), d.resyncDone ? 'yes' : 'no', String(d.accepted), String(d.delayed), String(d.rejected), String(d.rejectedNotSent)])));
   }
+  if (s.admission) out.push('', renderAdmission(s.admission));
   const k = s.control;
   if (k) {
     out.push('', `cluster: capacity ${num(k.cluster.capacity)}/s, load ${num(k.cluster.load)}/s, available ${num(k.cluster.available)}/s, servers up ${k.cluster.serversUp}/${k.cluster.serversTotal}`);
@@ -171,6 +174,33 @@ export function renderFrontStatus(s: FrontStatus): string {
     out.push('', `control: received ${nonZero(k.counters.received)}; rejected ${nonZero(k.counters.rejected)}; send dropped ${k.counters.sendDropped}; handler errors ${k.counters.handlerErrors}`);
     out.push(`handshakes: ${Object.entries(k.zap).map(([d, z]) => `${d} accepted ${z.accepted} refused ${z.refused}`).join('; ') || '-'}`);
   }
+  return out.join('\n');
+}
+
+/** The admission section: buckets per service and operation, then the member's and the coordinator's view. */
+export function renderAdmission(a: AdmissionStatus): string {
+  const out: string[] = ['admission'];
+  const rows: string[][] = [];
+  for (const svc of a.services) {
+    rows.push([svc.service, String(svc.weight), num(svc.localLimit), num(svc.clusterLimit), num(svc.allocation), '', '', String(svc.rejectedLocal), String(svc.rejectedCluster)]);
+    for (const o of svc.operations) rows.push([`  ${o.operation}`, `${o.weight} (cost ${o.cost})`, num(o.localLimit), num(o.clusterLimit), num(o.allocation), String(o.admitted), String(o.tokens), String(o.rejectedLocal), String(o.rejectedCluster)]);
+  }
+  out.push(table(['SERVICE / OPERATION', 'WEIGHT', 'LOCAL LIMIT', 'CLUSTER LIMIT', 'ALLOCATION', 'ADMITTED', 'TOKENS', 'REJ LOCAL', 'REJ CLUSTER'], rows));
+  const c = a.cluster;
+  if (c === null) return out.join('\n');
+  const role = c.isCoordinator ? 'this member coordinates' : `coordinator ${c.coordinator ?? 'unknown'}`;
+  out.push('', `member ${c.member}: ${role} (election ${c.election.kind}, epoch ${c.epoch})${c.isolated ? '; ISOLATED: holding at most its share' : ''}${c.refused ? `; REFUSED: ${c.refused}` : ''}`);
+  out.push(table(['OPERATION', 'ALLOCATION', 'SHARE', 'USED/S', 'DEMAND/S', 'SILENCED', 'IN FLIGHT'], c.operations.map((o) => [o.op, num(o.allocation), num(o.share), num(o.used), num(o.demand), o.silenced ? 'yes' : 'no', o.inflight ?? '-'])));
+  const age = c.membersAgeMs === null ? 'none yet' : c.isCoordinator ? 'now' : `${num(c.membersAgeMs / 1000)}s ago`;
+  out.push('', `members as the coordinator counts them (${age})`);
+  const mrows: string[][] = [];
+  for (const m of c.members) {
+    for (const o of m.ops) mrows.push([m.member, m.heard ? 'yes' : 'no', m.ageMs === null ? '-' : `${num(m.ageMs / 1000)}s`, m.isolated ? 'yes' : 'no', o.op, num(o.allocation), num(o.rate), o.silenced ? 'yes' : 'no']);
+  }
+  out.push(mrows.length > 0 ? table(['MEMBER', 'HEARD', 'AGE', 'ISOLATED', 'OPERATION', 'ALLOCATION', 'DEMAND/S', 'SILENCED'], mrows) : '  (none yet)');
+  const mc = c.counts.member;
+  out.push('', `messages: reserves ${mc.reserves} (granted ${mc.granted}, denied ${mc.denied}, timed out ${mc.timeouts}), releases ${mc.releases}, views ${mc.views}, resets ${mc.resets}, isolations ${mc.isolations}`);
+  if (c.counts.coordinator) out.push(`coordinator: ${nonZero(c.counts.coordinator as unknown as Record<string, number>)}`);
   return out.join('\n');
 }
 

@@ -103,6 +103,77 @@ export const rttResults = z.strictObject({
     .max(MAX_LIST),
 });
 
+/*
+ * Admission control (issue 9, src/admission/): members of the site's
+ * cluster limits and their coordinator. Every member-to-coordinator message
+ * carries the member's session sequence number `seq` (increasing by one per
+ * message); replies echo it, so a member knows which of its messages the
+ * coordinator had processed when it answered. `epoch` names the
+ * coordinator's session: messages of another epoch are answered with a
+ * reset. Allocations are absolute tokens per second, so a lost message is
+ * repaired by the next state report.
+ */
+const epoch = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const seq = count;
+/** "service/operation" */
+const operation = z.string().max(65).regex(/^[A-Za-z0-9._-]{1,32}\/[A-Za-z0-9._-]{1,32}$/);
+const tokens = z.number().min(0).max(1e9);
+const opState = z.strictObject({ op: operation, allocation: tokens, rate: tokens, silenced: z.boolean() });
+
+/** member -> coordinator, every second: heartbeat, use, and after a reset the state the coordinator rebuilds from. */
+export const admissionState = z.strictObject({
+  epoch,
+  seq,
+  /** Digest of the member's limits and member list: the coordinator refuses members that differ. */
+  limits: z.string().max(64),
+  isolated: z.boolean(),
+  ops: z.array(opState).max(MAX_LIST),
+});
+
+/** member -> coordinator: more rate for one operation (and its service). */
+export const admissionReserve = z.strictObject({ epoch, seq, op: operation, amount: tokens });
+
+/** member -> coordinator: rate given back (the member lowered its allocation before sending). */
+export const admissionRelease = z.strictObject({ epoch, seq, op: operation, amount: tokens });
+
+/** coordinator -> member: the answer to a reserve or release, with the member's allocation after it. */
+export const admissionGrant = z.strictObject({
+  epoch,
+  seq,
+  op: operation,
+  allocation: tokens,
+  granted: z.boolean(),
+  /** Why not granted: the cluster limit is used up, the coordinator is rebuilding after a reset, or the operation is unknown. */
+  reason: z.enum(['ok', 'limit', 'settling', 'unknown']),
+});
+
+/** coordinator -> member: the answer to a state report: the member's allocations and everyone's. */
+export const admissionView = z.strictObject({
+  epoch,
+  seq,
+  /** The state report's sentAt: the member's reference for its isolation clock. */
+  echo: z.number().int().min(0),
+  /** reclaim: rate the coordinator asks back (the member holds more than its share while another below its share is denied). */
+  allocations: z.array(z.strictObject({ op: operation, allocation: tokens, reclaim: tokens })).max(MAX_LIST),
+  members: z
+    .array(
+      z.strictObject({
+        member: name,
+        heard: z.boolean(),
+        ageMs: z.number().min(0).max(1e12).nullable(),
+        isolated: z.boolean(),
+        ops: z.array(opState).max(MAX_LIST),
+      }),
+    )
+    .max(64),
+});
+
+/** coordinator -> members: a new coordinator session; members report their state to it. */
+export const admissionReset = z.strictObject({ epoch, coordinator: name });
+
+/** coordinator -> member: its messages are not taken (not a member, or different limits). */
+export const admissionRefused = z.strictObject({ epoch, reason: z.string().max(200) });
+
 export const MESSAGE_SCHEMAS = {
   load_report: loadReport,
   request_rate: requestRate,
@@ -110,6 +181,13 @@ export const MESSAGE_SCHEMAS = {
   high_rate_clients: highRateClients,
   rtt_probe_request: rttProbeRequest,
   rtt_results: rttResults,
+  admission_state: admissionState,
+  admission_reserve: admissionReserve,
+  admission_release: admissionRelease,
+  admission_grant: admissionGrant,
+  admission_view: admissionView,
+  admission_reset: admissionReset,
+  admission_refused: admissionRefused,
 } as const;
 
 export type MessageType = keyof typeof MESSAGE_SCHEMAS;

@@ -9,6 +9,7 @@ import { httpSchema } from '../http/config.ts';
 import { METHOD_NAMES } from './select/backend.ts';
 import { checkpointSchema, shapingSchema, type CheckpointConfig } from '../shaping/config.ts';
 import { throttleSchema } from '../throttle/config.ts';
+import { admissionSchema } from '../admission/config.ts';
 
 /** A checkpoint list (src/shaping/config.ts): evaluated in order, every matching rule applies. */
 const checkpoints = z.array(checkpointSchema).max(32, 'at most 32 checkpoints per list').default([]);
@@ -168,6 +169,9 @@ export const frontConfigSchema = z
     throttle: throttleSchema
       .optional()
       .describe('Distributed throttling (docs/throttling.md): this front node\'s gatekeeper and the masters it talks to. Required by checkpoints of kind `gatekeeper`; their domains are the gatekeeper\'s domains.'),
+    admission: admissionSchema
+      .optional()
+      .describe('Admission control (docs/admission.md): token limits per service and operation, local and cluster-wide (reserved from an elected coordinator). Applied by checkpoints of kind `admission`.'),
     adminSocket: z
       .string()
       .startsWith('/', 'adminSocket must be an absolute path')
@@ -198,7 +202,7 @@ export const frontConfigSchema = z
     });
   });
 
-type CheckedConfig = Pick<z.output<typeof frontConfigSchema>, 'checkpoints' | 'services' | 'overflow' | 'throttle'>;
+type CheckedConfig = Pick<z.output<typeof frontConfigSchema>, 'checkpoints' | 'services' | 'overflow' | 'throttle' | 'admission'>;
 
 /**
  * Cross-rule checks: names unique on the front node, counter conditions
@@ -218,6 +222,17 @@ function checkCheckpoints(cfg: CheckedConfig, ctx: z.RefinementCtx): void {
   const seen = new Set<string>();
   const clusters = cfg.overflow.map((o) => o.cluster);
   const prefixes = new Map<string, number>();
+  const admissionRules = all.filter((a) => a.cp.kind === 'admission');
+  for (const a of admissionRules) {
+    if (cfg.admission === undefined) ctx.addIssue({ code: 'custom', path: [...a.path, 'kind'], message: 'an admission checkpoint needs the top-level admission: section (the limits)' });
+  }
+  if (cfg.admission !== undefined) {
+    if (admissionRules.length === 0) ctx.addIssue({ code: 'custom', path: ['admission'], message: 'no checkpoint applies these limits: add { name: admit, kind: admission } to a service\'s (or the cluster\'s) checkpoints' });
+    const services = new Set(cfg.services.map((s) => s.name));
+    cfg.admission.services.forEach((s, i) => {
+      if (!services.has(s.service)) ctx.addIssue({ code: 'custom', path: ['admission', 'services', i, 'service'], message: `no virtual service named "${s.service}" (services[].name)` });
+    });
+  }
   for (const { cp, path, server, service } of all) {
     if (cp.kind === 'gatekeeper') {
       if (cfg.throttle === undefined) ctx.addIssue({ code: 'custom', path: [...path, 'kind'], message: 'a gatekeeper checkpoint needs the top-level throttle: section (the masters to talk to)' });

@@ -44,6 +44,7 @@ import { installRules, removeRules } from './iptables.ts';
 import { renderRules } from './rules.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
 import { FrontThrottle } from './throttle.ts';
+import { FrontAdmission } from './admission.ts';
 import { Criterion, type Checkpoint } from '../shaping/checkpoint.ts';
 import { Shaper, shapingStatus } from '../shaping/shaper.ts';
 import { TimerScheduler } from '../shaping/timer_scheduler.ts';
@@ -75,12 +76,15 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly watchdog: Watchdog;
   /** The gatekeeper of the `gatekeeper` checkpoints (distributed throttling). */
   readonly throttle: FrontThrottle;
+  /** The hierarchy and cluster membership of the `admission` checkpoints. */
+  readonly admission: FrontAdmission;
 
   constructor(configFile: string) {
     this.configFile = configFile;
     this.config = loadConfig(frontConfigSchema, configFile);
     this.systemd = new SystemdNotifier(this.log);
     this.throttle = new FrontThrottle(this.log);
+    this.admission = new FrontAdmission(this.log);
     const liveness = new QueueLiveness(() => this.#queue);
     this.watchdog = new Watchdog(this.systemd, () => liveness.check(), this.log);
     const services = buildServices(this.config);
@@ -126,6 +130,7 @@ export class FrontDaemon implements FrontMetricsSource {
     // The gatekeeper first: its checkpoints would let everything through
     // without it. It connects in the background (a master down: fail open).
     await this.throttle.apply(this.config, () => this.engine.shaper);
+    await this.admission.apply(this.config, () => this.engine.shaper);
     installRules(renderRules(this.config));
     const engine = this.engine;
     this.#queue = NfQueue.open({
@@ -258,6 +263,9 @@ export class FrontDaemon implements FrontMetricsSource {
     this.throttle.apply(next, () => this.engine.shaper).catch((err: unknown) => {
       this.log.error({ err: err instanceof Error ? err.message : err }, 'gatekeeper not replaced: the running one stays');
     });
+    this.admission.apply(next, () => this.engine.shaper).catch((err: unknown) => {
+      this.log.error({ err: err instanceof Error ? err.message : err }, 'admission control not applied');
+    });
     this.#control?.servicesChanged();
     if (this.#control && next.control) {
       // Allowlists follow the reload; sockets, endpoints and keys need a restart.
@@ -281,6 +289,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.#shapingLayout = layout;
     if (old) shaper.inheritCounts(old);
     this.throttle.attach(shaper);
+    this.admission.attach(shaper);
     this.engine.setShaper(shaper);
     if (!old) return;
     const now = performance.now();
@@ -390,6 +399,7 @@ export class FrontDaemon implements FrontMetricsSource {
       ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),
       ...(this.#control ? { control: this.#control.status() } : {}),
       ...(this.throttle.gatekeeper ? { throttle: this.throttle.gatekeeper.status() } : {}),
+      ...(this.admission.hierarchy ? { admission: this.admission.status() } : {}),
       services: this.engine.services.map((s) => ({
         name: s.name,
         overflowed: s.overflowed,
@@ -410,6 +420,7 @@ export class FrontDaemon implements FrontMetricsSource {
     for (const t of this.#schedulers) t.close();
     this.#control?.close();
     this.throttle.stop();
+    void this.admission.stop();
     this.#queue?.close();
     this.#admin?.close();
     removeRules();

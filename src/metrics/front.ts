@@ -287,7 +287,7 @@ function registerShapingMetrics(registry: Registry, shaper: () => Shaper | undef
     }),
   );
   counterFrom(registry, 'sluice_front_checkpoint_held_total', 'SYNs over a checkpoint\'s limit that waited in its queue (each leaves admitted or rejected at max_delay).', ['checkpoint', 'level'], () => each((cp) => cp.counts.held));
-  counterFrom(registry, 'sluice_front_checkpoint_rejected_total', 'New connections a checkpoint rejected, by reason: queue_full (queue.maxLength), max_delay (waited queue.maxDelayMs), held_pool_full (shaping.maxHeld SYNs held), action (a counter rule with action reject).', ['checkpoint', 'level', 'reason'], () =>
+  counterFrom(registry, 'sluice_front_checkpoint_rejected_total', 'New connections a checkpoint rejected, by reason: queue_full (queue.maxLength), max_delay (waited queue.maxDelayMs), held_pool_full (shaping.maxHeld SYNs held), action (a counter rule with action reject), admission_local / admission_cluster (an admission rule\'s local limits, or this member\'s allocation of the cluster limits).', ['checkpoint', 'level', 'reason'], () =>
     (shaper()?.all ?? []).flatMap((cp) => {
       const l = labels(cp);
       const r = cp.rejects;
@@ -296,6 +296,8 @@ function registerShapingMetrics(registry: Registry, shaper: () => Shaper | undef
         [{ ...l, reason: 'max_delay' }, r.maxDelay],
         [{ ...l, reason: 'held_pool_full' }, r.heldPoolFull],
         [{ ...l, reason: 'action' }, r.action],
+        [{ ...l, reason: 'admission_local' }, r.admissionLocal],
+        [{ ...l, reason: 'admission_cluster' }, r.admissionCluster],
       ] as const;
     }),
   );

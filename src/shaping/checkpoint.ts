@@ -19,21 +19,27 @@
  *                     key must wait: passes, is held until then (TimedHolds),
  *                     or is rejected when that is past queue.maxDelayMs;
  *                     no stick table (the masters keep the state)
+ *  admission          asks the front node's admission hierarchy
+ *                     (src/admission/hierarchy.ts: service and operation
+ *                     token buckets, local and cluster-wide) whether the
+ *                     connection fits: passes or is rejected, never waits;
+ *                     no stick table (the buckets keep the state)
  */
 import type { CheckpointConfig } from './config.ts';
 import { StickTable } from './stick_table.ts';
 import { WaitQueue, type HeldLinks, type QueueGate, type Scheduler } from './queue.ts';
 import { TimedHolds } from './timed_holds.ts';
 import type { Gatekeeper, GatekeeperDomain } from '../throttle/gatekeeper.ts';
+import type { Hierarchy } from '../admission/hierarchy.ts';
 
-export const Kind = { Counter: 0, RateLimit: 1, ConcurrencyLimit: 2, Gatekeeper: 3 } as const;
+export const Kind = { Counter: 0, RateLimit: 1, ConcurrencyLimit: 2, Gatekeeper: 3, Admission: 4 } as const;
 export const Criterion = { Source: 0, SourcePrefix: 1, Service: 2, Server: 3, None: 4 } as const;
 export const Action = { Continue: 0, Reject: 1, Steer: 2 } as const;
 export const Measure = { Rate: 0, Concurrent: 1, Total: 2 } as const;
 export const Level = { Service: 0, Cluster: 1, Server: 2 } as const;
 export const LEVEL_NAMES = ['service', 'cluster', 'server'] as const;
 
-const KIND_CODES = { counter: Kind.Counter, 'rate-limit': Kind.RateLimit, 'concurrency-limit': Kind.ConcurrencyLimit, gatekeeper: Kind.Gatekeeper } as const;
+const KIND_CODES = { counter: Kind.Counter, 'rate-limit': Kind.RateLimit, 'concurrency-limit': Kind.ConcurrencyLimit, gatekeeper: Kind.Gatekeeper, admission: Kind.Admission } as const;
 const CRITERION_CODES = { source: Criterion.Source, 'source-prefix': Criterion.SourcePrefix, service: Criterion.Service, server: Criterion.Server, none: Criterion.None } as const;
 const MEASURE_CODES = { rate: Measure.Rate, concurrent: Measure.Concurrent, total: Measure.Total } as const;
 
@@ -91,6 +97,8 @@ export class Checkpoint implements QueueGate {
   /** Kind gatekeeper: set by Shaper.attachGatekeeper once the gatekeeper runs; unset, requests pass (counted untracked). */
   gatekeeper: Gatekeeper | undefined;
   gatekeeperDomain: GatekeeperDomain | undefined;
+  /** Kind admission: set by Shaper.attachAdmission; unset, requests pass (counted untracked). */
+  admission: Hierarchy | undefined;
   readonly #prefixAddr: Uint32Array;
   readonly #prefixMask: Uint32Array;
   readonly #ports: Int32Array;
@@ -106,9 +114,9 @@ export class Checkpoint implements QueueGate {
   /**
    * counts.rejected by reason (their sum): the queue at maxLength, a wait
    * past maxDelayMs, every held slot in use (shaping.maxHeld), the rule's
-   * own `reject` action. Plain integers read by the metrics at scrape time.
+   * own `reject` action, an admission rule's local or cluster limits. Plain integers read by the metrics at scrape time.
    */
-  readonly rejects = { queueFull: 0, maxDelay: 0, heldPoolFull: 0, action: 0 };
+  readonly rejects = { queueFull: 0, maxDelay: 0, heldPoolFull: 0, action: 0, admissionLocal: 0, admissionCluster: 0 };
 
   constructor(
     index: number,
@@ -135,9 +143,9 @@ export class Checkpoint implements QueueGate {
     this.#sink = sink;
     const gk = this.kind === Kind.Gatekeeper;
     this.domain = gk ? (where.domain ?? '') : '';
-    // A gatekeeper rule keeps no per-key state here: a one-key table keeps the shape uniform.
-    this.table = new StickTable(gk ? 1 : cfg.table.size, cfg.periodMs, cfg.table.expireSeconds * 1000);
-    this.queue = this.kind === Kind.Counter || gk ? undefined : new WaitQueue(cfg.table.size, links, cfg.queue.maxLength, cfg.queue.maxDelayMs, this, scheduler);
+    // Gatekeeper and admission rules keep no per-key state here: a one-key table keeps the shape uniform.
+    this.table = new StickTable(gk || this.kind === Kind.Admission ? 1 : cfg.table.size, cfg.periodMs, cfg.table.expireSeconds * 1000);
+    this.queue = this.kind === Kind.Counter || this.kind === Kind.Admission || gk ? undefined : new WaitQueue(cfg.table.size, links, cfg.queue.maxLength, cfg.queue.maxDelayMs, this, scheduler);
     this.holds = gk ? new TimedHolds(links.next.length, cfg.queue.maxLength, cfg.queue.maxDelayMs, { released: (held, now) => { this.#sink.left(this.index, held, -1, true, now); } }, scheduler) : undefined;
     const prefixes = (cfg.when?.sourceIn ?? []).map(parseCidr);
     this.#prefixAddr = Uint32Array.from(prefixes.map((p) => p[0]));

@@ -12,7 +12,7 @@ const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-
 const port = z.int({ error: 'expected a port number' }).min(1, 'a port is 1..65535').max(65535, 'a port is 1..65535');
 const cidr = z.cidrv4({ error: 'expected an IPv4 prefix like 198.18.0.0/16' });
 
-export const CHECKPOINT_KINDS = ['counter', 'rate-limit', 'concurrency-limit', 'gatekeeper'] as const;
+export const CHECKPOINT_KINDS = ['counter', 'rate-limit', 'concurrency-limit', 'gatekeeper', 'admission'] as const;
 export const CRITERIA = ['source', 'source-prefix', 'service', 'server', 'none'] as const;
 export const MEASURES = ['rate', 'concurrent', 'total'] as const;
 
@@ -21,7 +21,7 @@ export const checkpointSchema = z
     name: name.describe('Unique on this front node: status, metrics and counter conditions use it.'),
     kind: z
       .enum(CHECKPOINT_KINDS, { error: `kind is one of ${CHECKPOINT_KINDS.join(', ')}` })
-      .describe('`counter`: count only; `rate-limit`: `limit` new connections per period per key; `concurrency-limit`: `limit` open connections per key (released on FIN, RST or idle free); `gatekeeper`: the site-wide rate of its `domain`, decided with the throttling masters (top-level `throttle:`, docs/throttling.md).'),
+      .describe('`counter`: count only; `rate-limit`: `limit` new connections per period per key; `concurrency-limit`: `limit` open connections per key (released on FIN, RST or idle free); `gatekeeper`: the site-wide rate of its `domain`, decided with the throttling masters (top-level `throttle:`, docs/throttling.md); `admission`: the hierarchical token limits of the top-level `admission:` section (local and cluster-wide, docs/admission.md): admits or rejects.'),
     criterion: z
       .enum(CRITERIA, { error: `criterion is one of ${CRITERIA.join(', ')}` })
       .default('source')
@@ -77,6 +77,12 @@ export const checkpointSchema = z
       .describe('The stick table of this rule\'s keys and their counters.'),
   })
   .superRefine((c, ctx) => {
+    if (c.kind === 'admission') {
+      if (c.limit !== undefined) ctx.addIssue({ code: 'custom', path: ['limit'], message: 'an admission rule has no limit of its own: the limits are in the top-level admission: section' });
+      if (c.action !== 'continue') ctx.addIssue({ code: 'custom', path: ['action'], message: 'an admission rule admits or rejects by itself (leave action out)' });
+      if (c.domain !== undefined) ctx.addIssue({ code: 'custom', path: ['domain'], message: 'domain is for kind gatekeeper' });
+      return;
+    }
     if (c.kind === 'gatekeeper') {
       if (c.criterion !== 'source' && c.criterion !== 'source-prefix') ctx.addIssue({ code: 'custom', path: ['criterion'], message: 'a gatekeeper rule throttles clients: criterion source or source-prefix' });
       if (c.limit !== undefined) ctx.addIssue({ code: 'custom', path: ['limit'], message: 'a gatekeeper rule has no local limit: the rate is the masters\' domain rule' });

@@ -27,6 +27,7 @@ import type { CheckpointConfig } from './config.ts';
 import { HeldPool, MAX_ACQUIRED } from './held.ts';
 import type { Scheduler } from './queue.ts';
 import { ACCEPTED, DELAYED, REJECTED, type Gatekeeper } from '../throttle/gatekeeper.ts';
+import { NOT_CONFIGURED, Verdict, type Hierarchy } from '../admission/hierarchy.ts';
 
 export const Outcome = { Pass: 0, Held: 1, Reject: 2, Drop: 3, NoTarget: 4, Retransmit: 5 } as const;
 
@@ -144,6 +145,16 @@ export class Shaper implements CheckpointSink {
     return missing;
   }
 
+  /** Connects the admission checkpoints to the front node's admission hierarchy (undefined: detach). Slow path. */
+  attachAdmission(h: Hierarchy | undefined): void {
+    for (const cp of this.all) if (cp.kind === Kind.Admission) cp.admission = h;
+  }
+
+  /** Whether any checkpoint is of kind admission. */
+  get hasAdmission(): boolean {
+    return this.all.some((cp) => cp.kind === Kind.Admission);
+  }
+
   /** The throttling domains of the gatekeeper rules with their identifier prefix lengths (first rule wins; config validation makes them agree). */
   gatekeeperDomains(): { name: string; prefixLength: number; maxDelayMs: number }[] {
     const out: { name: string; prefixLength: number; maxDelayMs: number }[] = [];
@@ -203,6 +214,11 @@ export class Shaper implements CheckpointSink {
         cp.counts.matched++;
         if (cp.kind === Kind.Gatekeeper) {
           const out = this.#gatekeeper(slot, cp, level, i, src, now);
+          if (out < 0) continue;
+          return out;
+        }
+        if (cp.kind === Kind.Admission) {
+          const out = this.#admission(slot, cp, s, src, dstPort, now);
           if (out < 0) continue;
           return out;
         }
@@ -326,6 +342,32 @@ export class Shaper implements CheckpointSink {
     return Outcome.Held;
   }
 
+  /**
+   * An admission rule (seed 002): the hierarchy's buckets decide, at once.
+   * -1: admitted (or not configured for this service, or not attached):
+   * go on to the next rule; otherwise the rejection.
+   */
+  #admission(slot: number, cp: Checkpoint, service: number, src: number, dstPort: number, now: number): number {
+    const h = cp.admission;
+    if (h === undefined) {
+      cp.counts.untracked++;
+      return -1;
+    }
+    const v = h.admit(service, src, dstPort, now);
+    if (v === Verdict.Admit) {
+      cp.counts.passed++;
+      return -1;
+    }
+    if (v === NOT_CONFIGURED) {
+      cp.counts.untracked++;
+      return -1;
+    }
+    cp.counts.rejected++;
+    if (v === Verdict.OperationLocal || v === Verdict.ServiceLocal) cp.rejects.admissionLocal++;
+    else cp.rejects.admissionCluster++;
+    return this.#end(slot, cp.silentReject ? Outcome.Drop : Outcome.Reject, now);
+  }
+
   /** Counter rules take a concurrent count too (for status and conditions). */
   #take(slot: number, cp: Checkpoint, e: number, now: number): void {
     cp.table.concurrent[e] = (cp.table.concurrent[e] ?? 0) + 1;
@@ -437,7 +479,7 @@ export interface CheckpointStatus {
   readonly queue: { readonly length: number; readonly maxLength: number; readonly oldestWaitMs: number; readonly maxDelayMs: number; readonly enqueued: number; readonly refused: number; readonly admitted: number; readonly expired: number } | null;
 }
 
-const KIND_NAMES = ['counter', 'rate-limit', 'concurrency-limit', 'gatekeeper'] as const;
+const KIND_NAMES = ['counter', 'rate-limit', 'concurrency-limit', 'gatekeeper', 'admission'] as const;
 
 /** Status of every checkpoint: table sizes, the `top` busiest keys (by rate, then concurrent), queues. Slow path. */
 export function shapingStatus(shaper: Shaper, now: number, top: number, keyName: (cp: Checkpoint, key: number) => string): CheckpointStatus[] {

@@ -1,0 +1,286 @@
+/**
+ * The coordinator of the cluster limits (seed 002): one member, elected
+ * (election.ts), keeps every member's reservation of every tracked
+ * operation and grants or denies reservations against the operation's and
+ * its service's cluster limits. Pure logic: messages come in as calls, go
+ * out through `send`, time is the caller's.
+ *
+ * Invariant (the safety property): for every operation and service, the
+ * sum over members of what each member may be using is at most the
+ * cluster limit. A member raises its allocation only on the coordinator's
+ * word, and lowers it on its own before telling. So it suffices that the
+ * coordinator counts each member at no less than what that member may
+ * hold:
+ *
+ *   heard in this epoch     its record (grants raise it, releases lower it)
+ *   not heard, settling     nothing is granted to anyone: states rebuild
+ *   not heard, settled      its share (limit / members): a member that has
+ *                           heard no coordinator for isolationMs holds at
+ *                           most that (member.ts), and settling lasts
+ *                           until every member was heard or isolationMs
+ *                           passed since the reset
+ *   heard, then silent for  min(record, share), for the same reason
+ *   isolationMs
+ *
+ * Fairness (beyond the seed, which grants first come first served): a
+ * member below its share that is denied is remembered as wanting for
+ * WANT_MS; meanwhile members at or above their share are denied more, and
+ * those above it are asked in their next view to give back the excess
+ * (`reclaim`, released by the member in chunks). So a light member is not
+ * starved by a heavy one that reserved first.
+ *
+ * A state report never lowers a record within an epoch: the member may be
+ * about to receive a grant it asked for before it sent the report. After
+ * a reset the first state of each member is taken as its record (what the
+ * previous coordinator had granted it), bounded by what is left so that a
+ * garbled report cannot break the limit.
+ */
+import type { Body, MessageType } from '../control/messages.ts';
+import type { Hierarchy, Operation } from './hierarchy.ts';
+
+/** How long a member denied below its share keeps others from growing past theirs (ms). */
+const WANT_MS = 3000;
+
+export type Send = <T extends MessageType>(member: string, type: T, body: Body<T>) => void;
+
+interface MemberRecord {
+  readonly name: string;
+  heard: boolean;
+  /** Coordinator's clock when last heard; -1 never. */
+  lastHeard: number;
+  /** Reported by the member (status). */
+  isolated: boolean;
+  /** Set when silent for isolationMs: its records were cut to its share. */
+  expired: boolean;
+  /** Per operation index (tracked only; others stay 0). */
+  readonly alloc: Float64Array;
+  /** When it was last denied while below its share, per operation (-Infinity: never). */
+  readonly wanting: Float64Array;
+  readonly rate: Float64Array;
+  readonly silenced: Uint8Array;
+}
+
+export interface CoordinatorCounts {
+  states: number;
+  reserves: number;
+  releases: number;
+  granted: number;
+  denied: number;
+  deniedSettling: number;
+  /** Messages of another epoch, answered with a reset. */
+  staleEpoch: number;
+  /** Members refused: unknown name or different limits. */
+  refused: number;
+  /** Members cut to their share after silence. */
+  expired: number;
+  /** Reservations of an operation this coordinator does not track. */
+  unknownOperation: number;
+}
+
+export class Coordinator {
+  readonly epoch: number;
+  readonly name: string;
+  readonly #h: Hierarchy;
+  readonly #members = new Map<string, MemberRecord>();
+  readonly #send: Send;
+  readonly #isolationMs: number;
+  readonly #settleUntil: number;
+  #settled = false;
+  readonly counts: CoordinatorCounts = { states: 0, reserves: 0, releases: 0, granted: 0, denied: 0, deniedSettling: 0, staleEpoch: 0, refused: 0, expired: 0, unknownOperation: 0 };
+
+  constructor(name: string, hierarchy: Hierarchy, members: readonly string[], epoch: number, now: number, isolationMs: number, send: Send) {
+    this.name = name;
+    this.#h = hierarchy;
+    this.epoch = epoch;
+    this.#send = send;
+    this.#isolationMs = isolationMs;
+    this.#settleUntil = now + isolationMs;
+    const n = hierarchy.operations.length;
+    for (const m of members) this.#members.set(m, { name: m, heard: false, lastHeard: -1, isolated: false, expired: false, alloc: new Float64Array(n), wanting: new Float64Array(n).fill(-Infinity), rate: new Float64Array(n), silenced: new Uint8Array(n) });
+  }
+
+  /** Tells every member about this session (seed 002: the reset after failover). */
+  announce(): void {
+    for (const m of this.#members.keys()) this.#send(m, 'admission_reset', { epoch: this.epoch, coordinator: this.name });
+  }
+
+  get settled(): boolean {
+    return this.#settled;
+  }
+
+  #settle(now: number): boolean {
+    if (this.#settled) return true;
+    let all = true;
+    for (const m of this.#members.values()) all &&= m.heard;
+    if (all || now >= this.#settleUntil) this.#settled = true;
+    return this.#settled;
+  }
+
+  /** What member m is counted at for operation op (see the invariant above). */
+  #counted(m: MemberRecord, op: Operation): number {
+    if (m.heard) return m.alloc[op.index] ?? 0;
+    return this.#settled ? op.share : 0;
+  }
+
+  /** Rate of op (and of its service) not counted to anyone; `except` is left out of the sums. */
+  #free(op: Operation, except: MemberRecord | undefined): number {
+    let opSum = 0;
+    let svcSum = 0;
+    for (const m of this.#members.values()) {
+      if (m === except) continue;
+      opSum += this.#counted(m, op);
+      for (const o of op.service.operations) if (o.tracked) svcSum += this.#counted(m, o);
+    }
+    if (except !== undefined) for (const o of op.service.operations) if (o.tracked && o !== op) svcSum += this.#counted(except, o);
+    return Math.max(0, Math.min(op.clusterLimit - opSum, op.service.clusterLimit - svcSum));
+  }
+
+  #member(from: string, now: number): MemberRecord | undefined {
+    const m = this.#members.get(from);
+    if (m === undefined) {
+      this.counts.refused++;
+      this.#send(from, 'admission_refused', { epoch: this.epoch, reason: `${from} is not a member of this coordinator's cluster` });
+      return undefined;
+    }
+    m.lastHeard = now;
+    if (m.expired) m.expired = false;
+    return m;
+  }
+
+  #epochOk(from: string, epoch: number): boolean {
+    if (epoch === this.epoch) return true;
+    this.counts.staleEpoch++;
+    this.#send(from, 'admission_reset', { epoch: this.epoch, coordinator: this.name });
+    return false;
+  }
+
+  onState(from: string, body: Body<'admission_state'>, sentAt: number, now: number): void {
+    this.counts.states++;
+    if (!this.#epochOk(from, body.epoch)) return;
+    if (body.limits !== this.#h.digest) {
+      this.counts.refused++;
+      this.#send(from, 'admission_refused', { epoch: this.epoch, reason: 'limits or member list differ from the coordinator\'s: every member must carry the same admission services and members' });
+      return;
+    }
+    const m = this.#member(from, now);
+    if (m === undefined) return;
+    m.isolated = body.isolated;
+    const rebuild = !m.heard;
+    for (const s of body.ops) {
+      const op = this.#h.operation(s.op);
+      if (op === undefined || !op.tracked) continue;
+      m.rate[op.index] = s.rate;
+      m.silenced[op.index] = s.silenced ? 1 : 0;
+      if (rebuild) m.alloc[op.index] = Math.min(s.allocation, this.#free(op, m));
+    }
+    m.heard = true;
+    this.#settle(now);
+    const allocations: { op: string; allocation: number; reclaim: number }[] = [];
+    for (const op of this.#h.operations) {
+      if (!op.tracked) continue;
+      const a = m.alloc[op.index] ?? 0;
+      allocations.push({ op: op.name, allocation: a, reclaim: a > op.share && this.#othersWant(op, m, now) ? a - op.share : 0 });
+    }
+    this.#send(from, 'admission_view', { epoch: this.epoch, seq: body.seq, echo: sentAt, allocations, members: this.membersView(now) });
+  }
+
+  onReserve(from: string, body: Body<'admission_reserve'>, now: number): void {
+    this.counts.reserves++;
+    if (!this.#epochOk(from, body.epoch)) return;
+    const m = this.#member(from, now);
+    if (m === undefined) return;
+    if (!m.heard) {
+      // Its state first (what it holds), then reservations.
+      this.counts.staleEpoch++;
+      this.#send(from, 'admission_reset', { epoch: this.epoch, coordinator: this.name });
+      return;
+    }
+    const op = this.#h.operation(body.op);
+    if (op === undefined || !op.tracked) {
+      this.counts.unknownOperation++;
+      this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: 0, granted: false, reason: 'unknown' });
+      return;
+    }
+    const have = m.alloc[op.index] ?? 0;
+    if (!this.#settle(now)) {
+      this.counts.deniedSettling++;
+      this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: have, granted: false, reason: 'settling' });
+      return;
+    }
+    const below = have < op.share;
+    const free = below || !this.#othersWant(op, m, now) ? this.#free(op, undefined) : 0;
+    const g = Math.min(body.amount, free);
+    if (below && g < body.amount) m.wanting[op.index] = now;
+    // Less than a token (or than asked, if less) is not worth a grant: deny, so the member goes silent.
+    if (g <= 0 || g < Math.min(body.amount, 1)) {
+      this.counts.denied++;
+      this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: have, granted: false, reason: 'limit' });
+      return;
+    }
+    m.alloc[op.index] = have + g;
+    this.counts.granted++;
+    this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: have + g, granted: true, reason: 'ok' });
+  }
+
+  onRelease(from: string, body: Body<'admission_release'>, now: number): void {
+    this.counts.releases++;
+    if (!this.#epochOk(from, body.epoch)) return;
+    const m = this.#member(from, now);
+    if (m === undefined) return;
+    const op = this.#h.operation(body.op);
+    if (op === undefined || !op.tracked) {
+      this.counts.unknownOperation++;
+      this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: 0, granted: false, reason: 'unknown' });
+      return;
+    }
+    const left = Math.max(0, (m.alloc[op.index] ?? 0) - body.amount);
+    if (m.heard) m.alloc[op.index] = left;
+    this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: m.heard ? left : 0, granted: true, reason: 'ok' });
+  }
+
+  /** Whether a member other than `m`, below its share of op, was denied recently. */
+  #othersWant(op: Operation, m: MemberRecord, now: number): boolean {
+    for (const o of this.#members.values()) {
+      if (o !== m && now - (o.wanting[op.index] ?? -Infinity) < WANT_MS && (o.alloc[op.index] ?? 0) < op.share) return true;
+    }
+    return false;
+  }
+
+  /** Every second or so: settles on time, and cuts members silent for isolationMs to their share. */
+  tick(now: number): void {
+    this.#settle(now);
+    for (const m of this.#members.values()) {
+      if (!m.heard || m.expired || now - m.lastHeard < this.#isolationMs) continue;
+      m.expired = true;
+      this.counts.expired++;
+      for (const op of this.#h.operations) if (op.tracked) m.alloc[op.index] = Math.min(m.alloc[op.index] ?? 0, op.share);
+    }
+  }
+
+  /** Each member's allocations, use and silence (status; sent to members in views). */
+  membersView(now: number): Body<'admission_view'>['members'] {
+    const out: Body<'admission_view'>['members'] = [];
+    for (const m of this.#members.values()) {
+      const ops: { op: string; allocation: number; rate: number; silenced: boolean }[] = [];
+      for (const op of this.#h.operations) {
+        if (!op.tracked) continue;
+        ops.push({ op: op.name, allocation: round(this.#counted(m, op)), rate: round(m.rate[op.index] ?? 0), silenced: (m.silenced[op.index] ?? 0) === 1 });
+      }
+      out.push({ member: m.name, heard: m.heard, ageMs: m.lastHeard < 0 ? null : Math.max(0, now - m.lastHeard), isolated: m.isolated || m.expired, ops });
+    }
+    return out;
+  }
+
+  /** Sum of counted allocations of an operation (tests, status). */
+  allocated(opName: string): number {
+    const op = this.#h.operation(opName);
+    if (op === undefined) return 0;
+    let s = 0;
+    for (const m of this.#members.values()) s += this.#counted(m, op);
+    return s;
+  }
+}
+
+function round(x: number): number {
+  return Math.round(x * 100) / 100;
+}
