@@ -17,9 +17,11 @@ fi
 # conntrack: the front node lists the kernel's flows with `conntrack -L` when
 # it runs unprivileged (/proc/net/nf_conntrack is root-only); systemd:
 # systemd-analyze (the units' test) and systemd-sysusers (deploy/install.sh).
+# etcd-server, etcd-client: the admission test elects its coordinator with a
+# real etcd (run in a namespace with its own data directory).
 APT_PKGS=(ca-certificates python3 make g++ pkg-config libnetfilter-queue-dev libmnl-dev
   iptables iproute2 nginx-light curl wrk iputils-ping procps bind9-dnsutils dnsperf nsd
-  chromium conntrack systemd redis-server)
+  chromium conntrack systemd redis-server etcd-server etcd-client)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -45,6 +47,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
   # service (port 6379 of the host) is not used.
   if [[ " ${missing[*]} " == *" redis-server "* ]] && command -v systemctl >/dev/null 2>&1; then
     systemctl disable --now redis-server >/dev/null 2>&1 || true
+  fi
+  # And etcd: the admission test runs its own etcd in a namespace.
+  if [[ " ${missing[*]} " == *" etcd-server "* ]] && command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now etcd >/dev/null 2>&1 || true
   fi
 fi
 

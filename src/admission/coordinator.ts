@@ -24,9 +24,10 @@
  *
  * Fairness (beyond the seed, which grants first come first served): a
  * member below its share that is denied is remembered as wanting for
- * WANT_MS; meanwhile members at or above their share are denied more, and
- * those above it are asked in their next view to give back the excess
- * (`reclaim`, released by the member in chunks). So a light member is not
+ * WANT_MS with what it went without; meanwhile members at or above their
+ * share only get rate beyond that, and those above their share are asked
+ * in their next view to give that much back (`reclaim`, down to their
+ * share at most, released by the member in chunks). So a light member is not
  * starved by a heavy one that reserved first.
  *
  * A state report never lowers a record within an epoch: the member may be
@@ -54,8 +55,10 @@ interface MemberRecord {
   expired: boolean;
   /** Per operation index (tracked only; others stay 0). */
   readonly alloc: Float64Array;
-  /** When it was last denied while below its share, per operation (-Infinity: never). */
+  /** When it was last denied (in part) while below its share, per operation (-Infinity: never)... */
   readonly wanting: Float64Array;
+  /** ...and how much it went without then. */
+  readonly wanted: Float64Array;
   readonly rate: Float64Array;
   readonly silenced: Uint8Array;
 }
@@ -96,7 +99,7 @@ export class Coordinator {
     this.#isolationMs = isolationMs;
     this.#settleUntil = now + isolationMs;
     const n = hierarchy.operations.length;
-    for (const m of members) this.#members.set(m, { name: m, heard: false, lastHeard: -1, isolated: false, expired: false, alloc: new Float64Array(n), wanting: new Float64Array(n).fill(-Infinity), rate: new Float64Array(n), silenced: new Uint8Array(n) });
+    for (const m of members) this.#members.set(m, { name: m, heard: false, lastHeard: -1, isolated: false, expired: false, alloc: new Float64Array(n), wanting: new Float64Array(n).fill(-Infinity), wanted: new Float64Array(n), rate: new Float64Array(n), silenced: new Uint8Array(n) });
   }
 
   /** Tells every member about this session (seed 002: the reset after failover). */
@@ -179,7 +182,8 @@ export class Coordinator {
     for (const op of this.#h.operations) {
       if (!op.tracked) continue;
       const a = m.alloc[op.index] ?? 0;
-      allocations.push({ op: op.name, allocation: a, reclaim: a > op.share && this.#othersWant(op, m, now) ? a - op.share : 0 });
+      const want = a > op.share ? this.#othersWant(op, m, now) : 0;
+      allocations.push({ op: op.name, allocation: a, reclaim: want > 0 ? Math.min(a - op.share, want) : 0 });
     }
     this.#send(from, 'admission_view', { epoch: this.epoch, seq: body.seq, echo: sentAt, allocations, members: this.membersView(now) });
   }
@@ -208,9 +212,13 @@ export class Coordinator {
       return;
     }
     const below = have < op.share;
-    const free = below || !this.#othersWant(op, m, now) ? this.#free(op, undefined) : 0;
-    const g = Math.min(body.amount, free);
-    if (below && g < body.amount) m.wanting[op.index] = now;
+    // At or above its share, a member only gets what members below theirs do not want.
+    const free = this.#free(op, undefined) - (below ? 0 : this.#othersWant(op, m, now));
+    const g = Math.max(0, Math.min(body.amount, free));
+    if (below && g < body.amount) {
+      m.wanting[op.index] = now;
+      m.wanted[op.index] = Math.min(body.amount - g, op.share - have);
+    }
     // Less than a token (or than asked, if less) is not worth a grant: deny, so the member goes silent.
     if (g <= 0 || g < Math.min(body.amount, 1)) {
       this.counts.denied++;
@@ -238,12 +246,14 @@ export class Coordinator {
     this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: m.heard ? left : 0, granted: true, reason: 'ok' });
   }
 
-  /** Whether a member other than `m`, below its share of op, was denied recently. */
-  #othersWant(op: Operation, m: MemberRecord, now: number): boolean {
+  /** What members other than `m`, below their share of op and denied recently, went without (tokens/s). */
+  #othersWant(op: Operation, m: MemberRecord, now: number): number {
+    let want = 0;
     for (const o of this.#members.values()) {
-      if (o !== m && now - (o.wanting[op.index] ?? -Infinity) < WANT_MS && (o.alloc[op.index] ?? 0) < op.share) return true;
+      const have = o.alloc[op.index] ?? 0;
+      if (o !== m && now - (o.wanting[op.index] ?? -Infinity) < WANT_MS && have < op.share) want += Math.min(o.wanted[op.index] ?? 0, op.share - have);
     }
-    return false;
+    return want;
   }
 
   /** Every second or so: settles on time, and cuts members silent for isolationMs to their share. */

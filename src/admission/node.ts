@@ -39,7 +39,9 @@ export interface AdmissionNodeStatus {
   /** The coordinator's table (ours if we coordinate, else the last view). */
   members: Body<'admission_view'>['members'];
   membersAgeMs: number | null;
-  counts: { member: Member['counts']; coordinator: Coordinator['counts'] | null; coordinatorSessions: number };
+  counts: { member: Member['counts']; coordinator: Coordinator['counts'] | null; coordinatorSessions: number; notCoordinator: number };
+  /** The member's sockets: admission messages sent and received (both roles), dropped, rejected by reason. */
+  control: { sent: number; received: number; sendDropped: number; rejected: number; handlerErrors: number };
 }
 
 export class AdmissionNode {
@@ -165,6 +167,7 @@ export class AdmissionNode {
 
   status(now: number): AdmissionNodeStatus {
     const c = this.coordinator;
+    const k = this.control.counters;
     return {
       member: this.cfg.member,
       coordinator: this.member.coordinator ?? null,
@@ -176,7 +179,8 @@ export class AdmissionNode {
       operations: this.member.operations(now),
       members: c ? c.membersView(now) : this.member.lastView,
       membersAgeMs: c ? 0 : this.member.lastViewAt < 0 ? null : now - this.member.lastViewAt,
-      counts: { member: { ...this.member.counts }, coordinator: c ? { ...c.counts } : null, coordinatorSessions: this.#sessions },
+      counts: { member: { ...this.member.counts }, coordinator: c ? { ...c.counts } : null, coordinatorSessions: this.#sessions, notCoordinator: this.notCoordinator },
+      control: { sent: sum(k.sent), received: sum(k.received), sendDropped: k.sendDropped, rejected: sum(k.rejected), handlerErrors: k.handlerErrors },
     };
   }
 
@@ -189,4 +193,10 @@ export class AdmissionNode {
     await Promise.allSettled([...this.#senders.values()].map((s) => s.drain()));
     this.control.close();
   }
+}
+
+function sum(r: Readonly<Record<string, number>>): number {
+  let n = 0;
+  for (const v of Object.values(r)) n += v;
+  return n;
 }

@@ -62,6 +62,12 @@ export async function runDaemon(command: string, create: () => RunnableDaemon, o
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  // Before start() too: its readiness line is logged inside start(), and
+  // SIGUSR2's default action is to exit.
+  process.on('SIGUSR2', () => {
+    if (started) daemon.log.info(daemon.status(), 'status');
+    else daemon.log.warn('SIGUSR2 before the daemon was started: no status yet');
+  });
   try {
     await daemon.start();
   } catch (err) {
@@ -72,9 +78,6 @@ export async function runDaemon(command: string, create: () => RunnableDaemon, o
     process.exit(1); // sockets opened before the failure must not keep the process up
   }
   started = true;
-  process.on('SIGUSR2', () => {
-    daemon.log.info(daemon.status(), 'status');
-  });
   return new Promise<number>(() => {
     /* runs until a signal */
   });

@@ -41,6 +41,8 @@ export interface ControlCounters {
   /** Sends dropped: no connected peer, or the socket's queue full. */
   sendDropped: number;
   handlerErrors: number;
+  /** Receives that failed (EAGAIN from zeromq.js, or worse) and were retried. */
+  receiveErrors: number;
 }
 
 function zeroes<K extends string>(keys: readonly K[]): Record<K, number> {
@@ -95,11 +97,11 @@ export class ControlNode {
     rejected: zeroes(REJECT_REASONS),
     sendDropped: 0,
     handlerErrors: 0,
+    receiveErrors: 0,
   };
   readonly peers = new Map<string, PeerSeen>();
   /** Keys, ZAP allowlists, socket options, handshake counts (curve.ts). */
   readonly curve: CurveSockets;
-  readonly #log: Logger;
   readonly #limited: LimitedLog;
   readonly #limits: DecodeLimits;
   readonly #sockets: Socket[] = [];
@@ -107,7 +109,6 @@ export class ControlNode {
   private constructor(name: string, base: ControlBase, curve: CurveSockets, log: Logger) {
     this.name = name;
     this.curve = curve;
-    this.#log = log;
     this.#limited = new LimitedLog(log);
     this.#limits = { maxBytes: base.maxMessageBytes, maxAgeMs: base.maxAgeSeconds * 1000, maxFutureMs: 5000 };
   }
@@ -188,12 +189,29 @@ export class ControlNode {
     void this.#receive(sock, handlers, endpoint);
   }
 
+  /**
+   * The receive loop of one socket, until it is closed. A receive that
+   * fails with EAGAIN is retried: zeromq.js 6 sometimes rejects a pending
+   * receive with it on CURVE sockets (seen on PULL sockets whose peers
+   * reconnect), and ending the loop there would leave the socket deaf for
+   * good. Other errors are logged (bounded) and retried after a pause.
+   */
   async #receive(sock: Pull | Subscriber, handlers: Handlers, where: string): Promise<void> {
     const accepted = new Set(Object.keys(handlers) as MessageType[]);
-    try {
-      for await (const frames of sock) this.deliver(frames, accepted, handlers, where);
-    } catch (err) {
-      if (!sock.closed) this.#log.error({ err, socket: where }, 'control receive loop ended');
+    while (!sock.closed) {
+      let frames: Buffer[];
+      try {
+        frames = await sock.receive();
+      } catch (err) {
+        if (sock.closed) return;
+        this.counters.receiveErrors++;
+        if ((err as { code?: string }).code !== 'EAGAIN') {
+          this.#limited.warn('receive', { err, socket: where }, 'control receive failed; retrying');
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        continue;
+      }
+      this.deliver(frames, accepted, handlers, where);
     }
   }
 

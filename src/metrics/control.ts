@@ -25,6 +25,7 @@ export function registerControlMetrics(registry: Registry, node: () => ControlNo
   });
   counterOf(registry, 'sluice_control_send_dropped_total', 'Control messages not sent: no connected peer or the send queue full.', () => counters()?.sendDropped ?? 0);
   counterOf(registry, 'sluice_control_handler_errors_total', 'Accepted control messages whose handler failed.', () => counters()?.handlerErrors ?? 0);
+  counterOf(registry, 'sluice_control_receive_errors_total', 'Socket receives that failed and were retried (EAGAIN from zeromq.js, or worse: logged).', () => counters()?.receiveErrors ?? 0);
   counterFrom(registry, 'sluice_control_handshake_failures_total', 'Control connection handshakes that failed: auth = key not allowed, protocol = not ZMTP/CURVE.', ['kind'], () => {
     const h = node()?.curve.handshakes;
     return h
