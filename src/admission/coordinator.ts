@@ -30,6 +30,14 @@
  * share at most, released by the member in chunks). So a light member is not
  * starved by a heavy one that reserved first.
  *
+ * Cooling: rate a saturated member gives back on a reclaim (or loses when
+ * cut to its share) has already been spent in its current one-second
+ * window; granted to another at once, the two together could pass the
+ * limit within that second. So that rate is counted as taken for one
+ * window (COOL_MS) before it is granted again. Releases by the running
+ * average are not cooled: they give back rate the member stopped using
+ * (cooling them too was measured to cost ~6% of the limit in use).
+ *
  * A state report never lowers a record within an epoch: the member may be
  * about to receive a grant it asked for before it sent the report. After
  * a reset the first state of each member is taken as its record (what the
@@ -41,6 +49,9 @@ import type { Hierarchy, Operation } from './hierarchy.ts';
 
 /** How long a member denied below its share keeps others from growing past theirs (ms). */
 const WANT_MS = 3000;
+
+/** Released rate is re-granted after this long: the buckets' window (bucket.ts). */
+const COOL_MS = 1000;
 
 export type Send = <T extends MessageType>(member: string, type: T, body: Body<T>) => void;
 
@@ -89,6 +100,8 @@ export class Coordinator {
   readonly #isolationMs: number;
   readonly #settleUntil: number;
   #settled = false;
+  /** Per operation index: released amounts and when they may be granted again. */
+  readonly #cooling: { amount: number; until: number }[][];
   readonly counts: CoordinatorCounts = { states: 0, reserves: 0, releases: 0, granted: 0, denied: 0, deniedSettling: 0, staleEpoch: 0, refused: 0, expired: 0, unknownOperation: 0 };
 
   constructor(name: string, hierarchy: Hierarchy, members: readonly string[], epoch: number, now: number, isolationMs: number, send: Send) {
@@ -99,6 +112,7 @@ export class Coordinator {
     this.#isolationMs = isolationMs;
     this.#settleUntil = now + isolationMs;
     const n = hierarchy.operations.length;
+    this.#cooling = hierarchy.operations.map(() => []);
     for (const m of members) this.#members.set(m, { name: m, heard: false, lastHeard: -1, isolated: false, expired: false, alloc: new Float64Array(n), wanting: new Float64Array(n).fill(-Infinity), wanted: new Float64Array(n), rate: new Float64Array(n), silenced: new Uint8Array(n) });
   }
 
@@ -125,10 +139,30 @@ export class Coordinator {
     return this.#settled ? op.share : 0;
   }
 
-  /** Rate of op (and of its service) not counted to anyone; `except` is left out of the sums. */
-  #free(op: Operation, except: MemberRecord | undefined): number {
-    let opSum = 0;
+  /** Released rate of op still cooling at `now` (pruned as it goes). */
+  #cool(op: Operation, now: number): number {
+    const list = this.#cooling[op.index];
+    if (list === undefined || list.length === 0) return 0;
+    let sum = 0;
+    let keep = 0;
+    for (const c of list) {
+      if (c.until <= now) continue;
+      sum += c.amount;
+      list[keep++] = c;
+    }
+    list.length = keep;
+    return sum;
+  }
+
+  #coolAdd(op: Operation, amount: number, now: number): void {
+    if (amount > 0) this.#cooling[op.index]?.push({ amount, until: now + COOL_MS });
+  }
+
+  /** Rate of op (and of its service) not counted to anyone (cooling rate counts as taken); `except` is left out of the sums. */
+  #free(op: Operation, except: MemberRecord | undefined, now: number): number {
+    let opSum = this.#cool(op, now);
     let svcSum = 0;
+    for (const o of op.service.operations) if (o.tracked) svcSum += this.#cool(o, now);
     for (const m of this.#members.values()) {
       if (m === except) continue;
       opSum += this.#counted(m, op);
@@ -174,7 +208,7 @@ export class Coordinator {
       if (op === undefined || !op.tracked) continue;
       m.rate[op.index] = s.rate;
       m.silenced[op.index] = s.silenced ? 1 : 0;
-      if (rebuild) m.alloc[op.index] = Math.min(s.allocation, this.#free(op, m));
+      if (rebuild) m.alloc[op.index] = Math.min(s.allocation, this.#free(op, m, now));
     }
     m.heard = true;
     this.#settle(now);
@@ -213,7 +247,7 @@ export class Coordinator {
     }
     const below = have < op.share;
     // At or above its share, a member only gets what members below theirs do not want.
-    const free = this.#free(op, undefined) - (below ? 0 : this.#othersWant(op, m, now));
+    const free = this.#free(op, undefined, now) - (below ? 0 : this.#othersWant(op, m, now));
     const g = Math.max(0, Math.min(body.amount, free));
     if (below && g < body.amount) {
       m.wanting[op.index] = now;
@@ -241,8 +275,14 @@ export class Coordinator {
       this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: 0, granted: false, reason: 'unknown' });
       return;
     }
-    const left = Math.max(0, (m.alloc[op.index] ?? 0) - body.amount);
-    if (m.heard) m.alloc[op.index] = left;
+    const had = m.alloc[op.index] ?? 0;
+    const left = Math.max(0, had - body.amount);
+    if (m.heard) {
+      m.alloc[op.index] = left;
+      // Only a reclaim (above its share while others want) gives back rate that is likely spent: a
+      // release by the running average gives back rate the member stopped using.
+      if (had > op.share && this.#othersWant(op, m, now) > 0) this.#coolAdd(op, had - left, now);
+    }
     this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: m.heard ? left : 0, granted: true, reason: 'ok' });
   }
 
@@ -263,7 +303,12 @@ export class Coordinator {
       if (!m.heard || m.expired || now - m.lastHeard < this.#isolationMs) continue;
       m.expired = true;
       this.counts.expired++;
-      for (const op of this.#h.operations) if (op.tracked) m.alloc[op.index] = Math.min(m.alloc[op.index] ?? 0, op.share);
+      for (const op of this.#h.operations) {
+        if (!op.tracked) continue;
+        const had = m.alloc[op.index] ?? 0;
+        m.alloc[op.index] = Math.min(had, op.share);
+        this.#coolAdd(op, had - (m.alloc[op.index] ?? 0), now);
+      }
     }
   }
 

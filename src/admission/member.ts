@@ -137,9 +137,10 @@ export class Member {
     this.#send(c, 'admission_reserve', { epoch: this.epoch, seq, op: op.name, amount: round(amount) });
   }
 
+  /** Lowers the allocation, then tells (the coordinator re-grants it only after a window: coordinator.ts). */
   #release(op: Operation, st: OpState, amount: number, now: number): void {
     const c = this.coordinator;
-    if (c === undefined) return;
+    if (c === undefined || amount <= 0) return;
     this.#h.setAllocation(op, Math.max(0, op.allocation - amount));
     const seq = ++this.#seq;
     st.inflightKind = 2;

@@ -198,12 +198,14 @@ export class ControlNode {
    */
   async #receive(sock: Pull | Subscriber, handlers: Handlers, where: string): Promise<void> {
     const accepted = new Set(Object.keys(handlers) as MessageType[]);
-    while (!sock.closed) {
+    // A function, so the check after an await is not narrowed away: close() may run meanwhile.
+    const closed = (): boolean => sock.closed;
+    while (!closed()) {
       let frames: Buffer[];
       try {
         frames = await sock.receive();
       } catch (err) {
-        if (sock.closed) return;
+        if (closed()) return;
         this.counters.receiveErrors++;
         if ((err as { code?: string }).code !== 'EAGAIN') {
           this.#limited.warn('receive', { err, socket: where }, 'control receive failed; retrying');

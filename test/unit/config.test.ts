@@ -53,6 +53,24 @@ describe('front config', () => {
     assert.equal(cfg.throttle.resyncRetryMs, 1000);
   });
 
+  it('the example admission section, uncommented, is valid: limits, members, an etcd-elected coordinator', () => {
+    const block = exampleText.split('# --- admission example begin\n')[1]!.split('# --- admission example end')[0]!;
+    const uncommented = block
+      .split('\n')
+      .filter((l) => l.startsWith('# '))
+      .map((l) => l.slice(2))
+      .join('\n');
+    const cfg = parseConfig(frontConfigSchema, `${exampleText}\n${uncommented}\n`, 'example+admission');
+    assert.equal(cfg.checkpoints[0]?.kind, 'admission');
+    assert.equal(cfg.admission?.services[0]?.operations[1]?.clusterLimit, 800);
+    assert.equal(cfg.admission.cluster?.isolationSeconds, 6);
+    // Without the checkpoint the limits would apply to nothing: refused, naming the key.
+    assert.throws(
+      () => parseConfig(frontConfigSchema, `${exampleText}\n${uncommented.replace(/^checkpoints:\n.*\n/m, '')}\n`, 'x'),
+      (e: unknown) => e instanceof ConfigError && e.problems.some((p) => p.path === 'admission'),
+    );
+  });
+
   it('the example control section, uncommented, is valid and names a missing key file', () => {
     const block = exampleText.split('# --- control example begin\n')[1]!.split('# --- control example end')[0]!;
     const uncommented = block
