@@ -141,6 +141,7 @@ async function coordinatorChild(dir: string): Promise<void> {
 
 async function messagesRun(dir: string): Promise<{ perSecond: number; answered: number; sent: number }> {
   const child = fork(fileURLToPath(import.meta.url), ['--coordinator', dir], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  process.on('exit', () => child.kill());
   await new Promise<void>((resolve) => child.once('message', () => { resolve(); }));
   const log = rootLogger().child({ bench: 'members' });
   log.level = 'warn';
@@ -185,7 +186,11 @@ async function messagesRun(dir: string): Promise<{ perSecond: number; answered: 
     }),
   );
   const deadline = Date.now() + 10_000;
-  while (sessions.some((s) => s.epoch === 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  // PUSH sockets drop what is sent before they connect: ask again until answered.
+  while (sessions.some((s) => s.epoch === 0) && Date.now() < deadline) {
+    for (const s of sessions) if (s.epoch === 0) s.push.send('admission_state', { epoch: 0, seq: ++s.seq, limits: digest, isolated: false, ops: [] });
+    await new Promise((r) => setTimeout(r, 200));
+  }
   if (sessions.some((s) => s.epoch === 0)) throw new Error('members did not join the coordinator within 10 s');
   await new Promise((r) => setTimeout(r, 1000)); // warm-up
   measuring = true;
