@@ -97,7 +97,7 @@ export const clusterSchema = z
       .max(64, 'at most 64 members')
       .describe('Every member of the site, this one included, the same list on each: a member\'s share when it cannot reach a coordinator is the cluster limit divided by their number.'),
     coordinator: coordinatorSchema.describe('How the coordinator is chosen.'),
-    reserveChunkPercent: z.number().positive().max(100).default(5).describe('A reservation asks at least this percentage of the cluster limit (more if the estimated need is larger).'),
+    reserveChunkPercent: z.number().positive().max(100).default(1).describe('A reservation asks at least this percentage of the cluster limit (more if the estimated need is larger).'),
     releaseChunkPercent: z.number().positive().max(100).default(5).describe('Unneeded rate is released once a second, at most this percentage of the cluster limit at a time.'),
     headroomPercent: z.number().min(0).max(100).default(10).describe('Rate kept above the running average before any is released, and asked above it when reserving.'),
     estimatorSeconds: z.number().min(0.1).max(60).default(2).describe('Time constant of the running average of each operation\'s demand (tokens per second asked, admitted or not).'),

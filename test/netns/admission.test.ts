@@ -151,6 +151,7 @@ ${members}
     coordinator: { etcd: { endpoints: [${url}], leaseTtlSeconds: ${TTL} } }
     isolationSeconds: ${TTL + 3}
     headroomPercent: 5
+    reserveChunkPercent: 1
 `,
       );
       const f = new FrontProcess(c.front.name, file);
