@@ -132,8 +132,11 @@ export class EtcdElection implements Election {
       }
       this.#observer = o;
       const seen = (leader: string | undefined): void => {
-        // Our own key leading is left to the campaign's 'elected' (it knows the lease is ours).
-        if (leader !== this.#self) this.#set(leader, false);
+        // While our campaign holds the leadership, it is the authority (its 'error' says when we
+        // lose it): the observer was seen naming another member right after we were elected.
+        // Our own key leading is likewise left to the campaign's 'elected'.
+        if (this.#isLeader || leader === this.#self) return;
+        this.#set(leader, false);
       };
       seen(o.leader());
       o.on('change', seen);

@@ -30,6 +30,8 @@ export interface MemberOptions {
   readonly silenceMs: number;
   readonly isolationMs: number;
   readonly requestTimeoutMs: number;
+  /** Follow a reset from another member announcing a newer session (elected coordinators). */
+  readonly followResets?: boolean;
 }
 
 interface OpState {
@@ -192,6 +194,9 @@ export class Member {
 
   /** A reset from `from`: taken when it is the coordinator we believe in and a new session. */
   onReset(from: string, body: Body<'admission_reset'>, now: number): void {
+    // Elected coordinators (etcd): a newer session than ours announced by its coordinator is
+    // followed even if our view of the election has not caught up (or is wrong).
+    if (this.#o.followResets === true && from !== this.coordinator && body.coordinator === from && body.epoch > this.epoch) this.setCoordinator(from);
     if (from !== this.coordinator || body.coordinator !== from || body.epoch === this.epoch) {
       this.counts.ignored++;
       return;

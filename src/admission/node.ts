@@ -78,6 +78,7 @@ export class AdmissionNode {
         silenceMs: cfg.silenceSeconds * 1000,
         isolationMs: cfg.isolationSeconds * 1000,
         requestTimeoutMs: cfg.requestTimeoutMs,
+        followResets: 'etcd' in cfg.coordinator,
       },
       (to, type, body) => { this.#sendTo(to, type, body); },
       now,

@@ -89,18 +89,22 @@ describe('admission control: three front nodes share a cluster limit, coordinato
   /** Every live member knows the coordinator and is in its session. */
   const joined = async (live: readonly FrontProcess[]): Promise<string> => {
     let coordinator = '';
+    let seen = '';
     await until(
       async () => {
         const all = await Promise.all(live.map(admission));
+        seen = JSON.stringify(all.map((a) => ({ member: a.member, coordinator: a.coordinator, epoch: a.epoch, election: (a as unknown as { election: unknown }).election, counts: a.counts })));
         const c = all.find((a) => a.isCoordinator);
         if (c === undefined) return false;
         coordinator = c.member;
         return all.every((a) => a.coordinator === c.member && a.epoch === c.epoch && a.epoch !== 0);
       },
       'members joined one coordinator session',
-      20_000,
+      45_000,
       200,
-    );
+    ).catch((err: unknown) => {
+      throw new Error(`${(err as Error).message}; members: ${seen}`, { cause: err });
+    });
     return coordinator;
   };
 
