@@ -136,4 +136,5 @@ export const admissionSchema = z
 
 export type AdmissionConfig = z.output<typeof admissionSchema>;
 export type AdmissionClusterConfig = z.output<typeof clusterSchema>;
+export type EtcdConfig = z.output<typeof etcdSchema>;
 export type AdmissionServiceConfig = z.output<typeof serviceSchema>;

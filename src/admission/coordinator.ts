@@ -222,6 +222,11 @@ export class Coordinator {
     this.#send(from, 'admission_view', { epoch: this.epoch, seq: body.seq, echo: sentAt, allocations, members: this.membersView(now) });
   }
 
+  /** The answer to a reserve or release: the member's allocation after it. */
+  #answer(to: string, req: { seq: number; op: string }, allocation: number, granted: boolean, reason: Body<'admission_grant'>['reason']): void {
+    this.#send(to, 'admission_grant', { epoch: this.epoch, seq: req.seq, op: req.op, allocation, granted, reason });
+  }
+
   onReserve(from: string, body: Body<'admission_reserve'>, now: number): void {
     this.counts.reserves++;
     if (!this.#epochOk(from, body.epoch)) return;
@@ -236,13 +241,13 @@ export class Coordinator {
     const op = this.#h.operation(body.op);
     if (op === undefined || !op.tracked) {
       this.counts.unknownOperation++;
-      this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: 0, granted: false, reason: 'unknown' });
+      this.#answer(from, body, 0, false, 'unknown');
       return;
     }
     const have = m.alloc[op.index] ?? 0;
     if (!this.#settle(now)) {
       this.counts.deniedSettling++;
-      this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: have, granted: false, reason: 'settling' });
+      this.#answer(from, body, have, false, 'settling');
       return;
     }
     const below = have < op.share;
@@ -256,12 +261,12 @@ export class Coordinator {
     // Less than a token (or than asked, if less) is not worth a grant: deny, so the member goes silent.
     if (g <= 0 || g < Math.min(body.amount, 1)) {
       this.counts.denied++;
-      this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: have, granted: false, reason: 'limit' });
+      this.#answer(from, body, have, false, 'limit');
       return;
     }
     m.alloc[op.index] = have + g;
     this.counts.granted++;
-    this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: have + g, granted: true, reason: 'ok' });
+    this.#answer(from, body, have + g, true, 'ok');
   }
 
   onRelease(from: string, body: Body<'admission_release'>, now: number): void {
@@ -272,7 +277,7 @@ export class Coordinator {
     const op = this.#h.operation(body.op);
     if (op === undefined || !op.tracked) {
       this.counts.unknownOperation++;
-      this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: 0, granted: false, reason: 'unknown' });
+      this.#answer(from, body, 0, false, 'unknown');
       return;
     }
     const had = m.alloc[op.index] ?? 0;
@@ -283,7 +288,7 @@ export class Coordinator {
       // release by the running average gives back rate the member stopped using.
       if (had > op.share && this.#othersWant(op, m, now) > 0) this.#coolAdd(op, had - left, now);
     }
-    this.#send(from, 'admission_grant', { epoch: this.epoch, seq: body.seq, op: body.op, allocation: m.heard ? left : 0, granted: true, reason: 'ok' });
+    this.#answer(from, body, m.heard ? left : 0, true, 'ok');
   }
 
   /** What members other than `m`, below their share of op and denied recently, went without (tokens/s). */

@@ -17,7 +17,7 @@
  */
 import { Etcd3, type Campaign, type ElectionObserver } from 'etcd3';
 import type { Logger } from '../log/logger.ts';
-import type { AdmissionClusterConfig } from './config.ts';
+import type { AdmissionClusterConfig, EtcdConfig } from './config.ts';
 
 export type LeaderChange = (leader: string | undefined, self: boolean) => void;
 
@@ -70,7 +70,7 @@ export class EtcdElection implements Election {
   errors = 0;
   elected = 0;
 
-  constructor(cfg: NonNullable<Extract<AdmissionClusterConfig['coordinator'], { etcd: unknown }>>['etcd'], self: string, log: Logger) {
+  constructor(cfg: EtcdConfig, self: string, log: Logger) {
     this.#client = new Etcd3({ hosts: [...cfg.endpoints], dialTimeout: 2000 });
     this.#name = cfg.election;
     this.#ttl = cfg.leaseTtlSeconds;

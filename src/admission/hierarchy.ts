@@ -27,6 +27,7 @@
 import { createHash } from 'node:crypto';
 import { SlidingBucket } from './bucket.ts';
 import { OTHER, type AdmissionConfig } from './config.ts';
+import { parseCidr } from '../shaping/checkpoint.ts';
 
 export const Verdict = { Admit: 0, OperationLocal: 1, ServiceLocal: 2, OperationCluster: 3, ServiceCluster: 4 } as const;
 /** admit() for a service with no admission configured. */
@@ -132,15 +133,6 @@ export class Operation {
     }
     return true;
   }
-}
-
-function parseCidr(text: string): [number, number] {
-  const [addr = '', len = '32'] = text.split('/');
-  const p = addr.split('.').map(Number);
-  const l = Number(len);
-  const mask = l === 0 ? 0 : (0xffffffff << (32 - l)) >>> 0;
-  const a = (((p[0] ?? 0) << 24) | ((p[1] ?? 0) << 16) | ((p[2] ?? 0) << 8) | (p[3] ?? 0)) >>> 0;
-  return [(a & mask) >>> 0, mask];
 }
 
 export class Hierarchy {

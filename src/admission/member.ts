@@ -107,10 +107,6 @@ export class Member {
     this.#wanted = true;
   }
 
-  get wanted(): boolean {
-    return this.#wanted;
-  }
-
   /** Sends reservations for operations that fell short since the last call (outside the packet path). */
   flush(now: number): void {
     if (!this.#wanted) return;

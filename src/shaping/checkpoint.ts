@@ -48,7 +48,8 @@ export function prefixMask(length: number): number {
   return length === 0 ? 0 : (0xffffffff << (32 - length)) >>> 0;
 }
 
-function parseCidr(text: string): [number, number] {
+/** An IPv4 prefix (schema-checked text) as [network address, mask], both uint32. */
+export function parseCidr(text: string): [number, number] {
   const [addr = '', len = '32'] = text.split('/');
   const parts = addr.split('.').map(Number);
   const a = (((parts[0] ?? 0) << 24) | ((parts[1] ?? 0) << 16) | ((parts[2] ?? 0) << 8) | (parts[3] ?? 0)) >>> 0;
