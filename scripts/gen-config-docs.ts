@@ -60,6 +60,7 @@ interface Node {
   items?: Node;
   properties?: Record<string, Node>;
   required?: readonly string[];
+  anyOf?: readonly Node[];
 }
 
 interface Row {
@@ -87,8 +88,14 @@ function isObject(n: Node): boolean {
   return n.type === 'object' && n.properties !== undefined;
 }
 
+/** A union of objects (e.g. `coordinator: { static } | { etcd }`): rendered key by key, alternatives marked. */
+function alternatives(n: Node): readonly Node[] | undefined {
+  return n.anyOf !== undefined && n.anyOf.length > 0 && n.anyOf.every(isObject) ? n.anyOf : undefined;
+}
+
 function typeName(n: Node): string {
   if (n.enum !== undefined) return 'enum';
+  if (alternatives(n) !== undefined) return 'object, one of';
   if (n.type === 'array') return n.items === undefined ? 'list' : isObject(n.items) ? 'list of objects' : `list of ${typeName(n.items)}`;
   if (n.type === 'object') return 'object';
   if (n.type === 'string' && n.format === 'ipv4') return 'IPv4 address';
@@ -108,6 +115,8 @@ function numberBounds(n: Node): string[] {
 /** Values, bounds and formats of one node (for a list: its own length, then its items'). */
 function allowedOf(n: Node): string[] {
   const out: string[] = [];
+  const alts = alternatives(n);
+  if (alts !== undefined) out.push(`exactly one of ${alts.map((a) => Object.keys(a.properties ?? {}).map(code).join(' + ')).join(', ')}`);
   if (n.enum !== undefined) out.push(n.enum.map((v) => yamlValue(v)).join(', '));
   if (n.type === 'number' || n.type === 'integer') out.push(...numberBounds(n));
   if (n.type === 'string') {
@@ -161,7 +170,11 @@ function merge(input: Node, output: Node | undefined): Node {
 function walk(input: Node, output: Node | undefined, path: string, required: boolean, rows: Row[]): void {
   const n = merge(input, output);
   rows.push({ path, type: typeName(n), required, def: defaultOf(n), allowed: allowedOf(n).join('; '), description: n.description ?? '' });
-  if (isObject(input)) walkKeys(input, output, `${path}.`, rows);
+  const alts = alternatives(input);
+  if (alts !== undefined) {
+    // Each alternative's own keys are optional (the others may be given instead); below them, as required.
+    alts.forEach((a, i) => { walkKeys({ ...a, required: [] }, output?.anyOf?.[i], `${path}.`, rows); });
+  } else if (isObject(input)) walkKeys(input, output, `${path}.`, rows);
   else if (input.type === 'array' && input.items !== undefined && isObject(input.items)) walkKeys(input.items, output?.items, `${path}[].`, rows);
 }
 

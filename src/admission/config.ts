@@ -75,7 +75,7 @@ const memberSchema = z.strictObject({
 export const etcdSchema = z.strictObject({
   endpoints: z.array(z.url({ error: 'expected an etcd client URL like http://198.18.2.2:2379' })).min(1).max(9).describe('etcd client URLs.'),
   election: z.string().regex(/^[A-Za-z0-9._/-]{1,64}$/, 'an election name is 1-64 letters, digits, . _ / -').default('sluice-admission').describe('The election\'s name (one per site).'),
-  leaseTtlSeconds: z.int().min(2, 'at least 2 s (etcd keeps leases at least ~1.5 s)').max(60).default(5).describe('The lease of each campaign: a dead coordinator is replaced within this time.'),
+  leaseTtlSeconds: z.int().min(3, 'at least 3 s (the lease granted is 1 s shorter, and etcd keeps leases at least ~1.5 s)').max(60).default(5).describe('A dead coordinator is replaced within this time: each campaign\'s etcd lease is granted 1 s shorter, because etcd revokes expired leases on a 500 ms loop and the next campaigner learns of it by a watch.'),
 });
 
 const coordinatorSchema = z.union(
