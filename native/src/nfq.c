@@ -37,6 +37,8 @@
 #include <node_api.h>
 #include <uv.h>
 
+#include "napi_util.h"
+#include "nflog.h"
 #include "sd_notify.h"
 
 /* ---- layout shared with src/nfqueue/layout.ts (keep in sync) ---------- */
@@ -104,25 +106,6 @@ typedef struct sq_queue_s {
 
 /* ---- errors ------------------------------------------------------------ */
 
-/* Throws an Error with a stable .code, and .errno/.syscall when from a syscall. */
-static void throw_coded(napi_env env, const char *code, const char *msg, int err, const char *syscall) {
-  char text[256];
-  if (err) snprintf(text, sizeof text, "%s: %s (%s)", msg, strerror(err), syscall ? syscall : "?");
-  else snprintf(text, sizeof text, "%s", msg);
-  napi_value jcode, jmsg, error;
-  napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &jcode);
-  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &jmsg);
-  napi_create_error(env, jcode, jmsg, &error);
-  if (err) {
-    napi_value v;
-    napi_create_int32(env, err, &v);
-    napi_set_named_property(env, error, "errno", v);
-    napi_create_string_utf8(env, syscall ? syscall : "", NAPI_AUTO_LENGTH, &v);
-    napi_set_named_property(env, error, "syscall", v);
-  }
-  napi_throw(env, error);
-}
-
 #define ASSERT_ARG(env, cond, what)                                                    \
   do {                                                                                 \
     if (!(cond)) {                                                                     \
@@ -130,22 +113,6 @@ static void throw_coded(napi_env env, const char *code, const char *msg, int err
       return NULL;                                                                     \
     }                                                                                  \
   } while (0)
-
-/* ---- helpers to read JS arguments -------------------------------------- */
-
-static int get_u32(napi_env env, napi_value v, uint32_t *out) {
-  return napi_get_value_uint32(env, v, out) == napi_ok;
-}
-
-static int get_typed(napi_env env, napi_value v, napi_typedarray_type want, void **data, size_t *len) {
-  napi_typedarray_type type;
-  napi_value ab;
-  size_t off;
-  bool is;
-  if (napi_is_typedarray(env, v, &is) != napi_ok || !is) return 0;
-  if (napi_get_typedarray_info(env, v, &type, len, data, &ab, &off) != napi_ok) return 0;
-  return type == want;
-}
 
 /* ---- receive path ------------------------------------------------------ */
 
@@ -302,13 +269,7 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
     if (napi_get_value_uint32(env, result, &staged) != napi_ok) staged = 0;
   } else {
     q->stats[S_CALLBACK_ERRORS] += 1;
-    bool pending = false;
-    napi_is_exception_pending(env, &pending);
-    if (pending) {
-      napi_value exc;
-      napi_get_and_clear_last_exception(env, &exc);
-      napi_fatal_exception(env, exc); /* same as an uncaught throw in JS */
-    }
+    raise_pending(env);
   }
   if (!q->closing && staged > 0) send_verdicts(q, staged <= q->max_verdicts ? staged : q->max_verdicts);
   napi_close_handle_scope(env, scope);
@@ -372,15 +333,7 @@ static void report_async_error(sq_queue *q, const char *code, int err, const cha
   napi_set_named_property(env, error, "errno", v);
   napi_get_reference_value(env, q->on_error, &fn);
   napi_get_global(env, &recv);
-  if (napi_make_callback(env, q->async_ctx, recv, fn, 1, &error, &result) != napi_ok) {
-    bool pending = false;
-    napi_is_exception_pending(env, &pending);
-    if (pending) {
-      napi_value exc;
-      napi_get_and_clear_last_exception(env, &exc);
-      napi_fatal_exception(env, exc);
-    }
-  }
+  if (napi_make_callback(env, q->async_ctx, recv, fn, 1, &error, &result) != napi_ok) raise_pending(env);
   napi_close_handle_scope(env, scope);
 }
 
@@ -680,6 +633,7 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_create_uint32(env, VERDICT_WORDS, &v); napi_set_named_property(env, exports, "VERDICT_WORDS", v);
   napi_create_uint32(env, STATS_WORDS, &v); napi_set_named_property(env, exports, "STATS_WORDS", v);
   napi_create_uint32(env, MSG_OVERHEAD, &v); napi_set_named_property(env, exports, "MSG_OVERHEAD", v);
+  nflog_register(env, exports);
   return exports;
 }
 

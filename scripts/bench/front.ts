@@ -207,6 +207,11 @@ interface DaemonCost {
   cpuShare: number;
   packets: number;
   packetsPerBatch: number;
+  /** FIN/RST copies read from the NFLOG group, and records per datagram the kernel sent. */
+  logRecords: number;
+  logRecordsPerDatagram: number;
+  /** SYNs of connections already decided (the client retransmitted: a second lost, or a client port reused before its FIN was seen). */
+  synRetransmits: number;
 }
 interface Sample {
   mode: string;
@@ -234,23 +239,31 @@ function cpuSeconds(p: number): number {
   const f = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
   return (Number(f[11]) + Number(f[12])) / 100; // utime + stime, clock ticks (USER_HZ=100)
 }
-function frontStatus(): { counters: Record<string, number>; queue: Record<string, number> } {
+function frontStatus(): { counters: Record<string, number>; queue: Record<string, number>; log?: Record<string, number> } {
   const out = execFileSync('ip', ['netns', 'exec', fr, join(ROOT, 'bin/sluice'), 'ctl', '--socket', join(st.runDir, 'front.sock'), 'status'], { encoding: 'utf8' });
-  return JSON.parse(out) as { counters: Record<string, number>; queue: Record<string, number> };
+  return JSON.parse(out) as { counters: Record<string, number>; queue: Record<string, number>; log?: Record<string, number> };
 }
 /** Starts measuring the daemon's CPU and queue traffic; the returned function ends it. */
 function daemonProbe(): () => DaemonCost {
   const pid = frontPid();
-  const q0 = frontStatus().queue;
+  const s0 = frontStatus();
+  const q0 = s0.queue;
+  const l0 = s0.log ?? {};
   const c0 = cpuSeconds(pid);
   const t0 = performance.now();
   return () => {
     const cpu = cpuSeconds(pid) - c0;
     const secs = (performance.now() - t0) / 1000;
-    const q1 = frontStatus().queue;
+    const s1 = frontStatus();
+    const q1 = s1.queue;
+    const l1 = s1.log ?? {};
     const packets = (q1['packets'] ?? 0) - (q0['packets'] ?? 0);
     const batches = (q1['batches'] ?? 0) - (q0['batches'] ?? 0);
-    return { cpuShare: cpu / secs, packets, packetsPerBatch: packets / Math.max(batches, 1) };
+    const logRecords = (l1['records'] ?? 0) - (l0['records'] ?? 0);
+    const datagrams = (l1['datagrams'] ?? 0) - (l0['datagrams'] ?? 0);
+    const c1 = s1.counters;
+    const synRetransmits = (c1['synRetransmits'] ?? 0) - (s0.counters['synRetransmits'] ?? 0);
+    return { cpuShare: cpu / secs, packets, packetsPerBatch: packets / Math.max(batches, 1), logRecords, logRecordsPerDatagram: logRecords / Math.max(datagrams, 1), synRetransmits };
   };
 }
 const samples: Sample[] = [];
@@ -269,7 +282,7 @@ for (let r = 0; r < rounds; r++) {
       samples.push({ mode: m.name, workload: w, ...res, idle, ...(cost ? { daemon: cost } : {}) });
       console.error(
         `round ${r + 1} ${m.name.padEnd(8)} ${w.padEnd(9)} ${res.rps.toFixed(0)} req/s ${res.mbps.toFixed(1)} MB/s errors ${res.errors} idle ${(idle * 100).toFixed(1)}%` +
-          (cost ? ` | daemon ${(cost.cpuShare * 100).toFixed(1)}% CPU, ${cost.packetsPerBatch.toFixed(2)} pkt/batch, ${cost.packets} packets` : ''),
+          (cost ? ` | daemon ${(cost.cpuShare * 100).toFixed(1)}% CPU, ${cost.packetsPerBatch.toFixed(2)} pkt/batch, ${cost.packets} packets, ${cost.logRecords} logged (${cost.logRecordsPerDatagram.toFixed(1)}/datagram), ${cost.synRetransmits} SYN retransmits` : ''),
       );
     }
     await m.stop();

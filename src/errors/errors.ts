@@ -26,7 +26,7 @@ export class QueueClosedError extends SluiceError {
   readonly code = 'ERR_SLUICE_QUEUE_CLOSED';
 }
 
-/** Errors reported by the NFQUEUE binding carry the syscall errno. */
+/** Errors reported by the NFQUEUE and NFLOG bindings carry the syscall errno. */
 abstract class QueueSystemError extends SluiceError {
   readonly errno: number | undefined;
   readonly syscall: string | undefined;
@@ -79,6 +79,45 @@ export function fromNativeQueueError(err: unknown): SluiceError {
       return new InvalidArgumentError(e.message, opts);
     default:
       return new QueueSocketError(e.message, errno, syscall, opts);
+  }
+}
+
+/** Another socket (another process) is bound to this NFLOG group. */
+export class LogGroupBusyError extends QueueSystemError {
+  readonly code = 'ERR_SLUICE_NFLOG_BUSY';
+}
+/** Missing CAP_NET_ADMIN for the NFLOG socket. */
+export class LogGroupPermissionError extends QueueSystemError {
+  readonly code = 'ERR_SLUICE_NFLOG_PERMISSION';
+}
+/** Binding or configuring the NFLOG group failed for another reason. */
+export class LogGroupConfigError extends QueueSystemError {
+  readonly code = 'ERR_SLUICE_NFLOG_CONFIG';
+}
+/** NFLOG netlink socket or poll failure, at open or while running. */
+export class LogGroupSocketError extends QueueSystemError {
+  readonly code = 'ERR_SLUICE_NFLOG_SOCKET';
+}
+
+/** Maps an error thrown or reported by native/src/nflog.c to its class. */
+export function fromNativeLogError(err: unknown): SluiceError {
+  if (!(err instanceof Error)) return new LogGroupSocketError(String(err));
+  const e = err as Error & { code?: unknown; errno?: unknown; syscall?: unknown };
+  const errno = typeof e.errno === 'number' ? e.errno : undefined;
+  const syscall = typeof e.syscall === 'string' && e.syscall !== '' ? e.syscall : undefined;
+  const opts = { cause: err };
+  switch (e.code) {
+    case 'ERR_NFLOG_BUSY':
+      return new LogGroupBusyError(e.message, errno, syscall, opts);
+    case 'ERR_NFLOG_PERMISSION':
+      return new LogGroupPermissionError(e.message, errno, syscall, opts);
+    case 'ERR_NFLOG_CONFIG':
+      return new LogGroupConfigError(e.message, errno, syscall, opts);
+    case 'ERR_NFLOG_NATIVE_ASSERT':
+      // The wrapper validates first; reaching this is a wrapper bug.
+      return new InvalidArgumentError(e.message, opts);
+    default:
+      return new LogGroupSocketError(e.message, errno, syscall, opts);
   }
 }
 

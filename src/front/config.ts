@@ -130,6 +130,12 @@ export const frontConfigSchema = z
   .strictObject({
     cluster: name.describe('This cluster\'s name (reported to DNS and the other front nodes, shown in status).'),
     queue: z.int().min(0).max(65535).default(0).describe('NFQUEUE number of this daemon\'s rules; one daemon per queue.'),
+    nflogGroup: z
+      .int()
+      .min(0)
+      .max(65535)
+      .default(0)
+      .describe('NFLOG group of this daemon\'s rules: TCP FIN and RST reach the daemon as log copies (no verdict) on it; one daemon per group.'),
     failMode: z
       .enum(['bypass', 'drop'], { error: 'failMode is bypass or drop' })
       .default('bypass')
@@ -139,7 +145,7 @@ export const frontConfigSchema = z
       .string()
       .regex(/^[A-Za-z0-9_.-]{1,15}$/, 'an interface name (at most 15 characters)')
       .default('lan0')
-      .describe('Interface toward the servers: server resets are queued from it.'),
+      .describe('Interface toward the servers: server resets are logged (NFLOG) from it.'),
     connections: z
       .strictObject({
         max: z

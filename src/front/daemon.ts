@@ -4,10 +4,14 @@
  * shutdown). The packet path is FrontEngine.decide(), once per queued
  * packet, called from one onBatch per batch.
  *
+ * FIN and RST copies come from the NFLOG group instead (no verdict):
+ * FrontEngine.teardown(), once per record, from one onBatch per batch.
+ *
  * Lifecycle:
  *   start   load config (refused -> exit 1, nothing installed); rebuild
- *           records from the kernel's flows; install rules; bind the queue;
- *           admin socket, control plane, ops HTTP server (http.listen)
+ *           records from the kernel's flows; bind the log group; install
+ *           rules; bind the queue; admin socket, control plane, ops HTTP
+ *           server (http.listen)
  *   run     sweep recycled records every second; reconcile with the kernel
  *           every connections.reconcileSeconds; expire idle checkpoint keys
  *           every shaping.sweepMs; checkpoint queues' timers give held SYNs
@@ -31,6 +35,7 @@ import { componentLogger, type Logger } from '../log/logger.ts';
 import { newRegistry } from '../metrics/collect.ts';
 import { registerFrontMetrics, type FrontMetricsSource } from '../metrics/front.ts';
 import { readKernelQueue, type KernelQueueStats } from '../metrics/kernel_queue.ts';
+import { NfLog, type LogStats } from '../nflog/log.ts';
 import { NfQueue, type QueueStats } from '../nfqueue/queue.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import { IpProtocol, parseStatusName } from '../packet/ipv4.ts';
@@ -41,7 +46,7 @@ import { LIVE_STATES, REBUILD_STATES, readKernelFlows } from './conntrack-proc.t
 import { FrontControl } from './control.ts';
 import { FrontEngine, HELD } from './engine.ts';
 import { installRules, removeRules } from './iptables.ts';
-import { renderRules } from './rules.ts';
+import { TEARDOWN_LOG, renderRules } from './rules.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
 import { FrontThrottle } from './throttle.ts';
 import { FrontAdmission } from './admission.ts';
@@ -54,7 +59,7 @@ import { Watchdog } from '../systemd/watchdog.ts';
 import type { Gatekeeper } from '../throttle/gatekeeper.ts';
 
 /** Top-level keys a reload cannot apply (the control section has its own rule: restartPart). */
-export const RESTART_KEYS = ['queue', 'connections', 'adminSocket', 'cluster', 'http'] as const;
+export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket', 'cluster', 'http'] as const;
 
 export class FrontDaemon implements FrontMetricsSource {
   readonly log: Logger = componentLogger('front');
@@ -63,6 +68,7 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly table: ConnectionTable;
   readonly engine: FrontEngine;
   #queue: NfQueue | undefined;
+  #log: NfLog | undefined;
   #admin: AdminServer | undefined;
   #control: FrontControl | undefined;
   #ops: OpsServer | undefined;
@@ -131,8 +137,31 @@ export class FrontDaemon implements FrontMetricsSource {
     // without it. It connects in the background (a master down: fail open).
     await this.throttle.apply(this.config, () => this.engine.shaper);
     await this.admission.apply(this.config, () => this.engine.shaper);
-    installRules(renderRules(this.config));
     const engine = this.engine;
+    // Bound before the rules exist, so no FIN of a connection decided by
+    // this daemon is logged to nobody. Records it misses all the same (the
+    // socket overflowed: counted as log overruns and lost records) stay
+    // active until reconcile frees them (their kernel flow is no longer live).
+    this.#log = NfLog.open({
+      group: this.config.nflogGroup,
+      copyRange: TEARDOWN_LOG.size,
+      threshold: TEARDOWN_LOG.threshold,
+      timeoutCentiseconds: TEARDOWN_LOG.timeoutCentiseconds,
+      // Datagrams go when `threshold` records are in them; 16 KiB holds
+      // 64 records of ~220 bytes. A smaller skb also keeps the receive
+      // buffer's accounting (truesize) close to the bytes it holds: 8 MiB
+      // then buffers some 30k records, seconds of closes at full rate.
+      bufferBytes: 16 << 10,
+      receiveBufferBytes: 8 << 20,
+      onBatch(batch) {
+        const now = performance.now();
+        for (let i = 0; i < batch.count; i++) engine.teardown(batch.data, batch.payloadOffset(i), batch.payloadLength(i), now);
+      },
+      onError: (err) => {
+        this.log.error({ err }, 'log group error');
+      },
+    });
+    installRules(renderRules(this.config));
     this.#queue = NfQueue.open({
       queue: this.config.queue,
       // Packets wait here for their verdict: those of one batch, plus the
@@ -365,6 +394,10 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.#queue?.stats();
   }
 
+  logStats(): LogStats | undefined {
+    return this.#log?.stats();
+  }
+
   kernelQueue(): KernelQueueStats | undefined {
     return readKernelQueue(this.config.queue);
   }
@@ -396,6 +429,7 @@ export class FrontDaemon implements FrontMetricsSource {
       records: { active: this.table.active, recycled: this.table.recycled, ...this.table.counts },
       admin: { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 },
       queue: this.#queue?.stats(),
+      log: this.#log?.stats(),
       ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),
       ...(this.#control ? { control: this.#control.status() } : {}),
       ...(this.throttle.gatekeeper ? { throttle: this.throttle.gatekeeper.status() } : {}),
@@ -422,6 +456,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.throttle.stop();
     void this.admission.stop();
     this.#queue?.close();
+    this.#log?.close();
     this.#admin?.close();
     removeRules();
     this.log.info(this.status(), 'front node stopped');

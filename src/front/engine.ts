@@ -1,17 +1,21 @@
 /**
  * The front node's packet decision: one entry, decide(), per queued packet,
- * returning a verdict (the mark to set is left in `mark`). Only connection
- * setup and teardown packets reach it (src/front/rules.ts). No allocation,
- * no logging, no await: every outcome is a counter increment.
+ * returning a verdict (the mark to set is left in `mark`), and one,
+ * teardown(), per FIN/RST copy read from the NFLOG group (no verdict: the
+ * kernel has forwarded the packet). Only connection setup and teardown
+ * packets reach them (src/front/rules.ts). No allocation, no logging, no
+ * await: every outcome is a counter increment.
  *
  *  client SYN          new: choose a server (or overflow target), record it,
  *                      accept with its mark (the kernel DNATs by mark);
  *                      retransmitted: same record, same mark
- *  client FIN / RST    record -> recycle list; accept (conntrack carries it)
+ *  client FIN / RST    record -> recycle list (teardown(); or decide() for
+ *                      one the kernel has no flow for: then accepted)
  *  server RST          same, keyed by the client the reset goes to
  *  other non-SYN       (kernel has no flow for it) record -> accept with its
  *                      mark; no record -> drop (seed 000)
- *  malformed           drop, counted by parse status
+ *  malformed           drop, counted by parse status (a malformed log copy
+ *                      is only counted: its packet is the kernel's)
  *
  * With checkpoints (src/shaping/shaper.ts), a new connection's SYN goes
  * through them first: it passes (to its server or steered to an overflow
@@ -46,6 +50,10 @@ export class EngineCounters {
   untracked = 0;
   finishes = 0;
   serverResets = 0;
+  /** FIN/RST copies read from the NFLOG group (teardown()); not in `packets`. */
+  logged = 0;
+  /** Log copies the parser refused (the packets themselves were forwarded by the kernel). */
+  loggedMalformed = 0;
   resumed = 0;
   noRecord = 0;
   /** Packets the rules should not have queued (not TCP/UDP, not to a VIP, no such UDP service), accepted or dropped. */
@@ -278,15 +286,54 @@ export class FrontEngine implements ShapingHost {
       return Verdict.Drop;
     }
     // Not to a VIP: a server's reset toward a client.
-    if ((flags & TcpFlag.Rst) !== 0) {
-      for (let s = 0; s < services.length; s++) {
-        const svc = services[s];
-        if (svc === undefined || svc.serverAt(info.src, info.srcPort) < 0) continue;
-        if (this.#table.finish(connectionKey(s, info.dst, info.dstPort), now)) c.serverResets++;
-        return Verdict.Accept;
-      }
-    }
-    c.unexpected++;
+    if ((flags & TcpFlag.Rst) === 0 || !this.#serverReset(now)) c.unexpected++;
     return Verdict.Accept;
+  }
+
+  /** A server's reset (info parsed, not to a VIP): its client's record -> recycle list. False if from no server of ours. */
+  #serverReset(now: number): boolean {
+    const info = this.#info;
+    const services = this.#services;
+    for (let s = 0; s < services.length; s++) {
+      const svc = services[s];
+      if (svc === undefined || svc.serverAt(info.src, info.srcPort) < 0) continue;
+      if (this.#table.finish(connectionKey(s, info.dst, info.dstPort), now)) this.counters.serverResets++;
+      return true;
+    }
+    return false;
+  }
+
+  /**
+   * A FIN or RST copy from the NFLOG group: the record goes to the recycle
+   * list, as decide() does for a queued one. Copies are cut at
+   * TEARDOWN_LOG.size bytes and only the headers matter, so a longer
+   * packet's IP total length is clamped to the copy before parsing (the
+   * bytes are the log's receive area; nothing is sent back to the kernel).
+   */
+  teardown(buf: Uint8Array, offset: number, length: number, now: number): void {
+    const c = this.counters;
+    const info = this.#info;
+    c.logged++;
+    if (length >= 4 && offset + length <= buf.length && (((buf[offset + 2] ?? 0) << 8) | (buf[offset + 3] ?? 0)) > length) {
+      buf[offset + 2] = length >>> 8;
+      buf[offset + 3] = length & 0xff;
+    }
+    if (parseIPv4(buf, offset, length, info) !== ParseStatus.Ok) {
+      c.loggedMalformed++;
+      return;
+    }
+    const flags = info.tcpFlags;
+    if (info.protocol !== IpProtocol.Tcp || (flags & (TcpFlag.Fin | TcpFlag.Rst)) === 0) {
+      c.unexpected++;
+      return;
+    }
+    const services = this.#services;
+    for (let s = 0; s < services.length; s++) {
+      const svc = services[s];
+      if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort || svc.protocol !== IpProtocol.Tcp) continue;
+      if (this.#table.finish(connectionKey(s, info.src, info.srcPort), now)) c.finishes++;
+      return;
+    }
+    if ((flags & TcpFlag.Rst) === 0 || !this.#serverReset(now)) c.unexpected++;
   }
 }

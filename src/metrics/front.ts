@@ -1,7 +1,7 @@
 /**
  * sluice_front_*: the front node's metrics, read at scrape time from the
  * engine's counters, the services' per-server state, the connection table,
- * the queue (ours and the kernel's view), the control plane and the RTT
+ * the queue (ours and the kernel's view), the FIN/RST log, the control plane and the RTT
  * prober. Nothing here runs on the packet path (collect.ts).
  *
  * Labels: service and server names (the config's, at most 31 x 200),
@@ -11,6 +11,7 @@
  * stick-table key).
  */
 import type { Registry } from 'prom-client';
+import type { LogStats } from '../nflog/log.ts';
 import type { QueueStats } from '../nfqueue/queue.ts';
 import { parseStatusName } from '../packet/ipv4.ts';
 import type { FrontConfig } from '../front/config.ts';
@@ -34,6 +35,7 @@ export interface FrontMetricsSource {
   readonly engine: FrontEngine;
   readonly table: ConnectionTable;
   queueStats(): QueueStats | undefined;
+  logStats(): LogStats | undefined;
   kernelQueue(): KernelQueueStats | undefined;
   adminCounts(): { handled: number; rejected: number };
   control(): FrontControl | undefined;
@@ -74,6 +76,8 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   );
   counterOf(registry, 'sluice_front_connections_untracked_total', 'Connections decided without a record (connection table full).', () => c().untracked);
   counterOf(registry, 'sluice_front_connections_resumed_total', 'Packets of recorded connections the kernel had no flow for, sent to their server again.', () => c().resumed);
+  counterOf(registry, 'sluice_front_log_records_total', 'FIN/RST copies read from the NFLOG group (not in sluice_front_packets_total).', () => c().logged);
+  counterOf(registry, 'sluice_front_log_malformed_total', 'FIN/RST copies the parser refused (the packets themselves were forwarded).', () => c().loggedMalformed);
   counterFrom(registry, 'sluice_front_connections_finished_total', 'Connection records finished, by who ended them (client FIN/RST or server RST).', ['by'], () => [
     [{ by: 'client' }, c().finishes],
     [{ by: 'server_reset' }, c().serverResets],
@@ -146,6 +150,22 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
     return [
       [{ kind: 'send' }, s.sendErrors],
       [{ kind: 'kernel' }, s.kernelErrors],
+      [{ kind: 'overrun' }, s.overruns],
+      [{ kind: 'bad_message' }, s.badMessages],
+      [{ kind: 'recv' }, s.recvErrors],
+      [{ kind: 'truncated_read' }, s.truncatedReads],
+      [{ kind: 'callback' }, s.callbackErrors],
+    ];
+  });
+  // The NFLOG group (FIN/RST copies): lost records stay active until reconcile frees them.
+  const l = (): LogStats | undefined => src.logStats();
+  counterOf(registry, 'sluice_front_log_batches_total', 'Batches of FIN/RST copies received from the NFLOG group.', () => l()?.batches ?? 0);
+  counterOf(registry, 'sluice_front_log_datagrams_total', 'Datagrams received from the NFLOG group (the kernel batches records into them).', () => l()?.datagrams ?? 0);
+  counterOf(registry, 'sluice_front_log_lost_records_total', 'FIN/RST copies lost before we read them (gaps in their sequence numbers); their records are freed by reconcile.', () => l()?.lost ?? 0);
+  counterFrom(registry, 'sluice_front_log_errors_total', 'NFLOG errors by kind (overrun: the socket buffer overflowed, ENOBUFS; the records are counted in lost_records).', ['kind'], () => {
+    const s = l();
+    if (!s) return [];
+    return [
       [{ kind: 'overrun' }, s.overruns],
       [{ kind: 'bad_message' }, s.badMessages],
       [{ kind: 'recv' }, s.recvErrors],

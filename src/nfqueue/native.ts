@@ -1,9 +1,10 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { NativeAddonMissingError } from '../errors/errors.ts';
+import { LOG_META_WORDS, LOG_STATS_WORDS } from '../nflog/layout.ts';
 import { META_WORDS, STATS_WORDS, VERDICT_WORDS } from './layout.ts';
 
-/** The raw binding exported by native/src/nfq.c (and sd_notify.c). Only queue.ts and src/systemd/ call it. */
+/** The raw binding exported by native/src/nfq.c (and nflog.c, sd_notify.c). Only queue.ts, src/nflog/log.ts and src/systemd/ call it. */
 export interface NativeNfq {
   open(
     queue: number,
@@ -30,6 +31,25 @@ export interface NativeNfq {
   readonly VERDICT_WORDS: number;
   readonly STATS_WORDS: number;
   readonly MSG_OVERHEAD: number;
+  /** NFLOG reader (native/src/nflog.c): binds `group` and calls onBatch(n) once per batch of records. */
+  nflogOpen(
+    group: number,
+    copyRange: number,
+    bufferBytes: number,
+    timeoutCs: number,
+    threshold: number,
+    receiveBufferBytes: number,
+    rx: Uint8Array,
+    meta: Uint32Array,
+    stats: Float64Array,
+    onBatch: (count: number) => void,
+    onError: (err: Error) => void,
+  ): NativeHandle;
+  nflogClose(handle: NativeHandle): void;
+  nflogRef(handle: NativeHandle, on: boolean): void;
+  readonly LOG_META_WORDS: number;
+  readonly LOG_STATS_WORDS: number;
+  readonly LOG_MSG_OVERHEAD: number;
 }
 
 export interface NativeLiveness {
@@ -62,7 +82,13 @@ export function loadNative(): NativeNfq {
       { cause: err },
     );
   }
-  if (mod.META_WORDS !== META_WORDS || mod.VERDICT_WORDS !== VERDICT_WORDS || mod.STATS_WORDS !== STATS_WORDS) {
+  if (
+    mod.META_WORDS !== META_WORDS ||
+    mod.VERDICT_WORDS !== VERDICT_WORDS ||
+    mod.STATS_WORDS !== STATS_WORDS ||
+    mod.LOG_META_WORDS !== LOG_META_WORDS ||
+    mod.LOG_STATS_WORDS !== LOG_STATS_WORDS
+  ) {
     throw new NativeAddonMissingError(
       `the NFQUEUE addon at ${ADDON_PATH} was built from other sources (layout mismatch): rebuild with scripts/install.sh`,
     );

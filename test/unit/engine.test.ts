@@ -80,6 +80,48 @@ describe('front engine', () => {
     assert.equal(services[0]!.servers[0]!.active, 1);
   });
 
+  it('a logged FIN (teardown) recycles the record like a queued one; no verdict, not a queued packet', () => {
+    const { e, services, table } = engine(base('byrequests', [10]));
+    decide(e, syn(40000));
+    const f = fin(40000);
+    e.teardown(f, 0, f.length, 5);
+    assert.equal(e.counters.finishes, 1);
+    assert.equal(e.counters.logged, 1);
+    assert.equal(e.counters.packets, 1, 'only the SYN went through decide()');
+    assert.equal(services[0]!.servers[0]!.active, 0);
+    assert.equal(table.recycled, 1);
+    e.teardown(f, 0, f.length, 6); // a retransmitted FIN: already recycled
+    assert.equal(e.counters.finishes, 1);
+  });
+
+  it('a logged FIN cut at the copy size (it carried data) still recycles; garbage and non-FIN copies are counted', () => {
+    const { e, table } = engine(base('byrequests', [10]));
+    decide(e, syn(40001));
+    const long = tcp({ dst: '198.19.1.1' }, { srcPort: 40001, dstPort: 80, flags: TcpFlag.Fin | TcpFlag.Ack, payload: Array<number>(400).fill(65) });
+    const copy = long.slice(0, 128); // what --nflog-size 128 hands over
+    e.teardown(copy, 0, copy.length, 1);
+    assert.equal(e.counters.finishes, 1);
+    assert.equal(table.recycled, 1);
+    const junk = new Uint8Array([0x45, 0, 0, 10]);
+    e.teardown(junk, 0, junk.length, 1);
+    assert.equal(e.counters.loggedMalformed, 1);
+    const a = ack(40002);
+    e.teardown(a, 0, a.length, 1);
+    assert.equal(e.counters.unexpected, 1);
+  });
+
+  it('a logged server RST finishes the record of the client it goes to', () => {
+    const { e, services } = engine(base('byrequests', [10]));
+    decide(e, syn(40000));
+    const rst = tcp({ src: '198.18.201.11', dst: '198.18.11.2' }, { srcPort: 80, dstPort: 40000, flags: TcpFlag.Rst });
+    e.teardown(rst, 0, rst.length, 1);
+    assert.equal(e.counters.serverResets, 1);
+    assert.equal(services[0]!.servers[0]!.active, 0);
+    const stranger = tcp({ src: '198.18.201.99', dst: '198.18.11.2' }, { srcPort: 80, dstPort: 40001, flags: TcpFlag.Rst });
+    e.teardown(stranger, 0, stranger.length, 1);
+    assert.equal(e.counters.unexpected, 1);
+  });
+
   it('non-SYN without a record is dropped and counted; with one it resumes', () => {
     const { e } = engine(base('byrequests', [10]));
     assert.equal(decide(e, ack(1234)).v, Verdict.Drop);

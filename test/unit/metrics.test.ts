@@ -26,6 +26,7 @@ import { registerDnsMetrics } from '../../src/metrics/dns.ts';
 import { registerFrontMetrics, type FrontMetricsSource } from '../../src/metrics/front.ts';
 import { BucketHistogram } from '../../src/metrics/histogram.ts';
 import { parseKernelQueue } from '../../src/metrics/kernel_queue.ts';
+import type { LogStats } from '../../src/nflog/log.ts';
 import type { QueueStats } from '../../src/nfqueue/queue.ts';
 import { ParseStatus, TcpFlag } from '../../src/packet/ipv4.ts';
 import { Shaper } from '../../src/shaping/shaper.ts';
@@ -119,16 +120,18 @@ describe('front metrics from the engine and table counters', () => {
   s1c!.down = true;
   for (const b of svc.servers) b.refreshUsable();
   svc.overflow[0]!.decided = 2;
-  Object.assign(engine.counters, { packets: 50, syn: 12, synRetransmits: 1, decided: 12, noTarget: 1, noRecord: 5, unexpected: 3, unexpectedDropped: 2, finishes: 6, serverResets: 1 });
+  Object.assign(engine.counters, { packets: 50, syn: 12, synRetransmits: 1, decided: 12, noTarget: 1, noRecord: 5, unexpected: 3, unexpectedDropped: 2, finishes: 6, serverResets: 1, logged: 8, loggedMalformed: 1 });
   engine.counters.malformed[ParseStatus.IpOptions] = 2;
   for (let i = 0; i < 3; i++) table.create(connectionKey(0, 0x0a000001, 1000 + i), 0, 0, 0);
   table.finish(connectionKey(0, 0x0a000001, 1000), 1);
   const queue: QueueStats = { packets: 50, batches: 9, maxBatch: 8, verdicts: 50, sendErrors: 0, kernelErrors: 1, overruns: 2, badMessages: 0, recvErrors: 0, lastErrno: 0, truncatedReads: 0, callbackErrors: 0 };
+  const log: LogStats = { records: 8, batches: 2, maxBatch: 5, datagrams: 3, overruns: 1, lost: 64, badMessages: 0, recvErrors: 0, lastErrno: 0, truncatedReads: 0, callbackErrors: 0 };
   const src: FrontMetricsSource = {
     config,
     engine,
     table,
     queueStats: () => queue,
+    logStats: () => log,
     kernelQueue: () => ({ waiting: 4, queueDropped: 0, userDropped: 3 }),
     adminCounts: () => ({ handled: 2, rejected: 1 }),
     control: () => undefined,
@@ -171,6 +174,12 @@ describe('front metrics from the engine and table counters', () => {
       ['sluice_front_connection_record_events_total', { event: 'created' }, 3],
       ['sluice_front_connection_record_events_total', { event: 'recycled_early' }, 0],
       ['sluice_front_queue_packets_total', {}, 50],
+      ['sluice_front_log_records_total', {}, 8],
+      ['sluice_front_log_malformed_total', {}, 1],
+      ['sluice_front_log_batches_total', {}, 2],
+      ['sluice_front_log_datagrams_total', {}, 3],
+      ['sluice_front_log_lost_records_total', {}, 64],
+      ['sluice_front_log_errors_total', { kind: 'overrun' }, 1],
       ['sluice_front_queue_batches_total', {}, 9],
       ['sluice_front_queue_errors_total', { kind: 'overrun' }, 2],
       ['sluice_front_queue_errors_total', { kind: 'kernel' }, 1],
@@ -235,7 +244,7 @@ services:
   const table = new ConnectionTable(100, 1000, { released: () => undefined });
   const engine = new FrontEngine(services, table, makeShaper());
   engine.onSettled = () => undefined;
-  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined };
+  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined };
   const r = new Registry();
   registerFrontMetrics(r, src);
   // Times relative to the clock the metrics read (oldest wait).

@@ -23,8 +23,13 @@ describe('front rules', () => {
   it('queues setup and teardown packets of each VIP only, one DNAT per server mark', () => {
     const r = renderRules(parseConfig(frontConfigSchema, text, 'x'));
     const queue = r.byChain['SLUICE_QUEUE'] ?? [];
-    assert.ok(queue.every((l) => l.includes('-j NFQUEUE --queue-num 0 --queue-bypass')));
+    assert.ok(queue.every((l) => l.includes('-j NFQUEUE --queue-num 0 --queue-bypass') || l.includes('-j NFLOG --nflog-group 0 --nflog-size 128 --nflog-threshold 64')));
     assert.ok(queue.some((l) => l.includes('-d 198.19.1.1/32 -p tcp --dport 80 --tcp-flags SYN,ACK,FIN,RST SYN')));
+    // FIN and RST are logged (no verdict), after the queue rules, so a packet
+    // without a kernel flow is queued first and never both queued and logged.
+    const firstLog = queue.findIndex((l) => l.includes('NFLOG'));
+    assert.ok(firstLog > 0 && queue.slice(firstLog).every((l) => l.includes('NFLOG') && / --tcp-flags (FIN FIN|RST RST) /.test(l)), queue.join('\n'));
+    assert.ok(queue.slice(0, firstLog).every((l) => !/ --tcp-flags (FIN FIN|RST RST) /.test(l)), 'FIN/RST are not queued');
     assert.ok(!queue.some((l) => l.includes('ESTABLISHED')), 'established packets are never queued');
     const dnat = r.byChain['SLUICE_DNAT'] ?? [];
     assert.ok(dnat.includes('-d 198.19.1.1/32 -p tcp --dport 80 -m mark --mark 0x51750002 -j DNAT --to-destination 198.18.201.12:80'));

@@ -1,0 +1,47 @@
+/* Small Node-API helpers shared by the addon's bindings (nfq.c, nflog.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "napi_util.h"
+
+void throw_coded(napi_env env, const char *code, const char *msg, int err, const char *syscall) {
+  char text[256];
+  if (err) snprintf(text, sizeof text, "%s: %s (%s)", msg, strerror(err), syscall ? syscall : "?");
+  else snprintf(text, sizeof text, "%s", msg);
+  napi_value jcode, jmsg, error;
+  napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &jcode);
+  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &jmsg);
+  napi_create_error(env, jcode, jmsg, &error);
+  if (err) {
+    napi_value v;
+    napi_create_int32(env, err, &v);
+    napi_set_named_property(env, error, "errno", v);
+    napi_create_string_utf8(env, syscall ? syscall : "", NAPI_AUTO_LENGTH, &v);
+    napi_set_named_property(env, error, "syscall", v);
+  }
+  napi_throw(env, error);
+}
+
+int get_u32(napi_env env, napi_value v, uint32_t *out) {
+  return napi_get_value_uint32(env, v, out) == napi_ok;
+}
+
+int get_typed(napi_env env, napi_value v, napi_typedarray_type want, void **data, size_t *len) {
+  napi_typedarray_type type;
+  napi_value ab;
+  size_t off;
+  bool is;
+  if (napi_is_typedarray(env, v, &is) != napi_ok || !is) return 0;
+  if (napi_get_typedarray_info(env, v, &type, len, data, &ab, &off) != napi_ok) return 0;
+  return type == want;
+}
+
+void raise_pending(napi_env env) {
+  bool pending = false;
+  napi_is_exception_pending(env, &pending);
+  if (pending) {
+    napi_value exc;
+    napi_get_and_clear_last_exception(env, &exc);
+    napi_fatal_exception(env, exc); /* same as an uncaught throw in JS */
+  }
+}
