@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { fallbackMark, overflowMark, serverMark } from '../../src/front/marks.ts';
-import { renderRules } from '../../src/front/rules.ts';
+import { ESTABLISHED_TCP_RETURN, ESTABLISHED_UDP_RETURN, renderRules } from '../../src/front/rules.ts';
 
 const text = readFileSync(new URL('../../deploy/examples/front-cluster1.yaml', import.meta.url), 'utf8');
 
@@ -22,7 +22,9 @@ describe('front rules', () => {
 
   it('queues setup and teardown packets of each VIP only, one DNAT per server mark', () => {
     const r = renderRules(parseConfig(frontConfigSchema, text, 'x'));
-    const queue = r.byChain['SLUICE_QUEUE'] ?? [];
+    const [first, ...queue] = r.byChain['SLUICE_QUEUE'] ?? [];
+    // Established packets without SYN, FIN or RST leave the chain first; every later rule needs one of those or a state other than ESTABLISHED.
+    assert.equal(first, ESTABLISHED_TCP_RETURN);
     assert.ok(queue.every((l) => l.includes('-j NFQUEUE --queue-num 0 --queue-bypass') || l.includes('-j NFLOG --nflog-group 0 --nflog-size 128 --nflog-threshold 64')));
     assert.ok(queue.some((l) => l.includes('-d 198.19.1.1/32 -p tcp --dport 80 --tcp-flags SYN,ACK,FIN,RST SYN')));
     // FIN and RST are logged (no verdict), after the queue rules, so a packet
@@ -30,7 +32,7 @@ describe('front rules', () => {
     const firstLog = queue.findIndex((l) => l.includes('NFLOG'));
     assert.ok(firstLog > 0 && queue.slice(firstLog).every((l) => l.includes('NFLOG') && / --tcp-flags (FIN FIN|RST RST) /.test(l)), queue.join('\n'));
     assert.ok(queue.slice(0, firstLog).every((l) => !/ --tcp-flags (FIN FIN|RST RST) /.test(l)), 'FIN/RST are not queued');
-    assert.ok(!queue.some((l) => l.includes('ESTABLISHED')), 'established packets are never queued');
+    assert.ok(!queue.some((l) => l.includes('ESTABLISHED') || l.includes('RETURN')), 'established packets are never queued');
     const dnat = r.byChain['SLUICE_DNAT'] ?? [];
     assert.ok(dnat.includes('-d 198.19.1.1/32 -p tcp --dport 80 -m mark --mark 0x51750002 -j DNAT --to-destination 198.18.201.12:80'));
     assert.ok(dnat.some((l) => l.includes('HMARK --hmark-tuple src --hmark-mod 3 --hmark-offset 0x51750040')));
@@ -52,7 +54,7 @@ describe('front rules', () => {
 
   it('UDP service: the first packet of each flow is queued; DNAT, fallback and SNAT are per protocol', () => {
     const r = renderRules(parseConfig(frontConfigSchema, text.replace('    port: 80\n', '    port: 53\n    protocol: udp\n'), 'x'));
-    assert.deepEqual(r.byChain['SLUICE_QUEUE'], ['-d 198.19.1.1/32 -p udp --dport 53 -m conntrack --ctstate NEW -j NFQUEUE --queue-num 0 --queue-bypass']);
+    assert.deepEqual(r.byChain['SLUICE_QUEUE'], [ESTABLISHED_UDP_RETURN, '-d 198.19.1.1/32 -p udp --dport 53 -m conntrack --ctstate NEW -j NFQUEUE --queue-num 0 --queue-bypass']);
     const dnat = r.byChain['SLUICE_DNAT'] ?? [];
     assert.ok(dnat.includes('-d 198.19.1.1/32 -p udp --dport 53 -m mark --mark 0x51750002 -j DNAT --to-destination 198.18.201.12:53'));
     assert.ok(dnat.some((l) => l.startsWith('-d 198.19.1.1/32 -p udp --dport 53 -m mark --mark 0 -j HMARK')));
