@@ -10,8 +10,9 @@
  *   reconcile(present) frees active records whose kernel flow is gone
  *
  * Storage: struct-of-arrays in typed arrays sized to the configured maximum,
- * plus one Map from a numeric key to the slot. Numeric keys (no strings) and
- * no per-record objects keep 1M records well under 100 MB.
+ * plus an open-addressing index from the numeric key to the slot
+ * (key-index.ts). No strings, no per-record objects, nothing allocated per
+ * connection: 1M records take well under 100 MB.
  *
  * At the bound (every slot used), create() first frees the oldest recycled
  * record early (counted as `recycledEarly`); if none is recycled it returns
@@ -19,9 +20,10 @@
  * the kernel carry it, untracked. A record is never evicted while active,
  * so server active counts stay exact.
  *
- * Invariants: map.size === active + recycled; a slot is in exactly one of
+ * Invariants: index.size === active + recycled; a slot is in exactly one of
  * {free list, active, recycle ring (current generation)}.
  */
+import { KeyIndex } from './key-index.ts';
 
 /** Key of (virtual service index < 32, IPv4 u32, port u16): exact in a double (< 2^53). */
 export function connectionKey(service: number, client: number, port: number): number {
@@ -41,7 +43,7 @@ export interface ConnectionEvents {
 
 export class ConnectionTable {
   readonly capacity: number;
-  readonly #map = new Map<number, number>();
+  readonly #index: KeyIndex;
   readonly #key: Float64Array;
   readonly #service: Uint8Array;
   readonly #server: Int32Array;
@@ -69,6 +71,7 @@ export class ConnectionTable {
     this.#recycleMs = recycleMs;
     this.#events = events;
     this.#key = new Float64Array(capacity);
+    this.#index = new KeyIndex(capacity, this.#key);
     this.#service = new Uint8Array(capacity);
     this.#server = new Int32Array(capacity);
     this.#created = new Float64Array(capacity);
@@ -83,19 +86,19 @@ export class ConnectionTable {
   }
 
   get size(): number {
-    return this.#map.size;
+    return this.#index.size;
   }
 
   /** The server of an existing record, or -1. */
   lookup(key: number): number {
-    const slot = this.#map.get(key);
-    return slot === undefined ? -1 : (this.#server[slot] ?? -1);
+    const slot = this.#index.get(key);
+    return slot < 0 ? -1 : (this.#server[slot] ?? -1);
   }
 
   /** Whether the record of `key` is active (not recycled). */
   isActive(key: number): boolean {
-    const slot = this.#map.get(key);
-    return slot !== undefined && this.#state[slot] === RecordState.Active;
+    const slot = this.#index.get(key);
+    return slot >= 0 && this.#state[slot] === RecordState.Active;
   }
 
   /**
@@ -115,7 +118,7 @@ export class ConnectionTable {
     this.#created[slot] = now;
     this.#finished[slot] = 0;
     this.#state[slot] = RecordState.Active;
-    this.#map.set(key, slot);
+    this.#index.set(key, slot);
     this.active++;
     this.counts.created++;
     return slot;
@@ -123,8 +126,8 @@ export class ConnectionTable {
 
   /** FIN or RST seen: the record goes to the recycle list. False if unknown or already recycled. */
   finish(key: number, now: number): boolean {
-    const slot = this.#map.get(key);
-    if (slot === undefined || this.#state[slot] !== RecordState.Active) return false;
+    const slot = this.#index.get(key);
+    if (slot < 0 || this.#state[slot] !== RecordState.Active) return false;
     this.#state[slot] = RecordState.Recycled;
     this.#finished[slot] = now;
     this.active--;
@@ -144,8 +147,8 @@ export class ConnectionTable {
 
   /** Removes a record now, whatever its state (e.g. a new SYN reusing a recycled port). */
   remove(key: number): void {
-    const slot = this.#map.get(key);
-    if (slot === undefined) return;
+    const slot = this.#index.get(key);
+    if (slot < 0) return;
     if (this.#state[slot] === RecordState.Active) {
       this.active--;
       this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1, slot);
@@ -183,8 +186,8 @@ export class ConnectionTable {
    */
   reconcile(present: (key: number) => boolean, olderThan: number): number {
     let n = 0;
-    for (const [key, slot] of this.#map) {
-      if (this.#state[slot] !== RecordState.Active || (this.#created[slot] ?? 0) >= olderThan || present(key)) continue;
+    for (let slot = 0; slot < this.capacity; slot++) {
+      if (this.#state[slot] !== RecordState.Active || (this.#created[slot] ?? 0) >= olderThan || present(this.#key[slot] ?? -1)) continue;
       this.active--;
       this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1, slot);
       this.#release(slot);
@@ -196,8 +199,8 @@ export class ConnectionTable {
 
   /** Calls fn for each active record (for status and rebuilding server counts). */
   forEachActive(fn: (key: number, service: number, server: number, created: number) => void): void {
-    for (const [key, slot] of this.#map) {
-      if (this.#state[slot] === RecordState.Active) fn(key, this.#service[slot] ?? 0, this.#server[slot] ?? -1, this.#created[slot] ?? 0);
+    for (let slot = 0; slot < this.capacity; slot++) {
+      if (this.#state[slot] === RecordState.Active) fn(this.#key[slot] ?? -1, this.#service[slot] ?? 0, this.#server[slot] ?? -1, this.#created[slot] ?? 0);
     }
   }
 
@@ -209,7 +212,9 @@ export class ConnectionTable {
    */
   remap(fn: (service: number, server: number) => readonly [number, number] | undefined): void {
     const moves: [number, number, number][] = [];
-    for (const [key, slot] of this.#map) {
+    for (let slot = 0; slot < this.capacity; slot++) {
+      if (this.#state[slot] === RecordState.Free) continue;
+      const key = this.#key[slot] ?? -1;
       const to = fn(this.#service[slot] ?? 0, this.#server[slot] ?? -1);
       if (to === undefined) {
         if (this.#state[slot] === RecordState.Active) this.active--;
@@ -226,10 +231,13 @@ export class ConnectionTable {
         this.#service[slot] = svc;
       }
     }
-    for (const [, oldKey] of moves) this.#map.delete(oldKey);
+    // Every old key leaves the index before any slot's key changes (the
+    // index reads keys[] while it shifts entries); the service mapping is
+    // one-to-one, so no new key equals another record's key.
+    for (const [, oldKey] of moves) this.#index.delete(oldKey);
     for (const [slot, , newKey] of moves) {
       this.#key[slot] = newKey;
-      this.#map.set(newKey, slot);
+      this.#index.set(newKey, slot);
     }
   }
 
@@ -266,7 +274,7 @@ export class ConnectionTable {
   }
 
   #release(slot: number): void {
-    this.#map.delete(this.#key[slot] ?? -1);
+    this.#index.delete(this.#key[slot] ?? -1);
     this.#state[slot] = RecordState.Free;
     this.#gen[slot] = ((this.#gen[slot] ?? 0) + 1) >>> 0;
     this.#free[this.#freeTop++] = slot;
