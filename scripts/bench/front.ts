@@ -22,6 +22,7 @@
  *   RSS            scripts/bench/front-rss.ts: the engine with 1M records.
  *
  *   node scripts/bench/front.ts [--seconds 5] [--rounds 2] [--conns 64] [--threads 2] [--only close|keepalive|bulk]
+ *                               [--modes dnat,haproxy,sluice] [--perf DIR (perf record -a -g per run)]
  * Prints a table, writes bench/results/front.json.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -43,6 +44,8 @@ const { values } = parseArgs({
     conns: { type: 'string', default: '64' },
     threads: { type: 'string', default: '2' },
     only: { type: 'string' },
+    modes: { type: 'string', default: 'dnat,haproxy,sluice' },
+    perf: { type: 'string' },
   },
 });
 const seconds = Number(values.seconds);
@@ -267,7 +270,18 @@ function daemonProbe(): () => DaemonCost {
   };
 }
 const samples: Sample[] = [];
-const modes = [dnat, haproxy, sluice];
+const modes = [dnat, haproxy, sluice].filter((m) => values.modes.split(',').includes(m.name));
+/** `--perf DIR`: a system-wide `perf record -g` per run (where the CPU goes, mode against mode). */
+function perfStart(name: string): (() => Promise<void>) | undefined {
+  if (values.perf === undefined) return undefined;
+  mkdirSync(values.perf, { recursive: true });
+  const p = spawn('perf', ['record', '-a', '-g', '-q', '-o', join(values.perf, `${name}.data`)], { stdio: 'ignore' });
+  return () => {
+    const done = new Promise((r) => p.once('exit', r));
+    p.kill('SIGINT');
+    return done.then(() => undefined);
+  };
+}
 for (let r = 0; r < rounds; r++) {
   for (const m of modes) {
     await m.start();
@@ -275,9 +289,11 @@ for (let r = 0; r < rounds; r++) {
     for (const w of Object.keys(workloads) as Workload[]) {
       if (values.only !== undefined && values.only !== w) continue;
       const probe = m.name === 'sluice' ? daemonProbe() : undefined;
+      const perfStop = perfStart(`${m.name}-${w}-${r + 1}`);
       const cpu0 = machineCpu();
       const res = await wrk([...workloads[w]]);
       const idle = idleShare(cpu0, machineCpu());
+      await perfStop?.();
       const cost = probe?.();
       samples.push({ mode: m.name, workload: w, ...res, idle, ...(cost ? { daemon: cost } : {}) });
       console.error(
