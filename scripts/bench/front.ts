@@ -219,6 +219,7 @@ interface DaemonCost {
 interface Sample {
   mode: string;
   workload: Workload;
+  round: number;
   rps: number;
   mbps: number;
   errors: number;
@@ -295,7 +296,7 @@ for (let r = 0; r < rounds; r++) {
       const idle = idleShare(cpu0, machineCpu());
       await perfStop?.();
       const cost = probe?.();
-      samples.push({ mode: m.name, workload: w, ...res, idle, ...(cost ? { daemon: cost } : {}) });
+      samples.push({ mode: m.name, workload: w, round: r + 1, ...res, idle, ...(cost ? { daemon: cost } : {}) });
       console.error(
         `round ${r + 1} ${m.name.padEnd(8)} ${w.padEnd(9)} ${res.rps.toFixed(0)} req/s ${res.mbps.toFixed(1)} MB/s errors ${res.errors} idle ${(idle * 100).toFixed(1)}%` +
           (cost ? ` | daemon ${(cost.cpuShare * 100).toFixed(1)}% CPU, ${cost.packetsPerBatch.toFixed(2)} pkt/batch, ${cost.packets} packets, ${cost.logRecords} logged (${cost.logRecordsPerDatagram.toFixed(1)}/datagram), ${cost.synRetransmits} SYN retransmits` : ''),
@@ -374,16 +375,24 @@ for (const w of Object.keys(workloads) as Workload[]) {
   const d = pick('dnat', w, f);
   const h = pick('haproxy', w, f);
   const sl = pick('sluice', w, f);
-  summary[w] = { dnat: d, haproxy: h, sluice: sl, haproxyRatio: h / d, sluiceRatio: sl / d };
+  // The machine's speed drifts between rounds (other tenants): a ratio of
+  // two runs of the same round, seconds apart, is steadier than a ratio of
+  // medians taken over the whole run. Both are reported.
+  const perRound = (mode: string): number[] =>
+    samples
+      .filter((s) => s.mode === mode && s.workload === w)
+      .map((s) => s[f] / (samples.find((x) => x.mode === 'dnat' && x.workload === w && x.round === s.round)?.[f] ?? NaN))
+      .filter((x) => Number.isFinite(x));
+  summary[w] = { dnat: d, haproxy: h, sluice: sl, haproxyRatio: h / d, sluiceRatio: sl / d, haproxyRatioPerRound: med(perRound('haproxy')), sluiceRatioPerRound: med(perRound('sluice')) };
 }
 console.log(`\nsluice front vs kernel DNAT and HAProxy (TCP), median of ${rounds} rounds of ${seconds} s; ratios to DNAT`);
-console.log('workload              DNAT     HAProxy    sluice   HAProxy/DNAT  sluice/DNAT  target');
+console.log('workload              DNAT     HAProxy    sluice   HAProxy/DNAT  sluice/DNAT  (median of per-round ratios: HAProxy, sluice)  target');
 const target: Record<Workload, string> = { close: '>= 0.90, > HAProxy', keepalive: '>= 0.95', bulk: '>= 0.95' };
 const label: Record<Workload, string> = { close: 'new conn/s (close)', keepalive: 'kept-alive req/s', bulk: 'bulk MB/s' };
 for (const w of Object.keys(workloads) as Workload[]) {
   const s = summary[w] ?? {};
   console.log(
-    `${label[w].padEnd(19)} ${(s['dnat'] ?? 0).toFixed(0).padStart(8)} ${(s['haproxy'] ?? 0).toFixed(0).padStart(10)} ${(s['sluice'] ?? 0).toFixed(0).padStart(9)} ${(s['haproxyRatio'] ?? 0).toFixed(2).padStart(13)} ${(s['sluiceRatio'] ?? 0).toFixed(2).padStart(12)}  ${target[w]}`,
+    `${label[w].padEnd(19)} ${(s['dnat'] ?? 0).toFixed(0).padStart(8)} ${(s['haproxy'] ?? 0).toFixed(0).padStart(10)} ${(s['sluice'] ?? 0).toFixed(0).padStart(9)} ${(s['haproxyRatio'] ?? 0).toFixed(2).padStart(13)} ${(s['sluiceRatio'] ?? 0).toFixed(2).padStart(12)}  (${(s['haproxyRatioPerRound'] ?? 0).toFixed(2)}, ${(s['sluiceRatioPerRound'] ?? 0).toFixed(2)})  ${target[w]}`,
   );
 }
 console.log(`SYN decisions: ${synBench.decided} of ${synBench.synsSent} flood SYNs (offered ${synBench.offeredPerSecond.toFixed(0)}/s), ${synBench.decidedPerSecond.toFixed(0)}/s, ${synBench.decisionsPerCpuSecond.toFixed(0)} per daemon CPU-second (target >= 100000)`);
