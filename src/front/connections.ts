@@ -211,7 +211,7 @@ export class ConnectionTable {
    * Keys embed the service index, so records are re-keyed too.
    */
   remap(fn: (service: number, server: number) => readonly [number, number] | undefined): void {
-    const moves: [number, number, number][] = [];
+    const moves: [slot: number, newKey: number][] = [];
     for (let slot = 0; slot < this.capacity; slot++) {
       if (this.#state[slot] === RecordState.Free) continue;
       const key = this.#key[slot] ?? -1;
@@ -227,15 +227,15 @@ export class ConnectionTable {
       if (svc !== this.#service[slot]) {
         const port = key % 0x10000;
         const client = Math.floor(key / 0x10000) % 0x100000000;
-        moves.push([slot, key, connectionKey(svc, client, port)]);
+        moves.push([slot, connectionKey(svc, client, port)]);
         this.#service[slot] = svc;
       }
     }
     // Every old key leaves the index before any slot's key changes (the
     // index reads keys[] while it shifts entries); the service mapping is
     // one-to-one, so no new key equals another record's key.
-    for (const [, oldKey] of moves) this.#index.delete(oldKey);
-    for (const [slot, , newKey] of moves) {
+    for (const [slot] of moves) this.#index.delete(this.#key[slot] ?? -1);
+    for (const [slot, newKey] of moves) {
       this.#key[slot] = newKey;
       this.#index.set(newKey, slot);
     }

@@ -79,10 +79,8 @@ export function renderRules(cfg: FrontConfig): RenderedRules {
   // tested against every service's and server's rules (the interface match
   // of the server RST rules copies a name per packet): measured as the
   // largest kernel cost the front node added over plain DNAT.
-  for (const proto of ['tcp', 'udp'] as const) {
-    if (!cfg.services.some((svc) => svc.protocol === proto)) continue;
-    queue.push(proto === 'tcp' ? ESTABLISHED_TCP_RETURN : ESTABLISHED_UDP_RETURN);
-  }
+  if (cfg.services.some((svc) => svc.protocol === 'tcp')) queue.push(ESTABLISHED_TCP_RETURN);
+  if (cfg.services.some((svc) => svc.protocol === 'udp')) queue.push(ESTABLISHED_UDP_RETURN);
   cfg.services.forEach((svc, si) => {
     const m = `-d ${svc.vip}/32 -p ${svc.protocol} --dport ${svc.port}`;
     if (svc.protocol === 'tcp') {
