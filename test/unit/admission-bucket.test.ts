@@ -130,3 +130,22 @@ test('hierarchy: cluster buckets start empty (fail closed) and follow the alloca
   for (let i = 0; i < 10; i++) if (h.admit(0, 1, 1, 0) === Verdict.Admit) ok++;
   assert.equal(ok, 3);
 });
+
+test('hierarchy: local and cluster limits apply at once, whichever is smaller binds', () => {
+  const cluster = { member: 'm1', listen: 'tcp://198.18.0.1:7400', control: { plaintext: true }, members: [{ name: 'm1', endpoint: 'tcp://198.18.0.1:7400' }], coordinator: { static: 'm1' } };
+  // [local limit, cluster allocation granted to this member, admitted of 20 at once, verdict of the rest]
+  const cases = [
+    [5, 10, 5, Verdict.ServiceLocal],
+    [20, 3, 3, Verdict.OperationCluster],
+  ] as const;
+  for (const [localLimit, allocation, admitted, rest] of cases) {
+    const h = hierarchy({ services: [{ service: 'web', localLimit, clusterLimit: 300 }], cluster }, ['web']);
+    const other = h.operation('web/other');
+    assert.ok(other);
+    h.setAllocation(other, allocation);
+    const verdicts: number[] = [];
+    for (let i = 0; i < 20; i++) verdicts.push(h.admit(0, 1, 80, 0));
+    assert.equal(verdicts.filter((v) => v === Verdict.Admit).length, admitted, `local ${localLimit}, allocation ${allocation}`);
+    assert.ok(verdicts.slice(admitted).every((v) => v === rest), `local ${localLimit}, allocation ${allocation}: ${verdicts.join(',')}`);
+  }
+});
