@@ -4,7 +4,7 @@
  * on a namespace without our rules does nothing.
  */
 import { runCommand } from '../util/exec.ts';
-import { CHAINS, type RenderedRules } from './rules.ts';
+import { CHAINS, type OwnedChain, type RenderedRules } from './rules.ts';
 
 /**
  * Runs an iptables tool, inside network namespace `netns` when given (tests
@@ -16,33 +16,64 @@ function ipt(netns: string | undefined, args: readonly string[], input?: string)
   return runCommand(argv[0] ?? 'iptables', argv.slice(1), input);
 }
 
-function hasRule(netns: string | undefined, table: string, hook: string, chain: string): boolean {
+function hasRule(netns: string | undefined, table: string, hook: string, spec: readonly string[]): boolean {
   try {
-    ipt(netns, ['iptables', '-w', '-t', table, '-C', hook, '-j', chain]);
+    ipt(netns, ['iptables', '-w', '-t', table, '-C', hook, ...spec]);
     return true;
   } catch {
     return false;
   }
 }
 
-/** Loads our chains (atomically per table), then adds each jump if missing. */
+/** The jump rule into chain `c`, as iptables arguments after the hook. */
+function jumpSpec(c: OwnedChain): readonly string[] {
+  return [...(c.jumpIf ?? []), '-j', c.chain];
+}
+
+/**
+ * Jumps an earlier version installed and this one does not: an
+ * unconditional jump where the jump now tests a mark. Ours to remove
+ * (after a kill -9 of the old daemon they are still in place).
+ */
+function staleJumps(c: OwnedChain): readonly (readonly string[])[] {
+  return c.jumpIf === undefined ? [] : [['-j', c.chain]];
+}
+
+/**
+ * Loads our chains (atomically per table), then adds each jump if missing.
+ * Chains of ours this configuration does not need (the reject chains when
+ * no checkpoint can reset) are removed with their jumps, so a reload can
+ * add them and take them away again.
+ */
 export function installRules(rules: RenderedRules, netns?: string): void {
   ipt(netns, ['iptables-restore', '-w', '--noflush'], rules.restore);
-  for (const c of Object.values(CHAINS)) {
+  for (const c of Object.values(CHAINS) as OwnedChain[]) {
+    if (!rules.chains.includes(c)) {
+      removeChain(netns, c);
+      continue;
+    }
+    for (const stale of staleJumps(c)) {
+      while (hasRule(netns, c.table, c.hook, stale)) ipt(netns, ['iptables', '-w', '-t', c.table, '-D', c.hook, ...stale]);
+    }
     // Insert at the top: our decisions must precede other NAT rules for the VIPs.
-    if (!hasRule(netns, c.table, c.hook, c.chain)) ipt(netns, ['iptables', '-w', '-t', c.table, '-I', c.hook, '1', '-j', c.chain]);
+    const spec = jumpSpec(c);
+    if (!hasRule(netns, c.table, c.hook, spec)) ipt(netns, ['iptables', '-w', '-t', c.table, '-I', c.hook, '1', ...spec]);
   }
 }
 
 /** Removes our jumps and chains; leaves everything else. */
 export function removeRules(netns?: string): void {
-  for (const c of Object.values(CHAINS)) {
-    while (hasRule(netns, c.table, c.hook, c.chain)) ipt(netns, ['iptables', '-w', '-t', c.table, '-D', c.hook, '-j', c.chain]);
-    try {
-      ipt(netns, ['iptables', '-w', '-t', c.table, '-F', c.chain]);
-      ipt(netns, ['iptables', '-w', '-t', c.table, '-X', c.chain]);
-    } catch {
-      /* chain absent: nothing to remove */
-    }
+  for (const c of Object.values(CHAINS) as OwnedChain[]) removeChain(netns, c);
+}
+
+function removeChain(netns: string | undefined, c: OwnedChain): void {
+  for (const spec of [jumpSpec(c), ...staleJumps(c)]) {
+    while (hasRule(netns, c.table, c.hook, spec)) ipt(netns, ['iptables', '-w', '-t', c.table, '-D', c.hook, ...spec]);
+  }
+  try {
+    ipt(netns, ['iptables', '-w', '-t', c.table, '-F', c.chain]);
+    ipt(netns, ['iptables', '-w', '-t', c.table, '-X', c.chain]);
+  } catch {
+    /* chain absent: nothing to remove */
   }
 }
