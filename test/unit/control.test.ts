@@ -27,7 +27,9 @@ const keys = {
 };
 const log = componentLogger('control-test');
 const base = (name: keyof typeof keys) => controlBaseSchema.parse({ keyFile: keys[name].keyFile });
-let port = 47100 + Math.floor(Math.random() * 2000);
+// Below the kernel's ephemeral range (32768-60999 by default), so that no
+// outgoing connection's port can collide; apart from test/helpers/throttle.ts's.
+let port = 21100 + Math.floor(Math.random() * 2000);
 const endpoint = () => `tcp://127.0.0.1:${port++}`;
 const nodes: ControlNode[] = [];
 async function node(name: keyof typeof keys, b = base(name)): Promise<ControlNode> {
