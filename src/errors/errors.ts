@@ -58,28 +58,36 @@ export class QueueSocketError extends QueueSystemError {
   readonly code = 'ERR_SLUICE_QUEUE_SOCKET';
 }
 
-/** Maps an error thrown or reported by native/src/nfq.c to its class. */
-export function fromNativeQueueError(err: unknown): SluiceError {
-  if (!(err instanceof Error)) return new QueueSocketError(String(err));
+/** A QueueSystemError subclass, as the native error mapping constructs it. */
+type SystemErrorClass = new (message: string, errno?: number, syscall?: string, options?: ErrorOptions) => QueueSystemError;
+
+/**
+ * Maps an error thrown or reported by one of the addon's bindings to its
+ * class: `byCode` names the class per native code, `assertCode` is the
+ * binding's argument assertion (the wrapper validates first, so reaching it
+ * is a wrapper bug), and anything else is the binding's socket error.
+ */
+function fromNative(err: unknown, byCode: ReadonlyMap<string, SystemErrorClass>, assertCode: string, fallback: SystemErrorClass): SluiceError {
+  if (!(err instanceof Error)) return new fallback(String(err));
   const e = err as Error & { code?: unknown; errno?: unknown; syscall?: unknown };
   const errno = typeof e.errno === 'number' ? e.errno : undefined;
   const syscall = typeof e.syscall === 'string' && e.syscall !== '' ? e.syscall : undefined;
   const opts = { cause: err };
-  switch (e.code) {
-    case 'ERR_NFQ_BUSY':
-      return new QueueBusyError(e.message, errno, syscall, opts);
-    case 'ERR_NFQ_PERMISSION':
-      return new QueuePermissionError(e.message, errno, syscall, opts);
-    case 'ERR_NFQ_UNSUPPORTED':
-      return new QueueUnsupportedError(e.message, errno, syscall, opts);
-    case 'ERR_NFQ_CONFIG':
-      return new QueueConfigError(e.message, errno, syscall, opts);
-    case 'ERR_NFQ_NATIVE_ASSERT':
-      // The wrapper validates first; reaching this is a wrapper bug.
-      return new InvalidArgumentError(e.message, opts);
-    default:
-      return new QueueSocketError(e.message, errno, syscall, opts);
-  }
+  if (e.code === assertCode) return new InvalidArgumentError(e.message, opts);
+  const cls = typeof e.code === 'string' ? byCode.get(e.code) : undefined;
+  return new (cls ?? fallback)(e.message, errno, syscall, opts);
+}
+
+const QUEUE_ERRORS: ReadonlyMap<string, SystemErrorClass> = new Map<string, SystemErrorClass>([
+  ['ERR_NFQ_BUSY', QueueBusyError],
+  ['ERR_NFQ_PERMISSION', QueuePermissionError],
+  ['ERR_NFQ_UNSUPPORTED', QueueUnsupportedError],
+  ['ERR_NFQ_CONFIG', QueueConfigError],
+]);
+
+/** Maps an error thrown or reported by native/src/nfq.c to its class. */
+export function fromNativeQueueError(err: unknown): SluiceError {
+  return fromNative(err, QUEUE_ERRORS, 'ERR_NFQ_NATIVE_ASSERT', QueueSocketError);
 }
 
 /** Another socket (another process) is bound to this NFLOG group. */
@@ -99,26 +107,15 @@ export class LogGroupSocketError extends QueueSystemError {
   readonly code = 'ERR_SLUICE_NFLOG_SOCKET';
 }
 
+const LOG_ERRORS: ReadonlyMap<string, SystemErrorClass> = new Map<string, SystemErrorClass>([
+  ['ERR_NFLOG_BUSY', LogGroupBusyError],
+  ['ERR_NFLOG_PERMISSION', LogGroupPermissionError],
+  ['ERR_NFLOG_CONFIG', LogGroupConfigError],
+]);
+
 /** Maps an error thrown or reported by native/src/nflog.c to its class. */
 export function fromNativeLogError(err: unknown): SluiceError {
-  if (!(err instanceof Error)) return new LogGroupSocketError(String(err));
-  const e = err as Error & { code?: unknown; errno?: unknown; syscall?: unknown };
-  const errno = typeof e.errno === 'number' ? e.errno : undefined;
-  const syscall = typeof e.syscall === 'string' && e.syscall !== '' ? e.syscall : undefined;
-  const opts = { cause: err };
-  switch (e.code) {
-    case 'ERR_NFLOG_BUSY':
-      return new LogGroupBusyError(e.message, errno, syscall, opts);
-    case 'ERR_NFLOG_PERMISSION':
-      return new LogGroupPermissionError(e.message, errno, syscall, opts);
-    case 'ERR_NFLOG_CONFIG':
-      return new LogGroupConfigError(e.message, errno, syscall, opts);
-    case 'ERR_NFLOG_NATIVE_ASSERT':
-      // The wrapper validates first; reaching this is a wrapper bug.
-      return new InvalidArgumentError(e.message, opts);
-    default:
-      return new LogGroupSocketError(e.message, errno, syscall, opts);
-  }
+  return fromNative(err, LOG_ERRORS, 'ERR_NFLOG_NATIVE_ASSERT', LogGroupSocketError);
 }
 
 /** An external command (ip, iptables, nginx, ...) exited non-zero. */
