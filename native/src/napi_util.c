@@ -45,3 +45,11 @@ void raise_pending(napi_env env) {
     napi_fatal_exception(env, exc); /* same as an uncaught throw in JS */
   }
 }
+
+void *get_external(napi_env env, napi_value v) {
+  void *p = NULL;
+  napi_valuetype t;
+  if (napi_typeof(env, v, &t) != napi_ok || t != napi_external) return NULL;
+  if (napi_get_value_external(env, v, &p) != napi_ok) return NULL;
+  return p;
+}

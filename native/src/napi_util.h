@@ -14,4 +14,7 @@ int get_typed(napi_env env, napi_value v, napi_typedarray_type want, void **data
 /* Rethrows a pending exception as an uncaught one (a throwing JS callback
  * called from a libuv callback has no JS caller to catch it). */
 void raise_pending(napi_env env);
+/* The pointer behind an external value (a binding's handle), or NULL if v
+ * is not an external. */
+void *get_external(napi_env env, napi_value v);
 #endif

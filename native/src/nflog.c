@@ -42,6 +42,7 @@
 
 #include "napi_util.h"
 #include "nflog.h"
+#include "nl_util.h"
 
 /* ---- layout shared with src/nflog/layout.ts (keep in sync) ------------- */
 enum { L_PAYLOAD_OFF = 0, L_PAYLOAD_LEN, L_INDEV, L_MARK, LOG_META_WORDS };
@@ -251,45 +252,6 @@ static struct nlmsghdr *config_put(char *buf, uint16_t group, uint8_t command) {
   return nlh;
 }
 
-/* Sends one config message with NLM_F_ACK and waits (up to 2 s) for its ack.
- * Returns 0 or a positive errno. */
-static int config_and_ack(sl_log *l, struct nlmsghdr *nlh) {
-  static uint32_t seq_counter = 0;
-  nlh->nlmsg_flags |= NLM_F_ACK;
-  nlh->nlmsg_seq = ++seq_counter;
-  if (mnl_socket_sendto(l->nl, nlh, nlh->nlmsg_len) < 0) return errno;
-  char buf[8192];
-  struct pollfd pfd = { mnl_socket_get_fd(l->nl), POLLIN, 0 };
-  for (;;) {
-    int pr = poll(&pfd, 1, 2000);
-    if (pr == 0) return ETIMEDOUT;
-    if (pr < 0) { if (errno == EINTR) continue; return errno; }
-    ssize_t r = recv(pfd.fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (r < 0) { if (errno == EAGAIN || errno == EINTR) continue; return errno; }
-    /* The ack is queued while the kernel handles our sendto(), before any
-     * record of the freshly bound group. */
-    if (mnl_cb_run(buf, (size_t)r, nlh->nlmsg_seq, l->portid, NULL, NULL) == MNL_CB_ERROR) return errno;
-    return 0;
-  }
-}
-
-/*
- * Kernel quirk (as for NFQUEUE): binding a group another socket owns fails
- * with EPERM (peer_portid mismatch), like a missing CAP_NET_ADMIN. The
- * per-namespace /proc/net/netfilter/nfnetlink_log lists bound groups.
- */
-static int group_listed(uint16_t group) {
-  FILE *f = fopen("/proc/net/netfilter/nfnetlink_log", "r");
-  if (!f) return 0;
-  unsigned num;
-  char line[256];
-  int found = 0;
-  while (!found && fgets(line, sizeof line, f))
-    if (sscanf(line, "%u", &num) == 1 && num == group) found = 1;
-  fclose(f);
-  return found;
-}
-
 /*
  * nflogOpen(group, copyRange, bufferBytes, timeoutCs, threshold, rcvbufBytes,
  *           rx: Uint8Array, meta: Uint32Array, stats: Float64Array,
@@ -334,27 +296,17 @@ static napi_value sl_open(napi_env env, napi_callback_info info) {
   l->meta = meta; l->max_batch = (uint32_t)(meta_len / LOG_META_WORDS);
   l->stats = stats;
 
-  l->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  int e;
+  const char *syscall;
+  l->nl = nl_open(rcvbuf, &e, &syscall);
   if (!l->nl) {
-    int e = errno;
     free_log(l);
     throw_coded(env, e == EPERM || e == EACCES ? "ERR_NFLOG_PERMISSION" : "ERR_NFLOG_SOCKET",
-                "cannot open netlink socket (needs CAP_NET_ADMIN)", e, "socket");
-    return NULL;
-  }
-  if (mnl_socket_bind(l->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-    int e = errno;
-    free_log(l);
-    throw_coded(env, "ERR_NFLOG_SOCKET", "cannot bind netlink socket", e, "bind");
+                "cannot open netlink socket (needs CAP_NET_ADMIN)", e, syscall);
     return NULL;
   }
   l->portid = mnl_socket_get_portid(l->nl);
   int fd = mnl_socket_get_fd(l->nl);
-  if (rcvbuf > 0) {
-    int v = (int)rcvbuf;
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof v) < 0)
-      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
-  }
 
   /* One message binds and configures: the kernel creates the instance on
    * BIND, then applies the attributes that follow in the same message. */
@@ -368,8 +320,8 @@ static napi_value sl_open(napi_env env, napi_callback_info info) {
   mnl_attr_put_u32(nlh, NFULA_CFG_TIMEOUT, htonl(timeout));
   mnl_attr_put_u32(nlh, NFULA_CFG_QTHRESH, htonl(threshold));
   mnl_attr_put_u16(nlh, NFULA_CFG_FLAGS, htons(NFULNL_CFG_F_SEQ));
-  int err = config_and_ack(l, nlh);
-  if (err == EPERM && group_listed(l->group)) err = EBUSY;
+  int err = nl_config_and_ack(l->nl, l->portid, nlh);
+  if (err == EPERM && proc_lists("/proc/net/netfilter/nfnetlink_log", l->group)) err = EBUSY;
   if (err) {
     free_log(l);
     const char *code = err == EBUSY ? "ERR_NFLOG_BUSY"
@@ -403,21 +355,13 @@ static napi_value sl_open(napi_env env, napi_callback_info info) {
   return ext;
 }
 
-static sl_log *get_log(napi_env env, napi_value v) {
-  void *p = NULL;
-  napi_valuetype t;
-  if (napi_typeof(env, v, &t) != napi_ok || t != napi_external) return NULL;
-  if (napi_get_value_external(env, v, &p) != napi_ok) return NULL;
-  return p;
-}
-
 /* nflogClose(handle): unbind, stop polling; memory is released once libuv
  * has closed the poll handle. Records not yet read are discarded. */
 static napi_value sl_close(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value a[1];
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  sl_log *l = argc == 1 ? get_log(env, a[0]) : NULL;
+  sl_log *l = argc == 1 ? get_external(env, a[0]) : NULL;
   LOG_ASSERT(env, l != NULL, "nflogClose(handle)");
   if (l->closing) return NULL;
   l->closing = 1;
@@ -436,7 +380,7 @@ static napi_value sl_ref(napi_env env, napi_callback_info info) {
   napi_value a[2];
   bool on;
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  sl_log *l = argc == 2 ? get_log(env, a[0]) : NULL;
+  sl_log *l = argc == 2 ? get_external(env, a[0]) : NULL;
   LOG_ASSERT(env, l != NULL && napi_get_value_bool(env, a[1], &on) == napi_ok, "nflogRef(handle, bool)");
   if (l->closing) return NULL;
   if (on) uv_ref((uv_handle_t *)&l->poll); else uv_unref((uv_handle_t *)&l->poll);

@@ -39,6 +39,7 @@
 
 #include "napi_util.h"
 #include "nflog.h"
+#include "nl_util.h"
 #include "sd_notify.h"
 
 /* ---- layout shared with src/nfqueue/layout.ts (keep in sync) ---------- */
@@ -354,48 +355,6 @@ static void free_handle(sq_queue *q) {
 static void on_closed(uv_handle_t *h) { free_handle(h->data); }
 
 /*
- * Kernel quirk: binding a queue that another socket already owns fails with
- * EPERM (nfqnl_recv_config: peer_portid mismatch), the same errno as a
- * missing CAP_NET_ADMIN; EBUSY only comes when one socket binds twice. The
- * per-namespace /proc/net/netfilter/nfnetlink_queue lists bound queues, so
- * it tells the two apart.
- */
-static int queue_listed(uint16_t queue_num) {
-  FILE *f = fopen("/proc/net/netfilter/nfnetlink_queue", "r");
-  if (!f) return 0;
-  unsigned num;
-  char line[256];
-  int found = 0;
-  while (!found && fgets(line, sizeof line, f))
-    if (sscanf(line, "%u", &num) == 1 && num == queue_num) found = 1;
-  fclose(f);
-  return found;
-}
-
-/* Sends one NFQNL_MSG_CONFIG with NLM_F_ACK and waits (up to 2 s) for its ack.
- * Returns 0 or a positive errno. */
-static int config_and_ack(sq_queue *q, struct nlmsghdr *nlh) {
-  static uint32_t seq_counter = 0;
-  nlh->nlmsg_flags |= NLM_F_ACK;
-  nlh->nlmsg_seq = ++seq_counter;
-  if (mnl_socket_sendto(q->nl, nlh, nlh->nlmsg_len) < 0) return errno;
-  char buf[8192];
-  struct pollfd pfd = { mnl_socket_get_fd(q->nl), POLLIN, 0 };
-  for (;;) {
-    int pr = poll(&pfd, 1, 2000);
-    if (pr == 0) return ETIMEDOUT;
-    if (pr < 0) { if (errno == EINTR) continue; return errno; }
-    ssize_t r = recv(pfd.fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (r < 0) { if (errno == EAGAIN || errno == EINTR) continue; return errno; }
-    /* The ack is queued while the kernel processes our sendto(), before any
-     * packet of a freshly bound queue, so it is the first thing we read. */
-    int ret = mnl_cb_run(buf, (size_t)r, nlh->nlmsg_seq, q->portid, NULL, NULL);
-    if (ret == MNL_CB_ERROR) return errno;
-    return 0;
-  }
-}
-
-/*
  * open(queueNum, copyRange, maxLen, flags, rcvbufBytes,
  *      rx: Uint8Array, meta: Uint32Array, verdicts: Uint32Array,
  *      txPayload: Uint8Array, stats: Float64Array,
@@ -443,29 +402,17 @@ static napi_value sq_open(napi_env env, napi_callback_info info) {
   q->txp = txp; q->txp_size = txp_len;
   q->stats = stats;
 
-  q->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  int e;
+  const char *syscall;
+  q->nl = nl_open(rcvbuf, &e, &syscall);
   if (!q->nl) {
-    int e = errno;
     free_handle(q);
     throw_coded(env, e == EPERM || e == EACCES ? "ERR_NFQ_PERMISSION" : "ERR_NFQ_SOCKET",
-                "cannot open netlink socket (needs CAP_NET_ADMIN)", e, "socket");
-    return NULL;
-  }
-  if (mnl_socket_bind(q->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-    int e = errno;
-    free_handle(q);
-    throw_coded(env, "ERR_NFQ_SOCKET", "cannot bind netlink socket", e, "bind");
+                "cannot open netlink socket (needs CAP_NET_ADMIN)", e, syscall);
     return NULL;
   }
   q->portid = mnl_socket_get_portid(q->nl);
   int fd = mnl_socket_get_fd(q->nl);
-  if (rcvbuf > 0) {
-    /* SO_RCVBUFFORCE ignores net.core.rmem_max but needs CAP_NET_ADMIN,
-     * which we have if we can bind a queue at all; fall back otherwise. */
-    int v = (int)rcvbuf;
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof v) < 0)
-      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
-  }
   int sndbuf = 1 << 20;
   if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) < 0)
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
@@ -482,12 +429,12 @@ static napi_value sq_open(napi_env env, napi_callback_info info) {
     nfq_nlmsg_cfg_put_qmaxlen(nlh, max_len);
     mnl_attr_put_u32(nlh, NFQA_CFG_FLAGS, htonl(flags));
     mnl_attr_put_u32(nlh, NFQA_CFG_MASK, htonl(OPEN_FLAG_MASK));
-    err = config_and_ack(q, nlh);
+    err = nl_config_and_ack(q->nl, q->portid, nlh);
     /* Kernel quirk: asking for NFQA_CFG_F_CONNTRACK while nf_conntrack_netlink
      * is not loaded makes the kernel load it and answer EAGAIN; retry once. */
     if (err != EAGAIN) break;
   }
-  if (err == EPERM && queue_listed(q->queue_num)) err = EBUSY;
+  if (err == EPERM && proc_lists("/proc/net/netfilter/nfnetlink_queue", q->queue_num)) err = EBUSY;
   if (err) {
     free_handle(q);
     const char *code = err == EBUSY ? "ERR_NFQ_BUSY"
@@ -525,21 +472,13 @@ static napi_value sq_open(napi_env env, napi_callback_info info) {
   return ext;
 }
 
-static sq_queue *get_handle(napi_env env, napi_value v) {
-  void *p = NULL;
-  napi_valuetype t;
-  if (napi_typeof(env, v, &t) != napi_ok || t != napi_external) return NULL;
-  if (napi_get_value_external(env, v, &p) != napi_ok) return NULL;
-  return p;
-}
-
 /* verdicts(handle, n): sends staged verdicts [0, n) now (outside a batch). */
 static napi_value sq_verdicts(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value a[2];
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
   ASSERT_ARG(env, argc == 2, "verdicts() takes 2 arguments");
-  sq_queue *q = get_handle(env, a[0]);
+  sq_queue *q = get_external(env, a[0]);
   uint32_t n;
   ASSERT_ARG(env, q != NULL && !q->closing, "handle");
   ASSERT_ARG(env, get_u32(env, a[1], &n) && n <= q->max_verdicts, "count");
@@ -559,7 +498,7 @@ static napi_value sq_close(napi_env env, napi_callback_info info) {
   napi_value a[1];
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
   ASSERT_ARG(env, argc == 1, "close() takes 1 argument");
-  sq_queue *q = get_handle(env, a[0]);
+  sq_queue *q = get_external(env, a[0]);
   ASSERT_ARG(env, q != NULL, "handle");
   if (q->closing) return NULL;
   q->closing = 1;
@@ -579,7 +518,7 @@ static napi_value sq_ref(napi_env env, napi_callback_info info) {
   napi_value a[2];
   bool on;
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  sq_queue *q = argc == 2 ? get_handle(env, a[0]) : NULL;
+  sq_queue *q = argc == 2 ? get_external(env, a[0]) : NULL;
   ASSERT_ARG(env, q != NULL && napi_get_value_bool(env, a[1], &on) == napi_ok, "ref(handle, bool)");
   if (q->closing) return NULL;
   if (on) uv_ref((uv_handle_t *)&q->poll); else uv_unref((uv_handle_t *)&q->poll);
@@ -601,7 +540,7 @@ static napi_value sq_liveness(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value a[1];
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  sq_queue *q = argc == 1 ? get_handle(env, a[0]) : NULL;
+  sq_queue *q = argc == 1 ? get_external(env, a[0]) : NULL;
   ASSERT_ARG(env, q != NULL, "liveness(handle)");
   int polling = !q->closing && uv_is_active((uv_handle_t *)&q->poll);
   int readable = 0;
