@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
 import { nsRun, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
+import { until } from '../helpers/wait.ts';
 
 const BURST = fileURLToPath(new URL('../fixtures/http-burst.ts', import.meta.url));
 const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
@@ -36,19 +37,53 @@ async function burst(ns: string, vip: string, count: number, concurrency: number
   return JSON.parse(r.stdout) as { tally: Record<string, number>; failures: number; sequence: string[] };
 }
 
-function download(ns: string, url: string, rate: string): { done: Promise<{ code: number; sha1: string; bytes: number }> } {
-  const dl = spawn('ip', ['netns', 'exec', ns, 'curl', '-s', '--limit-rate', rate, '-m', '60', url], { stdio: ['ignore', 'pipe', 'ignore'] });
+/**
+ * A download the test holds open: its output is not read until `release()`,
+ * so curl blocks on a full pipe, the server's window fills, and the
+ * connection stays established however slow the machine is (20 MiB never
+ * fits in the pipe and the socket buffers). Then it runs to the end.
+ */
+function heldDownload(ns: string, url: string): { done: Promise<{ code: number; sha1: string; bytes: number }>; release: () => void } {
+  // -m bounds the whole run, held time included; nginx gives up on a client
+  // that reads nothing for 60 s (send_timeout), far longer than any hold here.
+  const dl = spawn('ip', ['netns', 'exec', ns, 'curl', '-s', '-m', '120', url], { stdio: ['ignore', 'pipe', 'ignore'] });
   const hash = createHash('sha1');
   let bytes = 0;
-  dl.stdout.on('data', (d: Buffer) => {
-    bytes += d.length;
-    hash.update(d);
-  });
-  return { done: new Promise((resolve) => dl.on('close', (code) => { resolve({ code: code ?? -1, sha1: hash.digest('hex'), bytes }); })) };
+  const done = new Promise<{ code: number; sha1: string; bytes: number }>((resolve) => dl.on('close', (code) => { resolve({ code: code ?? -1, sha1: hash.digest('hex'), bytes }); }));
+  return {
+    done,
+    release: () => {
+      dl.stdout.on('data', (d: Buffer) => {
+        bytes += d.length;
+        hash.update(d);
+      });
+    },
+  };
 }
 
 async function ctl(ns: string, socket: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return nsRunAsync(ns, BIN, ['ctl', '--socket', socket, ...args]);
+}
+
+interface Status {
+  services: { servers: { name: string; active: number; state: string }[] }[];
+}
+
+async function status(ns: string, socket: string): Promise<Status> {
+  return JSON.parse((await ctl(ns, socket, 'status')).stdout) as Status;
+}
+
+/** Connections the daemon's records hold open over the first service's servers. */
+function activeTotal(st: Status): number {
+  return st.services[0]!.servers.reduce((n, s) => n + s.active, 0);
+}
+
+/** Polls the daemon's status until its records hold `n` open connections. */
+async function untilActive(ns: string, socket: string, n: number, what: string): Promise<void> {
+  let last: Status | undefined;
+  await until(async () => activeTotal((last = await status(ns, socket))) === n, what, 20_000).catch((e: unknown) => {
+    throw new Error(`${String(e)}; last status: ${JSON.stringify(last?.services[0])}`);
+  });
 }
 
 describe('front node policies and administration on real traffic', () => {
@@ -83,10 +118,13 @@ describe('front node policies and administration on real traffic', () => {
     const client = st.plan.clients[0]!.name;
     const { front, socket, ns } = await startFront(1, config(1, 'SOCKET', service(1, 'capacity', [{ name: 's1a', cap: 1000 }, { name: 's1b', cap: 2000 }, { name: 's1c', cap: 3000 }])));
     t.after(() => front.stop());
-    // Six slow downloads: capacity 1:2:3 gives s1b two of them.
-    const dls = Array.from({ length: 6 }, () => download(client, 'http://198.19.1.1/blob.bin', '4M'));
-    await new Promise((r) => setTimeout(r, 800));
-    const before = JSON.parse((await ctl(ns, socket, 'status')).stdout) as { services: { servers: { name: string; active: number }[] }[] };
+    // Six downloads, held open (see heldDownload): capacity 1:2:3 gives s1b
+    // two of them. None can finish while the drain is judged: with running
+    // downloads a 300-connection burst on a busy machine outlasted one, and
+    // "its connections are still there" read 1.
+    const dls = Array.from({ length: 6 }, () => heldDownload(client, 'http://198.19.1.1/blob.bin'));
+    await untilActive(ns, socket, 6, 'six downloads established');
+    const before = await status(ns, socket);
     const s1bActive = before.services[0]!.servers.find((s) => s.name === 's1b')!.active;
     assert.ok(s1bActive >= 1, `s1b carries downloads: ${JSON.stringify(before.services[0])}`);
 
@@ -95,11 +133,12 @@ describe('front node policies and administration on real traffic', () => {
     const r = await burst(client, '198.19.1.1', 300, 16);
     assert.equal(r.failures, 0);
     assert.equal(r.tally['s1b'], undefined, `no new connection to the drained server: ${JSON.stringify(r.tally)}`);
-    const during = JSON.parse((await ctl(ns, socket, 'status')).stdout) as { services: { servers: { name: string; active: number; state: string }[] }[] };
+    const during = await status(ns, socket);
     const s1b = during.services[0]!.servers.find((s) => s.name === 's1b')!;
     assert.equal(s1b.state, 'drain');
     assert.equal(s1b.active, s1bActive, 'its established connections are still there');
 
+    for (const d of dls) d.release();
     for (const d of dls) {
       const res = await d.done;
       assert.equal(res.code, 0);
@@ -155,13 +194,16 @@ describe('front node policies and administration on real traffic', () => {
   it('failMode drop: while the daemon is down new connections are refused, established ones continue', async () => {
     const st = testbed();
     const client = st.plan.clients[0]!.name;
-    const { front, ns } = await startFront(1, `failMode: drop\n${config(1, 'SOCKET', service(1, 'byrequests', [{ name: 's1a' }, { name: 's1b' }]))}`);
-    const dl = download(client, 'http://198.19.1.1/blob.bin', '8M');
-    await new Promise((r) => setTimeout(r, 500));
+    const { front, ns, socket } = await startFront(1, `failMode: drop\n${config(1, 'SOCKET', service(1, 'byrequests', [{ name: 's1a' }, { name: 's1b' }]))}`);
+    // Established before the daemon dies (a SYN that came later would meet
+    // the drop mode), and held so that it is still running after the kill.
+    const dl = heldDownload(client, 'http://198.19.1.1/blob.bin');
+    await untilActive(ns, socket, 1, 'the download is established');
     front.signal('SIGKILL');
     await new Promise((r) => front.child.once('exit', r));
     const refused = await nsRunAsync(client, 'curl', ['-s', '-m', '2', 'http://198.19.1.1/']);
     assert.notEqual(refused.code, 0, 'no new connection while down in drop mode');
+    dl.release();
     const res = await dl.done;
     assert.equal(res.code, 0);
     assert.equal(res.sha1, st.blobSha1);
@@ -181,10 +223,13 @@ describe('front node policies and administration on real traffic', () => {
       await f2.front.stop();
       await f3.front.stop();
     });
-    // Fill cluster 1: one slow download per server (capacity 1 each).
-    const dls = Array.from({ length: 3 }, () => download(client, 'http://198.19.1.1/blob.bin', '4M'));
-    await new Promise((r) => setTimeout(r, 800));
+    // Fill cluster 1: one download per server (capacity 1 each), held open
+    // until the burst is over, so cluster 1 stays full however long the
+    // burst takes.
+    const dls = Array.from({ length: 3 }, () => heldDownload(client, 'http://198.19.1.1/blob.bin'));
+    await untilActive(f1.ns, f1.socket, 3, 'three downloads established');
     const r = await burst(client, '198.19.1.1', 200, 8);
+    for (const d of dls) d.release();
     assert.equal(r.failures, 0, JSON.stringify(r.tally));
     const byCluster = { c1: 0, c2: 0, c3: 0 } as Record<string, number>;
     for (const [name, n] of Object.entries(r.tally)) byCluster[`c${name[1] ?? '?'}`] = (byCluster[`c${name[1] ?? '?'}`] ?? 0) + n;
