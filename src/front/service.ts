@@ -3,7 +3,7 @@
  * backends, its selector, and the overflow targets (other clusters).
  *
  * A decision is a target code: 0..0x3e a server index, 0x80 + j overflow
- * target j, -1 nothing available.
+ * target j, -1 nothing available (forward_request.ts selectTarget).
  */
 import { parseIPv4Address } from '../packet/address.ts';
 import { IpProtocol } from '../packet/ipv4.ts';
@@ -101,15 +101,25 @@ export class ServiceRuntime {
     this.#overflowWeights = new Float64Array(this.overflow.length);
   }
 
-  /** Server index, OVERFLOW_BASE + j, or -1. Deterministic. */
-  choose(client: number): number {
+  /**
+   * A server for a new connection from `client` by the service's method
+   * (its index), or -1 when none is eligible (every server full or
+   * unusable). Deterministic.
+   */
+  pickServer(client: number): number {
     const i = this.selector.pick(this.servers, client);
     if (i >= 0) {
       const s = this.servers[i];
       if (s) s.decided++;
-      return i;
     }
-    // Seed 000: every server full -> other clusters in proportion to their free capacity.
+    return i;
+  }
+
+  /**
+   * Seed 000's overflow: another cluster in proportion to its free capacity
+   * (its index in `overflow`), or -1 when none has any. Deterministic.
+   */
+  pickOverflow(): number {
     const w = this.#overflowWeights;
     for (let k = 0; k < this.overflow.length; k++) w[k] = this.overflow[k]?.freeCapacity ?? 0;
     const j = smoothPick(this.overflow.length, this.#overflowStatus, w);
@@ -117,7 +127,7 @@ export class ServiceRuntime {
     if (!chosen) return -1;
     chosen.decided++;
     this.overflowed++;
-    return OVERFLOW_BASE + j;
+    return j;
   }
 
   /** Index of the server with this address and port, or -1. */
