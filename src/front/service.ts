@@ -5,6 +5,7 @@
  * A decision is a target code: 0..0x3e a server index, 0x80 + j overflow
  * target j, -1 nothing available (forward_request.ts selectTarget).
  */
+import { InvalidArgumentError } from '../errors/errors.ts';
 import { parseIPv4Address } from '../packet/address.ts';
 import { IpProtocol } from '../packet/ipv4.ts';
 import type { FrontConfig, ServiceConfig } from './config.ts';
@@ -69,7 +70,8 @@ export interface OverflowTarget {
 
 function addr(text: string): number {
   const a = parseIPv4Address(text);
-  if (a === undefined) throw new Error(`config validated ${text} as IPv4`); // unreachable: schema checked
+  // The schema checked every address: reaching this is a config that was not validated.
+  if (a === undefined) throw new InvalidArgumentError(`${text} is not an IPv4 address (the config was not validated)`);
   return a;
 }
 
