@@ -118,6 +118,14 @@ export function fromNativeLogError(err: unknown): SluiceError {
   return fromNative(err, LOG_ERRORS, 'ERR_NFLOG_NATIVE_ASSERT', LogGroupSocketError);
 }
 
+/**
+ * A queue's or log group's onBatch threw something that is not an Error
+ * (the thrown value is the cause); a thrown Error reaches onError as it is.
+ */
+export class BatchHandlerError extends SluiceError {
+  readonly code = 'ERR_SLUICE_BATCH_HANDLER';
+}
+
 /** An external command (ip, iptables, nginx, ...) exited non-zero. */
 export class CommandFailedError extends SluiceError {
   readonly code = 'ERR_SLUICE_COMMAND_FAILED';
