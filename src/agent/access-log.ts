@@ -17,6 +17,7 @@
  * every second keeps that window small.
  */
 import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
+import { SluiceError } from '../errors/errors.ts';
 import { parseIPv4Address } from '../packet/address.ts';
 
 const QUOTED = '"(?:[^"\\\\]|\\\\.)*"';
@@ -30,11 +31,21 @@ export const LOG_FORMATS = {
 
 export type LogFormatName = keyof typeof LOG_FORMATS;
 
-/** A format name, or a custom regex source with a named group `client`. */
+/** A custom access-log format is not a regular expression with a named group `client`. */
+export class AccessLogFormatError extends SluiceError {
+  readonly code = 'ERR_SLUICE_ACCESS_LOG_FORMAT';
+}
+
+/** A format name, or a custom regex source with a named group `client`; else AccessLogFormatError. */
 export function formatRegex(format: string): RegExp {
   if (Object.hasOwn(LOG_FORMATS, format)) return LOG_FORMATS[format as LogFormatName];
-  const re = new RegExp(format);
-  if (!re.source.includes('(?<client>')) throw new Error('a custom access-log format needs a named group (?<client>...)');
+  let re: RegExp;
+  try {
+    re = new RegExp(format);
+  } catch (err) {
+    throw new AccessLogFormatError(`a custom access-log format must be a regular expression: ${(err as Error).message}`, { cause: err });
+  }
+  if (!re.source.includes('(?<client>')) throw new AccessLogFormatError('a custom access-log format needs a named group (?<client>...)');
   return re;
 }
 

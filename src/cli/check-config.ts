@@ -29,7 +29,7 @@ import { loadZones } from '../dns/daemon.ts';
 import { frontConfigSchema } from '../front/config.ts';
 import { renderRules } from '../front/rules.ts';
 import { masterConfigSchema } from '../throttle/config.ts';
-import type { Command } from './command.ts';
+import { UsageError, type Command } from './command.ts';
 
 export const ROLES = ['front', 'dns', 'agent', 'master'] as const;
 export type Role = (typeof ROLES)[number];
@@ -140,10 +140,10 @@ export const checkConfigCommand: Command = {
     let role: string | undefined;
     try {
       const { values, positionals } = parseArgs({ args: [...argv], allowPositionals: true, options: { role: { type: 'string' } } });
-      if (positionals.length !== 1) throw new Error(positionals.length === 0 ? 'FILE is required' : 'give one FILE');
+      if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? 'FILE is required' : 'give one FILE');
       file = positionals[0];
       role = values.role;
-      if (role !== undefined && !(ROLES as readonly string[]).includes(role)) throw new Error(`--role is one of ${ROLES.join(', ')}`);
+      if (role !== undefined && !(ROLES as readonly string[]).includes(role)) throw new UsageError(`--role is one of ${ROLES.join(', ')}`);
     } catch (err) {
       console.error(`sluice check-config: ${(err as Error).message}\n\n${USAGE}`);
       return Promise.resolve(2);

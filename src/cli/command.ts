@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { SluiceError } from '../errors/errors.ts';
 
 /** One `sluice <command>`: commands register here as their features land. */
 export interface Command {
@@ -7,6 +8,11 @@ export interface Command {
   readonly usage: string;
   /** Returns the process exit code (0 ok, 1 failure, 2 usage error). */
   run(argv: readonly string[]): Promise<number>;
+}
+
+/** A command's arguments are wrong: the command prints the message and its usage, and exits 2. */
+export class UsageError extends SluiceError {
+  readonly code = 'ERR_SLUICE_USAGE';
 }
 
 /**

@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import { createSelector, METHOD_NAMES, type Backend, type MethodName } from '../front/select/index.ts';
 import { formatIPv4Address, parseIPv4Address } from '../packet/address.ts';
-import type { Command } from './command.ts';
+import { UsageError, type Command } from './command.ts';
 
 const USAGE = `usage: sluice schedule --method ${METHOD_NAMES.join('|')} --servers NAME=WEIGHT[,NAME=WEIGHT...]
                       [--disable NAME[,NAME...]] [--count N] [--hold] [--client-start IPV4]
@@ -15,8 +15,6 @@ const USAGE = `usage: sluice schedule --method ${METHOD_NAMES.join('|')} --serve
   WEIGHT is the lbfactor (byrequests), the weight (leastconn, maglev) or the
   capacity in connections (capacity). maglev picks for successive client
   addresses from --client-start (default 198.18.11.2); --verbose prints them.`;
-
-class UsageError extends Error {}
 
 export function parseServers(spec: string, disabled: readonly string[]): Backend[] {
   const backends: Backend[] = [];

@@ -12,6 +12,7 @@ import type { Socket } from 'zeromq';
 import type { ControlBase } from './config.ts';
 import { readKeyPair, resolveAllowlist, resolvePublicKey, type KeyPair } from './keys.ts';
 import { ZapHandler } from './zap.ts';
+import { InvalidArgumentError } from '../errors/errors.ts';
 import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
 
@@ -101,7 +102,7 @@ export class CurveSockets {
   client(serverKeyRef: string | undefined): Record<string, unknown> {
     const k = this.#keys;
     if (!k) return this.common();
-    if (serverKeyRef === undefined) throw new Error('a peer public key is required unless plaintext');
+    if (serverKeyRef === undefined) throw new InvalidArgumentError('a peer public key is required unless plaintext');
     return { ...this.common(), curveServerKey: resolvePublicKey(serverKeyRef), curvePublicKey: k.publicKey, curveSecretKey: k.secretKey };
   }
 

@@ -5,7 +5,7 @@
  * requests), and no failure of a source escapes: it is recorded as that
  * source being down.
  */
-import type { StatusSource } from './source.ts';
+import { StatusTimeoutError, type StatusSource } from './source.ts';
 import { SiteState, type DashboardState } from './state.ts';
 
 export interface PollerOptions {
@@ -57,7 +57,7 @@ export class Poller {
         // The source bounds its own read; this bound also holds for one that does not.
         const late = new Promise<never>((_, reject) => {
           timer = setTimeout(() => {
-            reject(new Error(`no status within ${this.#opts.timeoutMs} ms`));
+            reject(new StatusTimeoutError(`no status within ${this.#opts.timeoutMs} ms`));
           }, this.#opts.timeoutMs + 100);
         });
         try {

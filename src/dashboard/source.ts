@@ -7,11 +7,34 @@
  *   http://10.0.0.1:9100          the daemon's ops HTTP server, GET /status
  *
  * Every read is bounded in time and size; a failure rejects with a message
- * the page shows next to the source (the dashboard marks it down and goes on).
+ * the page shows next to the source (the dashboard marks it down and goes on):
+ * one of the Status errors below, or for a unix source the admin client's
+ * (AdminUnreachableError, AdminTimeoutError, AdminReplyError).
  */
 import type { ReadableStreamDefaultReader, ReadableStreamReadResult } from 'node:stream/web';
 import { adminRequest } from '../cli/admin-client.ts';
-import { InvalidArgumentError } from '../errors/errors.ts';
+import { InvalidArgumentError, SluiceError } from '../errors/errors.ts';
+
+/** The status source's address could not be reached. */
+export class StatusUnreachableError extends SluiceError {
+  readonly code = 'ERR_SLUICE_STATUS_UNREACHABLE';
+}
+/** No status (or not all of it) within the read's time bound. */
+export class StatusTimeoutError extends SluiceError {
+  readonly code = 'ERR_SLUICE_STATUS_TIMEOUT';
+}
+/** The daemon answered without its status (admin reply not ok, or an HTTP error status). */
+export class StatusRefusedError extends SluiceError {
+  readonly code = 'ERR_SLUICE_STATUS_REFUSED';
+}
+/** The answer is not JSON. */
+export class StatusUnreadableError extends SluiceError {
+  readonly code = 'ERR_SLUICE_STATUS_UNREADABLE';
+}
+/** The answer is larger than MAX_STATUS_BYTES. */
+export class StatusTooLargeError extends SluiceError {
+  readonly code = 'ERR_SLUICE_STATUS_TOO_LARGE';
+}
 
 /** A status larger than this is refused (a front node's is a few KiB). */
 export const MAX_STATUS_BYTES = 4 * 1024 * 1024;
@@ -64,7 +87,7 @@ export class UnixSource implements StatusSource {
 
   async read(timeoutMs: number): Promise<unknown> {
     const reply = await adminRequest(this.#path, { cmd: 'status' }, timeoutMs);
-    if (reply.ok !== true) throw new Error(`status refused: ${typeof reply.error === 'string' ? reply.error : 'no reason given'}`);
+    if (reply.ok !== true) throw new StatusRefusedError(`status refused: ${typeof reply.error === 'string' ? reply.error : 'no reason given'}`);
     return reply.status;
   }
 }
@@ -87,17 +110,18 @@ export class HttpSource implements StatusSource {
     try {
       res = await fetch(this.#url, { signal, redirect: 'error', headers: { accept: 'application/json' } });
     } catch (err) {
-      throw new Error(signal.aborted ? `no reply from ${this.#url.href} within ${timeoutMs} ms` : `cannot reach ${this.#url.href}: ${causeOf(err)}`, { cause: err });
+      if (signal.aborted) throw new StatusTimeoutError(`no reply from ${this.#url.href} within ${timeoutMs} ms`, { cause: err });
+      throw new StatusUnreachableError(`cannot reach ${this.#url.href}: ${causeOf(err)}`, { cause: err });
     }
     if (!res.ok) {
       await res.body?.cancel();
-      throw new Error(`${this.#url.href} answered HTTP ${res.status}`);
+      throw new StatusRefusedError(`${this.#url.href} answered HTTP ${res.status}`);
     }
     const text = await readBounded(res, MAX_STATUS_BYTES, signal);
     try {
       return JSON.parse(text) as unknown;
     } catch {
-      throw new Error(`${this.#url.href} answered something that is not JSON`);
+      throw new StatusUnreadableError(`${this.#url.href} answered something that is not JSON`);
     }
   }
 }
@@ -118,12 +142,12 @@ async function readBounded(res: Response, max: number, signal: AbortSignal): Pro
       const chunk: ReadableStreamReadResult<Uint8Array> = await reader.read();
       if (chunk.done) break;
       size += chunk.value.byteLength;
-      if (size > max) throw new Error(`status larger than ${max} bytes`);
+      if (size > max) throw new StatusTooLargeError(`status larger than ${max} bytes`);
       parts.push(chunk.value);
     }
   } catch (err) {
     await reader.cancel().catch(() => undefined);
-    throw signal.aborted ? new Error('status body not received in time', { cause: err }) : err;
+    throw signal.aborted ? new StatusTimeoutError('status body not received in time', { cause: err }) : err;
   }
   return Buffer.concat(parts).toString('utf8');
 }

@@ -1,7 +1,16 @@
 /**
  * Every error Sluice raises on purpose is a SluiceError with a stable `code`
  * (callers and tests switch on the code, never on the message). One class per
- * condition, so `instanceof` and `code` always agree.
+ * condition, so `instanceof` and `code` always agree. Every code starts with
+ * ERR_SLUICE_ (test/unit/errors.test.ts lists them all).
+ *
+ * Where a class lives: in the one file of the concern that raises it, next to
+ * the code that raises it (zone files: src/dns/zone/parse.ts; configuration:
+ * src/config/load.ts; key files: src/control/keys.ts; the admin socket's
+ * client; the dashboard's status sources; ...). This file holds the base
+ * class and the errors of concerns that span folders: argument checks,
+ * the addon's bindings (NFQUEUE and NFLOG share one mapping), external
+ * commands, readiness waits.
  */
 export abstract class SluiceError extends Error {
   abstract readonly code: string;
@@ -116,6 +125,14 @@ const LOG_ERRORS: ReadonlyMap<string, SystemErrorClass> = new Map<string, System
 /** Maps an error thrown or reported by native/src/nflog.c to its class. */
 export function fromNativeLogError(err: unknown): SluiceError {
   return fromNative(err, LOG_ERRORS, 'ERR_NFLOG_NATIVE_ASSERT', LogGroupSocketError);
+}
+
+/**
+ * A queue's or log group's onBatch threw something that is not an Error
+ * (the thrown value is the cause); a thrown Error reaches onError as it is.
+ */
+export class BatchHandlerError extends SluiceError {
+  readonly code = 'ERR_SLUICE_BATCH_HANDLER';
 }
 
 /** An external command (ip, iptables, nginx, ...) exited non-zero. */

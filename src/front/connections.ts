@@ -1,6 +1,6 @@
 /**
- * Connection records (seed 000's forward_request), keyed by virtual service,
- * client address and client port.
+ * Connection records (seed 000's forward_request, forward_request.ts),
+ * keyed by virtual service, client address and client port.
  *
  *   SYN  -> create(): record with the chosen server and a timestamp
  *           (a retransmitted SYN finds the record: same server)

@@ -3,7 +3,9 @@
  * returning a verdict (the mark to set is left in `mark`), and one,
  * teardown(), per FIN/RST copy read from the NFLOG group (no verdict: the
  * kernel has forwarded the packet). Only connection setup and teardown
- * packets reach them (src/front/rules.ts). No allocation, no logging, no
+ * packets reach them (src/front/rules.ts). decide() parses the packet and
+ * finds its service; a TCP packet to a service is then seed 000's
+ * forward_request (forward_request.ts). No allocation, no logging, no
  * await: every outcome is a counter increment.
  *
  *  client SYN          new: choose a server (or overflow target), record it,
@@ -25,15 +27,14 @@
  * SYN of a held connection is dropped: the original's verdict is pending.
  */
 import { ConnectionTable, connectionKey } from './connections.ts';
-import { REJECT_MARK, overflowMark, serverMark } from './marks.ts';
-import { OVERFLOW_BASE, type ServiceRuntime } from './service.ts';
+import { type Decision, type Forwarder, destinationMark, forwardRequest, newConnection, selectTarget, shapedVerdict } from './forward_request.ts';
+import type { ServiceRuntime } from './service.ts';
 import { IpProtocol, PacketInfo, ParseStatus, TcpFlag, parseIPv4, parseStatusName } from '../packet/ipv4.ts';
 import { Verdict, type VerdictCode } from '../nfqueue/layout.ts';
-import { Outcome, type Shaper, type ShapingHost } from '../shaping/shaper.ts';
+import type { Shaper, ShapingHost } from '../shaping/shaper.ts';
 
 /** decide() held the packet: no verdict now (one comes through onSettled). */
-export const HELD = -1;
-export type Decision = VerdictCode | typeof HELD;
+export { HELD, type Decision } from './forward_request.ts';
 
 /** Gives a held packet its verdict later (the daemon stages it on the queue). */
 export type SettledVerdict = (id: number, verdict: VerdictCode, mark: number) => void;
@@ -69,7 +70,7 @@ export class EngineCounters {
   readonly malformed = new Float64Array(parseStatusName.length);
 }
 
-export class FrontEngine implements ShapingHost {
+export class FrontEngine implements ShapingHost, Forwarder {
   readonly counters = new EngineCounters();
   /** Mark to set with the verdict decide() just returned (0: leave the packet's mark). */
   mark = 0;
@@ -90,6 +91,10 @@ export class FrontEngine implements ShapingHost {
     return this.#shaper;
   }
 
+  get table(): ConnectionTable {
+    return this.#table;
+  }
+
   /** Installs the checkpoints (undefined or none configured: every SYN goes straight to its server). */
   setShaper(shaper: Shaper | undefined): void {
     this.#shaper = shaper?.enabled === true ? shaper : undefined;
@@ -100,9 +105,7 @@ export class FrontEngine implements ShapingHost {
   choose(service: number, src: number): number {
     const svc = this.#services[service];
     if (!svc) return -1;
-    const t = svc.choose(src);
-    if (t >= OVERFLOW_BASE) this.counters.overflowed++;
-    return t;
+    return selectTarget(this, svc, src);
   }
 
   /** ShapingHost: a held request's evaluation ended; give its packet the verdict now. */
@@ -110,7 +113,7 @@ export class FrontEngine implements ShapingHost {
     const shaper = this.#shaper;
     if (!shaper) return;
     const pool = shaper.pool;
-    const v = this.#finish(shaper, slot, outcome, pool.service[slot] ?? 0, pool.key[slot] ?? 0, now);
+    const v = shapedVerdict(this, shaper, slot, outcome, pool.service[slot] ?? 0, pool.key[slot] ?? 0, now);
     this.counters.shapingSettled++;
     this.onSettled(pool.id[slot] ?? 0, v, this.mark);
   }
@@ -126,46 +129,9 @@ export class FrontEngine implements ShapingHost {
       this.onSettled(id, Verdict.Drop, 0);
       return;
     }
-    this.#info.src = src;
-    const v = this.#newFlow(s, svc, connectionKey(s, src, port), now);
+    const v = newConnection(this, s, svc, connectionKey(s, src, port), src, now);
     this.counters.shapingSettled++;
     this.onSettled(id, v, this.mark);
-  }
-
-  /** Verdict and mark for a request's outcome; records an admitted connection. */
-  #finish(shaper: Shaper, slot: number, outcome: number, s: number, key: number, now: number): VerdictCode {
-    const c = this.counters;
-    this.mark = 0;
-    if (outcome === Outcome.Pass) {
-      const target = shaper.pool.target[slot] ?? -1;
-      const conn = this.#record(s, key, target, now);
-      shaper.commit(slot, conn, now);
-      c.decided++;
-      this.mark = this.#markOf(s, target);
-      return Verdict.Accept;
-    }
-    if (outcome === Outcome.NoTarget) {
-      c.noTarget++;
-      return Verdict.Drop;
-    }
-    c.shapingRejected++;
-    if (outcome === Outcome.Reject) {
-      this.mark = REJECT_MARK;
-      return Verdict.Accept;
-    }
-    return Verdict.Drop;
-  }
-
-  /** Records a decided connection; returns its slot, or -1 (untracked: the kernel still carries it). */
-  #record(s: number, key: number, target: number, now: number): number {
-    const slot = this.#table.create(key, s, target, now);
-    if (slot >= 0) {
-      const srv = this.#services[s]?.servers[target];
-      if (srv) srv.active++;
-    } else {
-      this.counters.untracked++;
-    }
-    return slot;
   }
 
   get services(): readonly ServiceRuntime[] {
@@ -175,25 +141,6 @@ export class FrontEngine implements ShapingHost {
   /** Swaps in reloaded services (same indexes for the same names: see daemon). */
   setServices(services: readonly ServiceRuntime[]): void {
     this.#services = services;
-  }
-
-  #markOf(service: number, target: number): number {
-    return target >= OVERFLOW_BASE ? overflowMark(service, target - OVERFLOW_BASE) : serverMark(service, target);
-  }
-
-  /** Chooses a target for a new flow, records it, sets the mark. */
-  #newFlow(s: number, svc: ServiceRuntime, key: number, now: number): VerdictCode {
-    const c = this.counters;
-    const target = svc.choose(this.#info.src);
-    if (target < 0) {
-      c.noTarget++;
-      return Verdict.Drop;
-    }
-    if (target >= OVERFLOW_BASE) c.overflowed++;
-    this.#record(s, key, target, now);
-    c.decided++;
-    this.mark = this.#markOf(s, target);
-    return Verdict.Accept;
   }
 
   /**
@@ -214,11 +161,11 @@ export class FrontEngine implements ShapingHost {
       const known = this.#table.lookup(key);
       if (known >= 0 && this.#table.isActive(key)) {
         this.counters.resumed++;
-        this.mark = this.#markOf(s, known);
+        this.mark = destinationMark(s, known);
         return Verdict.Accept;
       }
       if (known >= 0) this.#table.remove(key);
-      return this.#newFlow(s, svc, key, now);
+      return newConnection(this, s, svc, key, info.src, now);
     }
     // No UDP service here (a reload removed it): nothing to steer it to.
     this.counters.unexpected++;
@@ -248,42 +195,7 @@ export class FrontEngine implements ShapingHost {
     for (let s = 0; s < services.length; s++) {
       const svc = services[s];
       if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort || svc.protocol !== IpProtocol.Tcp) continue;
-      const key = connectionKey(s, info.src, info.srcPort);
-      if ((flags & (TcpFlag.Fin | TcpFlag.Rst)) !== 0) {
-        if (this.#table.finish(key, now)) c.finishes++;
-        return Verdict.Accept;
-      }
-      if ((flags & (TcpFlag.Syn | TcpFlag.Ack)) === TcpFlag.Syn) {
-        c.syn++;
-        const known = this.#table.lookup(key);
-        if (known >= 0 && this.#table.isActive(key)) {
-          c.synRetransmits++;
-          this.mark = this.#markOf(s, known);
-          return Verdict.Accept;
-        }
-        if (known >= 0) this.#table.remove(key); // port reused after FIN: a new connection
-        const shaper = this.#shaper;
-        if (shaper === undefined) return this.#newFlow(s, svc, key, now);
-        const out = shaper.begin(id, key, info.src, info.dstPort, s, now);
-        if (out === Outcome.Held) {
-          c.shapingHeld++;
-          return HELD;
-        }
-        if (out === Outcome.Retransmit) {
-          c.shapingRetransmits++;
-          return Verdict.Drop;
-        }
-        return this.#finish(shaper, shaper.pool.scratch, out, s, key, now);
-      }
-      // Any other packet the kernel has no flow for.
-      const known = this.#table.lookup(key);
-      if (known >= 0 && this.#table.isActive(key)) {
-        c.resumed++;
-        this.mark = this.#markOf(s, known);
-        return Verdict.Accept;
-      }
-      c.noRecord++;
-      return Verdict.Drop;
+      return forwardRequest(this, s, svc, info, now, id);
     }
     // Not to a VIP: a server's reset toward a client.
     if ((flags & TcpFlag.Rst) === 0 || !this.#serverReset(now)) c.unexpected++;

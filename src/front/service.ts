@@ -3,8 +3,9 @@
  * backends, its selector, and the overflow targets (other clusters).
  *
  * A decision is a target code: 0..0x3e a server index, 0x80 + j overflow
- * target j, -1 nothing available.
+ * target j, -1 nothing available (forward_request.ts selectTarget).
  */
+import { InvalidArgumentError } from '../errors/errors.ts';
 import { parseIPv4Address } from '../packet/address.ts';
 import { IpProtocol } from '../packet/ipv4.ts';
 import type { FrontConfig, ServiceConfig } from './config.ts';
@@ -69,7 +70,8 @@ export interface OverflowTarget {
 
 function addr(text: string): number {
   const a = parseIPv4Address(text);
-  if (a === undefined) throw new Error(`config validated ${text} as IPv4`); // unreachable: schema checked
+  // The schema checked every address: reaching this is a config that was not validated.
+  if (a === undefined) throw new InvalidArgumentError(`${text} is not an IPv4 address (the config was not validated)`);
   return a;
 }
 
@@ -101,15 +103,25 @@ export class ServiceRuntime {
     this.#overflowWeights = new Float64Array(this.overflow.length);
   }
 
-  /** Server index, OVERFLOW_BASE + j, or -1. Deterministic. */
-  choose(client: number): number {
+  /**
+   * A server for a new connection from `client` by the service's method
+   * (its index), or -1 when none is eligible (every server full or
+   * unusable). Deterministic.
+   */
+  pickServer(client: number): number {
     const i = this.selector.pick(this.servers, client);
     if (i >= 0) {
       const s = this.servers[i];
       if (s) s.decided++;
-      return i;
     }
-    // Seed 000: every server full -> other clusters in proportion to their free capacity.
+    return i;
+  }
+
+  /**
+   * Seed 000's overflow: another cluster in proportion to its free capacity
+   * (its index in `overflow`), or -1 when none has any. Deterministic.
+   */
+  pickOverflow(): number {
     const w = this.#overflowWeights;
     for (let k = 0; k < this.overflow.length; k++) w[k] = this.overflow[k]?.freeCapacity ?? 0;
     const j = smoothPick(this.overflow.length, this.#overflowStatus, w);
@@ -117,7 +129,7 @@ export class ServiceRuntime {
     if (!chosen) return -1;
     chosen.decided++;
     this.overflowed++;
-    return OVERFLOW_BASE + j;
+    return j;
   }
 
   /** Index of the server with this address and port, or -1. */

@@ -7,6 +7,8 @@
  * cumulative); counts[bounds.length] the ones above the last bound.
  * Non-finite or negative observations are not recorded (counted in `invalid`).
  */
+import { InvalidArgumentError } from '../errors/errors.ts';
+
 export class Buckets {
   readonly bounds: Float64Array;
   readonly counts: Float64Array;
@@ -18,7 +20,7 @@ export class Buckets {
   constructor(bounds: readonly number[]) {
     for (let i = 0; i < bounds.length; i++) {
       const b = bounds[i] ?? NaN;
-      if (!Number.isFinite(b) || (i > 0 && b <= (bounds[i - 1] ?? -Infinity))) throw new Error('bucket bounds must be finite and strictly increasing');
+      if (!Number.isFinite(b) || (i > 0 && b <= (bounds[i - 1] ?? -Infinity))) throw new InvalidArgumentError('bucket bounds must be finite and strictly increasing');
     }
     this.bounds = Float64Array.from(bounds);
     this.counts = new Float64Array(bounds.length + 1);

@@ -11,6 +11,7 @@
  * simply stop being exposed.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { InvalidArgumentError } from '../errors/errors.ts';
 
 export type Labels<L extends string> = Readonly<Record<L, string>>;
 /** One sample: labels (omitted for an unlabelled metric) and value. */
@@ -25,7 +26,7 @@ export function newRegistry(): Registry {
 
 /** A `_total` counter whose samples come from `read()` at each scrape. */
 export function counterFrom<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[], read: () => Iterable<Sample<L>>): Counter<L> {
-  if (!name.endsWith('_total')) throw new Error(`counter ${name} must end in _total`);
+  if (!name.endsWith('_total')) throw new InvalidArgumentError(`counter ${name} must end in _total`);
   return new Counter<L>({
     name,
     help,

@@ -19,7 +19,7 @@
  * and, from the records' sequence numbers, exactly how many records were
  * lost. A consumer must not depend on seeing every record.
  */
-import { InvalidArgumentError, QueueClosedError, fromNativeLogError, type SluiceError } from '../errors/errors.ts';
+import { BatchHandlerError, InvalidArgumentError, QueueClosedError, fromNativeLogError, type SluiceError } from '../errors/errors.ts';
 import { checkBool, checkFunction, checkInt } from '../util/validate.ts';
 import { loadNative, type NativeHandle, type NativeNfq } from '../nfqueue/native.ts';
 import { LOG_META_WORDS, LOG_STATS_WORDS, LogMeta, LogStat } from './layout.ts';
@@ -153,7 +153,7 @@ export class NfLog {
       this.#onBatch(this.#batch);
     } catch (err) {
       this.#stats[LogStat.CallbackErrors] = (this.#stats[LogStat.CallbackErrors] ?? 0) + 1;
-      this.#onError(err instanceof Error ? err : new Error(String(err)));
+      this.#onError(err instanceof Error ? err : new BatchHandlerError(String(err), { cause: err }));
     }
   }
 

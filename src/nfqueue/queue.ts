@@ -18,6 +18,7 @@
  * Every argument is validated here; the C side only asserts.
  */
 import {
+  BatchHandlerError,
   QueueClosedError,
   InvalidArgumentError,
   fromNativeQueueError,
@@ -243,7 +244,7 @@ export class NfQueue {
       this.#onBatch(this.#batch, this);
     } catch (err) {
       this.#stats[Stat.CallbackErrors] = (this.#stats[Stat.CallbackErrors] ?? 0) + 1;
-      this.#onError(err instanceof Error ? err : new Error(String(err)));
+      this.#onError(err instanceof Error ? err : new BatchHandlerError(String(err), { cause: err }));
     } finally {
       this.#inBatch = false;
     }

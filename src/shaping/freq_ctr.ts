@@ -22,6 +22,7 @@
  *    above the exact boundary at which admits() would hold with no further
  *    events; see the method for the derivation.
  */
+import { InvalidArgumentError } from '../errors/errors.ts';
 
 export class FreqCounters {
   readonly periodMs: number;
@@ -30,7 +31,7 @@ export class FreqCounters {
   readonly #start: Float64Array;
 
   constructor(capacity: number, periodMs: number) {
-    if (!(periodMs > 0)) throw new RangeError(`periodMs must be > 0, got ${periodMs}`);
+    if (!(periodMs > 0)) throw new InvalidArgumentError(`periodMs must be > 0, got ${periodMs}`);
     this.periodMs = periodMs;
     this.#curr = new Float64Array(capacity);
     this.#prev = new Float64Array(capacity);

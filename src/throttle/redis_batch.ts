@@ -11,6 +11,12 @@
  * again and reruns the affected commands once.
  */
 import type { Redis } from 'ioredis';
+import { SluiceError } from '../errors/errors.ts';
+
+/** A pipeline came back without a reply for one of its commands (the run's result is unknown). */
+export class RedisNoReplyError extends SluiceError {
+  readonly code = 'ERR_SLUICE_REDIS_NO_REPLY';
+}
 
 interface Pending {
   readonly key: string;
@@ -67,7 +73,7 @@ export class ScriptBatcher {
       (results) => {
         let retry: Pending[] | undefined;
         batch.forEach((c, i) => {
-          const [err, reply] = results?.[i] ?? [new Error('no reply from Redis'), null];
+          const [err, reply] = results?.[i] ?? [new RedisNoReplyError('no reply from Redis'), null];
           if (err === null) c.resolve(reply);
           else if (err.message.startsWith('NOSCRIPT')) (retry ??= []).push(c);
           else c.reject(err);

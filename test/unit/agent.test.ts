@@ -39,8 +39,9 @@ describe('access-log line parsing', () => {
       assert.equal(r.result === 'ok' ? formatIPv4Address(r.client) : r.result, want);
     });
   }
-  it('refuses a custom format without a client group', () => {
-    assert.throws(() => formatRegex('^(\\S+)'));
+  it('refuses a custom format without a client group, or that is no regular expression', () => {
+    assert.throws(() => formatRegex('^(\\S+)'), { code: 'ERR_SLUICE_ACCESS_LOG_FORMAT', message: /named group/ });
+    assert.throws(() => formatRegex('^(?<client>\\S+'), { code: 'ERR_SLUICE_ACCESS_LOG_FORMAT', message: /must be a regular expression/ });
   });
 });
 

@@ -211,31 +211,35 @@ describe('dashboard sources', () => {
     });
     assert.deepEqual(await parseSource(`a=${base}`).read(1000), { services: [] });
     assert.deepEqual(await parseSource(`a=${base}/p`).read(1000), { prefixed: true });
-    await assert.rejects(parseSource(`a=${base}/nope`).read(1000), /HTTP 500/);
+    await assert.rejects(parseSource(`a=${base}/nope`).read(1000), { code: 'ERR_SLUICE_STATUS_REFUSED', message: /HTTP 500/ });
     const text = await http((_req, res) => res.end('<html>'));
-    await assert.rejects(parseSource(`a=${text}`).read(1000), /not JSON/);
+    await assert.rejects(parseSource(`a=${text}`).read(1000), { code: 'ERR_SLUICE_STATUS_UNREADABLE', message: /not JSON/ });
     const big = await http((_req, res) => {
       res.end(Buffer.alloc(MAX_STATUS_BYTES + 10, 0x20));
     });
-    await assert.rejects(parseSource(`a=${big}`).read(5000), /larger than/);
+    await assert.rejects(parseSource(`a=${big}`).read(5000), { code: 'ERR_SLUICE_STATUS_TOO_LARGE', message: /larger than/ });
     const slow = await http(() => {
       /* never answers */
     });
-    await assert.rejects(parseSource(`a=${slow}`).read(100), /within 100 ms/);
-    await assert.rejects(parseSource('a=http://127.0.0.1:1').read(1000), /cannot reach/);
+    await assert.rejects(parseSource(`a=${slow}`).read(100), { code: 'ERR_SLUICE_STATUS_TIMEOUT', message: /within 100 ms/ });
+    await assert.rejects(parseSource('a=http://127.0.0.1:1').read(1000), { code: 'ERR_SLUICE_STATUS_UNREACHABLE', message: /cannot reach/ });
   });
 
-  it("unix: the admin socket's status command", async () => {
+  it("unix: the admin socket's status command; a refusal and a missing socket are errors", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sluice-dash-'));
     dirs.push(dir);
     const path = join(dir, 'a.sock');
     const sock = new AdminSocket(path, quiet, (r, reject) => (r['cmd'] === 'status' ? { ok: true, status: { cluster: 'c9', services: [] } } : reject('no')));
+    const refusing = new AdminSocket(join(dir, 'b.sock'), quiet, (_r, reject) => reject('not now'));
     await sock.listen();
+    await refusing.listen();
     try {
       assert.deepEqual(await parseSource(`x=unix:${path}`).read(1000), { cluster: 'c9', services: [] });
-      await assert.rejects(parseSource(`x=unix:${join(dir, 'missing.sock')}`).read(1000), /cannot reach/);
+      await assert.rejects(parseSource(`x=unix:${join(dir, 'b.sock')}`).read(1000), { code: 'ERR_SLUICE_STATUS_REFUSED', message: /status refused: not now/ });
+      await assert.rejects(parseSource(`x=unix:${join(dir, 'missing.sock')}`).read(1000), { code: 'ERR_SLUICE_ADMIN_UNREACHABLE', message: /cannot reach/ });
     } finally {
       sock.close();
+      refusing.close();
     }
   });
 });

@@ -52,23 +52,23 @@ export abstract class ZoneError extends SluiceError {
 }
 /** Malformed text: bad token, missing field, bad address or name. */
 export class ZoneSyntaxError extends ZoneError {
-  readonly code = 'ERR_ZONE_SYNTAX';
+  readonly code = 'ERR_SLUICE_ZONE_SYNTAX';
 }
 /** Valid master-file text Sluice does not accept ($INCLUDE, class CH, type NAPTR...). */
 export class ZoneUnsupportedError extends ZoneError {
-  readonly code = 'ERR_ZONE_UNSUPPORTED';
+  readonly code = 'ERR_SLUICE_ZONE_UNSUPPORTED';
 }
 /** A number, TTL, label or name outside its range. */
 export class ZoneRangeError extends ZoneError {
-  readonly code = 'ERR_ZONE_RANGE';
+  readonly code = 'ERR_SLUICE_ZONE_RANGE';
 }
 /** Well-formed records that do not make a valid zone (SOA, NS, CNAME rules, names outside). */
 export class ZoneDataError extends ZoneError {
-  readonly code = 'ERR_ZONE_DATA';
+  readonly code = 'ERR_SLUICE_ZONE_DATA';
 }
 /** The file is over MAX_ZONE_BYTES or MAX_ZONE_RECORDS. */
 export class ZoneTooLargeError extends ZoneError {
-  readonly code = 'ERR_ZONE_TOO_LARGE';
+  readonly code = 'ERR_SLUICE_ZONE_TOO_LARGE';
 }
 
 export interface ParseOptions {
