@@ -149,18 +149,28 @@ control:
       'RTTs measured for both clients to both clusters',
       30_000,
     );
+    // On a mismatch, the DNS server's own account of the decision.
+    const why = async (prefix: string): Promise<string> => {
+      const s = await status();
+      return JSON.stringify({ decision: s.steering.recent.find((d) => d.client === prefix), rtt: s.rtt.recent.find((x) => x.client === prefix), clusters: (s as unknown as { clusters?: unknown }).clusters });
+    };
     for (let i = 0; i < 3; i++) {
-      assert.deepEqual(await resolve(a!, st.plan.dns.address), [c1]);
-      assert.deepEqual(await resolve(b!, st.plan.dns.address), [c2]);
+      const ansA = await resolve(a!, st.plan.dns.address);
+      if (ansA.join() !== c1) assert.fail(`A got ${ansA.join()}, not ${c1}: ${await why('198.18.11.0/24')}`);
+      const ansB = await resolve(b!, st.plan.dns.address);
+      if (ansB.join() !== c2) assert.fail(`B got ${ansB.join()}, not ${c2}: ${await why('198.18.12.0/24')}`);
     }
     const s = await status();
-    // The RTTs behind the choice come from the WAN: never below its round
-    // trip (1 ms: the prober's resolution), near below far. No upper bound:
-    // on a busy machine scheduling delay adds to any sample.
+    // The RTTs behind the choice come from the WAN: near below far, and
+    // each about its round trip or more. Judged from below only, with room
+    // for the prober's 1 ms clock and the delay line's early release
+    // (samples of 17 ms were seen on the 20 ms path); no upper bound: on a
+    // busy machine scheduling delay adds to any sample.
+    const atLeast = (ms: number, oneWay: number): boolean => ms >= 0.75 * 2 * oneWay;
     const ra = measured(s, '198.18.11.0/24');
-    assert.ok(ra && (ra['c1'] ?? 0) >= 2 * NEAR_MS - 1 && (ra['c2'] ?? 0) >= 2 * FAR_MS - 1 && (ra['c1'] ?? 0) < (ra['c2'] ?? 0), JSON.stringify(ra));
+    assert.ok(ra && atLeast(ra['c1'] ?? 0, NEAR_MS) && atLeast(ra['c2'] ?? 0, FAR_MS) && (ra['c1'] ?? 0) < (ra['c2'] ?? 0), JSON.stringify(ra));
     const rb = measured(s, '198.18.12.0/24');
-    assert.ok(rb && (rb['c2'] ?? 0) >= 2 * NEAR_MS - 1 && (rb['c1'] ?? 0) >= 2 * FAR_MS - 1 && (rb['c2'] ?? 0) < (rb['c1'] ?? 0), JSON.stringify(rb));
+    assert.ok(rb && atLeast(rb['c2'] ?? 0, NEAR_MS) && atLeast(rb['c1'] ?? 0, FAR_MS) && (rb['c2'] ?? 0) < (rb['c1'] ?? 0), JSON.stringify(rb));
     assert.match(s.steering.recent.find((d) => d.client === '198.18.11.0/24')?.reason ?? '', /^rtt:c1=/);
     assert.match(s.steering.recent.find((d) => d.client === '198.18.12.0/24')?.reason ?? '', /^rtt:c2=/);
   });
