@@ -27,7 +27,7 @@
 import { createHash } from 'node:crypto';
 import { SlidingBucket } from './bucket.ts';
 import { OTHER, type AdmissionConfig } from './config.ts';
-import { parseCidr } from '../shaping/checkpoint.ts';
+import { parseCidr } from '../packet/address.ts';
 
 export const Verdict = { Admit: 0, OperationLocal: 1, ServiceLocal: 2, OperationCluster: 3, ServiceCluster: 4 } as const;
 /** admit() for a service with no admission configured. */

@@ -29,6 +29,7 @@ import type { CheckpointConfig } from './config.ts';
 import { StickTable } from './stick_table.ts';
 import { WaitQueue, type HeldLinks, type QueueGate, type Scheduler } from './queue.ts';
 import { TimedHolds } from './timed_holds.ts';
+import { parseCidr, prefixMask } from '../packet/address.ts';
 import type { Gatekeeper, GatekeeperDomain } from '../throttle/gatekeeper.ts';
 import type { Hierarchy } from '../admission/hierarchy.ts';
 
@@ -42,20 +43,6 @@ export const LEVEL_NAMES = ['service', 'cluster', 'server'] as const;
 const KIND_CODES = { counter: Kind.Counter, 'rate-limit': Kind.RateLimit, 'concurrency-limit': Kind.ConcurrencyLimit, gatekeeper: Kind.Gatekeeper, admission: Kind.Admission } as const;
 const CRITERION_CODES = { source: Criterion.Source, 'source-prefix': Criterion.SourcePrefix, service: Criterion.Service, server: Criterion.Server, none: Criterion.None } as const;
 const MEASURE_CODES = { rate: Measure.Rate, concurrent: Measure.Concurrent, total: Measure.Total } as const;
-
-/** A prefix's network mask as uint32 (length 0..32). */
-export function prefixMask(length: number): number {
-  return length === 0 ? 0 : (0xffffffff << (32 - length)) >>> 0;
-}
-
-/** An IPv4 prefix (schema-checked text) as [network address, mask], both uint32. */
-export function parseCidr(text: string): [number, number] {
-  const [addr = '', len = '32'] = text.split('/');
-  const parts = addr.split('.').map(Number);
-  const a = (((parts[0] ?? 0) << 24) | ((parts[1] ?? 0) << 16) | ((parts[2] ?? 0) << 8) | (parts[3] ?? 0)) >>> 0;
-  const mask = prefixMask(Number(len));
-  return [(a & mask) >>> 0, mask];
-}
 
 /** Receives requests leaving a queue (the Shaper). */
 export interface CheckpointSink {

@@ -37,7 +37,7 @@
 import { Publisher, Subscriber } from 'zeromq';
 import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
-import { formatIPv4Address, parseIPv4Address } from '../packet/address.ts';
+import { formatIPv4Address, parseIPv4Address, prefixMask } from '../packet/address.ts';
 import type { GatekeeperConfig } from './config.ts';
 import { DECODE_REJECTS, decodeControl, encodeAccounting, newControl, topicOf, type Control, type DecodeReject } from './protocol.ts';
 import { SendQueue } from './send_queue.ts';
@@ -104,10 +104,6 @@ export interface GatekeeperCounters {
   failovers: number;
 }
 
-function maskOf(len: number): number {
-  return len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
-}
-
 export class Gatekeeper {
   readonly config: Readonly<GatekeeperConfig>;
   readonly counters: GatekeeperCounters = {
@@ -162,7 +158,7 @@ export class Gatekeeper {
         name: d.name,
         index,
         prefixLength: d.prefixLength,
-        mask: maskOf(d.prefixLength),
+        mask: prefixMask(d.prefixLength),
         maxDelayMs: d.maxDelaySeconds * 1000,
         delays: new Map(),
         counters: { accepted: 0, delayed: 0, rejected: 0, rejectedNotSent: 0, delaysStored: 0, evicted: 0, resynced: 0 },
