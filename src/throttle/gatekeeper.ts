@@ -43,11 +43,12 @@ import { DECODE_REJECTS, decodeControl, encodeAccounting, newControl, topicOf, t
 import { SendQueue } from './send_queue.ts';
 import { CurveSockets } from '../control/curve.ts';
 import { throttleProfile } from './curve_profile.ts';
+import { ACCEPTED, DELAYED, REJECTED, type AccountKind, type ThrottleLimiter } from '../shaping/limiters.ts';
 
-export const ACCEPTED = 0;
-export const DELAYED = 1;
-export const REJECTED = 2;
-export type AccountKind = typeof ACCEPTED | typeof DELAYED | typeof REJECTED;
+// The account kinds are the shaping engine's (it declares the limiter the
+// gatekeeper implements); re-exported as the gatekeeper's own vocabulary.
+export { ACCEPTED, DELAYED, REJECTED, type AccountKind };
+
 const KIND_NAMES = ['ACCEPTED', 'DELAYED', 'REJECTED'] as const;
 
 /** A DELAY_UNTIL further ahead than this is refused as garbage (a broken clock would lock clients out). */
@@ -104,7 +105,7 @@ export interface GatekeeperCounters {
   failovers: number;
 }
 
-export class Gatekeeper {
+export class Gatekeeper implements ThrottleLimiter {
   readonly config: Readonly<GatekeeperConfig>;
   readonly counters: GatekeeperCounters = {
     accountingQueued: 0,
