@@ -33,7 +33,7 @@ import { ConfigError, keepRestartKeys, loadConfig } from '../config/load.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
 import { newRegistry } from '../metrics/collect.ts';
-import { registerFrontMetrics, type FrontMetricsSource } from '../metrics/front.ts';
+import { registerFrontMetrics, type FrontMetricsSource } from './metrics.ts';
 import { readKernelQueue, type KernelQueueStats } from '../metrics/kernel_queue.ts';
 import { NfLog, type LogStats } from '../nflog/log.ts';
 import { NfQueue, type QueueStats } from '../nfqueue/queue.ts';
