@@ -4,7 +4,7 @@
  */
 import type { AdmissionStatus } from '../front/admission.ts';
 import { parseArgs } from 'node:util';
-import { adminRequest } from './admin-client.ts';
+import { adminRequest } from '../admin/client.ts';
 import type { Command } from './command.ts';
 import { renderDnsStatus, type DnsStatus } from './dns-status.ts';
 import { isMasterStatus, renderMasterStatus } from './master-status.ts';

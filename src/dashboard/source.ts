@@ -10,7 +10,7 @@
  * the page shows next to the source (the dashboard marks it down and goes on).
  */
 import type { ReadableStreamDefaultReader, ReadableStreamReadResult } from 'node:stream/web';
-import { adminRequest } from '../cli/admin-client.ts';
+import { adminRequest } from '../admin/client.ts';
 import { InvalidArgumentError } from '../errors/errors.ts';
 
 /** A status larger than this is refused (a front node's is a few KiB). */

@@ -11,7 +11,7 @@ import { after, describe, it } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { adminRequest } from '../../src/cli/admin-client.ts';
+import { adminRequest } from '../../src/admin/client.ts';
 import { componentLogger } from '../../src/log/logger.ts';
 import { parseIPv4Address } from '../../src/packet/address.ts';
 import { masterConfigSchema } from '../../src/throttle/config.ts';
