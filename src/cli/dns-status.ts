@@ -1,5 +1,5 @@
 /** `sluice status --dns`: a running DNS server's clusters, recent steering choices and counters. */
-import { table } from './status.ts';
+import { table } from './table.ts';
 
 export interface DnsStatus {
   name: string;

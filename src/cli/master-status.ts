@@ -1,5 +1,5 @@
 /** `sluice status --master`: a running throttling master's domains and counters. */
-import { table } from './status.ts';
+import { table } from './table.ts';
 
 export interface MasterStatus {
   name: string;

@@ -8,6 +8,7 @@ import { adminRequest } from '../admin/client.ts';
 import type { Command } from './command.ts';
 import { renderDnsStatus, type DnsStatus } from './dns-status.ts';
 import { isMasterStatus, renderMasterStatus } from './master-status.ts';
+import { table } from './table.ts';
 
 const USAGE = 'usage: sluice status [--dns | --agent | --master] [--socket PATH] [--json]\n  default socket: /run/sluice/front.sock, with --dns /run/sluice/dns.sock, with --agent /run/sluice/agent.sock, with --master /run/sluice/master.sock';
 
@@ -83,13 +84,6 @@ interface FrontStatus {
     counters: { received: Record<string, number>; rejected: Record<string, number>; sendDropped: number; handlerErrors: number };
     zap: Record<string, { accepted: number; refused: number }>;
   };
-}
-
-/** Left-aligned columns. */
-export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const w = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (r: readonly string[]): string => r.map((c, i) => c.padEnd(w[i] ?? 0)).join('  ').trimEnd();
-  return [line(header), ...rows.map(line)].join('\n');
 }
 
 const num = (x: number | null | undefined, digits = 1): string => (x === null || x === undefined ? '-' : Number.isFinite(x) ? x.toFixed(digits) : 'inf');
