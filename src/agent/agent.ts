@@ -28,6 +28,7 @@ import { AccessLogFollower } from './access-log.ts';
 import { agentConfigSchema, type AgentConfig } from './config.ts';
 import { LoadSampler } from './load.ts';
 import { registerAgentMetrics } from './metrics.ts';
+import type { AgentStatus } from './status.ts';
 import { SluiceError } from '../errors/errors.ts';
 import { SystemdNotifier } from '../systemd/notify.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
@@ -193,7 +194,7 @@ export class AgentDaemon {
   }
 
   /** What `GET /status` returns (the agent has no admin socket; SIGUSR2 logs the same). */
-  status(): Record<string, unknown> {
+  status(): AgentStatus {
     return {
       agent: true,
       name: this.config.name,

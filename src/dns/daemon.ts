@@ -35,6 +35,7 @@ import { ResponseRateLimiter } from './rrl.ts';
 import { RttTable } from './rtt_table.ts';
 import { DnsServer, parseListen } from './server.ts';
 import { Steering, type SteeringParts } from './steer.ts';
+import type { DnsStatus } from './status.ts';
 import { StickyTable } from './sticky.ts';
 import { AdminSocket, statusAndReload } from '../admin/socket.ts';
 import { parseZone, ZoneError } from './zone/parse.ts';
@@ -187,7 +188,7 @@ export class DnsDaemon {
     return true;
   }
 
-  status(): Record<string, unknown> {
+  status(): DnsStatus {
     const now = performance.now();
     const st = this.answerer.steering;
     return {

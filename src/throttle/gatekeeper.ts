@@ -41,7 +41,7 @@ import { formatIPv4Address, parseIPv4Address, prefixMask } from '../packet/addre
 import type { GatekeeperConfig } from './config.ts';
 import { DECODE_REJECTS, decodeControl, encodeAccounting, newControl, topicOf, type Control, type DecodeReject } from './protocol.ts';
 import { SendQueue } from './send_queue.ts';
-import { CurveSockets } from '../control/curve.ts';
+import { CurveSockets, type HandshakeCounters } from '../control/curve.ts';
 import { throttleProfile } from './curve_profile.ts';
 import { ACCEPTED, DELAYED, REJECTED, type AccountKind, type ThrottleLimiter } from '../shaping/limiters.ts';
 
@@ -79,6 +79,19 @@ export interface GatekeeperDomain {
   readonly counters: GatekeeperDomainCounters;
   /** The current resync session was answered for this domain. */
   resyncDone: boolean;
+}
+
+/** The `throttle` part of the front node's status: what Gatekeeper.status() returns. */
+export interface GatekeeperStatus {
+  readonly name: string;
+  /** The master accounting goes to; null while none is connected. */
+  readonly activeMaster: string | null;
+  /** The current resync session id. */
+  readonly session: string;
+  readonly masters: readonly { readonly accounting: string; readonly connected: boolean; readonly sent: number; readonly dropped: number }[];
+  readonly counters: Readonly<GatekeeperCounters>;
+  readonly handshakes: Readonly<HandshakeCounters>;
+  readonly domains: readonly ({ readonly name: string; readonly delays: number; readonly resyncDone: boolean } & Readonly<GatekeeperDomainCounters>)[];
 }
 
 interface MasterLink {
@@ -421,7 +434,7 @@ export class Gatekeeper implements ThrottleLimiter {
     return this.#active >= 0 && this.#domains.every((d) => d.resyncDone);
   }
 
-  status(): Record<string, unknown> {
+  status(): GatekeeperStatus {
     return {
       name: this.config.name,
       activeMaster: this.activeMaster ?? null,
