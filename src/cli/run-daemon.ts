@@ -21,7 +21,8 @@ export interface RunnableDaemon {
   stop(): void | Promise<void>;
   /** false when the file is refused. */
   reload(): boolean;
-  status(): Record<string, unknown>;
+  /** The daemon's status: a JSON object (its type is the daemon's own, e.g. FrontStatus). */
+  status(): object;
 }
 
 export interface RunOptions {

@@ -25,6 +25,7 @@ import { SystemdNotifier } from '../systemd/notify.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
 import { masterConfigSchema, type MasterConfig } from './config.ts';
 import { Master } from './master.ts';
+import type { MasterDaemonStatus, MasterStatus } from './status.ts';
 
 export class MasterDaemon {
   readonly log: Logger = componentLogger('master');
@@ -88,7 +89,8 @@ export class MasterDaemon {
     return true;
   }
 
-  status(): Record<string, unknown> {
+  /** MasterStatus once the master started (before: the daemon's part only). */
+  status(): MasterStatus | MasterDaemonStatus {
     return {
       ...(this.master?.status() ?? {}),
       uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),

@@ -25,7 +25,7 @@ import type { MasterConfig, RuleConfig, SocketEnd } from './config.ts';
 import { gcraRule, nextAllowed, type GcraRule } from './gcra.ts';
 import { DECODE_REJECTS, decodeAccounting, encodeControl, newAccounting, topicOf, type Accounting, type AccountingLimits, type DecodeReject } from './protocol.ts';
 import { SendQueue } from './send_queue.ts';
-import { CurveSockets } from '../control/curve.ts';
+import { CurveSockets, type HandshakeCounters } from '../control/curve.ts';
 import { throttleProfile } from './curve_profile.ts';
 import type { ThrottleStore } from './store.ts';
 import { MemoryStore } from './store_memory.ts';
@@ -65,6 +65,26 @@ export interface MasterCounters {
   /** Charges completed by the store (the messages fully processed). */
   charged: number;
   storeErrors: number;
+}
+
+/** The master's part of `sluice master`'s status (MasterStatus, status.ts): what Master.status() returns. */
+export interface MasterCoreStatus {
+  readonly name: string;
+  readonly store: ThrottleStore['kind'];
+  readonly counters: Readonly<MasterCounters> & {
+    /** DELAY_UNTIL handed to the control socket, and dropped at its full queue. */
+    readonly published: number;
+    readonly publishDropped: number;
+    readonly publishQueue: number;
+    /** Charges waiting for the store. */
+    readonly inFlight: number;
+    /** Identifiers the memory store evicted at its bound (0 with Redis). */
+    readonly evicted: number;
+  };
+  readonly handshakes: Readonly<HandshakeCounters>;
+  /** ZAP handshakes of the two sockets. */
+  readonly zap: { readonly accounting: { readonly accepted: number; readonly refused: number }; readonly control: { readonly accepted: number; readonly refused: number } };
+  readonly domains: readonly ({ readonly name: string; readonly requests: number; readonly periodSeconds: number; readonly burst: number; readonly tracked: number } & Readonly<DomainCounters>)[];
 }
 
 function newDomain(r: RuleConfig): DomainState {
@@ -318,7 +338,7 @@ export class Master {
     }
   }
 
-  status(): Record<string, unknown> {
+  status(): MasterCoreStatus {
     return {
       name: this.config.name,
       store: this.store.kind,
