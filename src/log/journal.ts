@@ -45,6 +45,16 @@ export function isJournalStream(env: NodeJS.ProcessEnv = process.env, fd = 2): b
   return st.dev === BigInt(m[1] ?? '') && st.ino === BigInt(m[2] ?? '');
 }
 
+/**
+ * `text` as stderr lines of error priority: each non-empty line (journald
+ * reads a prefix per line) starts with `<3>` when `journal` holds. For messages
+ * that do not go through pino: a daemon command's refusal to start (a
+ * refused config, a port in use), printed with console.error.
+ */
+export function asErrorLines(text: string, journal: boolean = isJournalStream()): string {
+  return journal ? text.replace(/^(?!$)/gm, ERR) : text;
+}
+
 /** Where the prefixed lines go: pino's own destination (SonicBoom) or anything with write(). */
 export interface LineSink {
   write(line: string): unknown;

@@ -13,9 +13,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
-import { isJournalStream, journalPrefix, JournalPrefixStream } from '../../src/log/journal.ts';
+import { asErrorLines, isJournalStream, journalPrefix, JournalPrefixStream } from '../../src/log/journal.ts';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/log-levels.ts', import.meta.url));
+const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
 
 describe('journald priorities', () => {
   it('maps pino levels to sd-daemon(3) prefixes', () => {
@@ -69,17 +70,23 @@ describe('journald priorities', () => {
     }
   });
 
+  it('messages printed outside pino (a refused start) get <3> on each non-empty line, only on the journal', () => {
+    assert.equal(asErrorLines('bad.yaml: invalid\n  a.b: wrong\n\n  c: wrong', true), '<3>bad.yaml: invalid\n<3>  a.b: wrong\n\n<3>  c: wrong');
+    assert.equal(asErrorLines('one line', true), '<3>one line');
+    assert.equal(asErrorLines('bad.yaml: invalid\n  a.b: wrong', false), 'bad.yaml: invalid\n  a.b: wrong');
+  });
+
   // The fixture logs once at every level. `sh` sets JOURNAL_STREAM to the
   // device and inode of its own stderr (the pipe spawnSync reads), as systemd
   // does for the journal stream, before it execs Node.
-  const run = (journal: 'match' | 'other' | 'unset'): string[] => {
+  const run = (journal: 'match' | 'other' | 'unset', program: readonly string[] = [process.execPath, '--disable-warning=ExperimentalWarning', FIXTURE], status = 0): string[] => {
     const set = journal === 'match' ? 'JOURNAL_STREAM=$(stat -L -c %d:%i /proc/self/fd/2)' : journal === 'other' ? 'JOURNAL_STREAM=$(stat -L -c %d:%i /proc/self/fd/0)' : 'unset JOURNAL_STREAM;';
-    const r = spawnSync('sh', ['-c', `${set} exec "$0" --disable-warning=ExperimentalWarning "$1"`, process.execPath, FIXTURE], {
+    const r = spawnSync('sh', ['-c', `${set} exec "$@"`, 'sh', ...program], {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, SLUICE_LOG_LEVEL: 'trace', JOURNAL_STREAM: '0:0' },
     });
-    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.status, status, r.stderr);
     return r.stderr.split('\n').filter((l) => l !== '');
   };
 
@@ -102,5 +109,13 @@ describe('journald priorities', () => {
       assert.equal(lines.length, 6, journal);
       for (const l of lines) assert.ok(l.startsWith('{"level":'), `${journal}: ${l}`);
     }
+  });
+
+  it('a daemon command that refuses to start says why at error priority', () => {
+    const lines = run('match', [BIN, 'master', '--config', '/nonexistent/master.yaml'], 1);
+    assert.ok(lines.length > 0);
+    for (const l of lines) assert.match(l, /^<3>/);
+    assert.match(lines.join('\n'), /\/nonexistent\/master\.yaml/);
+    for (const l of run('unset', [BIN, 'master', '--config', '/nonexistent/master.yaml'], 1)) assert.doesNotMatch(l, /^<\d>/);
   });
 });
