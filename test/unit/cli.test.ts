@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 
@@ -28,6 +28,55 @@ describe('sluice CLI', () => {
   });
   it('no command: usage, exit 2', () => {
     assert.equal(sluice().status, 2);
+  });
+});
+
+/** Every command `sluice help` lists (so a command added later is covered too). */
+function listedCommands(): string[] {
+  const r = sluice('help');
+  const names = [...r.stdout.matchAll(/^ {2}([a-z][a-z-]*) {2,}/gm)].map((m) => m[1] ?? '');
+  return names.filter((n) => n !== 'help');
+}
+
+function sluiceAsync(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(BIN, args, { encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr });
+    });
+  });
+}
+
+describe('sluice <command> --help', () => {
+  const commands = listedCommands();
+  it('sluice help lists every command', () => {
+    // The table below is built from this list: it must hold them all.
+    const expected = ['front', 'dns', 'agent', 'master', 'master-proxy', 'ctl', 'keygen', 'schedule', 'status', 'dashboard', 'check-config', 'version'];
+    assert.deepEqual([...commands].sort(), [...expected].sort());
+  });
+  // `--help` comes last after arguments the command would refuse or act on
+  // (a config that does not exist, an unknown option): help wins, and
+  // nothing starts (exit 0 at once, nothing on stderr: no log line, no
+  // usage error). `-h` alone. Both print what `sluice help NAME` prints.
+  const cases = commands.flatMap((name) => [
+    [name, [name, '--config', '/nonexistent/sluice.yaml', '--no-such-option', '--help']],
+    [name, [name, '-h']],
+  ] as const);
+  it(`prints the command's usage on stdout and exits 0, for every command (${cases.length} cases)`, async () => {
+    const [results, helps] = await Promise.all([Promise.all(cases.map(([, args]) => sluiceAsync(args))), Promise.all(commands.map((name) => sluiceAsync(['help', name])))]);
+    const helpOf = new Map(commands.map((name, i) => [name, helps[i]!.stdout]));
+    cases.forEach(([name, args], i) => {
+      const r = results[i]!;
+      const what = `sluice ${args.join(' ')}`;
+      assert.equal(r.code, 0, `${what}: exit ${r.code}, stderr ${r.stderr}`);
+      assert.equal(r.stderr, '', what);
+      assert.ok(r.stdout.startsWith(`usage: sluice ${name}`), `${what}: ${r.stdout}`);
+      assert.equal(r.stdout, helpOf.get(name), `${what}: the same text as sluice help ${name}`);
+    });
+  });
+  it('after --, -h and --help are arguments, not a request for help', () => {
+    const r = sluice('keygen', '--', '--help');
+    assert.equal(r.status, 2);
+    assert.equal(r.stdout, '');
   });
 });
 
