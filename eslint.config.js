@@ -32,7 +32,7 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-non-null-assertion': 'off' },
   },
   {
-    files: ['eslint.config.js'],
+    files: ['eslint.config.js', '.dependency-cruiser.js'],
     ...tseslint.configs.disableTypeChecked,
   },
 );

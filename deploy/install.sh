@@ -11,11 +11,11 @@
 #                                node_modules/ without devDependencies (with the
 #                                pinned Node 24 runtime, node_modules/node)
 #   /usr/local/bin/sluice        symlink to /opt/sluice/bin/sluice
-#   /etc/systemd/system/sluice-{front,dns,agent}.service
+#   /etc/systemd/system/sluice-{front,dns,agent,master}.service
 #   /usr/lib/sysusers.d/sluice.conf   the system user `sluice`, created now
 #                                (when DIR is / or has an /etc/passwd) or by
 #                                systemd-sysusers at the next boot
-#   /etc/sluice/{front,dns,agent}.yaml, /etc/sluice/zones/example.test.zone
+#   /etc/sluice/{front,dns,agent,master}.yaml, /etc/sluice/zones/example.test.zone
 #                                examples, each only if no such file exists
 #                                (an existing configuration is never replaced)
 # and runs `systemctl daemon-reload` when DIR is / and systemd is running.
@@ -179,7 +179,7 @@ install_units
 install_examples
 if systemd_running; then
   systemctl daemon-reload
-  say "installed; start with: systemctl enable --now sluice-front (or sluice-dns, sluice-agent)"
+  say "installed; start with: systemctl enable --now sluice-front (or sluice-dns, sluice-agent, sluice-master)"
 else
   say "installed under $ROOT (systemd is not running here: no daemon-reload)"
 fi

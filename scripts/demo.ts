@@ -19,8 +19,8 @@
 import { execFile, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { adminRequest } from '../src/cli/admin-client.ts';
-import { table } from '../src/cli/status.ts';
+import { adminRequest } from '../src/admin/client.ts';
+import { table } from '../src/cli/table.ts';
 import { describePlan } from './testbed/plan.ts';
 import { OPS_PORTS, startSite, stopDaemons, waitForSite, type Daemon } from './testbed/site.ts';
 import { down, up } from './testbed/testbed.ts';

@@ -23,6 +23,7 @@ import { z } from 'zod';
 import { agentConfigSchema } from '../src/agent/config.ts';
 import { dnsConfigSchema } from '../src/dns/config.ts';
 import { frontConfigSchema } from '../src/front/config.ts';
+import { masterConfigSchema } from '../src/throttle/config.ts';
 
 export const CONFIG_DOCS_PATH = fileURLToPath(new URL('../docs/configuration.md', import.meta.url));
 
@@ -38,6 +39,7 @@ const DAEMONS: readonly Daemon[] = [
   { title: 'Front node', command: 'sluice front', schemaFile: 'src/front/config.ts', example: 'deploy/examples/front-cluster1.yaml', schema: frontConfigSchema },
   { title: 'DNS server', command: 'sluice dns', schemaFile: 'src/dns/config.ts', example: 'deploy/examples/dns.yaml', schema: dnsConfigSchema },
   { title: 'Server agent', command: 'sluice agent', schemaFile: 'src/agent/config.ts', example: 'deploy/examples/agent-s1a.yaml', schema: agentConfigSchema },
+  { title: 'Throttling master', command: 'sluice master', schemaFile: 'src/throttle/config.ts', example: 'deploy/examples/master.yaml', schema: masterConfigSchema },
 ];
 
 /** The part of a JSON Schema node this renderer reads. */
@@ -61,6 +63,8 @@ interface Node {
   properties?: Record<string, Node>;
   required?: readonly string[];
   anyOf?: readonly Node[];
+  /** zod writes a discriminated union (`store: {kind: memory, ...} | {kind: redis, ...}`) as oneOf. */
+  oneOf?: readonly Node[];
 }
 
 interface Row {
@@ -90,7 +94,13 @@ function isObject(n: Node): boolean {
 
 /** A union of objects (e.g. `coordinator: { static } | { etcd }`): rendered key by key, alternatives marked. */
 function alternatives(n: Node): readonly Node[] | undefined {
-  return n.anyOf !== undefined && n.anyOf.length > 0 && n.anyOf.every(isObject) ? n.anyOf : undefined;
+  const alts = n.anyOf ?? n.oneOf;
+  return alts !== undefined && alts.length > 0 && alts.every(isObject) ? alts : undefined;
+}
+
+/** The key that tells a discriminated union's alternatives apart: a `const` in each. */
+function discriminator(alts: readonly Node[]): string | undefined {
+  return Object.keys(alts[0]?.properties ?? {}).find((k) => alts.every((a) => a.properties?.[k]?.const !== undefined));
 }
 
 function typeName(n: Node): string {
@@ -116,7 +126,10 @@ function numberBounds(n: Node): string[] {
 function allowedOf(n: Node): string[] {
   const out: string[] = [];
   const alts = alternatives(n);
-  if (alts !== undefined) out.push(`exactly one of ${alts.map((a) => Object.keys(a.properties ?? {}).map(code).join(' + ')).join(', ')}`);
+  const tag = alts === undefined ? undefined : discriminator(alts);
+  if (alts !== undefined && tag !== undefined) out.push(`by \`${tag}\`: ${alts.map((a) => yamlValue(a.properties?.[tag]?.const)).join(', ')}`);
+  else if (alts !== undefined) out.push(`exactly one of ${alts.map((a) => Object.keys(a.properties ?? {}).map(code).join(' + ')).join(', ')}`);
+  if (n.const !== undefined) out.push(yamlValue(n.const));
   if (n.enum !== undefined) out.push(n.enum.map((v) => yamlValue(v)).join(', '));
   if (n.type === 'number' || n.type === 'integer') out.push(...numberBounds(n));
   if (n.type === 'string') {
@@ -173,7 +186,17 @@ function walk(input: Node, output: Node | undefined, path: string, required: boo
   const alts = alternatives(input);
   if (alts !== undefined) {
     // Each alternative's own keys are optional (the others may be given instead); below them, as required.
-    alts.forEach((a, i) => { walkKeys({ ...a, required: [] }, output?.anyOf?.[i], `${path}.`, rows); });
+    // A discriminated union's tag is one key with the alternatives' values (required).
+    const tag = discriminator(alts);
+    const outAlts = output?.anyOf ?? output?.oneOf;
+    if (tag !== undefined) {
+      const tags = alts.map((a) => a.properties?.[tag] ?? {});
+      rows.push({ path: `${path}.${tag}`, type: typeName(tags[0] ?? {}), required: true, def: '', allowed: tags.map((t) => yamlValue(t.const)).join(', '), description: tags.map((t) => t.description ?? '').filter((d) => d !== '').join(' ') });
+    }
+    alts.forEach((a, i) => {
+      const { [tag ?? '']: _, ...rest } = a.properties ?? {};
+      walkKeys({ ...a, properties: rest, required: [] }, outAlts?.[i], `${path}.`, rows);
+    });
   } else if (isObject(input)) walkKeys(input, output, `${path}.`, rows);
   else if (input.type === 'array' && input.items !== undefined && isObject(input.items)) walkKeys(input.items, output?.items, `${path}[].`, rows);
 }

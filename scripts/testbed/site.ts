@@ -16,7 +16,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { adminRequest } from '../../src/cli/admin-client.ts';
+import { adminRequest } from '../../src/admin/client.ts';
 import type { ClusterPlan, ServerPlan } from './plan.ts';
 import type { TestbedState } from './testbed.ts';
 

@@ -97,7 +97,8 @@ export class AdminSocket {
 
 /** A daemon whose admin commands are the common two. */
 export interface StatusAndReload {
-  status(): Record<string, unknown>;
+  /** The daemon's status: a JSON object (its type is the daemon's own, e.g. FrontStatus). */
+  status(): object;
   /** false when the file is refused (the running configuration stays). */
   reload(): boolean;
 }

@@ -27,11 +27,12 @@
 import { createHash } from 'node:crypto';
 import { SlidingBucket } from './bucket.ts';
 import { OTHER, type AdmissionConfig } from './config.ts';
-import { parseCidr } from '../shaping/checkpoint.ts';
+import { parseCidr } from '../packet/address.ts';
+import { ADMISSION_NOT_CONFIGURED as NOT_CONFIGURED, AdmissionVerdict as Verdict, type AdmissionLimiter } from '../shaping/limiters.ts';
 
-export const Verdict = { Admit: 0, OperationLocal: 1, ServiceLocal: 2, OperationCluster: 3, ServiceCluster: 4 } as const;
-/** admit() for a service with no admission configured. */
-export const NOT_CONFIGURED = -1;
+// The verdicts are the shaping engine's (it declares the limiter the
+// hierarchy implements); re-exported under the hierarchy's own names.
+export { Verdict, NOT_CONFIGURED };
 
 export interface OperationCounts {
   admitted: number;
@@ -135,7 +136,7 @@ export class Operation {
   }
 }
 
-export class Hierarchy {
+export class Hierarchy implements AdmissionLimiter {
   readonly services: ServiceNode[] = [];
   readonly operations: Operation[] = [];
   /** Admission service per front service index (undefined: not configured). */

@@ -22,12 +22,13 @@ import { ControlNode, type Sender } from '../control/node.ts';
 import { MAX_LIST, type Body } from '../control/messages.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
-import { registerAgentMetrics } from '../metrics/agent.ts';
 import { newRegistry } from '../metrics/collect.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import { AccessLogFollower } from './access-log.ts';
 import { agentConfigSchema, type AgentConfig } from './config.ts';
 import { LoadSampler } from './load.ts';
+import { registerAgentMetrics } from './metrics.ts';
+import type { AgentStatus } from './status.ts';
 import { SluiceError } from '../errors/errors.ts';
 import { SystemdNotifier } from '../systemd/notify.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
@@ -193,7 +194,7 @@ export class AgentDaemon {
   }
 
   /** What `GET /status` returns (the agent has no admin socket; SIGUSR2 logs the same). */
-  status(): Record<string, unknown> {
+  status(): AgentStatus {
     return {
       agent: true,
       name: this.config.name,

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { SluiceError } from '../errors/errors.ts';
+import { asErrorLines } from '../log/journal.ts';
 
 /** One `sluice <command>`: commands register here as their features land. */
 export interface Command {
@@ -24,9 +25,9 @@ export function configArg(command: string, usage: string, argv: readonly string[
   try {
     file = parseArgs({ args: [...argv], options: { config: { type: 'string' } } }).values.config;
   } catch (err) {
-    console.error(`sluice ${command}: ${(err as Error).message}\n${usage}`);
+    console.error(asErrorLines(`sluice ${command}: ${(err as Error).message}\n${usage}`));
     return undefined;
   }
-  if (file === undefined) console.error(`sluice ${command}: --config is required\n${usage}`);
+  if (file === undefined) console.error(asErrorLines(`sluice ${command}: --config is required\n${usage}`));
   return file;
 }

@@ -4,7 +4,7 @@
  * 2 on usage errors.
  */
 import { parseArgs } from 'node:util';
-import { adminRequest } from './admin-client.ts';
+import { adminRequest } from '../admin/client.ts';
 import type { Command } from './command.ts';
 
 const USAGE = `usage: sluice ctl [--socket PATH] status

@@ -1,22 +1,11 @@
 /** `sluice status --dns`: a running DNS server's clusters, recent steering choices and counters. */
-import { table } from './status.ts';
-
-export interface DnsStatus {
-  name: string;
-  zones: { origin: string; serial: number; records: number }[];
-  counters: Record<string, number>;
-  rejects: Record<string, number>;
-  clusters: { name: string; state: string; vips: string[]; capacity: number; load: number; available: number; serversUp: number; serversTotal: number; lastReportAgeSeconds: number | null }[];
-  steering: { decisions: number; reasons: Record<string, number>; recent: { name: string; client: string; answer: string[]; clusters: string[]; reason: string; ageSeconds: number }[] };
-  rtt: { prefixes: number; recent: { client: string; rttMs: Record<string, number | string | null> }[] };
-  highRate: { tracked: number; clients: { prefix: string; rate: number; cluster: string; ageSeconds: number }[] };
-  probes: { pending: number; requested: number; dropped: number; sent: number };
-  control?: { peers: { name: string; lastType: string; messages: number; ageSeconds: number }[]; counters: { rejected: Record<string, number> } };
-}
+import type { DnsStatus } from '../dns/status.ts';
+import { table } from './table.ts';
 
 const n1 = (x: number | null): string => (x === null ? '-' : x.toFixed(1));
-const kv = (r: Record<string, number>): string =>
-  Object.entries(r)
+/** A record of counts (every status counter record is one) as k=v of the non-zero ones. */
+const kv = (r: object): string =>
+  (Object.entries(r) as [string, number][])
     .filter(([, v]) => v !== 0)
     .map(([k, v]) => `${k}=${v}`)
     .join(' ') || '-';

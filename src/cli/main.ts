@@ -25,15 +25,32 @@ function usage(): string {
     '',
     'commands:',
     ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
-    `  ${'help'.padEnd(width)}  show this help, or a command's usage: sluice help <command>`,
+    `  ${'help'.padEnd(width)}  show this help, or a command's usage: sluice help <command>, sluice <command> --help`,
   ].join('\n');
+}
+
+/**
+ * `sluice <command> --help` (or `-h`) anywhere before a `--`: the command's
+ * usage on stdout, exit 0, before the command parses anything. So it works
+ * for every command, without root, a config file or a running daemon.
+ */
+export function wantsHelp(args: readonly string[]): boolean {
+  for (const a of args) {
+    if (a === '--') return false;
+    if (a === '--help' || a === '-h') return true;
+  }
+  return false;
+}
+
+function commandHelp(c: Command): string {
+  return `${c.usage}\n\n${c.summary}`;
 }
 
 export async function main(argv: readonly string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
     const topic = name === 'help' ? commands.find((c) => c.name === rest[0]) : undefined;
-    console.log(topic ? `${topic.usage}\n\n${topic.summary}` : usage());
+    console.log(topic ? commandHelp(topic) : usage());
     return name === undefined ? 2 : 0;
   }
   if (name === '--version') return versionCommand.run([]);
@@ -41,6 +58,10 @@ export async function main(argv: readonly string[]): Promise<number> {
   if (!cmd) {
     console.error(`sluice: unknown command "${name}"\n\n${usage()}`);
     return 2;
+  }
+  if (wantsHelp(rest)) {
+    console.log(commandHelp(cmd));
+    return 0;
   }
   return cmd.run(rest);
 }

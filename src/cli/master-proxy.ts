@@ -1,5 +1,6 @@
 import { ConfigError, loadConfig } from '../config/load.ts';
 import { KeyFileError } from '../control/keys.ts';
+import { asErrorLines } from '../log/journal.ts';
 import { componentLogger } from '../log/logger.ts';
 import { proxyConfigSchema, type ProxyConfig } from '../throttle/config.ts';
 import { MasterProxy } from '../throttle/proxy.ts';
@@ -20,7 +21,7 @@ export const masterProxyCommand: Command = {
       cfg = loadConfig(proxyConfigSchema, configFile);
     } catch (err) {
       if (err instanceof ConfigError) {
-        console.error(err.message);
+        console.error(asErrorLines(err.message));
         return 1;
       }
       throw err;
@@ -29,7 +30,7 @@ export const masterProxyCommand: Command = {
     try {
       proxy = await MasterProxy.start(cfg, log);
     } catch (err) {
-      console.error(`sluice master-proxy: ${err instanceof KeyFileError ? err.message : (err as Error).message}`);
+      console.error(asErrorLines(`sluice master-proxy: ${err instanceof KeyFileError ? err.message : (err as Error).message}`));
       process.exit(1);
     }
     const stop = (): void => {

@@ -1,14 +1,8 @@
 /** `sluice status --master`: a running throttling master's domains and counters. */
-import { table } from './status.ts';
+import type { MasterStatus } from '../throttle/status.ts';
+import { table } from './table.ts';
 
-export interface MasterStatus {
-  name: string;
-  store: string;
-  counters: Record<string, unknown> & { received: number; charged: number; rejected: Record<string, number>; unknownDomain: number; storeErrors: number; published: number; publishDropped: number };
-  handshakes: { authFailures: number; protocolFailures: number };
-  domains: { name: string; requests: number; periodSeconds: number; burst: number; tracked: number; accepted: number; delayed: number; rejected: number; resyncs: number; published: number; replayed: number; storeErrors: number }[];
-}
-
+/** A master's status has a store and domains (a front node's, a DNS server's or an agent's has no store). */
 export function isMasterStatus(s: unknown): s is MasterStatus {
   return typeof s === 'object' && s !== null && 'store' in s && 'domains' in s;
 }

@@ -1,4 +1,5 @@
 import { KeyFileError } from '../control/keys.ts';
+import { HttpListenError } from '../http/ops_server.ts';
 import { MasterDaemon } from '../throttle/daemon.ts';
 import { configArg, type Command } from './command.ts';
 import { runDaemon } from './run-daemon.ts';
@@ -22,7 +23,7 @@ export const masterCommand: Command = {
       },
       {
         startFailure: (err) =>
-          err instanceof KeyFileError ? err.message : `${(err as Error).message}${store === 'redis' ? ' (is Redis reachable at store.host:store.port / store.path?)' : ''}`,
+          err instanceof KeyFileError || err instanceof HttpListenError ? err.message : `${(err as Error).message}${store === 'redis' ? ' (is Redis reachable at store.host:store.port / store.path?)' : ''}`,
       },
     );
   },

@@ -13,6 +13,7 @@
  */
 import { ConfigError } from '../config/load.ts';
 import { SluiceError } from '../errors/errors.ts';
+import { asErrorLines } from '../log/journal.ts';
 import type { Logger } from '../log/logger.ts';
 
 export interface RunnableDaemon {
@@ -21,7 +22,8 @@ export interface RunnableDaemon {
   stop(): void | Promise<void>;
   /** false when the file is refused. */
   reload(): boolean;
-  status(): Record<string, unknown>;
+  /** The daemon's status: a JSON object (its type is the daemon's own, e.g. FrontStatus). */
+  status(): object;
 }
 
 export interface RunOptions {
@@ -42,12 +44,12 @@ export async function runDaemon(command: string, create: () => RunnableDaemon, o
     daemon = create();
   } catch (err) {
     if (err instanceof ConfigError) {
-      console.error(err.message); // names the file and every key
+      console.error(asErrorLines(err.message)); // names the file and every key
       return 1;
     }
     if (err instanceof SluiceError) {
       // e.g. the addon that sends sd_notify is missing under systemd
-      console.error(`sluice ${command}: ${err.message}`);
+      console.error(asErrorLines(`sluice ${command}: ${err.message}`));
       return 1;
     }
     throw err;
@@ -74,7 +76,7 @@ export async function runDaemon(command: string, create: () => RunnableDaemon, o
     if (opts.stopOnStartFailure === true) await daemon.stop();
     const line = (opts.startFailure ?? sluiceMessage)(err);
     if (line === undefined) throw err;
-    console.error(`sluice ${command}: ${line}`);
+    console.error(asErrorLines(`sluice ${command}: ${line}`));
     process.exit(1); // sockets opened before the failure must not keep the process up
   }
   started = true;

@@ -4,28 +4,20 @@
  */
 import type { AdmissionStatus } from '../front/admission.ts';
 import { parseArgs } from 'node:util';
-import { adminRequest } from './admin-client.ts';
+import { adminRequest } from '../admin/client.ts';
+import type { AgentStatus } from '../agent/status.ts';
+import type { DnsStatus } from '../dns/status.ts';
+import type { FrontStatus } from '../front/status.ts';
 import type { Command } from './command.ts';
-import { renderDnsStatus, type DnsStatus } from './dns-status.ts';
+import { renderDnsStatus } from './dns-status.ts';
 import { isMasterStatus, renderMasterStatus } from './master-status.ts';
+import { table } from './table.ts';
 
 const USAGE = 'usage: sluice status [--dns | --agent | --master] [--socket PATH] [--json]\n  default socket: /run/sluice/front.sock, with --dns /run/sluice/dns.sock, with --agent /run/sluice/agent.sock, with --master /run/sluice/master.sock';
 
-interface AgentStatus {
-  agent: true;
-  name: string;
-  front: string;
-  uptimeSeconds: number;
-  reports: { load: number; requestRate: number; sampleErrors: number };
-  lastLoad?: { utilization?: number; cpu?: number; connections?: number } | null;
-  accessLog: Record<string, number | string>;
-  reloads: number;
-  reloadsRefused: number;
-}
-
 /** An agent's status: what it reports, to whom, and what it read. */
 export function renderAgentStatus(s: AgentStatus): string {
-  const l = s.lastLoad ?? {};
+  const l = s.lastLoad;
   const log = Object.entries(s.accessLog)
     .filter(([k]) => k !== 'path')
     .map(([k, v]) => `${k}=${String(v)}`)
@@ -34,62 +26,10 @@ export function renderAgentStatus(s: AgentStatus): string {
     `agent ${s.name} -> ${s.front}, up ${s.uptimeSeconds} s, reloads ${s.reloads} (refused ${s.reloadsRefused})`,
     table(
       ['LOAD REPORTS', 'RATE REPORTS', 'SAMPLE ERRORS', 'UTIL', 'CPU', 'CONNECTIONS'],
-      [[String(s.reports.load), String(s.reports.requestRate), String(s.reports.sampleErrors), l.utilization === undefined ? '-' : `${(l.utilization * 100).toFixed(0)}%`, l.cpu === undefined ? '-' : `${(l.cpu * 100).toFixed(0)}%`, l.connections === undefined ? '-' : String(l.connections)]],
+      [[String(s.reports.load), String(s.reports.requestRate), String(s.reports.sampleErrors), l === undefined ? '-' : `${(l.utilization * 100).toFixed(0)}%`, l === undefined ? '-' : `${(l.cpu * 100).toFixed(0)}%`, l === undefined ? '-' : String(l.connections)]],
     ),
-    `access log ${String(s.accessLog['path'] ?? '-')}: ${log || '-'}`,
+    `access log ${s.accessLog.path}: ${log || '-'}`,
   ].join('\n');
-}
-
-interface FrontStatus {
-  counters?: Record<string, number>;
-  records?: Record<string, number>;
-  services?: {
-    name: string;
-    overflowed: number;
-    servers: { name: string; state: string; active: number; decided: number; capacity: number | null; estimated?: boolean; rate?: number }[];
-    overflow: { cluster: string; decided: number; freeCapacity?: number }[];
-  }[];
-  shaping?: {
-    heldNow: number;
-    maxHeld: number;
-    retransmits: number;
-    poolFull: number;
-    checkpoints: {
-      name: string;
-      level: string;
-      kind: string;
-      limit: number | null;
-      counts: { matched: number; passed: number; held: number; rejected: number; steered: number; untracked: number };
-      table: { keys: number; capacity: number; memoryBytes: number; evicted: number; full: number };
-      top: { key: string; ratePerSecond: number; concurrent: number; total: number; queued: number }[];
-      queue: { length: number; maxLength: number; oldestWaitMs: number; maxDelayMs: number } | null;
-    }[];
-  };
-  throttle?: {
-    name: string;
-    activeMaster: string | null;
-    masters: { accounting: string; connected: boolean; sent: number; dropped: number }[];
-    counters: { accountingQueued: number; accountingDropped: number; controlReceived: number; failovers: number; resyncSessions: number };
-    domains: { name: string; delays: number; resyncDone: boolean; accepted: number; delayed: number; rejected: number; rejectedNotSent: number }[];
-  };
-  admission?: AdmissionStatus;
-  control?: {
-    servers: { name: string; capacity: number; utilization: number; reports: number; lastReportAgeSeconds: number | null; down: boolean }[];
-    cluster: { capacity: number; load: number; available: number; serversUp: number; serversTotal: number };
-    topClients: { client: string; rate: number }[];
-    clients: { tracked: number; dropped: number };
-    peerClusters: { cluster: string; available: number; capacity: number; ageSeconds: number; fresh: boolean }[];
-    peers: { name: string; lastType: string; messages: number; ageSeconds: number }[];
-    counters: { received: Record<string, number>; rejected: Record<string, number>; sendDropped: number; handlerErrors: number };
-    zap: Record<string, { accepted: number; refused: number }>;
-  };
-}
-
-/** Left-aligned columns. */
-export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const w = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (r: readonly string[]): string => r.map((c, i) => c.padEnd(w[i] ?? 0)).join('  ').trimEnd();
-  return [line(header), ...rows.map(line)].join('\n');
 }
 
 const num = (x: number | null | undefined, digits = 1): string => (x === null || x === undefined ? '-' : Number.isFinite(x) ? x.toFixed(digits) : 'inf');
@@ -101,17 +41,17 @@ const nonZero = (r: Record<string, number>): string =>
 
 export function renderFrontStatus(s: FrontStatus): string {
   const out: string[] = [];
-  const c = s.counters ?? {};
-  out.push(`connections: decided ${c['decided'] ?? 0}, active records ${s.records?.['active'] ?? 0}, recycled ${s.records?.['recycled'] ?? 0}, dropped without record ${c['noRecord'] ?? 0}, overflowed ${c['overflowed'] ?? 0}`);
+  const c = s.counters;
+  out.push(`connections: decided ${c.decided}, active records ${s.records.active}, recycled ${s.records.recycled}, dropped without record ${c.noRecord}, overflowed ${c.overflowed}`);
   const est = new Map((s.control?.servers ?? []).map((x) => [x.name, x]));
-  for (const svc of s.services ?? []) {
+  for (const svc of s.services) {
     out.push('', `service ${svc.name}`);
     out.push(
       table(
         ['SERVER', 'STATE', 'CAPACITY', 'LOAD', 'UTIL', 'ACTIVE', 'DECIDED', 'REPORT AGE'],
         svc.servers.map((b) => {
           const e = est.get(b.name);
-          const estimated = b.estimated === true;
+          const estimated = b.estimated;
           return [
             b.name,
             b.state,
@@ -120,7 +60,7 @@ export function renderFrontStatus(s: FrontStatus): string {
             e ? num(e.utilization, 2) : '-',
             String(b.active),
             String(b.decided),
-            e?.lastReportAgeSeconds !== undefined && e.lastReportAgeSeconds !== null ? `${num(e.lastReportAgeSeconds)}s` : '-',
+            e !== undefined && e.lastReportAgeSeconds !== null ? `${num(e.lastReportAgeSeconds)}s` : '-',
           ];
         }),
       ),
@@ -229,7 +169,7 @@ export const statusCommand: Command = {
       // Whichever socket was named: a DNS server's status has zones, an
       // agent's says agent, a master's has domains, a front node's has services.
       const st = typeof reply.status === 'object' && reply.status !== null ? reply.status : {};
-      const text = isMasterStatus(st) ? renderMasterStatus(st) : 'zones' in st ? renderDnsStatus(st as DnsStatus) : 'agent' in st ? renderAgentStatus(st as AgentStatus) : renderFrontStatus(st);
+      const text = isMasterStatus(st) ? renderMasterStatus(st) : 'zones' in st ? renderDnsStatus(st as DnsStatus) : 'agent' in st ? renderAgentStatus(st as AgentStatus) : renderFrontStatus(st as FrontStatus);
       console.log(v.json ? JSON.stringify(reply.status, null, 2) : text);
       return 0;
     } catch (err) {

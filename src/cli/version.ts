@@ -9,7 +9,7 @@ export function packageVersion(): string {
 export const versionCommand: Command = {
   name: 'version',
   summary: 'print the Sluice version and the Node.js runtime',
-  usage: 'sluice version',
+  usage: 'usage: sluice version',
   run() {
     console.log(`sluice ${packageVersion()} (node ${process.version})`);
     return Promise.resolve(0);

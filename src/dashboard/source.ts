@@ -12,7 +12,7 @@
  * (AdminUnreachableError, AdminTimeoutError, AdminReplyError).
  */
 import type { ReadableStreamDefaultReader, ReadableStreamReadResult } from 'node:stream/web';
-import { adminRequest } from '../cli/admin-client.ts';
+import { adminRequest } from '../admin/client.ts';
 import { InvalidArgumentError, SluiceError } from '../errors/errors.ts';
 
 /** The status source's address could not be reached. */

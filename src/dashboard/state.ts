@@ -10,8 +10,13 @@
  * keeps its history (a short outage does not reset rates) but is shown down.
  *
  * Statuses come from other processes and are read defensively: a missing or
- * mistyped field becomes null/empty, never an exception.
+ * mistyped field becomes null/empty, never an exception. They are read by
+ * the daemons' own status types (FrontStatus, DnsStatus) through
+ * untrusted.ts, so a changed status field fails the type check here too.
  */
+import type { DnsStatus } from '../dns/status.ts';
+import type { FrontStatus } from '../front/status.ts';
+import { arr, num, obj, record, str, strs, untrusted, type Untrusted } from './untrusted.ts';
 
 /** Rates are computed over the samples of this window. */
 export const RATE_WINDOW_MS = 5000;
@@ -116,7 +121,7 @@ interface Sample {
 class SourceRecord {
   readonly name: string;
   readonly address: string;
-  status: Record<string, unknown> | undefined;
+  status: Readonly<Record<string, unknown>> | undefined;
   up = false;
   error: string | null = 'not polled yet';
   lastOkAt: number | undefined;
@@ -160,7 +165,7 @@ export class SiteState {
       r.error = result.error;
       return;
     }
-    const status = obj(result.status);
+    const status = record(result.status);
     if (!status) {
       r.failures++;
       r.up = false;
@@ -195,11 +200,12 @@ export class SiteState {
     for (const r of this.#sources) {
       const kind = kindOf(r.status);
       if (kind === 'front' && r.status) {
-        const c = frontCluster(r, r.status);
+        const s = untrusted<FrontStatus>(r.status);
+        const c = frontCluster(r, s);
         if (!clusters.has(c.name)) clusters.set(c.name, c);
-        if (r.up) for (const t of arr(obj(r.status['control'])?.['topClients'])) pushRate(topClients, obj(t), 'client', c.name);
+        if (r.up) for (const t of arr(obj(s.control)?.topClients)) pushRate(topClients, obj(t)?.client, obj(t)?.rate, c.name);
       } else if (kind === 'dns' && r.status) {
-        dns.push(dnsView(r, r.status));
+        dns.push(dnsView(r, untrusted<DnsStatus>(r.status)));
       }
       // A source that never answered is only in `sources` (down, with its error):
       // its kind, hence its place on the map, is unknown.
@@ -207,22 +213,22 @@ export class SiteState {
     // DNS's view of each cluster: its state, and the clusters no front source covers.
     for (const d of this.#sources) {
       if (kindOf(d.status) !== 'dns' || !d.status) continue;
-      for (const x of arr(d.status['clusters'])) {
+      for (const x of arr(untrusted<DnsStatus>(d.status).clusters)) {
         const o = obj(x);
-        const name = str(o?.['name']);
+        const name = str(o?.name);
         if (!o || name === null) continue;
         let c = clusters.get(name);
         if (!c) {
           c = emptyCluster(name, null);
-          c.capacity = num(o['capacity']);
-          c.load = num(o['load']);
-          c.available = num(o['available']);
-          c.serversUp = num(o['serversUp']);
-          c.serversTotal = num(o['serversTotal']);
+          c.capacity = num(o.capacity);
+          c.load = num(o.load);
+          c.available = num(o.available);
+          c.serversUp = num(o.serversUp);
+          c.serversTotal = num(o.serversTotal);
           clusters.set(name, c);
         }
-        if (c.vips.length === 0) c.vips = strs(o['vips']);
-        c.dnsState ??= d.up ? str(o['state']) : null;
+        if (c.vips.length === 0) c.vips = strs(o.vips);
+        c.dnsState ??= d.up ? str(o.state) : null;
       }
     }
     topClients.sort((a, b) => b.rate - a.rate);
@@ -244,33 +250,40 @@ export class SiteState {
   }
 }
 
-function kindOf(s: Record<string, unknown> | undefined): SourceKind {
+/** The fields that tell a DNS server's status (both) and a front node's from the others. */
+const DNS_KEYS = ['zones', 'steering'] as const satisfies readonly (keyof DnsStatus)[];
+const FRONT_KEY = 'services' satisfies keyof FrontStatus;
+/** The DNS counters whose rates the page shows. */
+const DNS_RATES = ['queries', 'steered'] as const satisfies readonly (keyof DnsStatus['counters'])[];
+
+function kindOf(s: Readonly<Record<string, unknown>> | undefined): SourceKind {
   if (!s) return 'unknown';
-  if ('zones' in s && 'steering' in s) return 'dns';
-  if ('services' in s) return 'front';
+  if (DNS_KEYS.every((k) => k in s)) return 'dns';
+  if (FRONT_KEY in s) return 'front';
   return 'unknown';
 }
 
 /** The counters whose rates the page shows, by key. */
-function countersOf(s: Record<string, unknown>): Map<string, number> {
+function countersOf(status: Readonly<Record<string, unknown>>): Map<string, number> {
   const out = new Map<string, number>();
-  const counters = obj(s['counters']);
-  if (kindOf(s) === 'dns') {
-    for (const k of ['queries', 'steered']) {
+  if (kindOf(status) === 'dns') {
+    const counters = obj(untrusted<DnsStatus>(status).counters);
+    for (const k of DNS_RATES) {
       const v = num(counters?.[k]);
       if (v !== null) out.set(k, v);
     }
     return out;
   }
-  const decided = num(counters?.['decided']);
+  const s = untrusted<FrontStatus>(status);
+  const decided = num(obj(s.counters)?.decided);
   if (decided !== null) out.set('decided', decided);
-  for (const svc of arr(s['services'])) {
+  for (const svc of arr(s.services)) {
     const so = obj(svc);
-    const sn = str(so?.['name']) ?? '';
-    for (const b of arr(so?.['servers'])) {
+    const sn = str(so?.name) ?? '';
+    for (const b of arr(so?.servers)) {
       const bo = obj(b);
-      const d = num(bo?.['decided']);
-      const n = str(bo?.['name']);
+      const d = num(bo?.decided);
+      const n = str(bo?.name);
       if (d !== null && n !== null) out.set(serverKey(sn, n), d);
     }
   }
@@ -283,47 +296,50 @@ function emptyCluster(name: string, source: string | null): ClusterView {
   return { name, source, frontUp: false, dnsState: null, vips: [], capacity: null, load: null, available: null, serversUp: null, serversTotal: null, decided: null, connectionsPerSecond: null, active: null, overflowed: null, servers: [] };
 }
 
-function frontCluster(r: SourceRecord, s: Record<string, unknown>): ClusterView {
-  const c = emptyCluster(str(s['cluster']) ?? r.name, r.name);
+/** One server of the front node's control section, as received. */
+type AgentSeen = Untrusted<NonNullable<FrontStatus['control']>['servers'][number]>;
+
+function frontCluster(r: SourceRecord, s: Untrusted<FrontStatus>): ClusterView {
+  const c = emptyCluster(str(s.cluster) ?? r.name, r.name);
   c.frontUp = r.up;
   if (!r.up) return c;
-  const control = obj(s['control']);
-  const load = obj(control?.['cluster']);
-  c.capacity = num(load?.['capacity']);
-  c.load = num(load?.['load']);
-  c.available = num(load?.['available']);
-  c.serversUp = num(load?.['serversUp']);
-  c.serversTotal = num(load?.['serversTotal']);
-  const counters = obj(s['counters']);
-  c.decided = num(counters?.['decided']);
-  c.overflowed = num(counters?.['overflowed']);
+  const control = obj(s.control);
+  const load = obj(control?.cluster);
+  c.capacity = num(load?.capacity);
+  c.load = num(load?.load);
+  c.available = num(load?.available);
+  c.serversUp = num(load?.serversUp);
+  c.serversTotal = num(load?.serversTotal);
+  const counters = obj(s.counters);
+  c.decided = num(counters?.decided);
+  c.overflowed = num(counters?.overflowed);
   c.connectionsPerSecond = r.rate('decided');
-  c.active = num(obj(s['records'])?.['active']);
-  const agents = new Map<string, Record<string, unknown>>();
-  for (const e of arr(control?.['servers'])) {
+  c.active = num(obj(s.records)?.active);
+  const agents = new Map<string, AgentSeen>();
+  for (const e of arr(control?.servers)) {
     const eo = obj(e);
-    const n = str(eo?.['name']);
+    const n = str(eo?.name);
     if (eo && n !== null) agents.set(n, eo);
   }
-  for (const svc of arr(s['services'])) {
+  for (const svc of arr(s.services)) {
     const so = obj(svc);
-    const service = str(so?.['name']) ?? '';
-    for (const b of arr(so?.['servers'])) {
+    const service = str(so?.name) ?? '';
+    for (const b of arr(so?.servers)) {
       const bo = obj(b);
-      const name = str(bo?.['name']);
+      const name = str(bo?.name);
       if (!bo || name === null) continue;
       const agent = agents.get(name);
-      const active = num(bo['active']);
-      const capacity = num(bo['capacity']);
-      const estimated = bo['estimated'] === true;
-      let utilization = num(agent?.['utilization']);
+      const active = num(bo.active);
+      const capacity = num(bo.capacity);
+      const estimated = bo.estimated === true;
+      let utilization = num(agent?.utilization);
       if (utilization === null && !estimated && active !== null && capacity !== null && capacity > 0) utilization = active / capacity;
       c.servers.push({
         service,
         name,
-        state: serverState(str(bo['state']), agent?.['down'] === true),
+        state: serverState(str(bo.state), agent?.down === true),
         active,
-        decided: num(bo['decided']),
+        decided: num(bo.decided),
         connectionsPerSecond: r.rate(serverKey(service, name)),
         capacity,
         capacityUnit: estimated ? 'per-second' : 'connections',
@@ -341,42 +357,42 @@ function serverState(state: string | null, agentDown: boolean): ServerState {
   return 'up';
 }
 
-function dnsView(r: SourceRecord, s: Record<string, unknown>): DnsView {
-  const steering = obj(s['steering']);
-  const counters = obj(s['counters']);
+function dnsView(r: SourceRecord, s: Untrusted<DnsStatus>): DnsView {
+  const steering = obj(s.steering);
+  const counters = obj(s.counters);
   const reasons: Record<string, number> = {};
-  for (const [k, v] of Object.entries(obj(steering?.['reasons']) ?? {})) {
+  for (const [k, v] of Object.entries(obj(steering?.reasons) ?? {})) {
     const n = num(v);
     if (n !== null) reasons[k] = n;
   }
   const choices: DnsChoice[] = [];
-  for (const x of arr(steering?.['recent']).slice(0, CHOICES_MAX)) {
+  for (const x of arr(steering?.recent).slice(0, CHOICES_MAX)) {
     const o = obj(x);
-    const client = str(o?.['client']);
+    const client = str(o?.client);
     if (!o || client === null) continue;
-    choices.push({ client, name: str(o['name']) ?? '', answer: strs(o['answer']), clusters: strs(o['clusters']), reason: str(o['reason']) ?? '', ageSeconds: num(o['ageSeconds']) });
+    choices.push({ client, name: str(o.name) ?? '', answer: strs(o.answer), clusters: strs(o.clusters), reason: str(o.reason) ?? '', ageSeconds: num(o.ageSeconds) });
   }
   const highRate: ClientRate[] = [];
-  for (const x of arr(obj(s['highRate'])?.['clients'])) pushRate(highRate, obj(x), 'prefix', str(obj(x)?.['cluster']) ?? '');
+  for (const x of arr(obj(s.highRate)?.clients)) pushRate(highRate, obj(x)?.prefix, obj(x)?.rate, str(obj(x)?.cluster) ?? '');
   highRate.sort((a, b) => b.rate - a.rate);
   return {
     source: r.name,
-    name: str(s['name']) ?? r.name,
+    name: str(s.name) ?? r.name,
     up: r.up,
-    queries: num(counters?.['queries']),
+    queries: num(counters?.queries),
     queriesPerSecond: r.up ? r.rate('queries') : null,
-    steered: num(counters?.['steered']),
+    steered: num(counters?.steered),
     steeredPerSecond: r.up ? r.rate('steered') : null,
-    decisions: num(steering?.['decisions']),
+    decisions: num(steering?.decisions),
     reasons,
     choices,
     highRate: highRate.slice(0, TOP_MAX),
   };
 }
 
-function pushRate(out: ClientRate[], o: Record<string, unknown> | undefined, key: string, cluster: string): void {
-  const client = str(o?.[key]);
-  const rate = num(o?.['rate']);
+function pushRate(out: ClientRate[], clientField: unknown, rateField: unknown, cluster: string): void {
+  const client = str(clientField);
+  const rate = num(rateField);
   if (client !== null && rate !== null) out.push({ client, rate, cluster });
 }
 
@@ -385,21 +401,6 @@ function sumOrNull(xs: readonly (number | null)[]): number | null {
   return known.length === 0 ? null : known.reduce((a, b) => a + b, 0);
 }
 
-function obj(x: unknown): Record<string, unknown> | undefined {
-  return typeof x === 'object' && x !== null && !Array.isArray(x) ? (x as Record<string, unknown>) : undefined;
-}
-function arr(x: unknown): readonly unknown[] {
-  return Array.isArray(x) ? x : [];
-}
-function num(x: unknown): number | null {
-  return typeof x === 'number' && Number.isFinite(x) ? x : null;
-}
-function str(x: unknown): string | null {
-  return typeof x === 'string' ? x : null;
-}
-function strs(x: unknown): string[] {
-  return arr(x).filter((v): v is string => typeof v === 'string');
-}
 function round(x: number): number {
   return Math.round(x * 1000) / 1000;
 }

@@ -13,7 +13,7 @@
  * nodes probe.
  */
 import { isIPv4, isIPv6 } from 'node:net';
-import { formatIPv4Address, parseIPv4Address } from '../packet/address.ts';
+import { formatIPv4Address, parseIPv4Address, prefixMask } from '../packet/address.ts';
 
 export interface ClientPrefix {
   readonly key: string;
@@ -25,7 +25,7 @@ export interface ClientPrefix {
 }
 
 function maskV4(n: number, len: number): number {
-  return len === 0 ? 0 : (n & (0xffffffff << (32 - len))) >>> 0;
+  return (n & prefixMask(len)) >>> 0;
 }
 
 /** Expands an IPv6 text address into 8 groups; undefined when invalid. */

@@ -9,7 +9,8 @@
  * Every change bumps the steering epoch, so memoised decisions are
  * recomputed with the new state.
  */
-import { ControlNode, type Sender } from '../control/node.ts';
+import { ControlNode, type ControlCounters, type Sender } from '../control/node.ts';
+import type { DomainCounters } from '../control/zap.ts';
 import type { Logger } from '../log/logger.ts';
 import type { ClusterTable } from './cluster_state.ts';
 import type { DnsConfig } from './config.ts';
@@ -25,6 +26,16 @@ export interface DnsState {
   readonly highRate: HighRateTable;
   readonly probes: ProbeScheduler;
   changed(): void;
+}
+
+/** The `control` part of the DNS server's status (DnsStatus, status.ts): what DnsControl.status() returns. */
+export interface DnsControlStatus {
+  readonly probeRequestsSent: number;
+  readonly unknownClusterResults: number;
+  readonly peers: readonly { readonly name: string; readonly lastType: string; readonly messages: number; readonly ageSeconds: number }[];
+  readonly counters: Readonly<ControlCounters>;
+  /** ZAP handshakes by domain ("<name>/<socket>"). */
+  readonly zap: Readonly<Record<string, DomainCounters>>;
 }
 
 export class DnsControl {
@@ -75,7 +86,7 @@ export class DnsControl {
     return dc;
   }
 
-  status(): Record<string, unknown> {
+  status(): DnsControlStatus {
     return {
       probeRequestsSent: this.probeRequestsSent,
       unknownClusterResults: this.unknownClusterResults,

@@ -24,17 +24,18 @@ import { ConfigError, keepRestartKeys, loadConfig, type ConfigProblem } from '..
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
 import { newRegistry } from '../metrics/collect.ts';
-import { registerDnsMetrics } from '../metrics/dns.ts';
 import { Answerer } from './answerer.ts';
 import { ClusterTable } from './cluster_state.ts';
 import { dnsConfigSchema, type DnsConfig } from './config.ts';
 import { DnsControl } from './control.ts';
 import { HighRateTable } from './high_rate.ts';
+import { registerDnsMetrics } from './metrics.ts';
 import { ProbeScheduler } from './probe_scheduler.ts';
 import { ResponseRateLimiter } from './rrl.ts';
 import { RttTable } from './rtt_table.ts';
 import { DnsServer, parseListen } from './server.ts';
 import { Steering, type SteeringParts } from './steer.ts';
+import type { DnsStatus } from './status.ts';
 import { StickyTable } from './sticky.ts';
 import { AdminSocket, statusAndReload } from '../admin/socket.ts';
 import { parseZone, ZoneError } from './zone/parse.ts';
@@ -187,7 +188,7 @@ export class DnsDaemon {
     return true;
   }
 
-  status(): Record<string, unknown> {
+  status(): DnsStatus {
     const now = performance.now();
     const st = this.answerer.steering;
     return {

@@ -26,7 +26,8 @@ export interface AdminTarget {
   config: Readonly<FrontConfig>;
   apply(next: Readonly<FrontConfig>): void;
   reload(): boolean;
-  status(): Record<string, unknown>;
+  /** The front node's status (FrontStatus), passed through as JSON. */
+  status(): object;
 }
 
 export class AdminServer {

@@ -19,7 +19,8 @@
  * the reason is logged once at start and shown in status.
  */
 import type { Envelope } from '../control/messages.ts';
-import { ControlNode, type Sender } from '../control/node.ts';
+import { ControlNode, type ControlCounters, type Sender } from '../control/node.ts';
+import type { DomainCounters } from '../control/zap.ts';
 import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
 import { formatIPv4Address } from '../packet/address.ts';
@@ -38,6 +39,36 @@ type ControlConfig = NonNullable<FrontConfig['control']>;
 
 /** Shortest wait between two prober ticks: bounds wakeups while probing (~100/s at most). */
 const PROBE_MIN_TICK_MS = 10;
+
+/** The `control` part of the front node's status (FrontStatus, status.ts): what FrontControl.status() returns. */
+export interface FrontControlStatus {
+  /** Every server with an agent, as its load reports describe it. */
+  readonly servers: readonly {
+    readonly name: string;
+    /** Estimated new connections/s it can take. */
+    readonly capacity: number;
+    readonly utilization: number;
+    readonly cpu: number;
+    readonly connections: number;
+    readonly reportRate: number;
+    readonly reports: number;
+    /** null before its first report. */
+    readonly lastReportAgeSeconds: number | null;
+    readonly down: boolean;
+  }[];
+  readonly cluster: ReturnType<typeof clusterLoadOf>;
+  readonly topClients: readonly { readonly client: string; readonly rate: number }[];
+  readonly clients: { readonly tracked: number; readonly dropped: number; readonly expired: number };
+  /** The last pass of send_request_rate; absent before the first. */
+  readonly lastPass?: PassResult | undefined;
+  readonly peerClusters: readonly { readonly cluster: string; readonly available: number; readonly capacity: number; readonly ageSeconds: number; readonly fresh: boolean }[];
+  readonly peers: readonly { readonly name: string; readonly lastType: string; readonly messages: number; readonly ageSeconds: number }[];
+  readonly counters: Readonly<ControlCounters>;
+  /** ZAP handshakes by domain ("<name>/<socket>"). */
+  readonly zap: Readonly<Record<string, DomainCounters>>;
+  /** RTT probing: on or off (and why), and while on the prober's counts and queues. */
+  readonly probe: { readonly enabled: boolean; readonly off?: string; readonly ignoredRequests: number; readonly pingerErrors: number } & Partial<ReturnType<RttProber['status']>>;
+}
 
 export interface ServicesSource {
   readonly config: Readonly<FrontConfig>;
@@ -236,7 +267,7 @@ export class FrontControl {
     });
   }
 
-  status(now: number = performance.now()): Record<string, unknown> {
+  status(now: number = performance.now()): FrontControlStatus {
     const est = this.estimator;
     return {
       servers: est

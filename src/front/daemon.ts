@@ -33,7 +33,7 @@ import { ConfigError, keepRestartKeys, loadConfig } from '../config/load.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
 import { newRegistry } from '../metrics/collect.ts';
-import { registerFrontMetrics, type FrontMetricsSource } from '../metrics/front.ts';
+import { registerFrontMetrics, type FrontMetricsSource } from './metrics.ts';
 import { readKernelQueue, type KernelQueueStats } from '../metrics/kernel_queue.ts';
 import { NfLog, type LogStats } from '../nflog/log.ts';
 import { NfQueue, type QueueStats } from '../nfqueue/queue.ts';
@@ -48,6 +48,7 @@ import { FrontEngine, HELD } from './engine.ts';
 import { installRules, removeRules } from './iptables.ts';
 import { TEARDOWN_LOG, renderRules } from './rules.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
+import type { FrontStatus } from './status.ts';
 import { FrontThrottle } from './throttle.ts';
 import { FrontAdmission } from './admission.ts';
 import { Criterion, type Checkpoint } from '../shaping/checkpoint.ts';
@@ -419,13 +420,13 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.#ops;
   }
 
-  status(): Record<string, unknown> {
-    const c = this.engine.counters;
+  status(): FrontStatus {
+    const { malformed, ...counters } = this.engine.counters;
     return {
       cluster: this.config.cluster,
       uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),
-      counters: Object.fromEntries(Object.entries(c).filter(([k]) => k !== 'malformed')),
-      malformed: Object.fromEntries(parseStatusName.map((n, i) => [n, c.malformed[i] ?? 0]).filter(([, v]) => v !== 0)),
+      counters,
+      malformed: Object.fromEntries(parseStatusName.map((n, i) => [n, malformed[i] ?? 0] as const).filter(([, v]) => v !== 0)),
       records: { active: this.table.active, recycled: this.table.recycled, ...this.table.counts },
       admin: { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 },
       queue: this.#queue?.stats(),
@@ -437,7 +438,7 @@ export class FrontDaemon implements FrontMetricsSource {
       services: this.engine.services.map((s) => ({
         name: s.name,
         overflowed: s.overflowed,
-        servers: s.servers.map((b) => ({ name: b.id, state: b.down ? 'down' : b.state, active: b.active, decided: b.decided, capacity: b.capacity, estimated: b.estimated, rate: Math.round(b.rate * 100) / 100 })),
+        servers: s.servers.map((b) => ({ name: b.id, state: b.down ? 'down' : b.state, active: b.active, decided: b.decided, capacity: Number.isFinite(b.capacity) ? b.capacity : null, estimated: b.estimated, rate: Math.round(b.rate * 100) / 100 })),
         overflow: s.overflow.map((o) => ({ cluster: o.cluster, decided: o.decided, freeCapacity: o.freeCapacity })),
       })),
     };

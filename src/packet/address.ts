@@ -27,7 +27,20 @@ export function formatIPv4Address(addr: number): string {
 
 /** Whether `addr` lies in `network`/`prefixLength`. */
 export function inPrefix(addr: number, network: number, prefixLength: number): boolean {
-  if (prefixLength === 0) return true;
-  const mask = (0xffffffff << (32 - prefixLength)) >>> 0;
+  const mask = prefixMask(prefixLength);
   return ((addr & mask) >>> 0) === ((network & mask) >>> 0);
+}
+
+/** A prefix's network mask as uint32 (length 0..32). */
+export function prefixMask(length: number): number {
+  return length === 0 ? 0 : (0xffffffff << (32 - length)) >>> 0;
+}
+
+/** An IPv4 prefix (schema-checked text) as [network address, mask], both uint32. */
+export function parseCidr(text: string): [number, number] {
+  const [addr = '', len = '32'] = text.split('/');
+  const parts = addr.split('.').map(Number);
+  const a = (((parts[0] ?? 0) << 24) | ((parts[1] ?? 0) << 16) | ((parts[2] ?? 0) << 8) | (parts[3] ?? 0)) >>> 0;
+  const mask = prefixMask(Number(len));
+  return [(a & mask) >>> 0, mask];
 }

@@ -15,12 +15,12 @@
  *  concurrency-limit  passes while the key's concurrent count < limit, else
  *                     waits; a count is given back when the connection ends
  *  gatekeeper         asks the front node's gatekeeper (distributed
- *                     throttling, src/throttle/gatekeeper.ts) how long the
+ *                     throttling, a ThrottleLimiter: limiters.ts) how long the
  *                     key must wait: passes, is held until then (TimedHolds),
  *                     or is rejected when that is past queue.maxDelayMs;
  *                     no stick table (the masters keep the state)
- *  admission          asks the front node's admission hierarchy
- *                     (src/admission/hierarchy.ts: service and operation
+ *  admission          asks the front node's admission hierarchy (an
+ *                     AdmissionLimiter: limiters.ts; service and operation
  *                     token buckets, local and cluster-wide) whether the
  *                     connection fits: passes or is rejected, never waits;
  *                     no stick table (the buckets keep the state)
@@ -29,8 +29,8 @@ import type { CheckpointConfig } from './config.ts';
 import { StickTable } from './stick_table.ts';
 import { WaitQueue, type HeldLinks, type QueueGate, type Scheduler } from './queue.ts';
 import { TimedHolds } from './timed_holds.ts';
-import type { Gatekeeper, GatekeeperDomain } from '../throttle/gatekeeper.ts';
-import type { Hierarchy } from '../admission/hierarchy.ts';
+import { parseCidr, prefixMask } from '../packet/address.ts';
+import type { AdmissionLimiter, ThrottleDomain, ThrottleLimiter } from './limiters.ts';
 
 export const Kind = { Counter: 0, RateLimit: 1, ConcurrencyLimit: 2, Gatekeeper: 3, Admission: 4 } as const;
 export const Criterion = { Source: 0, SourcePrefix: 1, Service: 2, Server: 3, None: 4 } as const;
@@ -42,20 +42,6 @@ export const LEVEL_NAMES = ['service', 'cluster', 'server'] as const;
 const KIND_CODES = { counter: Kind.Counter, 'rate-limit': Kind.RateLimit, 'concurrency-limit': Kind.ConcurrencyLimit, gatekeeper: Kind.Gatekeeper, admission: Kind.Admission } as const;
 const CRITERION_CODES = { source: Criterion.Source, 'source-prefix': Criterion.SourcePrefix, service: Criterion.Service, server: Criterion.Server, none: Criterion.None } as const;
 const MEASURE_CODES = { rate: Measure.Rate, concurrent: Measure.Concurrent, total: Measure.Total } as const;
-
-/** A prefix's network mask as uint32 (length 0..32). */
-export function prefixMask(length: number): number {
-  return length === 0 ? 0 : (0xffffffff << (32 - length)) >>> 0;
-}
-
-/** An IPv4 prefix (schema-checked text) as [network address, mask], both uint32. */
-export function parseCidr(text: string): [number, number] {
-  const [addr = '', len = '32'] = text.split('/');
-  const parts = addr.split('.').map(Number);
-  const a = (((parts[0] ?? 0) << 24) | ((parts[1] ?? 0) << 16) | ((parts[2] ?? 0) << 8) | (parts[3] ?? 0)) >>> 0;
-  const mask = prefixMask(Number(len));
-  return [(a & mask) >>> 0, mask];
-}
 
 /** Receives requests leaving a queue (the Shaper). */
 export interface CheckpointSink {
@@ -96,10 +82,10 @@ export class Checkpoint implements QueueGate {
   /** Kind gatekeeper: the throttling domain's name. */
   readonly domain: string;
   /** Kind gatekeeper: set by Shaper.attachGatekeeper once the gatekeeper runs; unset, requests pass (counted untracked). */
-  gatekeeper: Gatekeeper | undefined;
-  gatekeeperDomain: GatekeeperDomain | undefined;
+  gatekeeper: ThrottleLimiter | undefined;
+  gatekeeperDomain: ThrottleDomain | undefined;
   /** Kind admission: set by Shaper.attachAdmission; unset, requests pass (counted untracked). */
-  admission: Hierarchy | undefined;
+  admission: AdmissionLimiter | undefined;
   readonly #prefixAddr: Uint32Array;
   readonly #prefixMask: Uint32Array;
   readonly #ports: Int32Array;

@@ -26,8 +26,7 @@ import { Action, Checkpoint, Kind, LEVEL_NAMES, Level, type CheckpointSink } fro
 import type { CheckpointConfig } from './config.ts';
 import { HeldPool, MAX_ACQUIRED } from './held.ts';
 import type { Scheduler } from './queue.ts';
-import { ACCEPTED, DELAYED, REJECTED, type Gatekeeper } from '../throttle/gatekeeper.ts';
-import { NOT_CONFIGURED, Verdict, type Hierarchy } from '../admission/hierarchy.ts';
+import { ACCEPTED, ADMISSION_NOT_CONFIGURED, AdmissionVerdict, DELAYED, REJECTED, type AdmissionLimiter, type ThrottleLimiter } from './limiters.ts';
 
 export const Outcome = { Pass: 0, Held: 1, Reject: 2, Drop: 3, NoTarget: 4, Retransmit: 5 } as const;
 
@@ -134,7 +133,7 @@ export class Shaper implements CheckpointSink {
    * detaches them: undefined). Returns the domains it does not know (those
    * rules pass everything, counted untracked). Slow path.
    */
-  attachGatekeeper(gk: Gatekeeper | undefined): string[] {
+  attachGatekeeper(gk: ThrottleLimiter | undefined): string[] {
     const missing: string[] = [];
     for (const cp of this.all) {
       if (cp.kind !== Kind.Gatekeeper) continue;
@@ -146,7 +145,7 @@ export class Shaper implements CheckpointSink {
   }
 
   /** Connects the admission checkpoints to the front node's admission hierarchy (undefined: detach). Slow path. */
-  attachAdmission(h: Hierarchy | undefined): void {
+  attachAdmission(h: AdmissionLimiter | undefined): void {
     for (const cp of this.all) if (cp.kind === Kind.Admission) cp.admission = h;
   }
 
@@ -354,16 +353,16 @@ export class Shaper implements CheckpointSink {
       return -1;
     }
     const v = h.admit(service, src, dstPort, now);
-    if (v === Verdict.Admit) {
+    if (v === AdmissionVerdict.Admit) {
       cp.counts.passed++;
       return -1;
     }
-    if (v === NOT_CONFIGURED) {
+    if (v === ADMISSION_NOT_CONFIGURED) {
       cp.counts.untracked++;
       return -1;
     }
     cp.counts.rejected++;
-    if (v === Verdict.OperationLocal || v === Verdict.ServiceLocal) cp.rejects.admissionLocal++;
+    if (v === AdmissionVerdict.OperationLocal || v === AdmissionVerdict.ServiceLocal) cp.rejects.admissionLocal++;
     else cp.rejects.admissionCluster++;
     return this.#end(slot, cp.silentReject ? Outcome.Drop : Outcome.Reject, now);
   }

@@ -13,9 +13,14 @@
  *   store: { kind: memory }                              # or { kind: redis, host, port }
  *   domains:
  *     - { name: www, requests: 10, periodSeconds: 1, burst: 20 }
+ *   http: { listen: 127.0.0.1:9103 }                    # optional: GET /metrics, /status
+ *
+ * Each master key's `.describe()` text is its entry in
+ * docs/configuration.md (npm run docs:config regenerates it).
  */
 import { z } from 'zod';
 import { controlBaseSchema, keyRef, requireKeys, zmqEndpoint } from '../control/config.ts';
+import { httpSchema } from '../http/config.ts';
 import { isDomainName } from './protocol.ts';
 
 const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
@@ -24,10 +29,9 @@ const domainName = z.string().refine(isDomainName, 'a throttling domain is 1-128
 /** A socket end: bound here (listen) or connected to a proxy (connect + its key). */
 export const socketEnd = z
   .strictObject({
-    listen: zmqEndpoint.optional(),
-    connect: zmqEndpoint.optional(),
-    /** The proxy's public key when connecting (z85 or .pub file). */
-    publicKey: keyRef.optional(),
+    listen: zmqEndpoint.optional().describe('Bind here, tcp://ADDRESS:PORT (a CURVE server admitting `control.allow`). Exactly one of `listen` and `connect`.'),
+    connect: zmqEndpoint.optional().describe('Connect to a `sluice master-proxy` instead, tcp://ADDRESS:PORT (sharding by domain, docs/throttling.md).'),
+    publicKey: keyRef.optional().describe('With `connect`: the proxy\'s public key, z85 or a .pub file. Required there unless `control.plaintext` is true.'),
   })
   .superRefine((s, ctx) => {
     if ((s.listen === undefined) === (s.connect === undefined)) ctx.addIssue({ code: 'custom', message: 'give exactly one of listen (bind here) or connect (to a master-proxy)' });
@@ -36,13 +40,10 @@ export const socketEnd = z
 export type SocketEnd = z.output<typeof socketEnd>;
 
 export const ruleSchema = z.strictObject({
-  name: domainName,
-  /** N requests ... */
-  requests: z.int().min(1).max(1_000_000),
-  /** ... per this many seconds: one request every periodSeconds/requests. */
-  periodSeconds: z.number().positive().max(86_400).default(1),
-  /** B: a fresh identifier's requests at once (GCRA tolerance (B-1)*T). */
-  burst: z.int().min(1).max(1_000_000).default(1),
+  name: domainName.describe('The domain (a front node\'s virtual service, the gatekeeper checkpoints\' `domain`): 1-128 letters, digits, . _ -. Unique.'),
+  requests: z.int().min(1).max(1_000_000).describe('N: requests per client (identifier) allowed per `periodSeconds`.'),
+  periodSeconds: z.number().positive().max(86_400).default(1).describe('... per this many seconds: one request every periodSeconds/requests on average.'),
+  burst: z.int().min(1).max(1_000_000).default(1).describe('B: requests a client that has been quiet may make at once (GCRA tolerance (B-1) x periodSeconds/requests).'),
 });
 export type RuleConfig = z.output<typeof ruleSchema>;
 
@@ -50,20 +51,17 @@ const storeSchema = z.discriminatedUnion(
   'kind',
   [
     z.strictObject({
-      kind: z.literal('memory'),
-      /** Identifiers tracked per domain; beyond it the oldest is dropped (fails open). */
-      maxIdentifiers: z.int().min(1).max(10_000_000).default(1_000_000),
+      kind: z.literal('memory').describe('`memory`: state in this process, lost when it stops.'),
+      maxIdentifiers: z.int().min(1).max(10_000_000).default(1_000_000).describe('Memory store: identifiers tracked per domain; beyond it the oldest is dropped (that client is not held: fails open).'),
     }),
     z.strictObject({
-      kind: z.literal('redis'),
-      host: z.string().min(1).default('127.0.0.1'),
-      port: z.int().min(1).max(65535).default(6379),
-      /** A Unix socket instead of host:port. */
-      path: z.string().min(1).optional(),
-      db: z.int().min(0).max(15).default(0),
-      /** Masters sharing state use the same prefix (and Redis). */
-      keyPrefix: z.string().min(1).max(64).default('sluice:throttle:'),
-      commandTimeoutMs: z.int().min(10).max(60_000).default(1000),
+      kind: z.literal('redis').describe('`redis`: state in Redis, one atomic script per charge; masters sharing a Redis and `keyPrefix` share the state (failover).'),
+      host: z.string().min(1).default('127.0.0.1').describe('Redis host.'),
+      port: z.int().min(1).max(65535).default(6379).describe('Redis port.'),
+      path: z.string().min(1).optional().describe('A Redis Unix socket instead of host and port.'),
+      db: z.int().min(0).max(15).default(0).describe('Redis database number.'),
+      keyPrefix: z.string().min(1).max(64).default('sluice:throttle:').describe('Prefix of every key; masters sharing state use the same prefix (and Redis).'),
+      commandTimeoutMs: z.int().min(10).max(60_000).default(1000).describe('A Redis command not answered within this many ms fails (a store error: nothing is published, the throttle fails open).'),
     }),
   ],
   { error: 'store.kind is memory or redis' },
@@ -71,20 +69,19 @@ const storeSchema = z.discriminatedUnion(
 
 export const masterConfigSchema = z
   .strictObject({
-    name,
-    adminSocket: z.string().min(1).default('/run/sluice/master.sock'),
-    control: controlBaseSchema.extend({
-      /** Gatekeepers (and proxies) allowed on our listening sockets: keys, .pub files or directories of them. */
-      allow: z.array(keyRef).default([]),
-    }),
-    /** Where accounting arrives (SUB). */
-    accounting: socketEnd,
-    /** Where DELAY_UNTIL leaves (PUB). */
-    publish: socketEnd,
-    store: storeSchema.prefault({ kind: 'memory' }),
-    domains: z.array(ruleSchema).min(1, 'throttle at least one domain').max(4096),
-    /** DELAYED messages reporting a longer delay than this are refused as garbage. */
-    maxDelaySeconds: z.number().positive().max(86_400).default(3600),
+    name: name.describe('This master\'s name (logs, status, its ZAP domains).'),
+    adminSocket: z.string().min(1).default('/run/sluice/master.sock').describe('Unix socket (mode 0600) for `sluice status --master` and `{"cmd":"reload"}`. A change needs a restart.'),
+    control: controlBaseSchema
+      .extend({
+        allow: z.array(keyRef).default([]).describe('Gatekeepers (front nodes) and proxies admitted on our bound sockets: z85 keys, .pub files or directories of them. Applied on reload.'),
+      })
+      .describe('Our key pair (`keyFile`, required unless `plaintext`), the receive limits, and the allowlist. Only `allow` applies on reload.'),
+    accounting: socketEnd.describe('Where accounting arrives (SUB): ACCEPTED, DELAYED, REJECTED, RESYNC from the gatekeepers. A change needs a restart.'),
+    publish: socketEnd.describe('Where DELAY_UNTIL and RESYNC_DONE leave for the gatekeepers (PUB). A change needs a restart.'),
+    store: storeSchema.prefault({ kind: 'memory' }).describe('Where the GCRA state lives. A change needs a restart.'),
+    domains: z.array(ruleSchema).min(1, 'throttle at least one domain').max(4096).describe('One rule per throttled domain. Added, changed and removed domains apply on reload.'),
+    maxDelaySeconds: z.number().positive().max(86_400).default(3600).describe('DELAYED accounting reporting a longer delay than this is refused as garbage (counted).'),
+    http: httpSchema.optional().describe('Read-only ops HTTP server: GET /metrics (Prometheus text) and GET /status (the admin socket\'s status as JSON). Absent: none. A change needs a restart.'),
   })
   .superRefine((c, ctx) => {
     const peers: { path: (string | number)[]; peer: { publicKey?: string | undefined } }[] = [];

@@ -4,27 +4,33 @@
  * Lifecycle:
  *   start   load and validate the config (refused -> exit 1), open the
  *           store (Redis unreachable -> exit 1), bind or connect the
- *           accounting and control sockets, open the admin socket
+ *           accounting and control sockets, the ops HTTP server with
+ *           http.listen (GET /metrics, GET /status; a bind failure -> exit
+ *           1), open the admin socket
  *   SIGHUP  reload: domains (rules added, changed, removed) and the
- *           allowlist apply at once; name, sockets, store and the rest of
+ *           allowlist apply at once; name, sockets, store, http and the rest of
  *           control need a restart (named in the log, not applied). A
  *           refused config is logged with its reasons and the running one stays.
- *   SIGTERM close sockets and store, exit 0
+ *   SIGTERM close sockets, the ops HTTP server and the store, exit 0
  * Admin socket commands: {"cmd":"status"}, {"cmd":"reload"}.
  *
  * Under systemd (Type=notify, src/systemd/; deploy/systemd/sluice-master.service):
- * READY=1 once store, sockets and admin socket are up; RELOADING=1 then
+ * READY=1 once store, sockets, ops HTTP server and admin socket are up; RELOADING=1 then
  * READY=1 around a reload (accepted or refused: the master serves either
  * way); STOPPING=1 at stop; WATCHDOG=1 from a timer (it firing proves the
  * event loop that receives accounting turns).
  */
 import { AdminSocket, statusAndReload } from '../admin/socket.ts';
 import { ConfigError, loadConfig } from '../config/load.ts';
+import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
+import { newRegistry } from '../metrics/collect.ts';
 import { SystemdNotifier } from '../systemd/notify.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
 import { masterConfigSchema, type MasterConfig } from './config.ts';
 import { Master } from './master.ts';
+import type { MasterDaemonStatus, MasterStatus } from './status.ts';
+import { registerMasterMetrics } from './metrics.ts';
 
 export class MasterDaemon {
   readonly log: Logger = componentLogger('master');
@@ -32,6 +38,7 @@ export class MasterDaemon {
   readonly initial: Readonly<MasterConfig>;
   master: Master | undefined;
   #admin: AdminSocket | undefined;
+  #ops: OpsServer | undefined;
   reloads = 0;
   reloadsRefused = 0;
   readonly startedAt = Date.now();
@@ -48,7 +55,21 @@ export class MasterDaemon {
   }
 
   async start(): Promise<void> {
-    this.master = await Master.start(this.initial, this.log);
+    const master = await Master.start(this.initial, this.log);
+    this.master = master;
+    const http = this.initial.http;
+    if (http) {
+      const registry = newRegistry();
+      registerMasterMetrics(registry, { daemon: this, master: () => this.master, admin: () => this.#admin, ops: () => this.#ops });
+      this.#ops = new OpsServer({ listen: http.listen, registry, status: () => this.status(), log: this.log });
+      try {
+        await this.#ops.start();
+      } catch (err) {
+        // Its sockets and store must not outlive a start that failed (tests start daemons in process).
+        await master.stop();
+        throw err;
+      }
+    }
     this.#admin = new AdminSocket(this.initial.adminSocket, this.log, statusAndReload(this));
     await this.#admin.listen();
     this.systemd.ready(this.#statusLine());
@@ -88,7 +109,13 @@ export class MasterDaemon {
     return true;
   }
 
-  status(): Record<string, unknown> {
+  /** The ops HTTP server while it runs (http.listen set). */
+  ops(): OpsServer | undefined {
+    return this.#ops;
+  }
+
+  /** MasterStatus once the master started (before: the daemon's part only). */
+  status(): MasterStatus | MasterDaemonStatus {
     return {
       ...(this.master?.status() ?? {}),
       uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),
@@ -104,6 +131,7 @@ export class MasterDaemon {
     this.systemd.stopping();
     this.watchdog.stop();
     this.#admin?.close();
+    this.#ops?.close();
     await this.master?.stop();
   }
 }

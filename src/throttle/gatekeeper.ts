@@ -37,17 +37,18 @@
 import { Publisher, Subscriber } from 'zeromq';
 import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
-import { formatIPv4Address, parseIPv4Address } from '../packet/address.ts';
+import { formatIPv4Address, parseIPv4Address, prefixMask } from '../packet/address.ts';
 import type { GatekeeperConfig } from './config.ts';
 import { DECODE_REJECTS, decodeControl, encodeAccounting, newControl, topicOf, type Control, type DecodeReject } from './protocol.ts';
 import { SendQueue } from './send_queue.ts';
-import { CurveSockets } from '../control/curve.ts';
+import { CurveSockets, type HandshakeCounters } from '../control/curve.ts';
 import { throttleProfile } from './curve_profile.ts';
+import { ACCEPTED, DELAYED, REJECTED, type AccountKind, type ThrottleLimiter } from '../shaping/limiters.ts';
 
-export const ACCEPTED = 0;
-export const DELAYED = 1;
-export const REJECTED = 2;
-export type AccountKind = typeof ACCEPTED | typeof DELAYED | typeof REJECTED;
+// The account kinds are the shaping engine's (it declares the limiter the
+// gatekeeper implements); re-exported as the gatekeeper's own vocabulary.
+export { ACCEPTED, DELAYED, REJECTED, type AccountKind };
+
 const KIND_NAMES = ['ACCEPTED', 'DELAYED', 'REJECTED'] as const;
 
 /** A DELAY_UNTIL further ahead than this is refused as garbage (a broken clock would lock clients out). */
@@ -80,6 +81,19 @@ export interface GatekeeperDomain {
   resyncDone: boolean;
 }
 
+/** The `throttle` part of the front node's status: what Gatekeeper.status() returns. */
+export interface GatekeeperStatus {
+  readonly name: string;
+  /** The master accounting goes to; null while none is connected. */
+  readonly activeMaster: string | null;
+  /** The current resync session id. */
+  readonly session: string;
+  readonly masters: readonly { readonly accounting: string; readonly connected: boolean; readonly sent: number; readonly dropped: number }[];
+  readonly counters: Readonly<GatekeeperCounters>;
+  readonly handshakes: Readonly<HandshakeCounters>;
+  readonly domains: readonly ({ readonly name: string; readonly delays: number; readonly resyncDone: boolean } & Readonly<GatekeeperDomainCounters>)[];
+}
+
 interface MasterLink {
   readonly index: number;
   readonly accounting: string;
@@ -104,11 +118,7 @@ export interface GatekeeperCounters {
   failovers: number;
 }
 
-function maskOf(len: number): number {
-  return len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
-}
-
-export class Gatekeeper {
+export class Gatekeeper implements ThrottleLimiter {
   readonly config: Readonly<GatekeeperConfig>;
   readonly counters: GatekeeperCounters = {
     accountingQueued: 0,
@@ -162,7 +172,7 @@ export class Gatekeeper {
         name: d.name,
         index,
         prefixLength: d.prefixLength,
-        mask: maskOf(d.prefixLength),
+        mask: prefixMask(d.prefixLength),
         maxDelayMs: d.maxDelaySeconds * 1000,
         delays: new Map(),
         counters: { accepted: 0, delayed: 0, rejected: 0, rejectedNotSent: 0, delaysStored: 0, evicted: 0, resynced: 0 },
@@ -424,7 +434,7 @@ export class Gatekeeper {
     return this.#active >= 0 && this.#domains.every((d) => d.resyncDone);
   }
 
-  status(): Record<string, unknown> {
+  status(): GatekeeperStatus {
     return {
       name: this.config.name,
       activeMaster: this.activeMaster ?? null,

@@ -25,7 +25,7 @@ import type { MasterConfig, RuleConfig, SocketEnd } from './config.ts';
 import { gcraRule, nextAllowed, type GcraRule } from './gcra.ts';
 import { DECODE_REJECTS, decodeAccounting, encodeControl, newAccounting, topicOf, type Accounting, type AccountingLimits, type DecodeReject } from './protocol.ts';
 import { SendQueue } from './send_queue.ts';
-import { CurveSockets } from '../control/curve.ts';
+import { CurveSockets, type HandshakeCounters } from '../control/curve.ts';
 import { throttleProfile } from './curve_profile.ts';
 import type { ThrottleStore } from './store.ts';
 import { MemoryStore } from './store_memory.ts';
@@ -47,7 +47,7 @@ export interface DomainCounters {
   storeErrors: number;
 }
 
-interface DomainState {
+export interface DomainState {
   readonly name: string;
   rule: GcraRule;
   config: RuleConfig;
@@ -65,6 +65,26 @@ export interface MasterCounters {
   /** Charges completed by the store (the messages fully processed). */
   charged: number;
   storeErrors: number;
+}
+
+/** The master's part of `sluice master`'s status (MasterStatus, status.ts): what Master.status() returns. */
+export interface MasterCoreStatus {
+  readonly name: string;
+  readonly store: ThrottleStore['kind'];
+  readonly counters: Readonly<MasterCounters> & {
+    /** DELAY_UNTIL handed to the control socket, and dropped at its full queue. */
+    readonly published: number;
+    readonly publishDropped: number;
+    readonly publishQueue: number;
+    /** Charges waiting for the store. */
+    readonly inFlight: number;
+    /** Identifiers the memory store evicted at its bound (0 with Redis). */
+    readonly evicted: number;
+  };
+  readonly handshakes: Readonly<HandshakeCounters>;
+  /** ZAP handshakes of the two sockets. */
+  readonly zap: { readonly accounting: { readonly accepted: number; readonly refused: number }; readonly control: { readonly accepted: number; readonly refused: number } };
+  readonly domains: readonly ({ readonly name: string; readonly requests: number; readonly periodSeconds: number; readonly burst: number; readonly tracked: number } & Readonly<DomainCounters>)[];
 }
 
 function newDomain(r: RuleConfig): DomainState {
@@ -283,7 +303,7 @@ export class Master {
 
   /** Applies a reloaded config's domains and allowlist; sockets and store need a restart. */
   reload(next: Readonly<MasterConfig>): string[] {
-    const restart: string[] = (['name', 'accounting', 'publish', 'store', 'adminSocket'] as const).filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
+    const restart: string[] = (['name', 'accounting', 'publish', 'store', 'adminSocket', 'http'] as const).filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
     if (JSON.stringify(next.control) !== JSON.stringify({ ...this.config.control, allow: next.control.allow })) restart.push('control');
     for (const r of next.domains) {
       const d = this.domains.get(r.name);
@@ -304,7 +324,7 @@ export class Master {
     }
     if (this.config.accounting.listen !== undefined) this.#sockets.allow('accounting', next.control.allow);
     if (this.config.publish.listen !== undefined) this.#sockets.allow('control', next.control.allow);
-    this.config = { ...next, name: this.config.name, control: { ...this.config.control, allow: next.control.allow }, accounting: this.config.accounting, publish: this.config.publish, store: this.config.store, adminSocket: this.config.adminSocket };
+    this.config = { ...next, name: this.config.name, control: { ...this.config.control, allow: next.control.allow }, accounting: this.config.accounting, publish: this.config.publish, store: this.config.store, adminSocket: this.config.adminSocket, http: this.config.http };
     return restart;
   }
 
@@ -318,7 +338,7 @@ export class Master {
     }
   }
 
-  status(): Record<string, unknown> {
+  status(): MasterCoreStatus {
     return {
       name: this.config.name,
       store: this.store.kind,
@@ -334,6 +354,37 @@ export class Master {
         ...d.counters,
       })),
     };
+  }
+
+  /** The publish queue (DELAY_UNTIL, RESYNC_DONE): sent, dropped (queue full or socket closed), send errors, waiting now. */
+  get publishCounts(): { readonly sent: number; readonly dropped: number; readonly errors: number; readonly queued: number } {
+    const q = this.#out;
+    return { sent: q.sent, dropped: q.dropped, errors: q.errors, queued: q.length };
+  }
+
+  /** Charges handed to the store and not answered yet (Redis; the memory store answers at once). */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** Failed CURVE handshakes on the accounting and publish sockets. */
+  get handshakes(): Readonly<HandshakeCounters> {
+    return this.#sockets.handshakes;
+  }
+
+  /** ZAP results of one bound socket (zeros when it connects to a proxy instead). */
+  zapCounters(socket: 'accounting' | 'control'): { accepted: number; refused: number } {
+    return this.#sockets.zapCounters(socket);
+  }
+
+  /** Identifiers tracked in a domain: exact for the memory store, the last periodic count (every 5 s) for Redis. */
+  trackedIn(d: DomainState): number {
+    return this.store instanceof MemoryStore ? this.store.tracked(d.name) : d.tracked;
+  }
+
+  /** Identifiers the memory store dropped at store.maxIdentifiers (0 for Redis, which expires keys itself). */
+  get evicted(): number {
+    return this.store instanceof MemoryStore ? this.store.evicted : 0;
   }
 
   /** Resolves when every DELAY_UNTIL queued so far was handed to the socket (tests). */

@@ -17,7 +17,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { adminRequest } from '../../src/cli/admin-client.ts';
+import { adminRequest } from '../../src/admin/client.ts';
 import { startSite, stopDaemons, type Daemon } from '../../scripts/testbed/site.ts';
 import { nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';

@@ -10,6 +10,8 @@
  * reset. Answered requests are counted by completion time over the steady
  * 6 s window [3 s, 9 s): the client gets 20/s ±10% in all, although each
  * front node alone would let 20/s through (40/s without coordination).
+ * The master's ops HTTP server (GET /metrics, /status on the DNS
+ * namespace's loopback) shows the same traffic from its side.
  *
  * Then: the master is restarted (its memory store starts empty); the
  * gatekeepers reconnect and resync, and the next run is held to 20/s
@@ -32,6 +34,7 @@ import { sleep, until } from '../helpers/wait.ts';
 
 const BURST = fileURLToPath(new URL('../fixtures/http-burst.ts', import.meta.url));
 const METRICS_PORT = 9181;
+const MASTER_METRICS_PORT = 9183;
 const RATE = 20;
 const testbed = useTestbed({ clusters: 2, clients: 1, serversPerCluster: 1, delaysMs: { '1:1': 0, '1:2': 0 } });
 
@@ -41,11 +44,15 @@ interface Burst {
   times: number[];
 }
 
-async function scrape(ns: string): Promise<PromText> {
-  const r = await nsRunAsync(ns, 'curl', ['-s', '-m', '5', '-w', '\n%{http_code}', `http://127.0.0.1:${METRICS_PORT}/metrics`]);
+async function get(ns: string, port: number, path: string): Promise<string> {
+  const r = await nsRunAsync(ns, 'curl', ['-s', '-m', '5', '-w', '\n%{http_code}', `http://127.0.0.1:${port}${path}`]);
   const i = r.stdout.lastIndexOf('\n');
-  assert.equal(r.stdout.slice(i + 1), '200', `GET /metrics in ${ns}: ${r.stderr}`);
-  return parsePromText(`${r.stdout.slice(0, i)}\n`);
+  assert.equal(r.stdout.slice(i + 1), '200', `GET ${path} in ${ns}: ${r.stderr}`);
+  return `${r.stdout.slice(0, i)}\n`;
+}
+
+async function scrape(ns: string, port = METRICS_PORT): Promise<PromText> {
+  return parsePromText(await get(ns, port, '/metrics'));
 }
 
 /** `count` requests at `rate`/s to `vip`, each on a new connection, with completion times. */
@@ -104,6 +111,7 @@ control: { keyFile: ${mk.keyFile}, allow: [${join(keys, 'fr1.pub')}, ${join(keys
 accounting: { listen: tcp://${m}:7201 }
 publish: { listen: tcp://${m}:7202 }
 store: { kind: memory }
+http: { listen: 127.0.0.1:${MASTER_METRICS_PORT} }
 domains:
   - { name: www, requests: ${RATE}, periodSeconds: 1, burst: 2 }
   - { name: www2, requests: ${RATE}, periodSeconds: 1, burst: 2 }
@@ -150,6 +158,7 @@ throttle:
   it('a client spreading connections over both clusters is held to the domain\'s rate (20/s ±10%) in all', async (t) => {
     const st = testbed();
     const before = await Promise.all(st.plan.clusters.map((k) => scrape(k.front.name)));
+    const masterBefore = await scrape(st.plan.dns.name, MASTER_METRICS_PORT);
     const r = await load(st.plan.clients[0]!.name, st.plan.clusters.map((k) => k.vip));
     t.diagnostic(`answered ${r.total.toFixed(1)}/s (per VIP ${r.per.map((x) => x.toFixed(1)).join(', ')})`);
     assert.ok(r.total >= RATE * 0.9 && r.total <= RATE * 1.1, `answered ${r.total.toFixed(1)}/s (per VIP ${r.per.map((x) => x.toFixed(1)).join(', ')}): ${r.summary}`);
@@ -168,6 +177,24 @@ throttle:
       assert.equal(p.sum('sluice_front_throttle_accounting_total', { result: 'dropped' }), 0);
       assert.ok(grew('sluice_front_checkpoint_admitted_total', { checkpoint: 'site-rate', queued: 'true' }) > 0);
     });
+    // The master's own view over its ops HTTP server (sluice master, http.listen):
+    // every accounting message the fronts sent arrived and was charged or counted.
+    const m = await scrape(st.plan.dns.name, MASTER_METRICS_PORT);
+    const grew = (name: string, labels: Record<string, string> = {}): number => m.sum(name, labels) - masterBefore.sum(name, labels);
+    const sent = after.reduce((a, p, i) => a + p.sum('sluice_front_throttle_accounting_total', { result: 'sent' }) - before[i]!.sum('sluice_front_throttle_accounting_total', { result: 'sent' }), 0);
+    t.diagnostic(`master: received ${grew('sluice_master_accounting_received_total')} of ${sent} sent; delays ${grew('sluice_master_delays_total', { domain: 'www', source: 'charge' })}`);
+    assert.ok(grew('sluice_master_requests_total', { domain: 'www', outcome: 'accepted' }) > 0, 'master counted accepted');
+    assert.ok(grew('sluice_master_requests_total', { domain: 'www', outcome: 'delayed' }) > 0, 'master counted delayed');
+    assert.ok(grew('sluice_master_requests_total', { domain: 'www', outcome: 'rejected' }) > 0, 'master counted rejected');
+    assert.ok(grew('sluice_master_delays_total', { domain: 'www', source: 'charge' }) > 0, 'master published delays');
+    assert.equal(m.sum('sluice_master_accounting_refused_total'), 0);
+    assert.equal(m.sum('sluice_master_publish_total', { result: 'dropped' }), 0);
+    assert.equal(m.sum('sluice_master_info', { name: 'master1', store: 'memory' }), 1);
+    const status = JSON.parse(await get(st.plan.dns.name, MASTER_METRICS_PORT, '/status')) as { name: string; domains: { name: string; accepted: number }[] };
+    assert.equal(status.name, 'master1');
+    assert.deepEqual(status.domains.map((d) => d.name), ['www', 'www2']);
+    // Read after the scrape: a late accounting message can only add.
+    assert.ok(status.domains[0]!.accepted >= m.sum('sluice_master_requests_total', { domain: 'www', outcome: 'accepted' }));
   });
 
   it('after a master restart the gatekeepers resync and the rate is held again', async (t) => {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 
@@ -28,6 +28,55 @@ describe('sluice CLI', () => {
   });
   it('no command: usage, exit 2', () => {
     assert.equal(sluice().status, 2);
+  });
+});
+
+/** Every command `sluice help` lists (so a command added later is covered too). */
+function listedCommands(): string[] {
+  const r = sluice('help');
+  const names = [...r.stdout.matchAll(/^ {2}([a-z][a-z-]*) {2,}/gm)].map((m) => m[1] ?? '');
+  return names.filter((n) => n !== 'help');
+}
+
+function sluiceAsync(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(BIN, args, { encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr });
+    });
+  });
+}
+
+describe('sluice <command> --help', () => {
+  const commands = listedCommands();
+  it('sluice help lists every command', () => {
+    // The table below is built from this list: it must hold them all.
+    const expected = ['front', 'dns', 'agent', 'master', 'master-proxy', 'ctl', 'keygen', 'schedule', 'status', 'dashboard', 'check-config', 'version'];
+    assert.deepEqual([...commands].sort(), [...expected].sort());
+  });
+  // `--help` comes last after arguments the command would refuse or act on
+  // (a config that does not exist, an unknown option): help wins, and
+  // nothing starts (exit 0 at once, nothing on stderr: no log line, no
+  // usage error). `-h` alone. Both print what `sluice help NAME` prints.
+  const cases = commands.flatMap((name) => [
+    [name, [name, '--config', '/nonexistent/sluice.yaml', '--no-such-option', '--help']],
+    [name, [name, '-h']],
+  ] as const);
+  it(`prints the command's usage on stdout and exits 0, for every command (${cases.length} cases)`, async () => {
+    const [results, helps] = await Promise.all([Promise.all(cases.map(([, args]) => sluiceAsync(args))), Promise.all(commands.map((name) => sluiceAsync(['help', name])))]);
+    const helpOf = new Map(commands.map((name, i) => [name, helps[i]!.stdout]));
+    cases.forEach(([name, args], i) => {
+      const r = results[i]!;
+      const what = `sluice ${args.join(' ')}`;
+      assert.equal(r.code, 0, `${what}: exit ${r.code}, stderr ${r.stderr}`);
+      assert.equal(r.stderr, '', what);
+      assert.ok(r.stdout.startsWith(`usage: sluice ${name}`), `${what}: ${r.stdout}`);
+      assert.equal(r.stdout, helpOf.get(name), `${what}: the same text as sluice help ${name}`);
+    });
+  });
+  it('after --, -h and --help are arguments, not a request for help', () => {
+    const r = sluice('keygen', '--', '--help');
+    assert.equal(r.status, 2);
+    assert.equal(r.stdout, '');
   });
 });
 
@@ -75,10 +124,13 @@ describe('sluice schedule (seed 003 vectors through the CLI)', () => {
 describe('sluice status --agent', () => {
   it('renders what the agent reports, a missing figure as -', async () => {
     const { renderAgentStatus } = await import('../../src/cli/status.ts');
-    const base = { agent: true as const, name: 's1a', front: 'tcp://198.18.201.1:7101', uptimeSeconds: 42, reports: { load: 7, requestRate: 3, sampleErrors: 1 }, accessLog: { path: '/var/log/nginx/access.log', lines: 12, rejected: 2 }, reloads: 1, reloadsRefused: 0 };
+    const accessLog = { path: '/var/log/nginx/access.log', lines: 12, requests: 10, garbage: 2, notIpv4: 0, partial: 0, rotations: 0, truncations: 0, tableFull: 0, readErrors: 0 };
+    const base = { agent: true as const, name: 's1a', front: 'tcp://198.18.201.1:7101', uptimeSeconds: 42, reports: { load: 7, requestRate: 3, sampleErrors: 1 }, accessLog, reloads: 1, reloadsRefused: 0 };
+    const lastLoad = { server: 's1a', address: '198.18.201.11', interval: 1, cpu: 0.5, load1: 0.1, load5: 0.1, load15: 0.1, connections: 9, memoryUsed: 0.3, utilization: 0.25 };
     const cases: [string, Parameters<typeof renderAgentStatus>[0], RegExp[]][] = [
-      ['with a load report', { ...base, lastLoad: { utilization: 0.25, cpu: 0.5, connections: 9 } }, [/^agent s1a -> tcp:\/\/198\.18\.201\.1:7101, up 42 s, reloads 1 \(refused 0\)$/m, /^7\s+3\s+1\s+25%\s+50%\s+9$/m, /^access log \/var\/log\/nginx\/access\.log: lines=12 rejected=2$/m]],
-      ['before the first report', { ...base, lastLoad: null }, [/^7\s+3\s+1\s+-\s+-\s+-$/m]],
+      ['with a load report', { ...base, lastLoad }, [/^agent s1a -> tcp:\/\/198\.18\.201\.1:7101, up 42 s, reloads 1 \(refused 0\)$/m, /^7\s+3\s+1\s+25%\s+50%\s+9$/m, /^access log \/var\/log\/nginx\/access\.log: lines=12 requests=10 garbage=2 notIpv4=0 partial=0 rotations=0 truncations=0 tableFull=0 readErrors=0$/m]],
+      // The agent sends no lastLoad before its first report.
+      ['before the first report', base, [/^7\s+3\s+1\s+-\s+-\s+-$/m]],
     ];
     for (const [name, status, patterns] of cases) {
       const text = renderAgentStatus(status);

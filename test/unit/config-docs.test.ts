@@ -6,8 +6,9 @@ import { CONFIG_DOCS_PATH, configRows, renderConfigDocs } from '../../scripts/ge
 import { agentConfigSchema } from '../../src/agent/config.ts';
 import { dnsConfigSchema } from '../../src/dns/config.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
+import { masterConfigSchema } from '../../src/throttle/config.ts';
 
-const SCHEMAS = { front: frontConfigSchema, dns: dnsConfigSchema, agent: agentConfigSchema };
+const SCHEMAS = { front: frontConfigSchema, dns: dnsConfigSchema, agent: agentConfigSchema, master: masterConfigSchema };
 
 describe('docs/configuration.md', () => {
   it('is what the schemas generate (else: run npm run docs:config)', () => {
@@ -53,6 +54,17 @@ describe('docs/configuration.md', () => {
     // A default hidden behind a transform on the input side is still shown.
     const dnsRows = new Map(configRows(dnsConfigSchema).map((r) => [r.path, r]));
     assert.equal(dnsRows.get('steering.names')?.def, '`[]`');
+    // A discriminated union: its tag once, required, with every value; the
+    // alternatives' keys below it, with the defaults parsing applies.
+    const masterRows = configRows(masterConfigSchema);
+    const m = new Map(masterRows.map((r) => [r.path, r]));
+    assert.equal(masterRows.filter((r) => r.path === 'store.kind').length, 1);
+    assert.equal(m.get('store.kind')?.required, true);
+    assert.equal(m.get('store.kind')?.allowed, '`memory`, `redis`');
+    const redis = masterConfigSchema.parse({ name: 'm', control: { plaintext: true }, accounting: { listen: 'tcp://127.0.0.1:1' }, publish: { listen: 'tcp://127.0.0.1:2' }, store: { kind: 'redis' }, domains: [{ name: 'www', requests: 1 }] }).store;
+    assert.ok(redis.kind === 'redis');
+    assert.equal(m.get('store.port')?.def, `\`${redis.port}\``);
+    assert.equal(m.get('store.commandTimeoutMs')?.def, `\`${redis.commandTimeoutMs}\``);
   });
 });
 

@@ -12,7 +12,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AccessLogFormatError } from '../../src/agent/access-log.ts';
 import { LoadSourceError } from '../../src/agent/agent.ts';
-import { AdminReplyError, AdminTimeoutError, AdminUnreachableError } from '../../src/cli/admin-client.ts';
+import { AdminReplyError, AdminTimeoutError, AdminUnreachableError } from '../../src/admin/client.ts';
 import { UsageError } from '../../src/cli/command.ts';
 import { ConfigError } from '../../src/config/load.ts';
 import { KeyFileError } from '../../src/control/keys.ts';

@@ -1,9 +1,14 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import type { z } from 'zod';
+import { agentConfigSchema } from '../../src/agent/config.ts';
 import { parseConfig } from '../../src/config/load.ts';
+import { dnsConfigSchema } from '../../src/dns/config.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { renderRules } from '../../src/front/rules.ts';
+import { masterConfigSchema } from '../../src/throttle/config.ts';
 
 const DOC = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8');
 
@@ -29,5 +34,114 @@ describe('docs/operations.md', () => {
     const listing = /```\n(\*mangle\n[\s\S]*?COMMIT\n\*nat\n[\s\S]*?COMMIT\n)```/.exec(DOC)?.[1];
     assert.ok(listing !== undefined, 'the iptables-restore listing is in docs/operations.md');
     assert.equal(listing, renderRules(parseConfig(frontConfigSchema, CONFIG, 'operations.md')).restore, 'update the listing in docs/operations.md from renderRules');
+  });
+});
+
+/** One systemd unit file: each key's values in order (ExecReload= appears twice). */
+function unitFile(path: string): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const line of readFileSync(path, 'utf8').split('\n')) {
+    const m = /^([A-Za-z]+)=(.*)$/.exec(line.trim());
+    if (!m) continue;
+    const [, k = '', v = ''] = m;
+    out.set(k, [...(out.get(k) ?? []), v]);
+  }
+  return out;
+}
+
+/** The rows of the markdown table whose header row starts with `| first |`. */
+function docTable(doc: string, first: string): string[][] {
+  const lines = doc.split('\n');
+  const start = lines.findIndex((l) => l.startsWith(`| ${first} |`));
+  assert.ok(start >= 0, `a table starting with "| ${first} |"`);
+  const rows: string[][] = [];
+  for (const l of lines.slice(start + 2)) {
+    if (!l.startsWith('|')) break;
+    rows.push(l.slice(1, -1).split('|').map((c) => c.trim().replace(/^`(.*)`$/, '$1')));
+  }
+  return rows;
+}
+
+const DEPLOY = new URL('../../deploy/', import.meta.url);
+const ROLE_SCHEMAS: Record<string, z.ZodObject> = { front: frontConfigSchema, dns: dnsConfigSchema, agent: agentConfigSchema, master: masterConfigSchema };
+
+describe('docs/operations.md and deploy/ agree with the units', () => {
+  const unitNames = readdirSync(new URL('systemd/', DEPLOY)).filter((f) => f.endsWith('.service')).sort();
+  const units = new Map(unitNames.map((u) => [u, unitFile(fileURLToPath(new URL(`systemd/${u}`, DEPLOY)))]));
+  const one = (u: string, key: string): string => {
+    const v = units.get(u)?.get(key) ?? [];
+    assert.equal(v.length, 1, `${u}: one ${key}=`);
+    return v[0] ?? '';
+  };
+  const sysusers = /^u (\S+) /m.exec(readFileSync(new URL('systemd/sluice.sysusers.conf', DEPLOY), 'utf8'))?.[1];
+
+  it('a unit per daemon, each run as the sysusers user, with its capabilities both ambient and bounding', () => {
+    assert.deepEqual(unitNames, ['sluice-agent.service', 'sluice-dns.service', 'sluice-front.service', 'sluice-master.service']);
+    assert.equal(sysusers, 'sluice');
+    for (const u of unitNames) {
+      assert.equal(one(u, 'User'), sysusers, u);
+      assert.equal(one(u, 'Group'), sysusers, u);
+      assert.equal(one(u, 'AmbientCapabilities'), one(u, 'CapabilityBoundingSet'), u);
+      assert.equal(one(u, 'RuntimeDirectory'), 'sluice', u);
+    }
+  });
+
+  it('the operations guide\'s unit table says what each unit runs, as whom, with what, from which file, on which socket', () => {
+    const rows = docTable(DOC, 'unit');
+    assert.deepEqual(rows.map((r) => r[0]).sort(), unitNames);
+    for (const [unit, runs, user, caps, config, socket] of rows) {
+      const u = unit ?? '';
+      const start = /^\/opt\/sluice\/bin\/sluice (\S+) --config (\S+)$/.exec(one(u, 'ExecStart'));
+      assert.ok(start, `${u}: ExecStart=/opt/sluice/bin/sluice ROLE --config FILE`);
+      const [, role = '', file = ''] = start;
+      assert.equal(u, `sluice-${role}.service`);
+      assert.equal(runs, `sluice ${role}`, u);
+      assert.equal(user, one(u, 'User'), u);
+      assert.equal(caps, one(u, 'AmbientCapabilities') || 'none', u);
+      assert.equal(config, file, u);
+      // systemctl reload checks that same file as that role, then signals.
+      assert.deepEqual(units.get(u)?.get('ExecReload'), [`/opt/sluice/bin/sluice check-config --role ${role} ${file}`, '/bin/kill -HUP $MAINPID'], u);
+      // The admin socket is the daemon's default, inside the unit's RuntimeDirectory.
+      const schema = ROLE_SCHEMAS[role];
+      assert.ok(schema, `${u}: a known role`);
+      assert.equal(socket, (schema.shape['adminSocket'] as z.ZodType).parse(undefined), `${u}: adminSocket default`);
+      assert.ok(socket?.startsWith(`/run/${one(u, 'RuntimeDirectory')}/`), `${u}: socket under the RuntimeDirectory`);
+    }
+  });
+
+  it('nowhere says a daemon runs as root; the least-privilege summary names each unit\'s capabilities', () => {
+    assert.doesNotMatch(DOC, /\bruns? as root\b/);
+    const summary = /capabilities only where needed \(([^)]*)\)/.exec(DOC.replace(/\s+/g, ' '))?.[1] ?? '';
+    for (const u of unitNames) {
+      const role = /^sluice-(\w+)\.service$/.exec(u)?.[1] ?? '';
+      const caps = one(u, 'AmbientCapabilities');
+      if (caps === '') assert.match(summary, new RegExp(`\\b${role}\\b[^,;]*\\bnone\\b`), `${role}: none`);
+      else assert.ok(summary.includes(`${role} \`${caps}\``), `${role} \`${caps}\` in "${summary}"`);
+    }
+  });
+
+  it('deploy/install.sh installs every unit and an example for every unit\'s configuration; deploy/README.md lists them alike', () => {
+    const install = readFileSync(new URL('install.sh', DEPLOY), 'utf8');
+    const installed = (/^UNITS=\(([^)]*)\)/m.exec(install)?.[1] ?? '').trim().split(/\s+/);
+    assert.deepEqual([...installed].sort(), unitNames);
+    const examples = (/^EXAMPLES=\(([^)]*)\)/m.exec(install)?.[1] ?? '').trim().split(/\s+/).map((p) => `/etc/sluice/${p.split(':')[1] ?? ''}`);
+    const readme = readFileSync(new URL('README.md', DEPLOY), 'utf8');
+    const readmeRows = docTable(readme, 'unit');
+    assert.deepEqual(readmeRows.map((r) => r[0]).sort(), unitNames);
+    for (const u of unitNames) {
+      const file = /--config (\S+)$/.exec(one(u, 'ExecStart'))?.[1] ?? '';
+      assert.ok(examples.includes(file), `install.sh installs an example as ${file}`);
+      const row = readmeRows.find((r) => r[0] === u);
+      assert.ok(row, `${u}: a row in deploy/README.md`);
+      assert.equal(row[1], one(u, 'ExecStart').replace('/opt/sluice/bin/', ''), `${u}: deploy/README.md runs`);
+      assert.equal(row[2], one(u, 'AmbientCapabilities').split(' ').join(', ') || 'none', `${u}: deploy/README.md capabilities`);
+    }
+    // The header comment and the closing hint name every unit too.
+    for (const u of unitNames) {
+      const role = /^sluice-(\w+)\.service$/.exec(u)?.[1] ?? '';
+      assert.ok(new RegExp(`sluice-\\{[a-z,]*\\b${role}\\b[a-z,]*\\}\\.service`).test(install), `install.sh header comment: ${role}`);
+      assert.ok(new RegExp(`/etc/sluice/\\{[a-z,]*\\b${role}\\b[a-z,]*\\}\\.yaml`).test(install), `install.sh header comment: ${role}.yaml`);
+      assert.ok(new RegExp(`start with: .*\\bsluice-${role}\\b`).test(install), `install.sh closing hint: ${role}`);
+    }
   });
 });

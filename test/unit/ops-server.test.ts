@@ -18,6 +18,7 @@ import { HttpListenError, OpsServer } from '../../src/http/ops_server.ts';
 import { componentLogger } from '../../src/log/logger.ts';
 import { counterOf } from '../../src/metrics/collect.ts';
 import { registerHttpMetrics } from '../../src/metrics/http.ts';
+import { masterConfigSchema } from '../../src/throttle/config.ts';
 import { parsePromText } from '../helpers/prom_text.ts';
 
 const log = componentLogger('test-ops').child({}, { level: 'silent' });
@@ -46,6 +47,7 @@ describe('http.listen in every daemon config', () => {
     front: [frontConfigSchema, 'front-cluster1.yaml'],
     dns: [dnsConfigSchema, 'dns.yaml'],
     agent: [agentConfigSchema, 'agent-s1a.yaml'],
+    master: [masterConfigSchema, 'master.yaml'],
   } as const;
   const good = ['127.0.0.1:9100', '0.0.0.0:1', '198.18.2.2:65535', '[::1]:9100', '[::]:80', '[fd00::2]:9101'];
   const bad = ['localhost:9100', '127.0.0.1', '127.0.0.1:0', '127.0.0.1:65536', '300.1.1.1:80', '1.2.3:80', '::1:9100', '[zz::1]:80', '[::1]', ' 127.0.0.1:80', '9100'];

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { formatIPv4Address, inPrefix, parseIPv4Address } from '../../src/packet/address.ts';
+import { formatIPv4Address, inPrefix, parseCidr, parseIPv4Address, prefixMask } from '../../src/packet/address.ts';
 import { updateChecksum16 } from '../../src/packet/checksum.ts';
 import { PacketInfo, ParseStatus, TcpFlag, parseIPv4, parseStatusName, type ParseStatusCode } from '../../src/packet/ipv4.ts';
 import { setDestinationAddress, setDestinationPort, setSourceAddress, setSourcePort } from '../../src/packet/rewrite.ts';
@@ -241,5 +241,15 @@ describe('addresses', () => {
     assert.ok(inPrefix(A('198.19.255.1'), A('198.18.0.0'), 15));
     assert.ok(!inPrefix(A('198.20.0.1'), A('198.18.0.0'), 15));
     assert.ok(inPrefix(A('8.8.8.8'), 0, 0));
+  });
+  it('prefixMask', () => {
+    assert.equal(prefixMask(0), 0);
+    assert.equal(prefixMask(15), 0xfffe0000);
+    assert.equal(prefixMask(32), 0xffffffff);
+  });
+  it('parseCidr: the network (host bits cleared) and its mask; no length is /32', () => {
+    assert.deepEqual(parseCidr('198.51.100.7/24'), [A('198.51.100.0'), 0xffffff00]);
+    assert.deepEqual(parseCidr('198.51.100.7'), [A('198.51.100.7'), 0xffffffff]);
+    assert.deepEqual(parseCidr('0.0.0.0/0'), [0, 0]);
   });
 });

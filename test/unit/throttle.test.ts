@@ -11,7 +11,7 @@ import { after, describe, it } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { adminRequest } from '../../src/cli/admin-client.ts';
+import { adminRequest } from '../../src/admin/client.ts';
 import { componentLogger } from '../../src/log/logger.ts';
 import { parseIPv4Address } from '../../src/packet/address.ts';
 import { masterConfigSchema } from '../../src/throttle/config.ts';
@@ -180,7 +180,7 @@ describe('master and gatekeepers over CURVE (memory store)', () => {
     // A key not in the allowlist never gets a message through.
     const received = m.counters.received;
     const intruder = await startGatekeeper('intruder', [e], [{ name: 'www' }]);
-    await until(() => m.status()['zap'] !== undefined && (m.status()['zap'] as { accounting: { refused: number } }).accounting.refused > 0, 'the intruder was refused at the handshake');
+    await until(() => m.status().zap.accounting.refused > 0, 'the intruder was refused at the handshake');
     assert.equal(intruder.resynced, false);
     assert.equal(m.counters.received, received);
   });

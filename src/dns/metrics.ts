@@ -2,22 +2,41 @@
  * sluice_dns_*: the DNS server's metrics, read at scrape time from the
  * answerer's and socket server's counters, the steering counts, the cluster
  * and client tables, the probe scheduler and the control plane. Nothing
- * here runs on the answer path (collect.ts).
+ * here runs on the answer path (src/metrics/collect.ts).
  *
  * Labels: rcode, transport, reasons, cluster names (the config's, at most
  * 64), table names: all bounded. Never a client address or prefix.
  */
 import type { Registry } from 'prom-client';
 import type { AdminSocket } from '../admin/socket.ts';
-import type { DnsControl } from '../dns/control.ts';
-import type { DnsDaemon } from '../dns/daemon.ts';
+import type { Answerer } from './answerer.ts';
+import type { ClusterTable } from './cluster_state.ts';
+import type { DnsConfig } from './config.ts';
+import type { DnsControl } from './control.ts';
+import type { HighRateTable } from './high_rate.ts';
+import type { ProbeScheduler } from './probe_scheduler.ts';
+import type { RttTable } from './rtt_table.ts';
+import type { DnsServer } from './server.ts';
+import type { StickyTable } from './sticky.ts';
 import type { OpsServer } from '../http/ops_server.ts';
-import { counterFrom, counterOf, gaugeFrom, type Sample } from './collect.ts';
-import { registerControlMetrics } from './control.ts';
-import { BucketHistogram } from './histogram.ts';
-import { registerHttpMetrics } from './http.ts';
+import { counterFrom, counterOf, gaugeFrom, type Sample } from '../metrics/collect.ts';
+import { registerControlMetrics } from '../metrics/control.ts';
+import { BucketHistogram } from '../metrics/histogram.ts';
+import { registerHttpMetrics } from '../metrics/http.ts';
 
-type DaemonParts = Pick<DnsDaemon, 'config' | 'answerer' | 'server' | 'clusters' | 'rtt' | 'highRate' | 'sticky' | 'probes' | 'reloads' | 'reloadsRefused'>;
+/** The parts of the DNS server its metrics read (DnsDaemon has them). */
+export interface DaemonParts {
+  readonly config: Readonly<DnsConfig>;
+  readonly answerer: Answerer;
+  readonly server: DnsServer;
+  readonly clusters: ClusterTable;
+  readonly rtt: RttTable;
+  readonly highRate: HighRateTable;
+  readonly sticky: StickyTable;
+  readonly probes: ProbeScheduler;
+  readonly reloads: number;
+  readonly reloadsRefused: number;
+}
 
 export interface DnsMetricsSource {
   readonly daemon: DaemonParts;

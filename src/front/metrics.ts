@@ -2,7 +2,7 @@
  * sluice_front_*: the front node's metrics, read at scrape time from the
  * engine's counters, the services' per-server state, the connection table,
  * the queue (ours and the kernel's view), the FIN/RST log, the control plane and the RTT
- * prober. Nothing here runs on the packet path (collect.ts).
+ * prober. Nothing here runs on the packet path (src/metrics/collect.ts).
  *
  * Labels: service and server names (the config's, at most 31 x 200),
  * overflow and peer cluster names, checkpoint names (unique per front
@@ -14,20 +14,20 @@ import type { Registry } from 'prom-client';
 import type { LogStats } from '../nflog/log.ts';
 import type { QueueStats } from '../nfqueue/queue.ts';
 import { parseStatusName } from '../packet/ipv4.ts';
-import type { FrontConfig } from '../front/config.ts';
-import type { ConnectionTable } from '../front/connections.ts';
-import type { FrontControl } from '../front/control.ts';
-import type { FrontEngine } from '../front/engine.ts';
-import { clusterLoadOf } from '../front/receive_server_load.ts';
+import type { FrontConfig } from './config.ts';
+import type { ConnectionTable } from './connections.ts';
+import type { FrontControl } from './control.ts';
+import type { FrontEngine } from './engine.ts';
+import { clusterLoadOf } from './receive_server_load.ts';
 import type { OpsServer } from '../http/ops_server.ts';
 import { LEVEL_NAMES, type Checkpoint } from '../shaping/checkpoint.ts';
 import type { Shaper } from '../shaping/shaper.ts';
 import type { Gatekeeper } from '../throttle/gatekeeper.ts';
-import { byKey, counterFrom, counterOf, gaugeFrom, gaugeOf, type Labels, type Sample } from './collect.ts';
-import { registerControlMetrics } from './control.ts';
-import { BucketHistogram } from './histogram.ts';
-import { registerHttpMetrics } from './http.ts';
-import type { KernelQueueStats } from './kernel_queue.ts';
+import { byKey, counterFrom, counterOf, gaugeFrom, gaugeOf, type Labels, type Sample } from '../metrics/collect.ts';
+import { registerControlMetrics } from '../metrics/control.ts';
+import { BucketHistogram } from '../metrics/histogram.ts';
+import { registerHttpMetrics } from '../metrics/http.ts';
+import type { KernelQueueStats } from '../metrics/kernel_queue.ts';
 
 /** What the front daemon exposes to its metrics (FrontDaemon implements it). */
 export interface FrontMetricsSource {

@@ -5,15 +5,27 @@
  * and event kinds (bounded). Never a client address.
  */
 import type { Registry } from 'prom-client';
-import type { AgentDaemon } from '../agent/agent.ts';
+import type { Body } from '../control/messages.ts';
+import type { AccessLogFollower } from './access-log.ts';
+import type { AgentConfig } from './config.ts';
 import type { ControlNode } from '../control/node.ts';
 import type { OpsServer } from '../http/ops_server.ts';
-import { counterFrom, counterOf, gaugeFrom, type Sample } from './collect.ts';
-import { registerControlMetrics } from './control.ts';
-import { registerHttpMetrics } from './http.ts';
+import { counterFrom, counterOf, gaugeFrom, type Sample } from '../metrics/collect.ts';
+import { registerControlMetrics } from '../metrics/control.ts';
+import { registerHttpMetrics } from '../metrics/http.ts';
+
+/** The parts of the agent its metrics read (AgentDaemon has them). */
+export interface AgentParts {
+  readonly config: Readonly<AgentConfig>;
+  readonly follower: AccessLogFollower;
+  readonly lastLoad: Body<'load_report'> | undefined;
+  readonly reportsSent: number;
+  readonly requestReportsSent: number;
+  readonly sampleErrors: number;
+}
 
 export interface AgentMetricsSource {
-  readonly daemon: Pick<AgentDaemon, 'config' | 'follower' | 'lastLoad' | 'reportsSent' | 'requestReportsSent' | 'sampleErrors'>;
+  readonly daemon: AgentParts;
   control(): ControlNode | undefined;
   ops(): OpsServer | undefined;
 }

@@ -1,5 +1,5 @@
 /**
- * Client side of a daemon's admin socket (JSON lines, src/front/admin.ts):
+ * Client side of a daemon's admin socket (JSON lines, socket.ts):
  * one request, one reply.
  */
 import { createConnection } from 'node:net';

@@ -1,0 +1,65 @@
+/**
+ * The DNS server's status: what DnsDaemon.status() builds, the admin
+ * socket's `status` command and GET /status send as JSON, `sluice status
+ * --dns` renders (src/cli/dns-status.ts) and the dashboard reads
+ * (src/dashboard/state.ts). One type for the three, so a changed field
+ * fails the type check in each.
+ *
+ * Invariant: every value survives JSON as it is (numbers are finite; a
+ * figure that may have none is typed `| null` and sent as null).
+ */
+import type { AnswererCounters } from './answerer.ts';
+import type { DnsControlStatus } from './control.ts';
+import type { ServerCounters } from './server.ts';
+
+export interface DnsClusterStatus {
+  readonly name: string;
+  /** DNS's opinion of the cluster from the front node's reports. */
+  readonly state: 'up' | 'full' | 'down' | 'unknown';
+  readonly vips: readonly string[];
+  readonly capacity: number;
+  readonly load: number;
+  readonly available: number;
+  readonly serversUp: number;
+  readonly serversTotal: number;
+  readonly reports: number;
+  /** null before the first report. */
+  readonly lastReportAgeSeconds: number | null;
+}
+
+/** One recent steering decision. */
+export interface DnsSteeringChoice {
+  readonly name: string;
+  /** The client's prefix. */
+  readonly client: string;
+  readonly answer: readonly string[];
+  readonly clusters: readonly string[];
+  readonly reason: string;
+  readonly ageSeconds: number;
+}
+
+export interface DnsStatus {
+  readonly name: string;
+  readonly uptimeSeconds: number;
+  readonly zones: readonly { readonly origin: string; readonly serial: number; readonly records: number }[];
+  readonly counters: Readonly<AnswererCounters> & Readonly<ServerCounters> & { readonly tcpConnections: number; readonly reloads: number; readonly reloadsRefused: number };
+  /** Messages the parser refused, by reason. */
+  readonly rejects: Readonly<Record<string, number>>;
+  readonly clusters: readonly DnsClusterStatus[];
+  readonly steering: { readonly decisions: number; readonly reasons: Readonly<Record<string, number>>; readonly recent: readonly DnsSteeringChoice[] };
+  readonly rtt: {
+    readonly prefixes: number;
+    readonly evicted: number;
+    readonly results: number;
+    readonly unknownTargets: number;
+    /** The latest measured clients: RTT in ms per cluster name, 'no-reply', or null (not measured). */
+    readonly recent: readonly { readonly client: string; readonly rttMs: Readonly<Record<string, number | string | null>> }[];
+  };
+  readonly highRate: { readonly tracked: number; readonly evicted: number; readonly clients: readonly { readonly prefix: string; readonly rate: number; readonly cluster: string; readonly ageSeconds: number }[] };
+  readonly probes: { readonly pending: number; readonly requested: number; readonly dropped: number; readonly sent: number };
+  readonly sticky: { readonly clients: number; readonly evicted: number };
+  readonly cache: { readonly entries: number };
+  /** With a control section. */
+  readonly control?: DnsControlStatus | undefined;
+  readonly admin: { readonly handled: number; readonly rejected: number };
+}
