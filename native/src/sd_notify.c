@@ -23,6 +23,7 @@
 
 #include <node_api.h>
 
+#include "napi_util.h"
 #include "sd_notify.h"
 
 /* Room for one message; systemd reads notifications into a buffer of
@@ -32,13 +33,7 @@
 static void throw_errno(napi_env env, const char *what, int err) {
   char text[200];
   snprintf(text, sizeof text, "sd_notify: %s: %s", what, strerror(err));
-  napi_value code, msg, error, v;
-  napi_create_string_utf8(env, "ERR_SD_NOTIFY", NAPI_AUTO_LENGTH, &code);
-  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &msg);
-  napi_create_error(env, code, msg, &error);
-  napi_create_int32(env, err, &v);
-  napi_set_named_property(env, error, "errno", v);
-  napi_throw(env, error);
+  napi_throw(env, coded_error(env, "ERR_SD_NOTIFY", text, err, NULL));
 }
 
 /*
