@@ -135,7 +135,7 @@ static napi_value sl_open(napi_env env, napi_callback_info info) {
   /* A datagram is at most max(bufferBytes, one record): the kernel sizes
    * its skb so, and only exceeds bufferBytes for a single large record. */
   size_t one = (size_t)copy_range + LOG_MSG_OVERHEAD;
-  nl_open_args o = { (uint16_t)group, rcvbuf, bufsize > one ? bufsize : one, a[6], a[7], a[8], a[9], a[10], { NULL, NULL } };
+  nl_open_args o = { (uint16_t)group, rcvbuf, bufsize > one ? bufsize : one, a[9], a[10], a[6], a[7], a[8], { NULL, NULL } };
   nl_reader *r = nl_reader_new(env, &nflog_binding, sizeof(sl_log), &o);
   if (!r) return NULL;
 

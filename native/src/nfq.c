@@ -244,7 +244,7 @@ static napi_value sq_open(napi_env env, napi_callback_info info) {
   ASSERT_ARG(get_typed(env, a[8], napi_uint8_array, &txp, &txp_len), "txPayload");
   ASSERT_ARG(vbuf_len >= VERDICT_WORDS, "verdicts length");
   uint32_t copy = copy_range ? copy_range : 0xffff;
-  nl_open_args o = { (uint16_t)queue_num, rcvbuf, (size_t)copy + MSG_OVERHEAD, a[5], a[6], a[9], a[10], a[11], { a[7], a[8] } };
+  nl_open_args o = { (uint16_t)queue_num, rcvbuf, (size_t)copy + MSG_OVERHEAD, a[10], a[11], a[5], a[6], a[9], { a[7], a[8] } };
   sq_queue *q = (sq_queue *)nl_reader_new(env, &nfq_binding, sizeof *q, &o);
   if (!q) return NULL;
   q->vbuf = vbuf;

@@ -26,7 +26,7 @@ static void report_async_error(nl_reader *r, int err, const char *syscall) {
   char text[160];
   snprintf(text, sizeof text, "%s %u: %s (%s)", r->binding->label, r->num, strerror(err), syscall);
   napi_value result, error = coded_error(r->env, r->binding->codes.poll, text, err, NULL);
-  if (call(r, r->on_error, error, &result) != napi_ok) raise_pending(r->env);
+  if (call(r, r->refs[R_ON_ERROR], error, &result) != napi_ok) raise_pending(r->env);
   napi_close_handle_scope(r->env, scope);
 }
 
@@ -41,7 +41,7 @@ static void deliver(nl_reader *r, uint32_t n) {
   napi_value arg, result;
   napi_create_uint32(r->env, n, &arg);
   r->in_callback = 1;
-  napi_status st = call(r, r->on_batch, arg, &result);
+  napi_status st = call(r, r->refs[R_ON_BATCH], arg, &result);
   r->in_callback = 0;
   if (st != napi_ok) {
     NL_STAT(r, NS_CALLBACK_ERRORS) += 1;
@@ -125,10 +125,7 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
 }
 
 static void reader_free(nl_reader *r) {
-  napi_ref refs[] = { r->on_batch, r->on_error, r->self };
-  for (size_t i = 0; i < 3; i++)
-    if (refs[i]) napi_delete_reference(r->env, refs[i]);
-  for (size_t i = 0; i < r->nkeep; i++) napi_delete_reference(r->env, r->keep[i]);
+  for (size_t i = 0; i < r->nrefs; i++) napi_delete_reference(r->env, r->refs[i]);
   if (r->async_ctx) napi_async_destroy(r->env, r->async_ctx);
   if (r->nl) mnl_socket_close(r->nl);
   free(r);
@@ -152,10 +149,8 @@ nl_reader *nl_reader_new(napi_env env, const nl_binding *b, size_t size, const n
   }
   *r = (nl_reader){ .binding = b, .env = env, .num = o->num, .rx = rx, .rx_size = rx_len, .rx_need = o->rx_need,
                     .meta = meta, .max_batch = (uint32_t)(meta_len / b->meta_words), .stats = stats };
-  napi_create_reference(env, o->on_batch, 1, &r->on_batch);
-  napi_create_reference(env, o->on_error, 1, &r->on_error);
-  napi_value keep[] = { o->rx, o->meta, o->stats, o->extra[0], o->extra[1] };
-  for (size_t i = 0; i < 5 && keep[i]; i++) napi_create_reference(env, keep[i], 1, &r->keep[r->nkeep++]);
+  napi_value keep[] = { o->on_batch, o->on_error, o->rx, o->meta, o->stats, o->extra[0], o->extra[1] };
+  for (size_t i = 0; i < 7 && keep[i]; i++) napi_create_reference(env, keep[i], 1, &r->refs[r->nrefs++]);
   const char *failed = NULL;
   r->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (!r->nl) failed = "socket";
@@ -246,7 +241,7 @@ napi_value nl_reader_start(nl_reader *r, int err) {
   }
   napi_create_external(env, r, NULL, NULL, &ext);
   /* The handle keeps itself alive until close(): the caller owns its lifetime. */
-  napi_create_reference(env, ext, 1, &r->self);
+  napi_create_reference(env, ext, 1, &r->refs[r->nrefs++]);
   return ext;
 }
 

@@ -30,9 +30,8 @@ typedef struct nl_reader_s nl_reader;
 /* The reader's counters. A binding maps each to a slot of its statistics
  * array (a layout shared with TypeScript); only NS_DATAGRAMS may be -1. */
 enum {
-  NS_ITEMS = 0, NS_BATCHES, NS_MAX_BATCH, NS_DATAGRAMS, NS_OVERRUNS, NS_BAD_MESSAGES,
-  NS_RECV_ERRORS, NS_KERNEL_ERRORS /* NLMSG_ERROR received */, NS_LAST_ERRNO,
-  NS_TRUNCATED_READS, NS_CALLBACK_ERRORS, NS_COUNT
+  NS_ITEMS, NS_BATCHES, NS_MAX_BATCH, NS_DATAGRAMS, NS_OVERRUNS, NS_BAD_MESSAGES, NS_RECV_ERRORS,
+  NS_KERNEL_ERRORS /* NLMSG_ERROR received */, NS_LAST_ERRNO, NS_TRUNCATED_READS, NS_CALLBACK_ERRORS, NS_COUNT
 };
 #define NL_STAT(r, which) ((r)->stats[(r)->binding->stat[which]])
 
@@ -70,18 +69,20 @@ struct nl_reader_s {
   size_t rx_size, rx_need;
   uint32_t *meta, max_batch;
   double *stats;
-  napi_ref on_batch, on_error, self, keep[5];
-  size_t nkeep;
+  napi_ref refs[8]; /* [R_ON_BATCH], [R_ON_ERROR], the JS buffers, the handle itself */
+  size_t nrefs;
   napi_async_context async_ctx;
 };
+enum { R_ON_BATCH, R_ON_ERROR };
 
 /* What both bindings' open() take besides their own configuration. */
 typedef struct {
   uint16_t num;
   uint32_t rcvbuf;  /* SO_RCVBUF bytes; 0 keeps the default */
   size_t rx_need;   /* bytes of one maximal datagram */
-  napi_value rx, meta, stats, on_batch, on_error;
-  napi_value extra[2]; /* the binding's own buffers (or NULL), kept as long as the handle */
+  /* the callbacks, then the buffers kept as long as the handle: rx, meta,
+   * stats and the binding's own (NULL if none) */
+  napi_value on_batch, on_error, rx, meta, stats, extra[2];
 } nl_open_args;
 
 /* Throws the binding's assertion error and returns NULL unless cond. */
@@ -106,8 +107,8 @@ int nl_config_and_ack(nl_reader *r, struct nlmsghdr *nlh);
 napi_value nl_reader_start(nl_reader *r, int err);
 /* The handle behind v if it is one of binding b's, else NULL. */
 nl_reader *nl_reader_get(napi_env env, napi_value v, const nl_binding *b);
-/* close(handle), ref(handle, bool), liveness(handle); the binding is the
- * property's data. */
+/* close(handle), ref(handle, bool), liveness(handle); the property's data
+ * is the binding. */
 napi_value nl_reader_close_js(napi_env env, napi_callback_info info);
 napi_value nl_reader_ref_js(napi_env env, napi_callback_info info);
 napi_value nl_reader_liveness_js(napi_env env, napi_callback_info info);

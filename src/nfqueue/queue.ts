@@ -1,5 +1,6 @@
 /**
- * NfQueue: the typed wrapper over native/src/nfq.c.
+ * NfQueue: the typed wrapper over native/src/nfq.c (its handle's lifecycle,
+ * errors and counters are reader.ts's, shared with NfLog).
  *
  * Hot-path contract:
  *  - onBatch(batch) is called once per batch of packets. `batch` is one
@@ -17,13 +18,8 @@
  *
  * Every argument is validated here; the C side only asserts.
  */
-import {
-  QueueClosedError,
-  InvalidArgumentError,
-  fromNativeQueueError,
-  type SluiceError,
-} from '../errors/errors.ts';
-import { checkBool, checkFunction, checkInt, U32_MAX } from '../util/validate.ts';
+import { QueueClosedError, InvalidArgumentError, fromNativeQueueError, type SluiceError } from '../errors/errors.ts';
+import { checkBool, checkInt, U32_MAX } from '../util/validate.ts';
 import {
   META_WORDS,
   Meta,
@@ -37,7 +33,8 @@ import {
   VerdictFlag,
   type VerdictCode,
 } from './layout.ts';
-import { loadNative, type NativeHandle, type NativeLiveness, type NativeNfq } from './native.ts';
+import { loadNative, type NativeLiveness, type NativeNfq } from './native.ts';
+import { checkCallbacks, checkOptions, ReaderCore, type ReaderBinding } from './reader.ts';
 
 export interface QueueOptions {
   /** Queue number, as in `iptables -j NFQUEUE --queue-num N`. */
@@ -80,6 +77,32 @@ export interface QueueStats {
   truncatedReads: number;
   callbackErrors: number;
 }
+
+const QUEUE_BINDING: ReaderBinding<keyof QueueStats> = {
+  statsWords: STATS_WORDS,
+  stats: {
+    packets: Stat.Packets,
+    batches: Stat.Batches,
+    maxBatch: Stat.MaxBatch,
+    verdicts: Stat.Verdicts,
+    sendErrors: Stat.SendErrors,
+    kernelErrors: Stat.KernelErrors,
+    overruns: Stat.Overruns,
+    badMessages: Stat.BadMessages,
+    recvErrors: Stat.RecvErrors,
+    lastErrno: Stat.LastErrno,
+    truncatedReads: Stat.TruncatedReads,
+    callbackErrors: Stat.CallbackErrors,
+  },
+  callbackErrors: Stat.CallbackErrors,
+  mapError: fromNativeQueueError,
+  close: (native, handle) => {
+    native.close(handle);
+  },
+  ref: (native, handle, on) => {
+    native.ref(handle, on);
+  },
+};
 
 /**
  * A view of one batch. Accessors take the packet index (0 <= i < count);
@@ -160,23 +183,23 @@ function checkVerdict(v: unknown): VerdictCode {
 export class NfQueue {
   readonly queue: number;
   readonly #native: NativeNfq;
-  readonly #handle: NativeHandle;
+  readonly #core: ReaderCore<keyof QueueStats>;
   readonly #batch: PacketBatch;
   readonly #staged: Uint32Array;
   readonly #maxStaged: number;
   readonly #tx: Uint8Array;
-  readonly #stats: Float64Array;
   readonly #onBatch: (batch: PacketBatch, queue: NfQueue) => void;
-  readonly #onError: (err: SluiceError | Error) => void;
+  readonly #callOnBatch = (): void => {
+    this.#onBatch(this.#batch, this);
+  };
   readonly #flushSoon = (): void => {
     this.#flushScheduled = false;
-    if (!this.#closed) this.flush();
+    if (!this.#core.closed) this.flush();
   };
   #count = 0;
   #txUsed = 0;
   #inBatch = false;
   #flushScheduled = false;
-  #closed = false;
 
   private constructor(opts: QueueOptions, native: NativeNfq) {
     this.queue = checkInt('queue', opts.queue, 0, 0xffff);
@@ -189,10 +212,8 @@ export class NfQueue {
     this.#maxStaged = checkInt('maxStaged', opts.maxStaged ?? 4096, 1, 1 << 20);
     const rcvbuf = checkInt('receiveBufferBytes', opts.receiveBufferBytes ?? 8 << 20, 0, 1 << 30);
     const txBytes = checkInt('replacementBytes', opts.replacementBytes ?? 256 << 10, 0, 1 << 28);
-    checkFunction('onBatch', opts.onBatch);
-    checkFunction('onError', opts.onError);
+    checkCallbacks(opts);
     this.#onBatch = opts.onBatch;
-    this.#onError = opts.onError;
 
     // The receive area must hold one maximal message after the last packet
     // of a batch; small packets pack densely, so ~2 KiB per batch slot plus
@@ -202,13 +223,12 @@ export class NfQueue {
     const meta = new Uint32Array(maxBatch * META_WORDS);
     this.#staged = new Uint32Array(this.#maxStaged * VERDICT_WORDS);
     this.#tx = new Uint8Array(Math.max(txBytes, 1));
-    this.#stats = new Float64Array(STATS_WORDS);
     this.#batch = new PacketBatch(rx, meta);
     this.#native = native;
 
     const flags = (failOpen ? OpenFlag.FailOpen : 0) | (gso ? OpenFlag.Gso : 0) | (conntrack ? OpenFlag.Conntrack : 0);
-    try {
-      this.#handle = native.open(
+    this.#core = new ReaderCore(QUEUE_BINDING, native, opts.onError, (counters, onError) =>
+      native.open(
         this.queue,
         copyRange,
         maxLength,
@@ -218,20 +238,16 @@ export class NfQueue {
         meta,
         this.#staged,
         this.#tx,
-        this.#stats,
+        counters,
         (n) => this.#dispatch(n),
-        (err) => {
-          this.#onError(fromNativeQueueError(err));
-        },
-      );
-    } catch (err) {
-      throw fromNativeQueueError(err);
-    }
+        onError,
+      ),
+    );
   }
 
   /** Binds queue `opts.queue` and starts receiving. Throws a typed error on failure. */
   static open(opts: QueueOptions): NfQueue {
-    if (typeof opts !== 'object') throw new InvalidArgumentError('options must be an object');
+    checkOptions(opts);
     return new NfQueue(opts, loadNative());
   }
 
@@ -240,10 +256,7 @@ export class NfQueue {
     this.#batch.count = n;
     this.#inBatch = true;
     try {
-      this.#onBatch(this.#batch, this);
-    } catch (err) {
-      this.#stats[Stat.CallbackErrors] = (this.#stats[Stat.CallbackErrors] ?? 0) + 1;
-      this.#onError(err instanceof Error ? err : new Error(String(err)));
+      this.#core.run(this.#callOnBatch);
     } finally {
       this.#inBatch = false;
     }
@@ -254,7 +267,7 @@ export class NfQueue {
   }
 
   #slot(id: number, code: number, mark: number | undefined): number {
-    if (this.#closed) throw new QueueClosedError(`queue ${this.queue} is closed`);
+    if (this.#core.closed) throw new QueueClosedError(`queue ${this.queue} is closed`);
     checkInt('id', id, 0, U32_MAX);
     if (this.#count === this.#maxStaged) this.flush();
     const base = this.#count * VERDICT_WORDS;
@@ -312,18 +325,17 @@ export class NfQueue {
 
   /** Sends every staged verdict now (one native call). */
   flush(): void {
-    if (this.#closed) throw new QueueClosedError(`queue ${this.queue} is closed`);
+    if (this.#core.closed) throw new QueueClosedError(`queue ${this.queue} is closed`);
     if (this.#count === 0) return;
     const n = this.#count;
     this.#count = 0;
     this.#txUsed = 0;
-    this.#native.verdicts(this.#handle, n);
+    this.#native.verdicts(this.#core.handle, n);
   }
 
   /** Whether the open queue keeps the process alive (default true). */
   ref(on: boolean): void {
-    checkBool('on', on);
-    if (!this.#closed) this.#native.ref(this.#handle, on);
+    this.#core.ref(on);
   }
 
   /**
@@ -331,31 +343,16 @@ export class NfQueue {
    * queue (src/systemd/queue-liveness.ts judges it). Undefined once closed.
    */
   liveness(): NativeLiveness | undefined {
-    return this.#closed ? undefined : this.#native.liveness(this.#handle);
+    return this.#core.closed ? undefined : this.#native.liveness(this.#core.handle);
   }
 
   get closed(): boolean {
-    return this.#closed;
+    return this.#core.closed;
   }
 
   /** Snapshot of the native counters. */
   stats(): QueueStats {
-    const s = this.#stats;
-    const v = (k: number): number => s[k] ?? 0;
-    return {
-      packets: v(Stat.Packets),
-      batches: v(Stat.Batches),
-      maxBatch: v(Stat.MaxBatch),
-      verdicts: v(Stat.Verdicts),
-      sendErrors: v(Stat.SendErrors),
-      kernelErrors: v(Stat.KernelErrors),
-      overruns: v(Stat.Overruns),
-      badMessages: v(Stat.BadMessages),
-      recvErrors: v(Stat.RecvErrors),
-      lastErrno: v(Stat.LastErrno),
-      truncatedReads: v(Stat.TruncatedReads),
-      callbackErrors: v(Stat.CallbackErrors),
-    };
+    return this.#core.stats();
   }
 
   /**
@@ -363,10 +360,9 @@ export class NfQueue {
    * for a verdict are dropped by the kernel at unbind. Idempotent.
    */
   close(): void {
-    if (this.#closed) return;
+    if (this.#core.closed) return;
     if (this.#count > 0 && !this.#inBatch) this.flush();
-    this.#closed = true;
-    this.#native.close(this.#handle);
+    this.#core.close();
   }
 }
 
