@@ -21,7 +21,7 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_log.h>
 
-#include "nflog.h"
+#include "addon.h"
 #include "nl_reader.h"
 
 /* ---- layout shared with src/nflog/layout.ts (keep in sync) ------------- */

@@ -19,9 +19,8 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_conntrack.h>
 
-#include "nflog.h"
+#include "addon.h"
 #include "nl_reader.h"
-#include "sd_notify.h"
 
 /* ---- layout shared with src/nfqueue/layout.ts (keep in sync) ---------- */
 enum {

@@ -24,7 +24,7 @@
 #include <node_api.h>
 
 #include "napi_util.h"
-#include "sd_notify.h"
+#include "addon.h"
 
 /* Room for one message; systemd reads notifications into a buffer of
  * NOTIFY_BUFFER_MAX (PIPE_BUF, 4096 bytes) and drops longer ones. */

@@ -4,7 +4,7 @@ import { NativeAddonMissingError } from '../errors/errors.ts';
 import { LOG_META_WORDS, LOG_STATS_WORDS } from '../nflog/layout.ts';
 import { META_WORDS, STATS_WORDS, VERDICT_WORDS } from './layout.ts';
 
-/** The raw binding exported by native/src/nfq.c (and nflog.c, sd_notify.c). Only queue.ts, src/nflog/log.ts and src/systemd/ call it. */
+/** The raw binding exported by native/src/nfq.c (and nflog.c, sd_notify.c; both netlink bindings run on nl_reader.c). Only queue.ts, src/nflog/log.ts and src/systemd/ call it. */
 export interface NativeNfq {
   open(
     queue: number,
