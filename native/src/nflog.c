@@ -43,9 +43,6 @@ typedef struct {
   uint32_t next_seq;  /* NFULA_SEQ expected next */
 } sl_log;
 
-static nl_binding nflog_binding;
-#define ASSERT_ARG(cond, what) NL_ASSERT(env, &nflog_binding, cond, what)
-
 static int log_attr_cb(const struct nlattr *attr, void *data) {
   const struct nlattr **tb = data;
   int type = mnl_attr_get_type(attr);
@@ -98,8 +95,8 @@ static struct nlmsghdr *config_put(char *buf, uint16_t group, int bind) {
   return nlh;
 }
 
-/* NFLOG sends no NLMSG_ERROR but for a failed request: counted as a receive error. */
-static nl_binding nflog_binding = {
+/* The layout has no kernel-errors slot: an NLMSG_ERROR counts as a receive error. */
+static const nl_binding nflog_binding = {
   .label = "nflog group", .noun = "log group", .config_msg = "NFULNL_MSG_CONFIG",
   .proc_list = "/proc/net/netfilter/nfnetlink_log", .resource = "SluiceNflog",
   .codes = { .assert = "ERR_NFLOG_NATIVE_ASSERT", .nomem = "ERR_NFLOG_SOCKET", .socket = "ERR_NFLOG_SOCKET",
@@ -114,6 +111,7 @@ static nl_binding nflog_binding = {
             [NS_CALLBACK_ERRORS] = LS_CALLBACK_ERRORS },
   .decode = decode_record, .after_batch = NULL, .config_put = config_put,
 };
+#define ASSERT_ARG(cond, what) NL_ASSERT(env, &nflog_binding, cond, what)
 
 /*
  * nflogOpen(group, copyRange, bufferBytes, timeoutCs, threshold, rcvbufBytes,
@@ -157,8 +155,8 @@ static napi_value sl_open(napi_env env, napi_callback_info info) {
 void nflog_register(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     { "nflogOpen", NULL, sl_open, NULL, NULL, NULL, napi_default, NULL },
-    { "nflogClose", NULL, nl_reader_close_js, NULL, NULL, NULL, napi_default, &nflog_binding },
-    { "nflogRef", NULL, nl_reader_ref_js, NULL, NULL, NULL, napi_default, &nflog_binding },
+    { "nflogClose", NULL, nl_reader_close_js, NULL, NULL, NULL, napi_default, (void *)&nflog_binding },
+    { "nflogRef", NULL, nl_reader_ref_js, NULL, NULL, NULL, napi_default, (void *)&nflog_binding },
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   set_number(env, exports, "LOG_META_WORDS", LOG_META_WORDS);

@@ -71,9 +71,6 @@ typedef struct {
   uint8_t tx[TX_LIMIT]; /* encoded verdict messages */
 } sq_queue;
 
-static nl_binding nfq_binding;
-#define ASSERT_ARG(cond, what) NL_ASSERT(env, &nfq_binding, cond, what)
-
 /* ---- receive path ------------------------------------------------------ */
 
 static int ct_attr_cb(const struct nlattr *attr, void *data) {
@@ -204,7 +201,7 @@ static struct nlmsghdr *config_put(char *buf, uint16_t queue_num, int bind) {
   return nlh;
 }
 
-static nl_binding nfq_binding = {
+static const nl_binding nfq_binding = {
   .label = "nfqueue", .noun = "queue", .config_msg = "NFQNL_MSG_CONFIG",
   .proc_list = "/proc/net/netfilter/nfnetlink_queue", .resource = "SluiceNfqueue",
   .codes = { .assert = "ERR_NFQ_NATIVE_ASSERT", .nomem = "ERR_NFQ_NOMEM", .socket = "ERR_NFQ_SOCKET",
@@ -219,6 +216,7 @@ static nl_binding nfq_binding = {
             [NS_CALLBACK_ERRORS] = S_CALLBACK_ERRORS },
   .decode = decode_packet, .after_batch = after_batch, .config_put = config_put,
 };
+#define ASSERT_ARG(cond, what) NL_ASSERT(env, &nfq_binding, cond, what)
 
 /*
  * open(queueNum, copyRange, maxLen, flags, rcvbufBytes,
@@ -293,9 +291,9 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     { "open", NULL, sq_open, NULL, NULL, NULL, napi_default, NULL },
     { "verdicts", NULL, sq_verdicts, NULL, NULL, NULL, napi_default, NULL },
-    { "close", NULL, nl_reader_close_js, NULL, NULL, NULL, napi_default, &nfq_binding },
-    { "ref", NULL, nl_reader_ref_js, NULL, NULL, NULL, napi_default, &nfq_binding },
-    { "liveness", NULL, nl_reader_liveness_js, NULL, NULL, NULL, napi_default, &nfq_binding },
+    { "close", NULL, nl_reader_close_js, NULL, NULL, NULL, napi_default, (void *)&nfq_binding },
+    { "ref", NULL, nl_reader_ref_js, NULL, NULL, NULL, napi_default, (void *)&nfq_binding },
+    { "liveness", NULL, nl_reader_liveness_js, NULL, NULL, NULL, napi_default, (void *)&nfq_binding },
     { "notify", NULL, sq_sd_notify, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
