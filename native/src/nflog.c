@@ -26,11 +26,7 @@
 
 /* ---- layout shared with src/nflog/layout.ts (keep in sync) ------------- */
 enum { L_PAYLOAD_OFF = 0, L_PAYLOAD_LEN, L_INDEV, L_MARK, LOG_META_WORDS };
-enum {
-  LS_RECORDS = 0, LS_BATCHES, LS_MAX_BATCH, LS_DATAGRAMS, LS_OVERRUNS, LS_LOST,
-  LS_BAD_MESSAGES, LS_RECV_ERRORS, LS_LAST_ERRNO, LS_TRUNCATED_READS, LS_CALLBACK_ERRORS,
-  LOG_STATS_WORDS
-};
+enum { LS_LOST = NS_COUNT, LOG_STATS_WORDS }; /* after the reader's counters (NS_*) */
 
 /* Bytes of netlink framing and attributes around one record's payload
  * (packet header, mark, interfaces, hardware address and header, sequence
@@ -95,7 +91,7 @@ static struct nlmsghdr *config_put(char *buf, uint16_t group, int bind) {
   return nlh;
 }
 
-/* The layout has no kernel-errors slot: an NLMSG_ERROR counts as a receive error. */
+/* NFLOG has no kernel-errors counter: an NLMSG_ERROR counts as a receive error. */
 static const nl_binding nflog_binding = {
   .label = "nflog group", .noun = "log group", .config_msg = "NFULNL_MSG_CONFIG",
   .proc_list = "/proc/net/netfilter/nfnetlink_log", .resource = "SluiceNflog",
@@ -103,12 +99,7 @@ static const nl_binding nflog_binding = {
              .permission = "ERR_NFLOG_PERMISSION", .busy = "ERR_NFLOG_BUSY", .unsupported = "ERR_NFLOG_CONFIG",
              .config = "ERR_NFLOG_CONFIG", .poll_start = "ERR_NFLOG_SOCKET", .poll = "ERR_NFLOG_POLL" },
   .subsys = NFNL_SUBSYS_ULOG, .msg_type = NFULNL_MSG_PACKET,
-  .meta_words = LOG_META_WORDS, .stats_words = LOG_STATS_WORDS,
-  .stat = { [NS_ITEMS] = LS_RECORDS, [NS_BATCHES] = LS_BATCHES, [NS_MAX_BATCH] = LS_MAX_BATCH,
-            [NS_DATAGRAMS] = LS_DATAGRAMS, [NS_OVERRUNS] = LS_OVERRUNS, [NS_BAD_MESSAGES] = LS_BAD_MESSAGES,
-            [NS_RECV_ERRORS] = LS_RECV_ERRORS, [NS_KERNEL_ERRORS] = LS_RECV_ERRORS,
-            [NS_LAST_ERRNO] = LS_LAST_ERRNO, [NS_TRUNCATED_READS] = LS_TRUNCATED_READS,
-            [NS_CALLBACK_ERRORS] = LS_CALLBACK_ERRORS },
+  .meta_words = LOG_META_WORDS, .stats_words = LOG_STATS_WORDS, .kernel_errors = NS_RECV_ERRORS,
   .decode = decode_record, .after_batch = NULL, .config_put = config_put,
 };
 #define ASSERT_ARG(cond, what) NL_ASSERT(env, &nflog_binding, cond, what)

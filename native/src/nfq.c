@@ -42,11 +42,7 @@ enum { V_ID = 0, V_CODE, V_MARK, V_PAYLOAD_OFF, V_PAYLOAD_LEN, VERDICT_WORDS };
 #define VF_PAYLOAD_TX (1u << 9)  /* replacement payload in the tx area */
 #define VF_PAYLOAD_RX (1u << 10) /* replacement payload in the rx area (same batch only) */
 
-enum {
-  S_PACKETS = 0, S_BATCHES, S_MAX_BATCH, S_VERDICTS, S_SEND_ERRORS,
-  S_KERNEL_ERRORS, S_OVERRUNS, S_BAD_MESSAGES, S_RECV_ERRORS, S_LAST_ERRNO,
-  S_TRUNCATED_READS, S_CALLBACK_ERRORS, STATS_WORDS
-};
+enum { S_KERNEL_ERRORS = NS_COUNT, S_VERDICTS, S_SEND_ERRORS, STATS_WORDS }; /* after the reader's (NS_*) */
 
 /* Flags accepted in open(); same values as the kernel's NFQA_CFG_F_*. */
 #define OPEN_FLAG_MASK (NFQA_CFG_F_FAIL_OPEN | NFQA_CFG_F_CONNTRACK | NFQA_CFG_F_GSO)
@@ -146,7 +142,7 @@ static void tx_flush(sq_queue *q, size_t *pos) {
   if (*pos == 0) return;
   if (mnl_socket_sendto(q->r.nl, q->tx, *pos) < 0) {
     q->r.stats[S_SEND_ERRORS] += 1;
-    q->r.stats[S_LAST_ERRNO] = errno;
+    q->r.stats[NS_LAST_ERRNO] = errno;
   }
   *pos = 0;
 }
@@ -208,12 +204,7 @@ static const nl_binding nfq_binding = {
              .permission = "ERR_NFQ_PERMISSION", .busy = "ERR_NFQ_BUSY", .unsupported = "ERR_NFQ_UNSUPPORTED",
              .config = "ERR_NFQ_CONFIG", .poll_start = "ERR_NFQ_POLL", .poll = "ERR_NFQ_POLL" },
   .subsys = NFNL_SUBSYS_QUEUE, .msg_type = NFQNL_MSG_PACKET,
-  .meta_words = META_WORDS, .stats_words = STATS_WORDS,
-  .stat = { [NS_ITEMS] = S_PACKETS, [NS_BATCHES] = S_BATCHES, [NS_MAX_BATCH] = S_MAX_BATCH,
-            [NS_DATAGRAMS] = -1, [NS_OVERRUNS] = S_OVERRUNS, [NS_BAD_MESSAGES] = S_BAD_MESSAGES,
-            [NS_RECV_ERRORS] = S_RECV_ERRORS, [NS_KERNEL_ERRORS] = S_KERNEL_ERRORS,
-            [NS_LAST_ERRNO] = S_LAST_ERRNO, [NS_TRUNCATED_READS] = S_TRUNCATED_READS,
-            [NS_CALLBACK_ERRORS] = S_CALLBACK_ERRORS },
+  .meta_words = META_WORDS, .stats_words = STATS_WORDS, .kernel_errors = S_KERNEL_ERRORS,
   .decode = decode_packet, .after_batch = after_batch, .config_put = config_put,
 };
 #define ASSERT_ARG(cond, what) NL_ASSERT(env, &nfq_binding, cond, what)

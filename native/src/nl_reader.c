@@ -33,9 +33,9 @@ static void report_async_error(nl_reader *r, int err, const char *syscall) {
 /* Hands messages [0, n) to JavaScript: one call. */
 static void deliver(nl_reader *r, uint32_t n) {
   if (n == 0 || r->closing) return;
-  NL_STAT(r, NS_ITEMS) += n;
-  NL_STAT(r, NS_BATCHES) += 1;
-  if (n > NL_STAT(r, NS_MAX_BATCH)) NL_STAT(r, NS_MAX_BATCH) = n;
+  r->stats[NS_ITEMS] += n;
+  r->stats[NS_BATCHES] += 1;
+  if (n > r->stats[NS_MAX_BATCH]) r->stats[NS_MAX_BATCH] = n;
   napi_handle_scope scope;
   napi_open_handle_scope(r->env, &scope);
   napi_value arg, result;
@@ -44,7 +44,7 @@ static void deliver(nl_reader *r, uint32_t n) {
   napi_status st = call(r, r->refs[R_ON_BATCH], arg, &result);
   r->in_callback = 0;
   if (st != napi_ok) {
-    NL_STAT(r, NS_CALLBACK_ERRORS) += 1;
+    r->stats[NS_CALLBACK_ERRORS] += 1;
     raise_pending(r->env);
     result = NULL;
   }
@@ -86,16 +86,16 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
          * not queue to us (NFQUEUE packets, or accepted them with FAIL_OPEN;
          * NFLOG datagrams, whose records show up as sequence gaps). Count
          * and keep reading; the socket stays usable. */
-        NL_STAT(r, NS_OVERRUNS) += 1;
+        r->stats[NS_OVERRUNS] += 1;
         continue;
       }
-      NL_STAT(r, NS_RECV_ERRORS) += 1;
-      NL_STAT(r, NS_LAST_ERRNO) = errno;
+      r->stats[NS_RECV_ERRORS] += 1;
+      r->stats[NS_LAST_ERRNO] = errno;
       break;
     }
-    if (b->stat[NS_DATAGRAMS] >= 0) NL_STAT(r, NS_DATAGRAMS) += 1;
-    if (mh.msg_flags & MSG_TRUNC) { NL_STAT(r, NS_TRUNCATED_READS) += 1; continue; }
-    if (sa.nl_pid != 0) { NL_STAT(r, NS_BAD_MESSAGES) += 1; continue; } /* not from the kernel */
+    r->stats[NS_DATAGRAMS] += 1;
+    if (mh.msg_flags & MSG_TRUNC) { r->stats[NS_TRUNCATED_READS] += 1; continue; }
+    if (sa.nl_pid != 0) { r->stats[NS_BAD_MESSAGES] += 1; continue; } /* not from the kernel */
     const struct nlmsghdr *nlh = (const struct nlmsghdr *)(r->rx + off);
     int len = (int)got;
     while (mnl_nlmsg_ok(nlh, len)) {
@@ -104,8 +104,8 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
          * decided id) arrive here even without NLM_F_ACK. */
         const struct nlmsgerr *e = mnl_nlmsg_get_payload(nlh);
         if (e->error != 0) {
-          NL_STAT(r, NS_KERNEL_ERRORS) += 1;
-          NL_STAT(r, NS_LAST_ERRNO) = -e->error;
+          r->stats[b->kernel_errors] += 1;
+          r->stats[NS_LAST_ERRNO] = -e->error;
         }
       } else if (NFNL_SUBSYS_ID(nlh->nlmsg_type) == b->subsys && NFNL_MSG_TYPE(nlh->nlmsg_type) == b->msg_type) {
         if (n == r->max_batch) {
@@ -113,9 +113,9 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
           n = 0;
         }
         if (b->decode(r, nlh, r->meta + (size_t)n * b->meta_words)) n++;
-        else NL_STAT(r, NS_BAD_MESSAGES) += 1;
+        else r->stats[NS_BAD_MESSAGES] += 1;
       } else if (nlh->nlmsg_type >= NLMSG_MIN_TYPE) {
-        NL_STAT(r, NS_BAD_MESSAGES) += 1;
+        r->stats[NS_BAD_MESSAGES] += 1;
       } /* NLMSG_DONE closes each multipart (NFLOG) datagram: nothing to do */
       nlh = mnl_nlmsg_next(nlh, &len);
     }

@@ -27,13 +27,12 @@
 
 typedef struct nl_reader_s nl_reader;
 
-/* The reader's counters. A binding maps each to a slot of its statistics
- * array (a layout shared with TypeScript); only NS_DATAGRAMS may be -1. */
+/* The reader's counters: the first slots of both bindings' statistics
+ * arrays (src/nfqueue/layout.ts, src/nflog/layout.ts), the binding's own after. */
 enum {
   NS_ITEMS, NS_BATCHES, NS_MAX_BATCH, NS_DATAGRAMS, NS_OVERRUNS, NS_BAD_MESSAGES, NS_RECV_ERRORS,
-  NS_KERNEL_ERRORS /* NLMSG_ERROR received */, NS_LAST_ERRNO, NS_TRUNCATED_READS, NS_CALLBACK_ERRORS, NS_COUNT
+  NS_LAST_ERRNO, NS_TRUNCATED_READS, NS_CALLBACK_ERRORS, NS_COUNT
 };
-#define NL_STAT(r, which) ((r)->stats[(r)->binding->stat[which]])
 
 typedef struct {
   const char *label;      /* names a handle in async errors: "<label> <num>: ..." */
@@ -46,7 +45,7 @@ typedef struct {
   } codes;
   uint8_t subsys, msg_type; /* data messages: NFNL_SUBSYS_*, *_MSG_PACKET */
   uint32_t meta_words, stats_words;
-  int8_t stat[NS_COUNT];
+  uint8_t kernel_errors; /* the stats slot counting NLMSG_ERRORs received */
   /* Fills one metadata slot from a data message; 0 if unusable. */
   int (*decode)(nl_reader *r, const struct nlmsghdr *nlh, uint32_t *meta);
   /* Optional: runs after each batch call with its result (NULL if it threw). */

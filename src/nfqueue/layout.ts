@@ -42,22 +42,28 @@ export const VerdictFlag = {
   PayloadRx: 1 << 10,
 } as const;
 
-/** Slots of the statistics array, updated by C without crossing into JS. */
+/**
+ * Slots of the statistics array, updated by C without crossing into JS: the
+ * netlink reader's counters first, in the order both bindings share
+ * (native/src/nl_reader.h NS_*), then the queue's own. Datagrams is counted
+ * but not reported by stats().
+ */
 export const Stat = {
   Packets: 0,
   Batches: 1,
   MaxBatch: 2,
-  Verdicts: 3,
-  SendErrors: 4,
-  KernelErrors: 5,
-  Overruns: 6,
-  BadMessages: 7,
-  RecvErrors: 8,
-  LastErrno: 9,
-  TruncatedReads: 10,
-  CallbackErrors: 11,
+  Datagrams: 3,
+  Overruns: 4,
+  BadMessages: 5,
+  RecvErrors: 6,
+  LastErrno: 7,
+  TruncatedReads: 8,
+  CallbackErrors: 9,
+  KernelErrors: 10,
+  Verdicts: 11,
+  SendErrors: 12,
 } as const;
-export const STATS_WORDS = 12;
+export const STATS_WORDS = 13;
 
 /** Kernel NFQA_CFG_F_* flags passed to open(). */
 export const OpenFlag = { FailOpen: 1 << 0, Conntrack: 1 << 1, Gso: 1 << 2 } as const;
