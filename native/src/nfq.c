@@ -3,10 +3,10 @@
  * the netlink reader of nl_reader.h (which says how buffers, polling and
  * batches work); the module's init is here, for all three bindings.
  *
- * What NFQUEUE adds: every packet waits for a verdict. JavaScript stages
- * verdicts in a shared array (and replacement payloads in a shared area)
- * and returns how many it staged from the batch callback; they are encoded
- * as back-to-back netlink messages and sent with one sendto().
+ * What NFQUEUE adds: every packet waits for a verdict. JavaScript encodes
+ * the verdicts as back-to-back netlink messages in a shared tx area
+ * (src/nfqueue/verdict-encoder.ts) and returns their length from the batch
+ * callback; they are sent with one sendto().
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -36,12 +36,6 @@ enum {
 #define PF_TRUNCATED     (1u << 4) /* payload cut at copy_range */
 #define PF_HAS_MARK      (1u << 5)
 
-enum { V_ID = 0, V_CODE, V_MARK, V_PAYLOAD_OFF, V_PAYLOAD_LEN, VERDICT_WORDS };
-/* bits in V_CODE above the low byte, which holds the verdict itself */
-#define VF_SET_MARK   (1u << 8)
-#define VF_PAYLOAD_TX (1u << 9)  /* replacement payload in the tx area */
-#define VF_PAYLOAD_RX (1u << 10) /* replacement payload in the rx area (same batch only) */
-
 enum { S_KERNEL_ERRORS = NS_COUNT, S_VERDICTS, S_SEND_ERRORS, STATS_WORDS }; /* after the reader's (NS_*) */
 
 /* Flags accepted in open(); same values as the kernel's NFQA_CFG_F_*. */
@@ -53,18 +47,15 @@ enum { S_KERNEL_ERRORS = NS_COUNT, S_VERDICTS, S_SEND_ERRORS, STATS_WORDS }; /* 
  * NFQA_CFG_F_CONNTRACK is on; 4 KiB leaves a wide margin.
  */
 #define MSG_OVERHEAD 4096
-/*
- * netlink_sendmsg() refuses one datagram larger than sk_sndbuf - 32 with
- * EMSGSIZE. We raise sk_sndbuf to 1 MiB at open and keep each send below
- * this bound, which still fits one 64 KiB replacement payload.
- */
-#define TX_LIMIT (192 * 1024)
+/* Bytes of encoded verdicts one send may carry (src/nfqueue/verdict-encoder.ts
+ * TX_LIMIT): at open sk_sndbuf is raised to 1 MiB, and the kernel refuses a
+ * datagram larger than sk_sndbuf - 32. */
+#define SNDBUF (1 << 20)
 
 typedef struct {
   nl_reader r; /* first: the reader frees the handle through it */
-  uint32_t *vbuf; uint32_t max_verdicts;
-  uint8_t *txp; size_t txp_size;
-  uint8_t tx[TX_LIMIT]; /* encoded verdict messages */
+  uint8_t *tx; /* verdict messages, encoded by JavaScript */
+  size_t tx_size;
 } sq_queue;
 
 /* ---- receive path ------------------------------------------------------ */
@@ -138,53 +129,23 @@ static int decode_packet(nl_reader *r, const struct nlmsghdr *nlh, uint32_t *m) 
 
 /* ---- verdict path ------------------------------------------------------ */
 
-static void tx_flush(sq_queue *q, size_t *pos) {
-  if (*pos == 0) return;
-  if (mnl_socket_sendto(q->r.nl, q->tx, *pos) < 0) {
+/* Sends the first `len` bytes of the tx area: back-to-back NFQNL_MSG_VERDICT
+ * messages, one datagram (the kernel's netlink_rcv_skb() walks them all). */
+static void send_verdicts(sq_queue *q, uint32_t len) {
+  if (len == 0) return;
+  if (mnl_socket_sendto(q->r.nl, q->tx, len) < 0) {
     q->r.stats[S_SEND_ERRORS] += 1;
     q->r.stats[NS_LAST_ERRNO] = errno;
   }
-  *pos = 0;
 }
 
-/* Encodes staged verdicts [0, n) as back-to-back NFQNL_MSG_VERDICT messages.
- * The kernel's netlink_rcv_skb() walks every message in one datagram, so a
- * batch costs one syscall (per TX_LIMIT bytes). */
-static void send_verdicts(sq_queue *q, uint32_t n) {
-  size_t pos = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    const uint32_t *v = q->vbuf + (size_t)i * VERDICT_WORDS;
-    uint32_t code = v[V_CODE];
-    const uint8_t *payload = NULL;
-    uint32_t plen = v[V_PAYLOAD_LEN];
-    if (code & VF_PAYLOAD_TX) {
-      if ((size_t)v[V_PAYLOAD_OFF] + plen > q->txp_size) { q->r.stats[S_SEND_ERRORS] += 1; continue; }
-      payload = q->txp + v[V_PAYLOAD_OFF];
-    } else if (code & VF_PAYLOAD_RX) {
-      if ((size_t)v[V_PAYLOAD_OFF] + plen > q->r.rx_size) { q->r.stats[S_SEND_ERRORS] += 1; continue; }
-      payload = q->r.rx + v[V_PAYLOAD_OFF];
-    }
-    if (payload && plen > 0xffff) { q->r.stats[S_SEND_ERRORS] += 1; continue; }
-    size_t need = MNL_ALIGN(sizeof(struct nlmsghdr)) + MNL_ALIGN(sizeof(struct nfgenmsg)) +
-                  MNL_ATTR_HDRLEN * 3 + 16 + MNL_ALIGN(payload ? plen : 0);
-    if (pos + need > TX_LIMIT) tx_flush(q, &pos);
-    struct nlmsghdr *nlh = nfq_nlmsg_put((char *)q->tx + pos, NFQNL_MSG_VERDICT, q->r.num);
-    nfq_nlmsg_verdict_put(nlh, (int)v[V_ID], (int)(code & 0xff));
-    if (code & VF_SET_MARK) nfq_nlmsg_verdict_put_mark(nlh, v[V_MARK]);
-    if (payload) nfq_nlmsg_verdict_put_pkt(nlh, payload, plen);
-    pos += MNL_ALIGN(nlh->nlmsg_len);
-  }
-  tx_flush(q, &pos);
-  q->r.stats[S_VERDICTS] += n;
-}
-
-/* nl_binding.after_batch: sends the verdicts the batch callback staged
- * (its result), in the same native call. */
+/* nl_binding.after_batch: sends the verdicts the batch callback encoded
+ * (its result is their length), in the same native call. */
 static void after_batch(nl_reader *r, napi_value result) {
   sq_queue *q = (sq_queue *)r;
-  uint32_t staged = 0;
-  if (result && napi_get_value_uint32(r->env, result, &staged) != napi_ok) staged = 0;
-  if (staged > 0) send_verdicts(q, staged <= q->max_verdicts ? staged : q->max_verdicts);
+  uint32_t len = 0;
+  if (result && napi_get_value_uint32(r->env, result, &len) != napi_ok) len = 0;
+  if (len <= q->tx_size) send_verdicts(q, len);
 }
 
 /* ---- open / verdicts ----------------------------------------------------- */
@@ -211,36 +172,31 @@ static const nl_binding nfq_binding = {
 
 /*
  * open(queueNum, copyRange, maxLen, flags, rcvbufBytes,
- *      rx: Uint8Array, meta: Uint32Array, verdicts: Uint32Array,
- *      txPayload: Uint8Array, stats: Float64Array,
- *      onBatch(n) -> staged, onError(err)) -> handle
+ *      rx: Uint8Array, meta: Uint32Array, tx: Uint8Array, stats: Float64Array,
+ *      onBatch(n) -> bytes of tx to send, onError(err)) -> handle
  */
 static napi_value sq_open(napi_env env, napi_callback_info info) {
-  size_t argc = 12;
-  napi_value a[12];
+  size_t argc = 11;
+  napi_value a[11];
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  ASSERT_ARG(argc == 12, "open() takes 12 arguments");
+  ASSERT_ARG(argc == 11, "open() takes 11 arguments");
   uint32_t queue_num, copy_range, max_len, flags, rcvbuf;
   ASSERT_ARG(get_u32(env, a[0], &queue_num) && queue_num <= 0xffff, "queueNum");
   ASSERT_ARG(get_u32(env, a[1], &copy_range) && copy_range <= 0xffff, "copyRange");
   ASSERT_ARG(get_u32(env, a[2], &max_len) && max_len > 0, "maxLen");
   ASSERT_ARG(get_u32(env, a[3], &flags) && (flags & ~OPEN_FLAG_MASK) == 0, "flags");
   ASSERT_ARG(get_u32(env, a[4], &rcvbuf), "rcvbufBytes");
-  void *vbuf, *txp;
-  size_t vbuf_len, txp_len;
-  ASSERT_ARG(get_typed(env, a[7], napi_uint32_array, &vbuf, &vbuf_len), "verdicts");
-  ASSERT_ARG(get_typed(env, a[8], napi_uint8_array, &txp, &txp_len), "txPayload");
-  ASSERT_ARG(vbuf_len >= VERDICT_WORDS, "verdicts length");
+  void *tx;
+  size_t tx_len;
+  ASSERT_ARG(get_typed(env, a[7], napi_uint8_array, &tx, &tx_len) && tx_len <= SNDBUF - 32, "tx");
   uint32_t copy = copy_range ? copy_range : 0xffff;
-  nl_open_args o = { (uint16_t)queue_num, rcvbuf, (size_t)copy + MSG_OVERHEAD, a[10], a[11], a[5], a[6], a[9], { a[7], a[8] } };
+  nl_open_args o = { (uint16_t)queue_num, rcvbuf, (size_t)copy + MSG_OVERHEAD, a[9], a[10], a[5], a[6], a[8], { a[7], NULL } };
   sq_queue *q = (sq_queue *)nl_reader_new(env, &nfq_binding, sizeof *q, &o);
   if (!q) return NULL;
-  q->vbuf = vbuf;
-  q->max_verdicts = (uint32_t)(vbuf_len / VERDICT_WORDS);
-  q->txp = txp;
-  q->txp_size = txp_len;
+  q->tx = tx;
+  q->tx_size = tx_len;
   int fd = mnl_socket_get_fd(q->r.nl);
-  int sndbuf = 1 << 20;
+  int sndbuf = SNDBUF;
   if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) < 0)
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
 
@@ -260,7 +216,8 @@ static napi_value sq_open(napi_env env, napi_callback_info info) {
   return nl_reader_start(&q->r, err);
 }
 
-/* verdicts(handle, n): sends staged verdicts [0, n) now (outside a batch). */
+/* verdicts(handle, n): sends bytes [0, n) of tx now (outside a batch, or a
+ * full tx area during one). */
 static napi_value sq_verdicts(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value a[2];
@@ -269,11 +226,7 @@ static napi_value sq_verdicts(napi_env env, napi_callback_info info) {
   sq_queue *q = (sq_queue *)nl_reader_get(env, a[0], &nfq_binding);
   uint32_t n;
   ASSERT_ARG(q != NULL && !q->r.closing, "handle");
-  ASSERT_ARG(get_u32(env, a[1], &n) && n <= q->max_verdicts, "count");
-  if (!q->r.in_callback) {
-    for (uint32_t i = 0; i < n; i++)
-      ASSERT_ARG(!(q->vbuf[(size_t)i * VERDICT_WORDS + V_CODE] & VF_PAYLOAD_RX), "rx payload outside its batch");
-  }
+  ASSERT_ARG(get_u32(env, a[1], &n) && n <= q->tx_size, "byte count");
   send_verdicts(q, n);
   return NULL;
 }
@@ -289,7 +242,6 @@ static napi_value init(napi_env env, napi_value exports) {
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   set_number(env, exports, "META_WORDS", META_WORDS);
-  set_number(env, exports, "VERDICT_WORDS", VERDICT_WORDS);
   set_number(env, exports, "STATS_WORDS", STATS_WORDS);
   set_number(env, exports, "MSG_OVERHEAD", MSG_OVERHEAD);
   nflog_register(env, exports);

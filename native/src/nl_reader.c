@@ -40,9 +40,7 @@ static void deliver(nl_reader *r, uint32_t n) {
   napi_open_handle_scope(r->env, &scope);
   napi_value arg, result;
   napi_create_uint32(r->env, n, &arg);
-  r->in_callback = 1;
   napi_status st = call(r, r->refs[R_ON_BATCH], arg, &result);
-  r->in_callback = 0;
   if (st != napi_ok) {
     r->stats[NS_CALLBACK_ERRORS] += 1;
     raise_pending(r->env);

@@ -62,7 +62,6 @@ struct nl_reader_s {
   uint32_t portid;
   uint16_t num;     /* queue or group number */
   int closing;      /* close() was called; memory freed once libuv closed the poll */
-  int in_callback;  /* JS batch callback running (payloads in rx are valid) */
   double wakeups;   /* poll callbacks: liveness() shows the loop drains the socket */
   uint8_t *rx;
   size_t rx_size, rx_need;

@@ -1,7 +1,8 @@
 /**
- * Memory layout shared with native/src/nfq.c. The C side checks META_WORDS,
- * VERDICT_WORDS and STATS_WORDS against these at open (native.ts), so a
- * mismatch fails loudly instead of corrupting verdicts.
+ * Memory layout shared with native/src/nfq.c. loadNative() (native.ts)
+ * checks META_WORDS and STATS_WORDS against the addon's, so a mismatch fails
+ * loudly instead of misreading packets. The staged verdicts (Staged,
+ * VerdictFlag) stay in TypeScript: queue.ts encodes them for the kernel.
  */
 
 /** Words per packet in the metadata array filled by C. */
@@ -31,7 +32,7 @@ export const PacketFlag = {
   HasMark: 1 << 5,
 } as const;
 
-/** Words per staged verdict. */
+/** Words per staged verdict (queue.ts stages, then encodes them). */
 export const Staged = { Id: 0, Code: 1, Mark: 2, PayloadOffset: 3, PayloadLength: 4 } as const;
 export const VERDICT_WORDS = 5;
 

@@ -15,6 +15,7 @@
  *    in the same native call (one JS/C crossing per batch). Verdicts staged
  *    at any other time are sent by flush(), or automatically at the end of
  *    the current tick (one crossing for everything staged in that tick).
+ *    They are encoded here (verdict-encoder.ts); the addon only sends.
  *
  * Every argument is validated here; the C side only asserts.
  */
@@ -35,6 +36,7 @@ import {
 } from './layout.ts';
 import { loadNative, type NativeLiveness, type NativeNfq } from './native.ts';
 import { checkCallbacks, checkOptions, ReaderCore, type ReaderBinding } from './reader.ts';
+import { TX_LIMIT, VerdictEncoder, verdictMessageBytes } from './verdict-encoder.ts';
 
 export interface QueueOptions {
   /** Queue number, as in `iptables -j NFQUEUE --queue-num N`. */
@@ -188,6 +190,10 @@ export class NfQueue {
   readonly #staged: Uint32Array;
   readonly #maxStaged: number;
   readonly #tx: Uint8Array;
+  /** Buffer views of the replacement-payload area and the receive area, made once (the encoder copies from them). */
+  readonly #txSource: Buffer;
+  readonly #rxSource: Buffer;
+  readonly #encoder = new VerdictEncoder();
   readonly #onBatch: (batch: PacketBatch, queue: NfQueue) => void;
   readonly #callOnBatch = (): void => {
     this.#onBatch(this.#batch, this);
@@ -223,6 +229,8 @@ export class NfQueue {
     const meta = new Uint32Array(maxBatch * META_WORDS);
     this.#staged = new Uint32Array(this.#maxStaged * VERDICT_WORDS);
     this.#tx = new Uint8Array(Math.max(txBytes, 1));
+    this.#txSource = Buffer.from(this.#tx.buffer, this.#tx.byteOffset, this.#tx.length);
+    this.#rxSource = Buffer.from(rx.buffer, rx.byteOffset, rx.length);
     this.#batch = new PacketBatch(rx, meta);
     this.#native = native;
 
@@ -236,8 +244,7 @@ export class NfQueue {
         rcvbuf,
         rx,
         meta,
-        this.#staged,
-        this.#tx,
+        this.#encoder.bytes,
         counters,
         (n) => this.#dispatch(n),
         onError,
@@ -251,7 +258,7 @@ export class NfQueue {
     return new NfQueue(opts, loadNative());
   }
 
-  // Called from C once per batch; returns how many staged verdicts C must send.
+  // Called from C once per batch; returns how many bytes of encoded verdicts C must send.
   #dispatch(n: number): number {
     this.#batch.count = n;
     this.#inBatch = true;
@@ -263,7 +270,39 @@ export class NfQueue {
     const staged = this.#count;
     this.#count = 0;
     this.#txUsed = 0;
-    return staged;
+    return this.#encode(staged);
+  }
+
+  /**
+   * Encodes staged verdicts [0, n) into the encoder's transmit area and
+   * returns the bytes left there for the caller to send; a full area (each
+   * datagram stays under TX_LIMIT) is sent on the way. A verdict whose
+   * payload lies outside its area is skipped and counted as a send error.
+   */
+  #encode(n: number): number {
+    const enc = this.#encoder;
+    const staged = this.#staged;
+    const counters = this.#core.counters;
+    enc.length = 0;
+    for (let i = 0; i < n; i++) {
+      const base = i * VERDICT_WORDS;
+      const code = staged[base + Staged.Code] ?? 0;
+      const offset = staged[base + Staged.PayloadOffset] ?? 0;
+      const length = staged[base + Staged.PayloadLength] ?? 0;
+      const source = (code & VerdictFlag.PayloadTx) !== 0 ? this.#txSource : (code & VerdictFlag.PayloadRx) !== 0 ? this.#rxSource : null;
+      if (source !== null && (offset + length > source.length || length > 0xffff)) {
+        counters[Stat.SendErrors] = (counters[Stat.SendErrors] ?? 0) + 1;
+        continue;
+      }
+      const hasMark = (code & VerdictFlag.SetMark) !== 0;
+      if (enc.length + verdictMessageBytes(hasMark, source === null ? -1 : length) > TX_LIMIT) {
+        this.#native.verdicts(this.#core.handle, enc.length);
+        enc.length = 0;
+      }
+      enc.put(this.queue, staged[base + Staged.Id] ?? 0, code & 0xff, hasMark, staged[base + Staged.Mark] ?? 0, source, offset, length);
+    }
+    counters[Stat.Verdicts] = (counters[Stat.Verdicts] ?? 0) + n;
+    return enc.length;
   }
 
   #slot(id: number, code: number, mark: number | undefined): number {
@@ -330,7 +369,8 @@ export class NfQueue {
     const n = this.#count;
     this.#count = 0;
     this.#txUsed = 0;
-    this.#native.verdicts(this.#core.handle, n);
+    const bytes = this.#encode(n);
+    if (bytes > 0) this.#native.verdicts(this.#core.handle, bytes);
   }
 
   /** Whether the open queue keeps the process alive (default true). */
