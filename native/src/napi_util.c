@@ -1,7 +1,6 @@
 /* Small Node-API helpers shared by the addon's bindings (see napi_util.h). */
 #include <stdio.h>
 #include <string.h>
-
 #include "napi_util.h"
 
 napi_value coded_error(napi_env env, const char *code, const char *text, int err, const char *syscall) {

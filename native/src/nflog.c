@@ -1,36 +1,27 @@
 /*
- * The NFLOG binding: nfnetlink_log on the netlink reader of nl_reader.h, for
- * packets the daemon only needs to hear about (the front node's FIN and RST:
- * no verdict, the kernel forwards them without waiting for us).
- *
- * The kernel batches records itself: it fills one skb of `bufferBytes` with
- * records and sends it when `threshold` records are in it, when it is full,
- * or `timeout` hundredths of a second after its first record. One datagram
- * thus carries many records (NLM_F_MULTI, closed by NLMSG_DONE).
- *
- * Loss: if our socket's receive buffer is full, the kernel drops the whole
- * datagram and our next recvmsg() fails once with ENOBUFS (counted in
- * overruns). With NFULNL_CFG_F_SEQ every record carries the instance's
- * sequence number, so the records lost are counted exactly (gaps in it).
+ * The NFLOG binding (nfnetlink_log) on the reader of nl_reader.h, for packets
+ * the daemon only hears about (the front node's FIN and RST: no verdict).
+ * The kernel fills one skb of `bufferBytes` with records and sends it when
+ * `threshold` records are in it, when full, or `timeout` hundredths of a
+ * second after its first record: many records a datagram (NLM_F_MULTI,
+ * closed by NLMSG_DONE). A full receive buffer drops a whole datagram (one
+ * ENOBUFS: an overrun); NFULNL_CFG_F_SEQ numbers the records, so the lost
+ * ones are counted exactly from the gaps.
  */
 #include <string.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
-
 #include <linux/netfilter.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_log.h>
-
-#include "addon.h"
 #include "nl_reader.h"
 
-/* ---- layout shared with src/nflog/layout.ts (keep in sync) ------------- */
+/* Layout shared with src/nflog/layout.ts (keep in sync). */
 enum { L_PAYLOAD_OFF = 0, L_PAYLOAD_LEN, L_INDEV, L_MARK, LOG_META_WORDS };
 enum { LS_LOST = NS_COUNT, LOG_STATS_WORDS }; /* after the reader's counters (NS_*) */
 
-/* Bytes of netlink framing and attributes around one record's payload
- * (packet header, mark, interfaces, hardware address and header, sequence
- * number, timestamp); 1 KiB is a wide margin. */
+/* Netlink framing and attributes around a record's payload (headers, mark,
+ * interfaces, hardware address, sequence, timestamp): 1 KiB is a wide margin. */
 #define LOG_MSG_OVERHEAD 1024
 
 typedef struct {
@@ -43,15 +34,8 @@ static int log_attr_cb(const struct nlattr *attr, void *data) {
   const struct nlattr **tb = data;
   int type = mnl_attr_get_type(attr);
   if (mnl_attr_type_valid(attr, NFULA_MAX) < 0) return MNL_CB_OK; /* newer kernel: skip */
-  switch (type) {
-    case NFULA_MARK:
-    case NFULA_IFINDEX_INDEV:
-    case NFULA_SEQ:
-      if (mnl_attr_validate(attr, MNL_TYPE_U32) < 0) return MNL_CB_OK;
-      break;
-    default:
-      break;
-  }
+  int is_u32 = type == NFULA_MARK || type == NFULA_IFINDEX_INDEV || type == NFULA_SEQ;
+  if (is_u32 && mnl_attr_validate(attr, MNL_TYPE_U32) < 0) return MNL_CB_OK;
   tb[type] = attr;
   return MNL_CB_OK;
 }
@@ -104,11 +88,8 @@ static const nl_binding nflog_binding = {
 };
 #define ASSERT_ARG(cond, what) NL_ASSERT(env, &nflog_binding, cond, what)
 
-/*
- * nflogOpen(group, copyRange, bufferBytes, timeoutCs, threshold, rcvbufBytes,
- *           rx: Uint8Array, meta: Uint32Array, stats: Float64Array,
- *           onBatch(n), onError(err)) -> handle
- */
+/* nflogOpen(group, copyRange, bufferBytes, timeoutCs, threshold, rcvbufBytes, rx: Uint8Array,
+ *           meta: Uint32Array, stats: Float64Array, onBatch(n), onError(err)) -> handle */
 static napi_value sl_open(napi_env env, napi_callback_info info) {
   size_t argc = 11;
   napi_value a[11];
@@ -121,21 +102,17 @@ static napi_value sl_open(napi_env env, napi_callback_info info) {
   ASSERT_ARG(get_u32(env, a[3], &timeout), "timeoutCs");
   ASSERT_ARG(get_u32(env, a[4], &threshold) && threshold > 0, "threshold");
   ASSERT_ARG(get_u32(env, a[5], &rcvbuf), "rcvbufBytes");
-  /* A datagram is at most max(bufferBytes, one record): the kernel sizes
-   * its skb so, and only exceeds bufferBytes for a single large record. */
+  /* A datagram is at most max(bufferBytes, one record): only a single large record exceeds bufferBytes. */
   size_t one = (size_t)copy_range + LOG_MSG_OVERHEAD;
-  nl_open_args o = { (uint16_t)group, rcvbuf, bufsize > one ? bufsize : one, a[9], a[10], a[6], a[7], a[8], { NULL, NULL } };
+  nl_open_args o = { (uint16_t)group, rcvbuf, bufsize > one ? bufsize : one, a[9], a[10], a[6], a[7], a[8], NULL };
   nl_reader *r = nl_reader_new(env, &nflog_binding, sizeof(sl_log), &o);
   if (!r) return NULL;
-
-  /* One message binds and configures: the kernel creates the instance on
-   * BIND, then applies the attributes that follow in the same message. */
+  /* One message: the kernel creates the instance on BIND, then applies the attributes after it. */
   char cfg[MNL_SOCKET_BUFFER_SIZE];
   struct nlmsghdr *nlh = config_put(cfg, r->num, 1);
   struct nfulnl_msg_config_mode mode = { htonl(copy_range), NFULNL_COPY_PACKET, 0 };
   mnl_attr_put(nlh, NFULA_CFG_MODE, sizeof mode, &mode);
-  /* The kernel silently keeps its default (about one page) for values
-   * below it, and refuses none: the wrapper passes 8 KiB..128 KiB. */
+  /* Below its default (about a page) the kernel silently keeps it: the wrapper passes 8..128 KiB. */
   if (bufsize > 0) mnl_attr_put_u32(nlh, NFULA_CFG_NLBUFSIZ, htonl(bufsize));
   mnl_attr_put_u32(nlh, NFULA_CFG_TIMEOUT, htonl(timeout));
   mnl_attr_put_u32(nlh, NFULA_CFG_QTHRESH, htonl(threshold));

@@ -1,32 +1,23 @@
 /*
- * sluice_nfq: the NFQUEUE binding, over libnetfilter_queue's libmnl API, on
- * the netlink reader of nl_reader.h (which says how buffers, polling and
- * batches work); the module's init is here, for all three bindings.
- *
- * What NFQUEUE adds: every packet waits for a verdict. JavaScript encodes
- * the verdicts as back-to-back netlink messages in a shared tx area
- * (src/nfqueue/verdict-encoder.ts) and returns their length from the batch
- * callback; they are sent with one sendto().
+ * sluice_nfq: the NFQUEUE binding (libnetfilter_queue's libmnl API) on the
+ * reader of nl_reader.h, and the module's init. Every packet waits for a
+ * verdict: JavaScript encodes verdicts into a shared tx area
+ * (src/nfqueue/verdict-encoder.ts); this file sends them with one sendto().
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
-
 #include <libnetfilter_queue/libnetfilter_queue.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_conntrack.h>
-
-#include "addon.h"
 #include "nl_reader.h"
 
-/* ---- layout shared with src/nfqueue/layout.ts (keep in sync) ---------- */
+/* Layout shared with src/nfqueue/layout.ts (keep in sync). */
 enum {
-  M_ID = 0, M_HOOK, M_MARK, M_CTMARK, M_CTINFO, M_INDEV, M_OUTDEV,
-  M_PAYLOAD_OFF, M_PAYLOAD_LEN, M_FLAGS, M_ORIG_LEN, M_HWPROTO,
-  META_WORDS
+  M_ID = 0, M_HOOK, M_MARK, M_CTMARK, M_CTINFO, M_INDEV, M_OUTDEV, M_PAYLOAD_OFF, M_PAYLOAD_LEN, M_FLAGS, M_ORIG_LEN, M_HWPROTO, META_WORDS
 };
 /* bits in M_FLAGS */
 #define PF_HAS_CT        (1u << 0) /* NFQA_CT present: ctmark valid */
@@ -41,15 +32,10 @@ enum { S_KERNEL_ERRORS = NS_COUNT, S_VERDICTS, S_SEND_ERRORS, STATS_WORDS }; /* 
 /* Flags accepted in open(); same values as the kernel's NFQA_CFG_F_*. */
 #define OPEN_FLAG_MASK (NFQA_CFG_F_FAIL_OPEN | NFQA_CFG_F_CONNTRACK | NFQA_CFG_F_GSO)
 
-/*
- * Bytes of netlink framing and attributes around a payload. The largest part
- * is the nested conntrack attribute (tuples, status, mark, ...) when
- * NFQA_CFG_F_CONNTRACK is on; 4 KiB leaves a wide margin.
- */
+/* Netlink framing and attributes around a payload: mostly the nested
+ * conntrack attribute with NFQA_CFG_F_CONNTRACK; 4 KiB is a wide margin. */
 #define MSG_OVERHEAD 4096
-/* Bytes of encoded verdicts one send may carry (src/nfqueue/verdict-encoder.ts
- * TX_LIMIT): at open sk_sndbuf is raised to 1 MiB, and the kernel refuses a
- * datagram larger than sk_sndbuf - 32. */
+/* sk_sndbuf; the kernel refuses a datagram above sk_sndbuf - 32 (TX_LIMIT). */
 #define SNDBUF (1 << 20)
 
 typedef struct {
@@ -57,8 +43,6 @@ typedef struct {
   uint8_t *tx; /* verdict messages, encoded by JavaScript */
   size_t tx_size;
 } sq_queue;
-
-/* ---- receive path ------------------------------------------------------ */
 
 static int ct_attr_cb(const struct nlattr *attr, void *data) {
   const struct nlattr **tb = data;
@@ -83,7 +67,6 @@ static int decode_packet(nl_reader *r, const struct nlmsghdr *nlh, uint32_t *m) 
   if (attr[NFQA_MARK]) { m[M_MARK] = ntohl(mnl_attr_get_u32(attr[NFQA_MARK])); flags |= PF_HAS_MARK; }
   m[M_INDEV] = attr[NFQA_IFINDEX_INDEV] ? ntohl(mnl_attr_get_u32(attr[NFQA_IFINDEX_INDEV])) : 0;
   m[M_OUTDEV] = attr[NFQA_IFINDEX_OUTDEV] ? ntohl(mnl_attr_get_u32(attr[NFQA_IFINDEX_OUTDEV])) : 0;
-
   uint32_t plen = 0, poff = 0;
   if (attr[NFQA_PAYLOAD]) {
     plen = mnl_attr_get_payload_len(attr[NFQA_PAYLOAD]);
@@ -91,8 +74,7 @@ static int decode_packet(nl_reader *r, const struct nlmsghdr *nlh, uint32_t *m) 
   }
   m[M_PAYLOAD_OFF] = poff;
   m[M_PAYLOAD_LEN] = plen;
-  /* Kernel quirk: NFQA_CAP_LEN is only sent when the payload was cut at
-   * copy_range; it then holds the packet's real length. */
+  /* NFQA_CAP_LEN comes only when the payload was cut: the real length. */
   m[M_ORIG_LEN] = plen;
   if (attr[NFQA_CAP_LEN]) {
     uint32_t cap = ntohl(mnl_attr_get_u32(attr[NFQA_CAP_LEN]));
@@ -100,17 +82,13 @@ static int decode_packet(nl_reader *r, const struct nlmsghdr *nlh, uint32_t *m) 
   }
   if (attr[NFQA_SKB_INFO]) {
     uint32_t info = ntohl(mnl_attr_get_u32(attr[NFQA_SKB_INFO]));
-    /* Only reported with NFQA_CFG_F_GSO: the L4 checksum is partial and
-     * will be completed by the NIC/stack later, so do not verify it. */
+    /* Only with NFQA_CFG_F_GSO: a partial L4 checksum, completed later; do not verify. */
     if (info & NFQA_SKB_CSUMNOTREADY) flags |= PF_CSUM_NOTREADY;
     if (info & NFQA_SKB_GSO) flags |= PF_GSO;
   }
   m[M_CTMARK] = 0;
   m[M_CTINFO] = 0;
-  /* NFQA_CT / NFQA_CT_INFO appear only with NFQA_CFG_F_CONNTRACK and only if
-   * the packet has a conntrack entry (not for untracked packets). Kernels
-   * built without CONFIG_NETFILTER_NETLINK_GLUE_CT (this project's test
-   * machines) refuse that flag with EOPNOTSUPP at open. */
+  /* Only with NFQA_CFG_F_CONNTRACK (see README) and a conntrack entry. */
   if (attr[NFQA_CT]) {
     const struct nlattr *ct[CTA_MAX + 1];
     memset(ct, 0, sizeof ct);
@@ -127,10 +105,7 @@ static int decode_packet(nl_reader *r, const struct nlmsghdr *nlh, uint32_t *m) 
   return 1;
 }
 
-/* ---- verdict path ------------------------------------------------------ */
-
-/* Sends the first `len` bytes of the tx area: back-to-back NFQNL_MSG_VERDICT
- * messages, one datagram (the kernel's netlink_rcv_skb() walks them all). */
+/* Sends tx bytes [0, len): verdict messages in one datagram. */
 static void send_verdicts(sq_queue *q, uint32_t len) {
   if (len == 0) return;
   if (mnl_socket_sendto(q->r.nl, q->tx, len) < 0) {
@@ -139,16 +114,13 @@ static void send_verdicts(sq_queue *q, uint32_t len) {
   }
 }
 
-/* nl_binding.after_batch: sends the verdicts the batch callback encoded
- * (its result is their length), in the same native call. */
+/* nl_binding.after_batch: sends the verdicts onBatch encoded (it returns their length). */
 static void after_batch(nl_reader *r, napi_value result) {
   sq_queue *q = (sq_queue *)r;
   uint32_t len = 0;
   if (result && napi_get_value_uint32(r->env, result, &len) != napi_ok) len = 0;
   if (len <= q->tx_size) send_verdicts(q, len);
 }
-
-/* ---- open / verdicts ----------------------------------------------------- */
 
 /* A NFQNL_MSG_CONFIG message binding or unbinding our queue. */
 static struct nlmsghdr *config_put(char *buf, uint16_t queue_num, int bind) {
@@ -170,11 +142,8 @@ static const nl_binding nfq_binding = {
 };
 #define ASSERT_ARG(cond, what) NL_ASSERT(env, &nfq_binding, cond, what)
 
-/*
- * open(queueNum, copyRange, maxLen, flags, rcvbufBytes,
- *      rx: Uint8Array, meta: Uint32Array, tx: Uint8Array, stats: Float64Array,
- *      onBatch(n) -> bytes of tx to send, onError(err)) -> handle
- */
+/* open(queueNum, copyRange, maxLen, flags, rcvbufBytes, rx: Uint8Array, meta: Uint32Array,
+ *      tx: Uint8Array, stats: Float64Array, onBatch(n) -> tx bytes to send, onError(err)) -> handle */
 static napi_value sq_open(napi_env env, napi_callback_info info) {
   size_t argc = 11;
   napi_value a[11];
@@ -190,7 +159,7 @@ static napi_value sq_open(napi_env env, napi_callback_info info) {
   size_t tx_len;
   ASSERT_ARG(get_typed(env, a[7], napi_uint8_array, &tx, &tx_len) && tx_len <= SNDBUF - 32, "tx");
   uint32_t copy = copy_range ? copy_range : 0xffff;
-  nl_open_args o = { (uint16_t)queue_num, rcvbuf, (size_t)copy + MSG_OVERHEAD, a[9], a[10], a[5], a[6], a[8], { a[7], NULL } };
+  nl_open_args o = { (uint16_t)queue_num, rcvbuf, (size_t)copy + MSG_OVERHEAD, a[9], a[10], a[5], a[6], a[8], a[7] };
   sq_queue *q = (sq_queue *)nl_reader_new(env, &nfq_binding, sizeof *q, &o);
   if (!q) return NULL;
   q->tx = tx;
@@ -199,10 +168,7 @@ static napi_value sq_open(napi_env env, napi_callback_info info) {
   int sndbuf = SNDBUF;
   if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) < 0)
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-
-  /* One config message does it all: the kernel validates the flags first,
-   * then binds, then applies copy mode, max length and flags, so a refused
-   * flag leaves no half-configured queue behind. */
+  /* One config message (see README): the kernel checks flags, then binds. */
   char cfg[MNL_SOCKET_BUFFER_SIZE];
   struct nlmsghdr *nlh = config_put(cfg, q->r.num, 1);
   nfq_nlmsg_cfg_put_params(nlh, NFQNL_COPY_PACKET, (int)copy);
@@ -216,16 +182,15 @@ static napi_value sq_open(napi_env env, napi_callback_info info) {
   return nl_reader_start(&q->r, err);
 }
 
-/* verdicts(handle, n): sends bytes [0, n) of tx now (outside a batch, or a
- * full tx area during one). */
+/* verdicts(handle, n): sends tx bytes [0, n) now. */
 static napi_value sq_verdicts(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value a[2];
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  ASSERT_ARG(argc == 2, "verdicts() takes 2 arguments");
-  sq_queue *q = (sq_queue *)nl_reader_get(env, a[0], &nfq_binding);
+  nl_reader *r;
+  nl_reader_args(env, info, &argc, a, &r);
+  sq_queue *q = (sq_queue *)r;
   uint32_t n;
-  ASSERT_ARG(q != NULL && !q->r.closing, "handle");
+  ASSERT_ARG(argc == 2 && q != NULL && !q->r.closing, "verdicts(handle, n)");
   ASSERT_ARG(get_u32(env, a[1], &n) && n <= q->tx_size, "byte count");
   send_verdicts(q, n);
   return NULL;
@@ -234,7 +199,7 @@ static napi_value sq_verdicts(napi_env env, napi_callback_info info) {
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     { "open", NULL, sq_open, NULL, NULL, NULL, napi_default, NULL },
-    { "verdicts", NULL, sq_verdicts, NULL, NULL, NULL, napi_default, NULL },
+    { "verdicts", NULL, sq_verdicts, NULL, NULL, NULL, napi_default, (void *)&nfq_binding },
     { "close", NULL, nl_reader_close_js, NULL, NULL, NULL, napi_default, (void *)&nfq_binding },
     { "ref", NULL, nl_reader_ref_js, NULL, NULL, NULL, napi_default, (void *)&nfq_binding },
     { "liveness", NULL, nl_reader_liveness_js, NULL, NULL, NULL, napi_default, (void *)&nfq_binding },

@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 #include <linux/netlink.h>
 #include <linux/netfilter/nfnetlink.h>
-
 #include "nl_reader.h"
 
 /* Calls fn(arg) with napi_make_callback (not napi_call_function) so that
@@ -50,15 +49,11 @@ static void deliver(nl_reader *r, uint32_t n) {
   napi_close_handle_scope(r->env, scope);
 }
 
-/*
- * Drains the socket: datagrams go one after the other into the receive area
- * while a maximal one still fits and fewer than max_batch messages are
- * waiting; then one JS call. A datagram holding more data messages than the
- * metadata array has room for (NFLOG's carry many records; NFQUEUE's one
- * packet) is handed over in several calls, its bytes staying in place.
- * uv_poll is level triggered: whatever is left wakes us on the next loop
- * turn, so this bound keeps timers and other I/O from starving in a flood.
- */
+/* Drains datagrams back to back into rx while a maximal one fits and fewer
+ * than max_batch messages wait; then one JS call. A datagram with more data
+ * messages than meta has room for (NFLOG's) is handed over in several calls.
+ * uv_poll is level triggered: what is left wakes us next loop turn, so the
+ * bound keeps timers and other I/O from starving in a flood. */
 static void on_readable(uv_poll_t *handle, int status, int events) {
   nl_reader *r = handle->data;
   const nl_binding *b = r->binding;
@@ -80,10 +75,8 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
       if (errno == ENOBUFS) {
-        /* The receive buffer overflowed: the kernel dropped what it could
-         * not queue to us (NFQUEUE packets, or accepted them with FAIL_OPEN;
-         * NFLOG datagrams, whose records show up as sequence gaps). Count
-         * and keep reading; the socket stays usable. */
+        /* Receive buffer overflowed: the kernel dropped (NFQUEUE: or, with
+         * FAIL_OPEN, accepted) what it could not queue. The socket stays usable. */
         r->stats[NS_OVERRUNS] += 1;
         continue;
       }
@@ -98,8 +91,7 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
     int len = (int)got;
     while (mnl_nlmsg_ok(nlh, len)) {
       if (nlh->nlmsg_type == NLMSG_ERROR) {
-        /* Errors for NFQUEUE verdicts (e.g. ENOENT for an unknown or already
-         * decided id) arrive here even without NLM_F_ACK. */
+        /* NFQUEUE verdict errors (ENOENT: unknown or decided id) come even without NLM_F_ACK. */
         const struct nlmsgerr *e = mnl_nlmsg_get_payload(nlh);
         if (e->error != 0) {
           r->stats[b->kernel_errors] += 1;
@@ -147,8 +139,8 @@ nl_reader *nl_reader_new(napi_env env, const nl_binding *b, size_t size, const n
   }
   *r = (nl_reader){ .binding = b, .env = env, .num = o->num, .rx = rx, .rx_size = rx_len, .rx_need = o->rx_need,
                     .meta = meta, .max_batch = (uint32_t)(meta_len / b->meta_words), .stats = stats };
-  napi_value keep[] = { o->on_batch, o->on_error, o->rx, o->meta, o->stats, o->extra[0], o->extra[1] };
-  for (size_t i = 0; i < 7 && keep[i]; i++) napi_create_reference(env, keep[i], 1, &r->refs[r->nrefs++]);
+  napi_value keep[] = { o->on_batch, o->on_error, o->rx, o->meta, o->stats, o->extra };
+  for (size_t i = 0; i < 6 && keep[i]; i++) napi_create_reference(env, keep[i], 1, &r->refs[r->nrefs++]);
   const char *failed = NULL;
   r->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (!r->nl) failed = "socket";
@@ -162,9 +154,8 @@ nl_reader *nl_reader_new(napi_env env, const nl_binding *b, size_t size, const n
   }
   r->portid = mnl_socket_get_portid(r->nl);
   if (o->rcvbuf > 0) {
-    /* SO_RCVBUFFORCE ignores net.core.rmem_max but needs CAP_NET_ADMIN,
-     * which we have if we can bind a queue or group at all; fall back
-     * otherwise. */
+    /* SO_RCVBUFFORCE ignores net.core.rmem_max but needs CAP_NET_ADMIN (which
+     * binding needs anyway); fall back otherwise. */
     int fd = mnl_socket_get_fd(r->nl), v = (int)o->rcvbuf;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof v) < 0)
       setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
@@ -190,11 +181,9 @@ int nl_config_and_ack(nl_reader *r, struct nlmsghdr *nlh) {
   }
 }
 
-/* 1 if the /proc/net/netfilter list at `path` (nfnetlink_queue or
- * nfnetlink_log, per namespace) has a line for number `num`: that queue or
- * group is bound. Kernel quirk: binding one that another socket owns fails
- * with EPERM (peer_portid mismatch), like a missing CAP_NET_ADMIN; this
- * tells the two apart. */
+/* 1 if the /proc/net/netfilter list `path` (per namespace) has a line for
+ * `num`: bound. Binding one another socket owns fails with EPERM (peer_portid
+ * mismatch), like a missing CAP_NET_ADMIN; this tells the two apart. */
 static int proc_lists(const char *path, unsigned num) {
   FILE *f = fopen(path, "r");
   if (!f) return 0;
@@ -243,28 +232,22 @@ napi_value nl_reader_start(nl_reader *r, int err) {
   return ext;
 }
 
-nl_reader *nl_reader_get(napi_env env, napi_value v, const nl_binding *b) {
-  nl_reader *r = get_external(env, v);
-  return r && r->binding == b ? r : NULL;
-}
-
-/* A JS function's arguments (up to *argc) into a; returns its binding (the
- * property's data) and sets *r to the handle in a[0] if it is one of its. */
-static const nl_binding *js_args(napi_env env, napi_callback_info info, size_t *argc, napi_value *a, nl_reader **r) {
+const nl_binding *nl_reader_args(napi_env env, napi_callback_info info, size_t *argc, napi_value *a, nl_reader **r) {
   void *b;
   napi_get_cb_info(env, info, argc, a, NULL, &b);
-  *r = *argc >= 1 ? nl_reader_get(env, a[0], b) : NULL;
+  *r = *argc >= 1 ? get_external(env, a[0]) : NULL;
+  if (*r && (*r)->binding != b) *r = NULL;
   return b;
 }
 
-/* close(handle): unbind (the kernel drops NFQUEUE packets still waiting for
- * a verdict; NFLOG records not yet read are discarded), stop polling; memory
- * is released when libuv has closed the poll handle. */
+/* close(handle): unbind (the kernel drops NFQUEUE packets awaiting a verdict,
+ * unread NFLOG records are lost), stop polling; memory is freed once libuv
+ * has closed the poll handle. */
 napi_value nl_reader_close_js(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value a[1];
   nl_reader *r;
-  const nl_binding *b = js_args(env, info, &argc, a, &r);
+  const nl_binding *b = nl_reader_args(env, info, &argc, a, &r);
   NL_ASSERT(env, b, argc == 1 && r != NULL, "close(handle)");
   if (r->closing) return NULL;
   r->closing = 1;
@@ -283,7 +266,7 @@ napi_value nl_reader_ref_js(napi_env env, napi_callback_info info) {
   napi_value a[2];
   nl_reader *r;
   bool on;
-  const nl_binding *b = js_args(env, info, &argc, a, &r);
+  const nl_binding *b = nl_reader_args(env, info, &argc, a, &r);
   NL_ASSERT(env, b, argc == 2 && r != NULL && napi_get_value_bool(env, a[1], &on) == napi_ok, "ref(handle, bool)");
   if (r->closing) return NULL;
   if (on) uv_ref((uv_handle_t *)&r->poll);
@@ -291,22 +274,13 @@ napi_value nl_reader_ref_js(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/*
- * liveness(handle) -> { polling, portid, wakeups, readable }: what the
- * systemd watchdog check (src/systemd/queue-liveness.ts) needs to tell a
- * working packet loop from a dead one, read without touching the handle:
- *   polling   the uv_poll on the netlink socket is still registered (libuv
- *             stops it for good after a poll error)
- *   portid    our socket's netlink port id (the kernel lists the owner of
- *             a queue or group by it in /proc/net/netfilter/)
- *   wakeups   how many times on_readable ran
- *   readable  the socket has data waiting right now (poll with timeout 0)
- */
+/* liveness(handle) -> { polling, portid, wakeups, readable } (NativeLiveness
+ * in src/nfqueue/native.ts) for the systemd watchdog, without touching the handle. */
 napi_value nl_reader_liveness_js(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value a[1], out, v;
   nl_reader *r;
-  const nl_binding *b = js_args(env, info, &argc, a, &r);
+  const nl_binding *b = nl_reader_args(env, info, &argc, a, &r);
   NL_ASSERT(env, b, argc == 1 && r != NULL, "liveness(handle)");
   int readable = 0;
   if (!r->closing) {

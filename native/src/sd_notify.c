@@ -1,32 +1,23 @@
 /*
- * sd_notify for Node: one datagram to systemd's notification socket,
- * through libsystemd's sd_notify(3) (Node's dgram module has no AF_UNIX
- * datagram sockets). The library takes the address from $NOTIFY_SOCKET (a
- * path, or '@' for an abstract name) and refuses anything else. systemd
- * identifies the sender by SO_PASSCRED, so with NotifyAccess=main the
- * datagram must come from the main process: it is sent from the calling
- * thread, never a helper. Called rarely; nothing is kept between calls.
+ * sd_notify for Node (whose dgram has no AF_UNIX datagram sockets) through
+ * libsystemd's sd_notify(3): it sends to $NOTIFY_SOCKET (a path, or '@' for
+ * an abstract name) and refuses anything else. systemd identifies the
+ * sender by SO_PASSCRED: with NotifyAccess=main the datagram must come from
+ * the main process, so it is sent from the calling thread, never a helper.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <node_api.h>
 #include <systemd/sd-daemon.h>
-
 #include "napi_util.h"
-#include "addon.h"
 
 /* systemd reads notifications into NOTIFY_BUFFER_MAX (4096) bytes and drops longer ones. */
 #define MESSAGE_MAX 4096
 #define PATH_MAX_ 108 /* sizeof sun_path */
 
-/*
- * notify(socketPath: string, message: string): undefined
- * Throws ERR_SD_NOTIFY (with .errno) when the address is unusable or the
- * datagram cannot be sent; the caller decides whether that matters.
- */
+/* notify(socketPath: string, message: string): undefined; throws ERR_SD_NOTIFY
+ * (with .errno) if the address is unusable or the datagram cannot be sent. */
 napi_value sq_sd_notify(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value a[2];
