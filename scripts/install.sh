@@ -19,7 +19,7 @@ fi
 # systemd-analyze (the units' test) and systemd-sysusers (deploy/install.sh).
 # etcd-server, etcd-client: the admission test elects its coordinator with a
 # real etcd (run in a namespace with its own data directory).
-APT_PKGS=(ca-certificates python3 make g++ pkg-config libnetfilter-queue-dev libmnl-dev
+APT_PKGS=(ca-certificates python3 make g++ pkg-config libnetfilter-queue-dev libmnl-dev libsystemd-dev
   iptables iproute2 nginx-light curl wrk iputils-ping procps bind9-dnsutils dnsperf nsd
   chromium conntrack systemd redis-server etcd-server etcd-client)
 missing=()

@@ -1,25 +1,26 @@
-/* Small Node-API helpers shared by the addon's bindings (nfq.c, nflog.c). */
+/* Small Node-API helpers shared by the addon's bindings (see napi_util.h). */
 #include <stdio.h>
 #include <string.h>
-
 #include "napi_util.h"
+
+napi_value coded_error(napi_env env, const char *code, const char *text, int err, const char *syscall) {
+  napi_value jcode, jmsg, error, v;
+  napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &jcode);
+  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &jmsg);
+  napi_create_error(env, jcode, jmsg, &error);
+  if (err) set_number(env, error, "errno", err);
+  if (syscall) {
+    napi_create_string_utf8(env, syscall, NAPI_AUTO_LENGTH, &v);
+    napi_set_named_property(env, error, "syscall", v);
+  }
+  return error;
+}
 
 void throw_coded(napi_env env, const char *code, const char *msg, int err, const char *syscall) {
   char text[256];
   if (err) snprintf(text, sizeof text, "%s: %s (%s)", msg, strerror(err), syscall ? syscall : "?");
   else snprintf(text, sizeof text, "%s", msg);
-  napi_value jcode, jmsg, error;
-  napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &jcode);
-  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &jmsg);
-  napi_create_error(env, jcode, jmsg, &error);
-  if (err) {
-    napi_value v;
-    napi_create_int32(env, err, &v);
-    napi_set_named_property(env, error, "errno", v);
-    napi_create_string_utf8(env, syscall ? syscall : "", NAPI_AUTO_LENGTH, &v);
-    napi_set_named_property(env, error, "syscall", v);
-  }
-  napi_throw(env, error);
+  napi_throw(env, coded_error(env, code, text, err, err ? (syscall ? syscall : "") : NULL));
 }
 
 int get_u32(napi_env env, napi_value v, uint32_t *out) {
@@ -53,3 +54,15 @@ void *get_external(napi_env env, napi_value v) {
   if (napi_get_value_external(env, v, &p) != napi_ok) return NULL;
   return p;
 }
+
+int is_function(napi_env env, napi_value v) {
+  napi_valuetype t;
+  return napi_typeof(env, v, &t) == napi_ok && t == napi_function;
+}
+
+void set_number(napi_env env, napi_value obj, const char *name, double v) {
+  napi_value jv;
+  napi_create_double(env, v, &jv);
+  napi_set_named_property(env, obj, name, jv);
+}
+

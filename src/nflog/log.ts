@@ -1,6 +1,7 @@
 /**
  * NfLog: the typed wrapper over native/src/nflog.c, an NFLOG (nfnetlink_log)
- * reader. NFLOG hands userspace a copy of a packet while the kernel carries
+ * reader (its handle's lifecycle, errors and counters are
+ * src/nfqueue/reader.ts's, shared with NfQueue). NFLOG hands userspace a copy of a packet while the kernel carries
  * on with the packet itself: nothing waits for us, nothing is sent back. The
  * front node uses it for the packets it only needs to hear about (TCP FIN
  * and RST: the record goes to the recycle list), where NFQUEUE would hold
@@ -19,9 +20,10 @@
  * and, from the records' sequence numbers, exactly how many records were
  * lost. A consumer must not depend on seeing every record.
  */
-import { BatchHandlerError, InvalidArgumentError, QueueClosedError, fromNativeLogError, type SluiceError } from '../errors/errors.ts';
-import { checkBool, checkFunction, checkInt } from '../util/validate.ts';
-import { loadNative, type NativeHandle, type NativeNfq } from '../nfqueue/native.ts';
+import { QueueClosedError, fromNativeLogError, type SluiceError } from '../errors/errors.ts';
+import { checkInt } from '../util/validate.ts';
+import { loadNative, type NativeNfq } from '../nfqueue/native.ts';
+import { checkCallbacks, checkOptions, ReaderCore, type ReaderBinding } from '../nfqueue/reader.ts';
 import { LOG_META_WORDS, LOG_STATS_WORDS, LogMeta, LogStat } from './layout.ts';
 
 export interface LogOptions {
@@ -61,6 +63,31 @@ export interface LogStats {
   callbackErrors: number;
 }
 
+const LOG_BINDING: ReaderBinding<keyof LogStats> = {
+  statsWords: LOG_STATS_WORDS,
+  stats: {
+    records: LogStat.Records,
+    batches: LogStat.Batches,
+    maxBatch: LogStat.MaxBatch,
+    datagrams: LogStat.Datagrams,
+    overruns: LogStat.Overruns,
+    lost: LogStat.Lost,
+    badMessages: LogStat.BadMessages,
+    recvErrors: LogStat.RecvErrors,
+    lastErrno: LogStat.LastErrno,
+    truncatedReads: LogStat.TruncatedReads,
+    callbackErrors: LogStat.CallbackErrors,
+  },
+  callbackErrors: LogStat.CallbackErrors,
+  mapError: fromNativeLogError,
+  close: (native, handle) => {
+    native.nflogClose(handle);
+  },
+  ref: (native, handle, on) => {
+    native.nflogRef(handle, on);
+  },
+};
+
 /** A view of one batch of records; index 0 <= i < count (not checked: hot path). */
 export class LogBatch {
   count = 0;
@@ -88,13 +115,12 @@ export class LogBatch {
 
 export class NfLog {
   readonly group: number;
-  readonly #native: NativeNfq;
-  readonly #handle: NativeHandle;
+  readonly #core: ReaderCore<keyof LogStats>;
   readonly #batch: LogBatch;
-  readonly #stats: Float64Array;
   readonly #onBatch: (batch: LogBatch) => void;
-  readonly #onError: (err: SluiceError | Error) => void;
-  #closed = false;
+  readonly #callOnBatch = (): void => {
+    this.#onBatch(this.#batch);
+  };
 
   private constructor(opts: LogOptions, native: NativeNfq) {
     this.group = checkInt('group', opts.group, 0, 0xffff);
@@ -104,21 +130,17 @@ export class NfLog {
     const bufferBytes = checkInt('bufferBytes', opts.bufferBytes ?? 16 << 10, 8 << 10, 128 << 10);
     const maxBatch = checkInt('maxBatch', opts.maxBatch ?? 256, 1, 65536);
     const rcvbuf = checkInt('receiveBufferBytes', opts.receiveBufferBytes ?? 8 << 20, 0, 1 << 30);
-    checkFunction('onBatch', opts.onBatch);
-    checkFunction('onError', opts.onError);
+    checkCallbacks(opts);
     this.#onBatch = opts.onBatch;
-    this.#onError = opts.onError;
 
     // Room for two maximal datagrams: the first drained datagram is read,
     // and the next still fits behind it, so a wakeup usually takes both.
     const datagram = Math.max(bufferBytes, copyRange + native.LOG_MSG_OVERHEAD);
     const rx = new Uint8Array(2 * datagram);
     const meta = new Uint32Array(maxBatch * LOG_META_WORDS);
-    this.#stats = new Float64Array(LOG_STATS_WORDS);
     this.#batch = new LogBatch(rx, meta);
-    this.#native = native;
-    try {
-      this.#handle = native.nflogOpen(
+    this.#core = new ReaderCore(LOG_BINDING, native, opts.onError, (counters, onError) =>
+      native.nflogOpen(
         this.group,
         copyRange,
         bufferBytes,
@@ -127,70 +149,43 @@ export class NfLog {
         rcvbuf,
         rx,
         meta,
-        this.#stats,
+        counters,
         (n) => {
           this.#dispatch(n);
         },
-        (err) => {
-          this.#onError(fromNativeLogError(err));
-        },
-      );
-    } catch (err) {
-      throw fromNativeLogError(err);
-    }
+        onError,
+      ),
+    );
   }
 
   /** Binds group `opts.group` and starts receiving. Throws a typed error on failure. */
   static open(opts: LogOptions): NfLog {
-    if (typeof opts !== 'object') throw new InvalidArgumentError('options must be an object');
+    checkOptions(opts);
     return new NfLog(opts, loadNative());
   }
 
   // Called from C once per batch.
   #dispatch(n: number): void {
     this.#batch.count = n;
-    try {
-      this.#onBatch(this.#batch);
-    } catch (err) {
-      this.#stats[LogStat.CallbackErrors] = (this.#stats[LogStat.CallbackErrors] ?? 0) + 1;
-      this.#onError(err instanceof Error ? err : new BatchHandlerError(String(err), { cause: err }));
-    }
+    this.#core.run(this.#callOnBatch);
   }
 
   /** Whether the open reader keeps the process alive (default true). */
   ref(on: boolean): void {
-    checkBool('on', on);
-    if (this.#closed) throw new QueueClosedError(`nflog group ${this.group} is closed`);
-    this.#native.nflogRef(this.#handle, on);
+    if (!this.#core.ref(on)) throw new QueueClosedError(`nflog group ${this.group} is closed`);
   }
 
   get closed(): boolean {
-    return this.#closed;
+    return this.#core.closed;
   }
 
   /** Snapshot of the native counters. */
   stats(): LogStats {
-    const s = this.#stats;
-    const v = (k: number): number => s[k] ?? 0;
-    return {
-      records: v(LogStat.Records),
-      batches: v(LogStat.Batches),
-      maxBatch: v(LogStat.MaxBatch),
-      datagrams: v(LogStat.Datagrams),
-      overruns: v(LogStat.Overruns),
-      lost: v(LogStat.Lost),
-      badMessages: v(LogStat.BadMessages),
-      recvErrors: v(LogStat.RecvErrors),
-      lastErrno: v(LogStat.LastErrno),
-      truncatedReads: v(LogStat.TruncatedReads),
-      callbackErrors: v(LogStat.CallbackErrors),
-    };
+    return this.#core.stats();
   }
 
   /** Unbinds and stops polling; records not yet read are discarded. Idempotent. */
   close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#native.nflogClose(this.#handle);
+    this.#core.close();
   }
 }

@@ -1,7 +1,8 @@
 /**
- * Memory layout shared with native/src/nfq.c. The C side checks META_WORDS,
- * VERDICT_WORDS and STATS_WORDS against these at open (native.ts), so a
- * mismatch fails loudly instead of corrupting verdicts.
+ * Memory layout shared with native/src/nfq.c. loadNative() (native.ts)
+ * checks META_WORDS and STATS_WORDS against the addon's, so a mismatch fails
+ * loudly instead of misreading packets. The staged verdicts (Staged,
+ * VerdictFlag) stay in TypeScript: queue.ts encodes them for the kernel.
  */
 
 /** Words per packet in the metadata array filled by C. */
@@ -31,7 +32,7 @@ export const PacketFlag = {
   HasMark: 1 << 5,
 } as const;
 
-/** Words per staged verdict. */
+/** Words per staged verdict (queue.ts stages, then encodes them). */
 export const Staged = { Id: 0, Code: 1, Mark: 2, PayloadOffset: 3, PayloadLength: 4 } as const;
 export const VERDICT_WORDS = 5;
 
@@ -42,22 +43,28 @@ export const VerdictFlag = {
   PayloadRx: 1 << 10,
 } as const;
 
-/** Slots of the statistics array, updated by C without crossing into JS. */
+/**
+ * Slots of the statistics array, updated by C without crossing into JS: the
+ * netlink reader's counters first, in the order both bindings share
+ * (native/src/nl_reader.h NS_*), then the queue's own. Datagrams is counted
+ * but not reported by stats().
+ */
 export const Stat = {
   Packets: 0,
   Batches: 1,
   MaxBatch: 2,
-  Verdicts: 3,
-  SendErrors: 4,
-  KernelErrors: 5,
-  Overruns: 6,
-  BadMessages: 7,
-  RecvErrors: 8,
-  LastErrno: 9,
-  TruncatedReads: 10,
-  CallbackErrors: 11,
+  Datagrams: 3,
+  Overruns: 4,
+  BadMessages: 5,
+  RecvErrors: 6,
+  LastErrno: 7,
+  TruncatedReads: 8,
+  CallbackErrors: 9,
+  KernelErrors: 10,
+  Verdicts: 11,
+  SendErrors: 12,
 } as const;
-export const STATS_WORDS = 12;
+export const STATS_WORDS = 13;
 
 /** Kernel NFQA_CFG_F_* flags passed to open(). */
 export const OpenFlag = { FailOpen: 1 << 0, Conntrack: 1 << 1, Gso: 1 << 2 } as const;

@@ -2,9 +2,9 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { NativeAddonMissingError } from '../errors/errors.ts';
 import { LOG_META_WORDS, LOG_STATS_WORDS } from '../nflog/layout.ts';
-import { META_WORDS, STATS_WORDS, VERDICT_WORDS } from './layout.ts';
+import { META_WORDS, STATS_WORDS } from './layout.ts';
 
-/** The raw binding exported by native/src/nfq.c (and nflog.c, sd_notify.c). Only queue.ts, src/nflog/log.ts and src/systemd/ call it. */
+/** The raw binding exported by native/src/nfq.c (and nflog.c, sd_notify.c; both netlink bindings run on nl_reader.c). Only queue.ts, src/nflog/log.ts and src/systemd/ call it. */
 export interface NativeNfq {
   open(
     queue: number,
@@ -14,13 +14,14 @@ export interface NativeNfq {
     receiveBufferBytes: number,
     rx: Uint8Array,
     meta: Uint32Array,
-    verdicts: Uint32Array,
-    txPayload: Uint8Array,
+    tx: Uint8Array,
     stats: Float64Array,
+    /** Returns how many bytes of encoded verdicts (verdict-encoder.ts) at the start of tx to send. */
     onBatch: (count: number) => number,
     onError: (err: Error) => void,
   ): NativeHandle;
-  verdicts(handle: NativeHandle, count: number): void;
+  /** Sends bytes [0, byteCount) of tx: encoded verdicts, in one datagram. */
+  verdicts(handle: NativeHandle, byteCount: number): void;
   close(handle: NativeHandle): void;
   ref(handle: NativeHandle, on: boolean): void;
   /** State of the packet loop, for the systemd watchdog (src/systemd/queue-liveness.ts). */
@@ -28,7 +29,6 @@ export interface NativeNfq {
   /** One datagram to $NOTIFY_SOCKET (native/src/sd_notify.c); throws ERR_SD_NOTIFY. */
   notify(socketPath: string, message: string): void;
   readonly META_WORDS: number;
-  readonly VERDICT_WORDS: number;
   readonly STATS_WORDS: number;
   readonly MSG_OVERHEAD: number;
   /** NFLOG reader (native/src/nflog.c): binds `group` and calls onBatch(n) once per batch of records. */
@@ -84,7 +84,6 @@ export function loadNative(): NativeNfq {
   }
   if (
     mod.META_WORDS !== META_WORDS ||
-    mod.VERDICT_WORDS !== VERDICT_WORDS ||
     mod.STATS_WORDS !== STATS_WORDS ||
     mod.LOG_META_WORDS !== LOG_META_WORDS ||
     mod.LOG_STATS_WORDS !== LOG_STATS_WORDS

@@ -1,5 +1,6 @@
 /**
- * NfQueue: the typed wrapper over native/src/nfq.c.
+ * NfQueue: the typed wrapper over native/src/nfq.c (its handle's lifecycle,
+ * errors and counters are reader.ts's, shared with NfLog).
  *
  * Hot-path contract:
  *  - onBatch(batch) is called once per batch of packets. `batch` is one
@@ -14,17 +15,12 @@
  *    in the same native call (one JS/C crossing per batch). Verdicts staged
  *    at any other time are sent by flush(), or automatically at the end of
  *    the current tick (one crossing for everything staged in that tick).
+ *    They are encoded here (verdict-encoder.ts); the addon only sends.
  *
  * Every argument is validated here; the C side only asserts.
  */
-import {
-  BatchHandlerError,
-  QueueClosedError,
-  InvalidArgumentError,
-  fromNativeQueueError,
-  type SluiceError,
-} from '../errors/errors.ts';
-import { checkBool, checkFunction, checkInt, U32_MAX } from '../util/validate.ts';
+import { QueueClosedError, InvalidArgumentError, fromNativeQueueError, type SluiceError } from '../errors/errors.ts';
+import { checkBool, checkInt, U32_MAX } from '../util/validate.ts';
 import {
   META_WORDS,
   Meta,
@@ -38,7 +34,9 @@ import {
   VerdictFlag,
   type VerdictCode,
 } from './layout.ts';
-import { loadNative, type NativeHandle, type NativeLiveness, type NativeNfq } from './native.ts';
+import { loadNative, type NativeLiveness, type NativeNfq } from './native.ts';
+import { checkCallbacks, checkOptions, ReaderCore, type ReaderBinding } from './reader.ts';
+import { TX_LIMIT, VerdictEncoder, verdictMessageBytes } from './verdict-encoder.ts';
 
 export interface QueueOptions {
   /** Queue number, as in `iptables -j NFQUEUE --queue-num N`. */
@@ -81,6 +79,32 @@ export interface QueueStats {
   truncatedReads: number;
   callbackErrors: number;
 }
+
+const QUEUE_BINDING: ReaderBinding<keyof QueueStats> = {
+  statsWords: STATS_WORDS,
+  stats: {
+    packets: Stat.Packets,
+    batches: Stat.Batches,
+    maxBatch: Stat.MaxBatch,
+    verdicts: Stat.Verdicts,
+    sendErrors: Stat.SendErrors,
+    kernelErrors: Stat.KernelErrors,
+    overruns: Stat.Overruns,
+    badMessages: Stat.BadMessages,
+    recvErrors: Stat.RecvErrors,
+    lastErrno: Stat.LastErrno,
+    truncatedReads: Stat.TruncatedReads,
+    callbackErrors: Stat.CallbackErrors,
+  },
+  callbackErrors: Stat.CallbackErrors,
+  mapError: fromNativeQueueError,
+  close: (native, handle) => {
+    native.close(handle);
+  },
+  ref: (native, handle, on) => {
+    native.ref(handle, on);
+  },
+};
 
 /**
  * A view of one batch. Accessors take the packet index (0 <= i < count);
@@ -161,23 +185,27 @@ function checkVerdict(v: unknown): VerdictCode {
 export class NfQueue {
   readonly queue: number;
   readonly #native: NativeNfq;
-  readonly #handle: NativeHandle;
+  readonly #core: ReaderCore<keyof QueueStats>;
   readonly #batch: PacketBatch;
   readonly #staged: Uint32Array;
   readonly #maxStaged: number;
   readonly #tx: Uint8Array;
-  readonly #stats: Float64Array;
+  /** Buffer views of the replacement-payload area and the receive area, made once (the encoder copies from them). */
+  readonly #txSource: Buffer;
+  readonly #rxSource: Buffer;
+  readonly #encoder = new VerdictEncoder();
   readonly #onBatch: (batch: PacketBatch, queue: NfQueue) => void;
-  readonly #onError: (err: SluiceError | Error) => void;
+  readonly #callOnBatch = (): void => {
+    this.#onBatch(this.#batch, this);
+  };
   readonly #flushSoon = (): void => {
     this.#flushScheduled = false;
-    if (!this.#closed) this.flush();
+    if (!this.#core.closed) this.flush();
   };
   #count = 0;
   #txUsed = 0;
   #inBatch = false;
   #flushScheduled = false;
-  #closed = false;
 
   private constructor(opts: QueueOptions, native: NativeNfq) {
     this.queue = checkInt('queue', opts.queue, 0, 0xffff);
@@ -190,10 +218,8 @@ export class NfQueue {
     this.#maxStaged = checkInt('maxStaged', opts.maxStaged ?? 4096, 1, 1 << 20);
     const rcvbuf = checkInt('receiveBufferBytes', opts.receiveBufferBytes ?? 8 << 20, 0, 1 << 30);
     const txBytes = checkInt('replacementBytes', opts.replacementBytes ?? 256 << 10, 0, 1 << 28);
-    checkFunction('onBatch', opts.onBatch);
-    checkFunction('onError', opts.onError);
+    checkCallbacks(opts);
     this.#onBatch = opts.onBatch;
-    this.#onError = opts.onError;
 
     // The receive area must hold one maximal message after the last packet
     // of a batch; small packets pack densely, so ~2 KiB per batch slot plus
@@ -203,13 +229,14 @@ export class NfQueue {
     const meta = new Uint32Array(maxBatch * META_WORDS);
     this.#staged = new Uint32Array(this.#maxStaged * VERDICT_WORDS);
     this.#tx = new Uint8Array(Math.max(txBytes, 1));
-    this.#stats = new Float64Array(STATS_WORDS);
+    this.#txSource = Buffer.from(this.#tx.buffer, this.#tx.byteOffset, this.#tx.length);
+    this.#rxSource = Buffer.from(rx.buffer, rx.byteOffset, rx.length);
     this.#batch = new PacketBatch(rx, meta);
     this.#native = native;
 
     const flags = (failOpen ? OpenFlag.FailOpen : 0) | (gso ? OpenFlag.Gso : 0) | (conntrack ? OpenFlag.Conntrack : 0);
-    try {
-      this.#handle = native.open(
+    this.#core = new ReaderCore(QUEUE_BINDING, native, opts.onError, (counters, onError) =>
+      native.open(
         this.queue,
         copyRange,
         maxLength,
@@ -217,45 +244,69 @@ export class NfQueue {
         rcvbuf,
         rx,
         meta,
-        this.#staged,
-        this.#tx,
-        this.#stats,
+        this.#encoder.bytes,
+        counters,
         (n) => this.#dispatch(n),
-        (err) => {
-          this.#onError(fromNativeQueueError(err));
-        },
-      );
-    } catch (err) {
-      throw fromNativeQueueError(err);
-    }
+        onError,
+      ),
+    );
   }
 
   /** Binds queue `opts.queue` and starts receiving. Throws a typed error on failure. */
   static open(opts: QueueOptions): NfQueue {
-    if (typeof opts !== 'object') throw new InvalidArgumentError('options must be an object');
+    checkOptions(opts);
     return new NfQueue(opts, loadNative());
   }
 
-  // Called from C once per batch; returns how many staged verdicts C must send.
+  // Called from C once per batch; returns how many bytes of encoded verdicts C must send.
   #dispatch(n: number): number {
     this.#batch.count = n;
     this.#inBatch = true;
     try {
-      this.#onBatch(this.#batch, this);
-    } catch (err) {
-      this.#stats[Stat.CallbackErrors] = (this.#stats[Stat.CallbackErrors] ?? 0) + 1;
-      this.#onError(err instanceof Error ? err : new BatchHandlerError(String(err), { cause: err }));
+      this.#core.run(this.#callOnBatch);
     } finally {
       this.#inBatch = false;
     }
     const staged = this.#count;
     this.#count = 0;
     this.#txUsed = 0;
-    return staged;
+    return this.#encode(staged);
+  }
+
+  /**
+   * Encodes staged verdicts [0, n) into the encoder's transmit area and
+   * returns the bytes left there for the caller to send; a full area (each
+   * datagram stays under TX_LIMIT) is sent on the way. A verdict whose
+   * payload lies outside its area is skipped and counted as a send error.
+   */
+  #encode(n: number): number {
+    const enc = this.#encoder;
+    const staged = this.#staged;
+    const counters = this.#core.counters;
+    enc.length = 0;
+    for (let i = 0; i < n; i++) {
+      const base = i * VERDICT_WORDS;
+      const code = staged[base + Staged.Code] ?? 0;
+      const offset = staged[base + Staged.PayloadOffset] ?? 0;
+      const length = staged[base + Staged.PayloadLength] ?? 0;
+      const source = (code & VerdictFlag.PayloadTx) !== 0 ? this.#txSource : (code & VerdictFlag.PayloadRx) !== 0 ? this.#rxSource : null;
+      if (source !== null && (offset + length > source.length || length > 0xffff)) {
+        counters[Stat.SendErrors] = (counters[Stat.SendErrors] ?? 0) + 1;
+        continue;
+      }
+      const hasMark = (code & VerdictFlag.SetMark) !== 0;
+      if (enc.length + verdictMessageBytes(hasMark, source === null ? -1 : length) > TX_LIMIT) {
+        this.#native.verdicts(this.#core.handle, enc.length);
+        enc.length = 0;
+      }
+      enc.put(this.queue, staged[base + Staged.Id] ?? 0, code & 0xff, hasMark, staged[base + Staged.Mark] ?? 0, source, offset, length);
+    }
+    counters[Stat.Verdicts] = (counters[Stat.Verdicts] ?? 0) + n;
+    return enc.length;
   }
 
   #slot(id: number, code: number, mark: number | undefined): number {
-    if (this.#closed) throw new QueueClosedError(`queue ${this.queue} is closed`);
+    if (this.#core.closed) throw new QueueClosedError(`queue ${this.queue} is closed`);
     checkInt('id', id, 0, U32_MAX);
     if (this.#count === this.#maxStaged) this.flush();
     const base = this.#count * VERDICT_WORDS;
@@ -313,18 +364,18 @@ export class NfQueue {
 
   /** Sends every staged verdict now (one native call). */
   flush(): void {
-    if (this.#closed) throw new QueueClosedError(`queue ${this.queue} is closed`);
+    if (this.#core.closed) throw new QueueClosedError(`queue ${this.queue} is closed`);
     if (this.#count === 0) return;
     const n = this.#count;
     this.#count = 0;
     this.#txUsed = 0;
-    this.#native.verdicts(this.#handle, n);
+    const bytes = this.#encode(n);
+    if (bytes > 0) this.#native.verdicts(this.#core.handle, bytes);
   }
 
   /** Whether the open queue keeps the process alive (default true). */
   ref(on: boolean): void {
-    checkBool('on', on);
-    if (!this.#closed) this.#native.ref(this.#handle, on);
+    this.#core.ref(on);
   }
 
   /**
@@ -332,31 +383,16 @@ export class NfQueue {
    * queue (src/systemd/queue-liveness.ts judges it). Undefined once closed.
    */
   liveness(): NativeLiveness | undefined {
-    return this.#closed ? undefined : this.#native.liveness(this.#handle);
+    return this.#core.closed ? undefined : this.#native.liveness(this.#core.handle);
   }
 
   get closed(): boolean {
-    return this.#closed;
+    return this.#core.closed;
   }
 
   /** Snapshot of the native counters. */
   stats(): QueueStats {
-    const s = this.#stats;
-    const v = (k: number): number => s[k] ?? 0;
-    return {
-      packets: v(Stat.Packets),
-      batches: v(Stat.Batches),
-      maxBatch: v(Stat.MaxBatch),
-      verdicts: v(Stat.Verdicts),
-      sendErrors: v(Stat.SendErrors),
-      kernelErrors: v(Stat.KernelErrors),
-      overruns: v(Stat.Overruns),
-      badMessages: v(Stat.BadMessages),
-      recvErrors: v(Stat.RecvErrors),
-      lastErrno: v(Stat.LastErrno),
-      truncatedReads: v(Stat.TruncatedReads),
-      callbackErrors: v(Stat.CallbackErrors),
-    };
+    return this.#core.stats();
   }
 
   /**
@@ -364,10 +400,9 @@ export class NfQueue {
    * for a verdict are dropped by the kernel at unbind. Idempotent.
    */
   close(): void {
-    if (this.#closed) return;
+    if (this.#core.closed) return;
     if (this.#count > 0 && !this.#inBatch) this.flush();
-    this.#closed = true;
-    this.#native.close(this.#handle);
+    this.#core.close();
   }
 }
 

@@ -1,0 +1,298 @@
+/* The netlink reader both bindings are built on (see nl_reader.h). */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <linux/netlink.h>
+#include <linux/netfilter/nfnetlink.h>
+#include "nl_reader.h"
+
+/* Calls fn(arg) with napi_make_callback (not napi_call_function) so that
+ * process.nextTick and promise jobs queued by it run right after it, as
+ * they would after any other I/O callback. Needs an open handle scope. */
+static napi_status call(nl_reader *r, napi_ref fn_ref, napi_value arg, napi_value *result) {
+  napi_value fn, recv;
+  napi_get_reference_value(r->env, fn_ref, &fn);
+  napi_get_global(r->env, &recv); /* make_callback needs an object receiver */
+  return napi_make_callback(r->env, r->async_ctx, recv, fn, 1, &arg, result);
+}
+
+static void report_async_error(nl_reader *r, int err, const char *syscall) {
+  napi_handle_scope scope;
+  napi_open_handle_scope(r->env, &scope);
+  char text[160];
+  snprintf(text, sizeof text, "%s %u: %s (%s)", r->binding->label, r->num, strerror(err), syscall);
+  napi_value result, error = coded_error(r->env, r->binding->codes.poll, text, err, NULL);
+  if (call(r, r->refs[R_ON_ERROR], error, &result) != napi_ok) raise_pending(r->env);
+  napi_close_handle_scope(r->env, scope);
+}
+
+/* Hands messages [0, n) to JavaScript: one call. */
+static void deliver(nl_reader *r, uint32_t n) {
+  if (n == 0 || r->closing) return;
+  r->stats[NS_ITEMS] += n;
+  r->stats[NS_BATCHES] += 1;
+  if (n > r->stats[NS_MAX_BATCH]) r->stats[NS_MAX_BATCH] = n;
+  napi_handle_scope scope;
+  napi_open_handle_scope(r->env, &scope);
+  napi_value arg, result;
+  napi_create_uint32(r->env, n, &arg);
+  napi_status st = call(r, r->refs[R_ON_BATCH], arg, &result);
+  if (st != napi_ok) {
+    r->stats[NS_CALLBACK_ERRORS] += 1;
+    raise_pending(r->env);
+    result = NULL;
+  }
+  if (r->binding->after_batch && !r->closing) r->binding->after_batch(r, result);
+  napi_close_handle_scope(r->env, scope);
+}
+
+/* Drains datagrams back to back into rx while a maximal one fits and fewer
+ * than max_batch messages wait; then one JS call. A datagram with more data
+ * messages than meta has room for (NFLOG's) is handed over in several calls.
+ * uv_poll is level triggered: what is left wakes us next loop turn, so the
+ * bound keeps timers and other I/O from starving in a flood. */
+static void on_readable(uv_poll_t *handle, int status, int events) {
+  nl_reader *r = handle->data;
+  const nl_binding *b = r->binding;
+  if (r->closing) return;
+  r->wakeups += 1;
+  if (status < 0) {
+    report_async_error(r, -status, "uv_poll");
+    return;
+  }
+  int fd = mnl_socket_get_fd(r->nl);
+  size_t off = 0;
+  uint32_t n = 0;
+  while (!r->closing && n < r->max_batch && r->rx_size - off >= r->rx_need) {
+    struct iovec iov = { r->rx + off, r->rx_size - off };
+    struct sockaddr_nl sa;
+    struct msghdr mh = { &sa, sizeof sa, &iov, 1, NULL, 0, 0 };
+    ssize_t got = recvmsg(fd, &mh, MSG_DONTWAIT);
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EINTR) continue;
+      if (errno == ENOBUFS) {
+        /* Receive buffer overflowed: the kernel dropped (NFQUEUE: or, with
+         * FAIL_OPEN, accepted) what it could not queue. The socket stays usable. */
+        r->stats[NS_OVERRUNS] += 1;
+        continue;
+      }
+      r->stats[NS_RECV_ERRORS] += 1;
+      r->stats[NS_LAST_ERRNO] = errno;
+      break;
+    }
+    r->stats[NS_DATAGRAMS] += 1;
+    if (mh.msg_flags & MSG_TRUNC) { r->stats[NS_TRUNCATED_READS] += 1; continue; }
+    if (sa.nl_pid != 0) { r->stats[NS_BAD_MESSAGES] += 1; continue; } /* not from the kernel */
+    const struct nlmsghdr *nlh = (const struct nlmsghdr *)(r->rx + off);
+    int len = (int)got;
+    while (mnl_nlmsg_ok(nlh, len)) {
+      if (nlh->nlmsg_type == NLMSG_ERROR) {
+        /* NFQUEUE verdict errors (ENOENT: unknown or decided id) come even without NLM_F_ACK. */
+        const struct nlmsgerr *e = mnl_nlmsg_get_payload(nlh);
+        if (e->error != 0) {
+          r->stats[b->kernel_errors] += 1;
+          r->stats[NS_LAST_ERRNO] = -e->error;
+        }
+      } else if (NFNL_SUBSYS_ID(nlh->nlmsg_type) == b->subsys && NFNL_MSG_TYPE(nlh->nlmsg_type) == b->msg_type) {
+        if (n == r->max_batch) {
+          deliver(r, n);
+          n = 0;
+        }
+        if (b->decode(r, nlh, r->meta + (size_t)n * b->meta_words)) n++;
+        else r->stats[NS_BAD_MESSAGES] += 1;
+      } else if (nlh->nlmsg_type >= NLMSG_MIN_TYPE) {
+        r->stats[NS_BAD_MESSAGES] += 1;
+      } /* NLMSG_DONE closes each multipart (NFLOG) datagram: nothing to do */
+      nlh = mnl_nlmsg_next(nlh, &len);
+    }
+    off += MNL_ALIGN((size_t)got);
+  }
+  deliver(r, n);
+}
+
+static void reader_free(nl_reader *r) {
+  for (size_t i = 0; i < r->nrefs; i++) napi_delete_reference(r->env, r->refs[i]);
+  if (r->async_ctx) napi_async_destroy(r->env, r->async_ctx);
+  if (r->nl) mnl_socket_close(r->nl);
+  free(r);
+}
+
+static void on_closed(uv_handle_t *h) { reader_free(h->data); }
+
+nl_reader *nl_reader_new(napi_env env, const nl_binding *b, size_t size, const nl_open_args *o) {
+  void *rx, *meta, *stats;
+  size_t rx_len, meta_len, stats_len;
+  NL_ASSERT(env, b, get_typed(env, o->rx, napi_uint8_array, &rx, &rx_len), "rx");
+  NL_ASSERT(env, b, get_typed(env, o->meta, napi_uint32_array, &meta, &meta_len), "meta");
+  NL_ASSERT(env, b, get_typed(env, o->stats, napi_float64_array, &stats, &stats_len), "stats");
+  NL_ASSERT(env, b, stats_len >= b->stats_words && meta_len >= b->meta_words, "stats/meta length");
+  NL_ASSERT(env, b, rx_len >= o->rx_need, "rx smaller than one maximal datagram");
+  NL_ASSERT(env, b, is_function(env, o->on_batch) && is_function(env, o->on_error), "callbacks");
+  nl_reader *r = calloc(1, size);
+  if (!r) {
+    throw_coded(env, b->codes.nomem, "out of memory", ENOMEM, "calloc");
+    return NULL;
+  }
+  *r = (nl_reader){ .binding = b, .env = env, .num = o->num, .rx = rx, .rx_size = rx_len, .rx_need = o->rx_need,
+                    .meta = meta, .max_batch = (uint32_t)(meta_len / b->meta_words), .stats = stats };
+  napi_value keep[] = { o->on_batch, o->on_error, o->rx, o->meta, o->stats, o->extra };
+  for (size_t i = 0; i < 6 && keep[i]; i++) napi_create_reference(env, keep[i], 1, &r->refs[r->nrefs++]);
+  const char *failed = NULL;
+  r->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (!r->nl) failed = "socket";
+  else if (mnl_socket_bind(r->nl, 0, MNL_SOCKET_AUTOPID) < 0) failed = "bind";
+  if (failed) {
+    int e = errno;
+    reader_free(r);
+    throw_coded(env, e == EPERM || e == EACCES ? b->codes.permission : b->codes.socket,
+                "cannot open netlink socket (needs CAP_NET_ADMIN)", e, failed);
+    return NULL;
+  }
+  r->portid = mnl_socket_get_portid(r->nl);
+  if (o->rcvbuf > 0) {
+    /* SO_RCVBUFFORCE ignores net.core.rmem_max but needs CAP_NET_ADMIN (which
+     * binding needs anyway); fall back otherwise. */
+    int fd = mnl_socket_get_fd(r->nl), v = (int)o->rcvbuf;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof v) < 0)
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+  }
+  return r;
+}
+
+int nl_config_and_ack(nl_reader *r, struct nlmsghdr *nlh) {
+  static uint32_t seq_counter = 0;
+  nlh->nlmsg_flags |= NLM_F_ACK;
+  nlh->nlmsg_seq = ++seq_counter;
+  if (mnl_socket_sendto(r->nl, nlh, nlh->nlmsg_len) < 0) return errno;
+  char buf[8192];
+  struct pollfd pfd = { mnl_socket_get_fd(r->nl), POLLIN, 0 };
+  for (;;) {
+    int pr = poll(&pfd, 1, 2000);
+    if (pr == 0) return ETIMEDOUT;
+    if (pr < 0) { if (errno == EINTR) continue; return errno; }
+    ssize_t got = recv(pfd.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (got < 0) { if (errno == EAGAIN || errno == EINTR) continue; return errno; }
+    if (mnl_cb_run(buf, (size_t)got, nlh->nlmsg_seq, r->portid, NULL, NULL) == MNL_CB_ERROR) return errno;
+    return 0;
+  }
+}
+
+/* 1 if the /proc/net/netfilter list `path` (per namespace) has a line for
+ * `num`: bound. Binding one another socket owns fails with EPERM (peer_portid
+ * mismatch), like a missing CAP_NET_ADMIN; this tells the two apart. */
+static int proc_lists(const char *path, unsigned num) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  unsigned n;
+  char line[256];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f))
+    if (sscanf(line, "%u", &n) == 1 && n == num) found = 1;
+  fclose(f);
+  return found;
+}
+
+napi_value nl_reader_start(nl_reader *r, int err) {
+  napi_env env = r->env;
+  const nl_binding *b = r->binding;
+  if (err == EPERM && proc_lists(b->proc_list, r->num)) err = EBUSY;
+  if (err) {
+    const char *code = err == EBUSY ? b->codes.busy
+                     : (err == EPERM || err == EACCES) ? b->codes.permission
+                     : err == EOPNOTSUPP ? b->codes.unsupported : b->codes.config;
+    char msg[64];
+    snprintf(msg, sizeof msg, err == EBUSY ? "%s is already bound by another socket" : "cannot bind and configure %s",
+             b->noun);
+    reader_free(r);
+    throw_coded(env, code, msg, err, b->config_msg);
+    return NULL;
+  }
+  napi_value name, ext;
+  napi_create_string_utf8(env, b->resource, NAPI_AUTO_LENGTH, &name);
+  napi_async_init(env, NULL, name, &r->async_ctx);
+  uv_loop_t *loop;
+  napi_get_uv_event_loop(env, &loop);
+  int ue = uv_poll_init(loop, &r->poll, mnl_socket_get_fd(r->nl));
+  if (ue == 0) {
+    r->poll.data = r;
+    ue = uv_poll_start(&r->poll, UV_READABLE, on_readable);
+  }
+  if (ue != 0) {
+    reader_free(r);
+    throw_coded(env, b->codes.poll_start, "cannot poll netlink socket", -ue, "uv_poll_start");
+    return NULL;
+  }
+  napi_create_external(env, r, NULL, NULL, &ext);
+  /* The handle keeps itself alive until close(): the caller owns its lifetime. */
+  napi_create_reference(env, ext, 1, &r->refs[r->nrefs++]);
+  return ext;
+}
+
+const nl_binding *nl_reader_args(napi_env env, napi_callback_info info, size_t *argc, napi_value *a, nl_reader **r) {
+  void *b;
+  napi_get_cb_info(env, info, argc, a, NULL, &b);
+  *r = *argc >= 1 ? get_external(env, a[0]) : NULL;
+  if (*r && (*r)->binding != b) *r = NULL;
+  return b;
+}
+
+/* close(handle): unbind (the kernel drops NFQUEUE packets awaiting a verdict,
+ * unread NFLOG records are lost), stop polling; memory is freed once libuv
+ * has closed the poll handle. */
+napi_value nl_reader_close_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value a[1];
+  nl_reader *r;
+  const nl_binding *b = nl_reader_args(env, info, &argc, a, &r);
+  NL_ASSERT(env, b, argc == 1 && r != NULL, "close(handle)");
+  if (r->closing) return NULL;
+  r->closing = 1;
+  uv_poll_stop(&r->poll);
+  char cfg[MNL_SOCKET_BUFFER_SIZE];
+  struct nlmsghdr *nlh = b->config_put(cfg, r->num, 0);
+  /* Best effort: closing the socket unbinds too (NETLINK_URELEASE). */
+  mnl_socket_sendto(r->nl, nlh, nlh->nlmsg_len);
+  uv_close((uv_handle_t *)&r->poll, on_closed);
+  return NULL;
+}
+
+/* ref(handle, bool): whether an open handle keeps the event loop alive. */
+napi_value nl_reader_ref_js(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value a[2];
+  nl_reader *r;
+  bool on;
+  const nl_binding *b = nl_reader_args(env, info, &argc, a, &r);
+  NL_ASSERT(env, b, argc == 2 && r != NULL && napi_get_value_bool(env, a[1], &on) == napi_ok, "ref(handle, bool)");
+  if (r->closing) return NULL;
+  if (on) uv_ref((uv_handle_t *)&r->poll);
+  else uv_unref((uv_handle_t *)&r->poll);
+  return NULL;
+}
+
+/* liveness(handle) -> { polling, portid, wakeups, readable } (NativeLiveness
+ * in src/nfqueue/native.ts) for the systemd watchdog, without touching the handle. */
+napi_value nl_reader_liveness_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value a[1], out, v;
+  nl_reader *r;
+  const nl_binding *b = nl_reader_args(env, info, &argc, a, &r);
+  NL_ASSERT(env, b, argc == 1 && r != NULL, "liveness(handle)");
+  int readable = 0;
+  if (!r->closing) {
+    struct pollfd pfd = { mnl_socket_get_fd(r->nl), POLLIN, 0 };
+    readable = poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN) != 0;
+  }
+  napi_create_object(env, &out);
+  napi_get_boolean(env, !r->closing && uv_is_active((uv_handle_t *)&r->poll), &v);
+  napi_set_named_property(env, out, "polling", v);
+  set_number(env, out, "portid", r->portid);
+  set_number(env, out, "wakeups", r->wakeups);
+  napi_get_boolean(env, readable, &v);
+  napi_set_named_property(env, out, "readable", v);
+  return out;
+}
