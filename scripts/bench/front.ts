@@ -313,7 +313,31 @@ for (let r = 0; r < rounds; r++) {
 }
 
 if (values.only !== undefined) {
-  for (const m of modes) console.log(m.name, med(samples.filter((x) => x.mode === m.name).map((x) => x.rps)).toFixed(0));
+  // One workload: a table of the medians and of each round's ratio to the
+  // DNAT run of the same round (the machine drifts between rounds), and
+  // bench/results/front-<workload>.json; the full run's front.json stays.
+  const w = values.only as Workload;
+  const f = w === 'bulk' ? 'mbps' : 'rps';
+  const ofRound = (mode: string, r: number): number => samples.find((x) => x.mode === mode && x.round === r)?.[f] ?? NaN;
+  const only: Record<string, { median: number; perRound: number[]; ratioPerRound?: number[]; ratioMedian?: number; ratioMin?: number; ratioMax?: number }> = {};
+  console.log(`${w}: ${f === 'rps' ? 'req/s' : 'MB/s'}, median of ${rounds} rounds; ratio = each round's run / that round's DNAT run`);
+  for (const m of modes) {
+    const perRound = Array.from({ length: rounds }, (_, r) => ofRound(m.name, r + 1));
+    const entry: (typeof only)[string] = { median: med(perRound), perRound };
+    only[m.name] = entry;
+    if (m.name !== 'dnat' && modes.some((x) => x.name === 'dnat')) {
+      const ratios = perRound.map((v, r) => v / ofRound('dnat', r + 1));
+      Object.assign(entry, { ratioPerRound: ratios, ratioMedian: med(ratios), ratioMin: Math.min(...ratios), ratioMax: Math.max(...ratios) });
+      console.log(`${m.name.padEnd(8)} ${med(perRound).toFixed(0).padStart(8)}  ratio median ${med(ratios).toFixed(3)} (rounds ${ratios.map((x) => x.toFixed(2)).join(' ')})`);
+    } else {
+      console.log(`${m.name.padEnd(8)} ${med(perRound).toFixed(0).padStart(8)}`);
+    }
+  }
+  mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+  const file = `bench/results/front-${w}.json`;
+  const out = { benchmark: 'front', workload: w, date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { seconds, rounds, conns, threads, wrk: workloads[w], frontNamespace: 'conntrack time_wait 1 s' }, modes: only, samples };
+  writeFileSync(join(ROOT, file), JSON.stringify(out, null, 2) + '\n');
+  console.log(`results: ${file}`);
   process.exit(0);
 }
 // ---- SYN decisions ---------------------------------------------------------
