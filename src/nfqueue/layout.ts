@@ -44,13 +44,12 @@ export const VerdictFlag = {
 } as const;
 
 /**
- * Slots of the statistics array, updated by C without crossing into JS: the
- * netlink reader's counters first, in the order both bindings share
- * (native/src/nl_reader.h NS_*), then the queue's own. Datagrams is counted
- * but not reported by stats().
+ * The netlink reader's counters: the first slots of both bindings'
+ * statistics arrays, in native/src/nl_reader.h's NS_* order. Slot 0 counts
+ * the binding's items (packets, or log records).
  */
-export const Stat = {
-  Packets: 0,
+export const ReaderStat = {
+  Items: 0,
   Batches: 1,
   MaxBatch: 2,
   Datagrams: 3,
@@ -60,9 +59,20 @@ export const Stat = {
   LastErrno: 7,
   TruncatedReads: 8,
   CallbackErrors: 9,
-  KernelErrors: 10,
-  Verdicts: 11,
-  SendErrors: 12,
+} as const;
+export const READER_STATS_WORDS = 10;
+
+/**
+ * Slots of the queue's statistics array, updated by C without crossing into
+ * JS: the reader's counters, then the queue's own. Datagrams is counted but
+ * not reported by stats().
+ */
+export const Stat = {
+  ...ReaderStat,
+  Packets: ReaderStat.Items,
+  KernelErrors: READER_STATS_WORDS,
+  Verdicts: READER_STATS_WORDS + 1,
+  SendErrors: READER_STATS_WORDS + 2,
 } as const;
 export const STATS_WORDS = 13;
 
