@@ -134,8 +134,21 @@ describe('sluice master: /metrics and /status over HTTP', () => {
     const second = new MasterDaemon(file);
     await assert.rejects(second.start(), (err: unknown) => err instanceof HttpListenError && /http\.listen 127\.0\.0\.1:\d+: EADDRINUSE/.test(err.message));
     // The failed daemon's accounting and publish endpoints are free again.
-    const m = await Master.start(masterConfig('m-again', e, [{ name: 'www', requests: 5 }]), log);
-    await m.stop();
+    // ZeroMQ closes a socket's listener in its I/O thread after close()
+    // returns, so the port comes free shortly after, not at once (CI saw
+    // EADDRINUSE on an immediate bind): bind again until it works, bounded;
+    // a socket left open would keep failing.
+    let m: Master | undefined;
+    await until(async () => {
+      try {
+        m = await Master.start(masterConfig('m-again', e, [{ name: 'www', requests: 5 }]), log);
+        return true;
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'EADDRINUSE') throw err;
+        return false;
+      }
+    }, 'the failed master\'s endpoints are free again', 5000, 50);
+    await m?.stop();
   });
 
   it('a reload that changes http.listen is applied otherwise, and keeps serving where it was', async () => {
