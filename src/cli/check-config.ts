@@ -17,6 +17,15 @@
  * invalid, 2 usage error or unreadable file. systemd's ExecReload runs it
  * before the reload signal, so a bad file fails `systemctl reload` and the
  * running daemon keeps its configuration.
+ *
+ * --host (front only): also runs the front node's preflight
+ * (src/front/preflight.ts) against this host, i.e. the network namespace
+ * and the credentials check-config runs with (run it as the daemon's user
+ * with its capabilities, or as root, inside the node's namespace), and
+ * prints one line per check: "  ok|skip|FAIL  check: detail" (skip: this
+ * user cannot read what the check reads; the detail says what catches it). A queue or log
+ * group bound by `sluice front --config FILE` for this same FILE is the
+ * running node, not a conflict. Exit 1 when a check fails.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -27,6 +36,7 @@ import { ConfigError, parseConfig, type ConfigProblem } from '../config/load.ts'
 import { dnsConfigSchema } from '../dns/config.ts';
 import { loadZones } from '../dns/daemon.ts';
 import { frontConfigSchema } from '../front/config.ts';
+import { runPreflight, systemHost, type CheckResult, type HostReader } from '../front/preflight.ts';
 import { renderRules } from '../front/rules.ts';
 import { masterConfigSchema } from '../throttle/config.ts';
 import { UsageError, type Command } from './command.ts';
@@ -36,11 +46,15 @@ export type Role = (typeof ROLES)[number];
 
 const SCHEMAS = { front: frontConfigSchema, dns: dnsConfigSchema, agent: agentConfigSchema, master: masterConfigSchema } as const;
 
-const USAGE = `usage: sluice check-config FILE [--role ${ROLES.join('|')}]
+const USAGE = `usage: sluice check-config FILE [--role ${ROLES.join('|')}] [--host]
 
   Validates FILE as the daemon of that role would (dns: also the zone files
   it names). Without --role the role is told from the file's keys.
-  Exit 0 valid, 1 invalid, 2 usage error or unreadable file.`;
+  --host (front): also checks this host as the front node's start does
+  (ip_forward, rp_filter, the LAN interface, conntrack access, the queue
+  and log group free), in this network namespace with these credentials.
+  Exit 0 valid, 1 invalid or a host check failed, 2 usage error or
+  unreadable file.`;
 
 /** Top-level keys only `role`'s schema has. */
 export function ownKeys(role: Role): string[] {
@@ -131,6 +145,19 @@ export function renderOutcome(file: string, o: CheckOutcome): string {
   return [`${file}: invalid (${o.role ?? 'role unknown'})`, ...o.problems.map((p) => `  ${p.path === '' ? '(top level)' : p.path}: ${p.message}`)].join('\n');
 }
 
+/**
+ * The front node's preflight for a valid front FILE. A queue bound by the
+ * running daemon of this FILE passes (checking a live node).
+ */
+export function checkHost(text: string, file: string, host: HostReader = systemHost()): readonly CheckResult[] {
+  const cfg = parseConfig(frontConfigSchema, text, file);
+  return runPreflight(cfg, host, { runningConfig: file });
+}
+
+export function renderHost(results: readonly CheckResult[]): string {
+  return ['host (this network namespace, these credentials):', ...results.map((r) => `  ${r.ok ? (r.skipped ? 'skip' : 'ok  ') : 'FAIL'}  ${r.check}: ${r.detail}`)].join('\n');
+}
+
 export const checkConfigCommand: Command = {
   name: 'check-config',
   summary: "validate a daemon's configuration file (front, dns with its zone files, agent) without running it",
@@ -138,8 +165,10 @@ export const checkConfigCommand: Command = {
   run(argv) {
     let file: string | undefined;
     let role: string | undefined;
+    let host: boolean;
     try {
-      const { values, positionals } = parseArgs({ args: [...argv], allowPositionals: true, options: { role: { type: 'string' } } });
+      const { values, positionals } = parseArgs({ args: [...argv], allowPositionals: true, options: { role: { type: 'string' }, host: { type: 'boolean', default: false } } });
+      host = values.host;
       if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? 'FILE is required' : 'give one FILE');
       file = positionals[0];
       role = values.role;
@@ -153,7 +182,15 @@ export const checkConfigCommand: Command = {
       console.error(`sluice check-config: ${outcome.message}`);
       return Promise.resolve(2);
     }
+    if (host && outcome.role !== undefined && outcome.role !== 'front') {
+      console.error(`sluice check-config: --host checks a front node's host; ${file ?? ''} is a ${outcome.role} configuration`);
+      return Promise.resolve(2);
+    }
     console.log(renderOutcome(file ?? '', outcome));
-    return Promise.resolve(outcome.kind === 'ok' ? 0 : 1);
+    if (outcome.kind !== 'ok') return Promise.resolve(1);
+    if (!host) return Promise.resolve(0);
+    const results = checkHost(readFileSync(file ?? '', 'utf8'), file ?? '');
+    console.log(renderHost(results));
+    return Promise.resolve(results.every((r) => r.ok) ? 0 : 1);
   },
 };

@@ -10,6 +10,7 @@ import { METHOD_NAMES } from './select/backend.ts';
 import { checkpointSchema, shapingSchema, type CheckpointConfig } from '../shaping/config.ts';
 import { throttleSchema } from '../throttle/config.ts';
 import { admissionSchema } from '../admission/config.ts';
+import { MAX_OVERFLOW_TARGETS, MAX_SERVERS_MARKED, MAX_SERVICES_MARKED } from './marks.ts';
 
 /** A checkpoint list (src/shaping/config.ts): evaluated in order, every matching rule applies. */
 const checkpoints = z.array(checkpointSchema).max(32, 'at most 32 checkpoints per list').default([]);
@@ -50,7 +51,11 @@ const service = z
       .enum(METHOD_NAMES, { error: `method is one of ${METHOD_NAMES.join(', ')}` })
       .default('capacity')
       .describe('Server selection: `capacity` in proportion to remaining capacity; `byrequests` Apache\'s lbfactor/lbstatus; `leastconn` fewest active connections per weight; `maglev` consistent hashing of the client address.'),
-    servers: z.array(server).min(1, 'a service needs at least one server').max(200, 'at most 200 servers per service').describe('The servers of this service (names unique within it).'),
+    servers: z
+      .array(server)
+      .min(1, 'a service needs at least one server')
+      .max(MAX_SERVERS_MARKED, `at most ${String(MAX_SERVERS_MARKED)} servers per service (the packet mark's server field, src/front/marks.ts): split the servers over two services (another VIP or port), or over two front nodes`)
+      .describe(`The servers of this service (names unique within it), at most ${String(MAX_SERVERS_MARKED)}: the packet mark's server field.`),
     checkpoints: checkpoints.describe('Checked first for each new connection to this service (seed 001\'s frontend list).'),
   })
   .superRefine((svc, ctx) => {
@@ -159,7 +164,11 @@ export const frontConfigSchema = z
       })
       .prefault({})
       .describe('Connection records (one per client address and port per service).'),
-    services: z.array(service).min(1, 'configure at least one virtual service').max(31, 'at most 31 virtual services').describe('The virtual services this front node steers.'),
+    services: z
+      .array(service)
+      .min(1, 'configure at least one virtual service')
+      .max(MAX_SERVICES_MARKED, `at most ${String(MAX_SERVICES_MARKED)} virtual services per front node (the packet mark's service field, src/front/marks.ts): run the others on another front node (its own cluster or network namespace)`)
+      .describe(`The virtual services this front node steers, at most ${String(MAX_SERVICES_MARKED)}: the packet mark's service field.`),
     overflow: z
       .array(
         z.strictObject({
@@ -168,8 +177,9 @@ export const frontConfigSchema = z
           freeCapacity: z.int().min(0).default(0).describe('Free capacity (connections) until the control plane reports it.'),
         }),
       )
+      .max(MAX_OVERFLOW_TARGETS, `at most ${String(MAX_OVERFLOW_TARGETS)} overflow clusters (the packet mark's overflow field, src/front/marks.ts): keep the ones nearest to this cluster`)
       .default([])
-      .describe('Other clusters, for overflow when every server of this cluster is at capacity: new connections go to them in proportion to their free capacity.'),
+      .describe(`Other clusters, for overflow when every server of this cluster is at capacity: new connections go to them in proportion to their free capacity. At most ${String(MAX_OVERFLOW_TARGETS)}: the packet mark's overflow field.`),
     checkpoints: checkpoints.describe('This cluster\'s checkpoints (seed 001\'s backend list): after the service\'s, before the server\'s.'),
     shaping: shapingSchema,
     throttle: throttleSchema

@@ -8,7 +8,11 @@
  * FrontEngine.teardown(), once per record, from one onBatch per batch.
  *
  * Lifecycle:
- *   start   load config (refused -> exit 1, nothing installed); rebuild
+ *   create  load config, then preflight the host (src/front/preflight.ts):
+ *           either refused -> exit 1 with every reason and its fix, nothing
+ *           installed and nothing removed (a refused start must not undo
+ *           the rules of a front node already bound to the queue)
+ *   start   rebuild
  *           records from the kernel's flows; bind the log group; install
  *           rules; bind the queue; admin socket, control plane, ops HTTP
  *           server (http.listen)
@@ -47,6 +51,7 @@ import { FrontControl } from './control.ts';
 import { FrontEngine, HELD } from './engine.ts';
 import { installRules, removeRules } from './iptables.ts';
 import { TEARDOWN_LOG, renderRules } from './rules.ts';
+import { assertHostReady } from './preflight.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
 import type { FrontStatus } from './status.ts';
 import { FrontThrottle } from './throttle.ts';
@@ -89,6 +94,7 @@ export class FrontDaemon implements FrontMetricsSource {
   constructor(configFile: string) {
     this.configFile = configFile;
     this.config = loadConfig(frontConfigSchema, configFile);
+    assertHostReady(this.config);
     this.systemd = new SystemdNotifier(this.log);
     this.throttle = new FrontThrottle(this.log);
     this.admission = new FrontAdmission(this.log);

@@ -12,7 +12,20 @@
  */
 export const MARK_TAG = 0x5175_0000;
 export const MARK_MASK = 0xffff_ffff;
+/*
+ * The layout's real limits, which the configuration schema enforces
+ * (src/front/config.ts): a server, service or overflow target past them
+ * would get a mark that means something else (another field, or REJECT_MARK).
+ */
+/** Servers per virtual service: indices 0..0x3e, marks 0x01..0x3f. */
 export const MAX_SERVERS_MARKED = 0x3f;
+/**
+ * Virtual services per front node: indices 0..30. The service field has
+ * room for more, but connectionKey() (src/front/connections.ts) keeps the
+ * index below 32 to stay exact in a double, and 0xff is REJECT_MARK's.
+ */
+export const MAX_SERVICES_MARKED = 31;
+/** Overflow targets (other clusters): indices 0..0x3f, marks 0x80..0xbf. */
 export const MAX_OVERFLOW_TARGETS = 0x40;
 
 export function serverMark(service: number, server: number): number {

@@ -4,7 +4,7 @@
  * the queue (ours and the kernel's view), the FIN/RST log, the control plane and the RTT
  * prober. Nothing here runs on the packet path (src/metrics/collect.ts).
  *
- * Labels: service and server names (the config's, at most 31 x 200),
+ * Labels: service and server names (the config's, at most 31 x 63, the mark layout's limits),
  * overflow and peer cluster names, checkpoint names (unique per front
  * node, at most 32 per list), drop and reject reasons, parse statuses,
  * event and error kinds: all bounded. Never a client address (nor any

@@ -1,0 +1,351 @@
+/**
+ * Preflight: what the host (the network namespace the front node runs in)
+ * must provide before the front node installs anything. Run by the daemon
+ * when it is constructed (src/front/daemon.ts: refused -> exit 1 with every
+ * failed check and its fix, nothing installed, nothing removed) and by
+ * `sluice check-config --host` (src/cli/check-config.ts), which prints each
+ * check's result.
+ *
+ * The checks, each with a stable id (PreflightError.failures[].check):
+ *   ip_forward     net.ipv4.ip_forward = 1: steered packets are forwarded.
+ *   lan_interface  `lanInterface` exists in this namespace.
+ *   rp_filter      0 on the LAN interface and on the uplink interface (the
+ *                  one holding `uplinkAddress`), the effective value being
+ *                  max(conf.all, conf.IF): otherwise the kernel drops the
+ *                  replies rewritten back to the VIP (measured; see
+ *                  docs/operations.md).
+ *   conntrack      the flow table can be read: /proc/net/nf_conntrack
+ *                  (root), or `conntrack` over ctnetlink (the unprivileged
+ *                  unit, CAP_NET_ADMIN), as src/front/conntrack-proc.ts
+ *                  reads it. An absent table is fine (nf_conntrack not
+ *                  loaded yet: the rules load it; no flows to rebuild).
+ *   queue          no other process is bound to `queue`
+ *                  (/proc/net/netfilter/nfnetlink_queue lists the bound
+ *                  queues with the owner's netlink port id).
+ *   nflog_group    the same for `nflogGroup` (/proc/net/netfilter/nfnetlink_log).
+ *                  Both files are root-only: as the unprivileged unit these
+ *                  two are skipped (shown as such), and the bind itself
+ *                  refuses a taken number (ERR_SLUICE_QUEUE_BUSY, _NFLOG_BUSY).
+ *
+ * One error class for all of them (PreflightError, ERR_SLUICE_PREFLIGHT)
+ * carrying the list of failures: an operator fixes every failed check in
+ * one pass, and callers switch on `failures[].check`, never on the text.
+ *
+ * Every check is a small function over a HostReader, so unit tests run them
+ * on fake /proc contents; systemHost() is the real one. It reads /proc only:
+ * /proc/sys/net and /proc/net follow the reading process's network
+ * namespace, whereas /sys/class/net shows the namespace sysfs was mounted
+ * in (wrong under systemd's NetworkNamespacePath= or nsenter). Everything
+ * here is synchronous and runs once, off the packet path.
+ */
+import { spawnSync } from 'node:child_process';
+import { closeSync, openSync, readFileSync, readSync, readdirSync, readlinkSync } from 'node:fs';
+import { networkInterfaces } from 'node:os';
+import { resolve } from 'node:path';
+import { SluiceError } from '../errors/errors.ts';
+import type { FrontConfig } from './config.ts';
+
+export const PREFLIGHT_CHECKS = ['ip_forward', 'lan_interface', 'rp_filter', 'conntrack', 'queue', 'nflog_group'] as const;
+export type PreflightCheck = (typeof PREFLIGHT_CHECKS)[number];
+
+export interface CheckResult {
+  readonly check: PreflightCheck;
+  readonly ok: boolean;
+  /** Passed without looking: this user cannot read what the check reads (the detail says what then catches it). */
+  readonly skipped?: true;
+  /** ok: what was found; failed: what is wrong, why it matters, and the fix. */
+  readonly detail: string;
+}
+
+/** The host is not ready for a front node: `failures` lists every failed check with its fix. */
+export class PreflightError extends SluiceError {
+  readonly code = 'ERR_SLUICE_PREFLIGHT';
+  readonly failures: readonly CheckResult[];
+  constructor(failures: readonly CheckResult[]) {
+    super(`this host is not ready for a front node (preflight):\n${failures.map((f) => `  ${f.check}: ${f.detail}`).join('\n')}`);
+    this.failures = failures;
+  }
+}
+
+/** The flow table through procfs: read, absent (no conntrack yet), denied (not root), or another error. */
+export type ProcAccess = 'readable' | 'absent' | 'denied' | { readonly error: string };
+/** The flow table through conntrack(8): allowed, not installed, refused (no CAP_NET_ADMIN), or another error. */
+export type NetlinkAccess = 'allowed' | 'missing' | 'denied' | { readonly error: string };
+
+export interface HostReader {
+  /** A file under /proc/sys (e.g. `net/ipv4/ip_forward`), trimmed; undefined when absent. */
+  sysctl(path: string): string | undefined;
+  /** The network interfaces of this namespace. */
+  interfaces(): readonly string[];
+  /** The interface holding this IPv4 address, if any (and up: os.networkInterfaces() lists only those). */
+  interfaceWith(address: string): string | undefined;
+  conntrackProc(): ProcAccess;
+  conntrackNetlink(): NetlinkAccess;
+  /**
+   * /proc/net/netfilter/nfnetlink_queue or nfnetlink_log: '' when absent
+   * (nothing bound), undefined when this user cannot read it (mode 0440 root).
+   */
+  bindings(kind: 'queue' | 'log'): string | undefined;
+  /** The process holding a netfilter netlink socket with this port id, when this user can see it. */
+  netlinkOwner(portid: number): SocketOwner | undefined;
+}
+
+export interface SocketOwner {
+  readonly pid: number;
+  /** Its command line. */
+  readonly argv: readonly string[];
+  /** Its working directory (resolves a relative --config), when readable. */
+  readonly cwd: string | undefined;
+}
+
+/** `owner` is `sluice front --config FILE` for this very file. */
+function isFrontOf(owner: SocketOwner, file: string): boolean {
+  const at = owner.argv.indexOf('--config');
+  const given = owner.argv[at + 1];
+  if (!owner.argv.includes('front') || at < 0 || given === undefined) return false;
+  return resolve(owner.cwd ?? '/', given) === resolve(file);
+}
+
+/** The value of `sysctl -w` for a key naming an interface (a dot in the name is a slash there). */
+const sysctlIf = (ifname: string): string => ifname.replaceAll('.', '/');
+
+export function checkIpForward(host: HostReader): CheckResult {
+  const v = host.sysctl('net/ipv4/ip_forward');
+  if (v === '1') return { check: 'ip_forward', ok: true, detail: 'net.ipv4.ip_forward = 1' };
+  return {
+    check: 'ip_forward',
+    ok: false,
+    detail: `net.ipv4.ip_forward is ${v ?? 'unreadable'}: the front node forwards steered packets to the servers; set it with \`sysctl -w net.ipv4.ip_forward=1\` (and in /etc/sysctl.d/)`,
+  };
+}
+
+export function checkLanInterface(cfg: Pick<FrontConfig, 'lanInterface'>, host: HostReader): CheckResult {
+  const all = host.interfaces();
+  if (all.includes(cfg.lanInterface)) return { check: 'lan_interface', ok: true, detail: `lanInterface ${cfg.lanInterface} exists` };
+  return {
+    check: 'lan_interface',
+    ok: false,
+    detail: `lanInterface ${cfg.lanInterface}: no such interface in this network namespace (it has ${all.join(', ') || 'none'}): set lanInterface to the interface toward the servers, or create it`,
+  };
+}
+
+/** rp_filter 0 on the LAN and uplink interfaces (effective value: max of conf.all and conf.IF). */
+export function checkRpFilter(cfg: Pick<FrontConfig, 'lanInterface' | 'uplinkAddress'>, host: HostReader): CheckResult {
+  const ifs = new Set<string>();
+  if (host.interfaces().includes(cfg.lanInterface)) ifs.add(cfg.lanInterface);
+  const uplink = host.interfaceWith(cfg.uplinkAddress);
+  if (uplink !== undefined) ifs.add(uplink);
+  const all = Number(host.sysctl('net/ipv4/conf/all/rp_filter') ?? 0);
+  const bad: string[] = [];
+  const keys = new Set<string>();
+  for (const ifname of ifs) {
+    const own = Number(host.sysctl(`net/ipv4/conf/${ifname}/rp_filter`) ?? 0);
+    const effective = Math.max(all, own);
+    if (effective === 0) continue;
+    bad.push(`${ifname}: ${String(effective)} (conf.all ${String(all)}, conf.${ifname} ${String(own)})`);
+    if (all !== 0) keys.add('net.ipv4.conf.all.rp_filter=0');
+    if (own !== 0) keys.add(`net.ipv4.conf.${sysctlIf(ifname)}.rp_filter=0`);
+  }
+  const names = [...ifs].join(', ');
+  if (bad.length === 0) return { check: 'rp_filter', ok: true, detail: ifs.size === 0 ? 'no LAN or uplink interface to check' : `effective rp_filter 0 on ${names}` };
+  return {
+    check: 'rp_filter',
+    ok: false,
+    detail: `rp_filter is not 0 on ${bad.join('; ')}: the kernel drops the replies rewritten back to the VIP (the effective value is the larger of conf.all and the interface's); set it with \`sysctl -w ${[...keys].join(' ')}\` (and in /etc/sysctl.d/)`,
+  };
+}
+
+export function checkConntrack(host: HostReader): CheckResult {
+  const proc = host.conntrackProc();
+  if (proc === 'readable') return { check: 'conntrack', ok: true, detail: 'the flow table is readable in /proc/net/nf_conntrack' };
+  if (proc === 'absent') return { check: 'conntrack', ok: true, detail: 'no /proc/net/nf_conntrack yet (conntrack loads with the rules): no flows to rebuild' };
+  if (proc !== 'denied') return { check: 'conntrack', ok: false, detail: `cannot read /proc/net/nf_conntrack: ${proc.error}` };
+  const nl = host.conntrackNetlink();
+  if (nl === 'allowed') return { check: 'conntrack', ok: true, detail: '/proc/net/nf_conntrack is root-only; the flow table is read with conntrack -L (ctnetlink)' };
+  const why =
+    nl === 'missing'
+      ? 'conntrack(8) is not installed: install conntrack-tools (apt-get install conntrack)'
+      : nl === 'denied'
+        ? 'conntrack -L is refused: grant CAP_NET_ADMIN (deploy/systemd/sluice-front.service: AmbientCapabilities=CAP_NET_ADMIN CAP_NET_RAW), or run as root'
+        : `conntrack failed: ${nl.error}`;
+  return {
+    check: 'conntrack',
+    ok: false,
+    detail: `the kernel's flow table cannot be read (the records are rebuilt from it after a restart and reconciled with it): /proc/net/nf_conntrack is root-only and ${why}`,
+  };
+}
+
+/** The netlink port id bound to `num` in /proc/net/netfilter/nfnetlink_{queue,log} text (first two columns). */
+export function boundPortId(table: string, num: number): number | undefined {
+  for (const line of table.split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f.length >= 2 && Number(f[0]) === num && f[0] !== '') return Number(f[1]);
+  }
+  return undefined;
+}
+
+export interface BindingOptions {
+  /**
+   * The config file of the daemon being checked: a `sluice front --config
+   * FILE` already bound to the number is that daemon running, not a
+   * conflict (check-config --host on a live node). Absent at start, where
+   * any owner is a conflict.
+   */
+  readonly runningConfig?: string;
+}
+
+export function checkBinding(kind: 'queue' | 'log', num: number, host: HostReader, opts: BindingOptions = {}): CheckResult {
+  const check = kind === 'queue' ? 'queue' : 'nflog_group';
+  const what = kind === 'queue' ? `NFQUEUE ${String(num)}` : `NFLOG group ${String(num)}`;
+  const table = host.bindings(kind);
+  if (table === undefined) {
+    // The unprivileged unit: the bind itself then refuses a taken number
+    // (QueueBusyError / LogGroupBusyError), before any packet is queued.
+    const code = kind === 'queue' ? 'ERR_SLUICE_QUEUE_BUSY' : 'ERR_SLUICE_NFLOG_BUSY';
+    return { check, ok: true, skipped: true, detail: `${what}: its owner is listed in a root-only file, not checked as this user; binding it refuses a taken number (${code})` };
+  }
+  const portid = boundPortId(table, num);
+  if (portid === undefined) return { check, ok: true, detail: `${what} is free` };
+  const owner = host.netlinkOwner(portid);
+  const file = opts.runningConfig;
+  if (owner && file !== undefined && isFrontOf(owner, file)) {
+    return { check, ok: true, detail: `${what} is bound by the running front node of this file (pid ${String(owner.pid)})` };
+  }
+  const who = owner ? `pid ${String(owner.pid)}: ${owner.argv.join(' ')}` : 'its process is not visible to this user';
+  const key = kind === 'queue' ? 'queue' : 'nflogGroup';
+  return {
+    check,
+    ok: false,
+    detail: `${what} is bound by another process (netlink port ${String(portid)}; ${who}): one daemon per number; stop that process, or give this front node another \`${key}:\``,
+  };
+}
+
+/** Every check, in PREFLIGHT_CHECKS order. */
+export function runPreflight(cfg: Pick<FrontConfig, 'lanInterface' | 'uplinkAddress' | 'queue' | 'nflogGroup'>, host: HostReader, opts: BindingOptions = {}): CheckResult[] {
+  return [
+    checkIpForward(host),
+    checkLanInterface(cfg, host),
+    checkRpFilter(cfg, host),
+    checkConntrack(host),
+    checkBinding('queue', cfg.queue, host, opts),
+    checkBinding('log', cfg.nflogGroup, host, opts),
+  ];
+}
+
+/** Throws PreflightError listing every failed check. */
+export function assertHostReady(cfg: Pick<FrontConfig, 'lanInterface' | 'uplinkAddress' | 'queue' | 'nflogGroup'>, host: HostReader = systemHost()): void {
+  const failures = runPreflight(cfg, host).filter((r) => !r.ok);
+  if (failures.length > 0) throw new PreflightError(failures);
+}
+
+function readOr(path: string, absent: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return absent;
+    throw err;
+  }
+}
+
+/** NETLINK_NETFILTER in /proc/net/netlink's Eth column. */
+const NETLINK_NETFILTER = 12;
+
+/** The real host: /proc of this process's network namespace, and conntrack(8). */
+export function systemHost(): HostReader {
+  return {
+    sysctl(path) {
+      try {
+        return readFileSync(`/proc/sys/${path}`, 'utf8').trim();
+      } catch {
+        return undefined;
+      }
+    },
+    interfaces() {
+      // "  lo: 123 ..." after two header lines
+      return readOr('/proc/net/dev', '')
+        .split('\n')
+        .slice(2)
+        .map((l) => l.split(':')[0]?.trim() ?? '')
+        .filter((n) => n !== '');
+    },
+    interfaceWith(address) {
+      for (const [name, addrs] of Object.entries(networkInterfaces())) {
+        if (addrs?.some((a) => a.family === 'IPv4' && a.address === address)) return name;
+      }
+      return undefined;
+    },
+    conntrackProc() {
+      let fd: number;
+      try {
+        fd = openSync('/proc/net/nf_conntrack', 'r');
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT') return 'absent';
+        if (code === 'EACCES' || code === 'EPERM') return 'denied';
+        return { error: (err as Error).message };
+      }
+      try {
+        readSync(fd, Buffer.alloc(256)); // the daemon reads it whole; one read proves access
+        return 'readable';
+      } catch (err) {
+        return { error: (err as Error).message };
+      } finally {
+        closeSync(fd);
+      }
+    },
+    conntrackNetlink() {
+      // A get of a flow that cannot exist: every ctnetlink request needs
+      // CAP_NET_ADMIN (as `conntrack -L` does), and this one costs nothing
+      // however many flows the table holds.
+      const r = spawnSync('conntrack', ['-G', '-p', 'tcp', '-s', '127.0.0.1', '-d', '127.0.0.1', '--sport', '1', '--dport', '1'], { encoding: 'utf8', timeout: 10_000 });
+      if (r.error) return (r.error as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : { error: r.error.message };
+      if (r.status === 0 || r.stderr.includes("doesn't exist")) return 'allowed';
+      if (/CAP_NET_ADMIN|not permitted/i.test(r.stderr)) return 'denied';
+      return { error: r.stderr.trim() || `exit ${String(r.status)}` };
+    },
+    bindings(kind) {
+      try {
+        return readOr(kind === 'queue' ? '/proc/net/netfilter/nfnetlink_queue' : '/proc/net/netfilter/nfnetlink_log', '');
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'EACCES' || code === 'EPERM') return undefined;
+        throw err;
+      }
+    },
+    netlinkOwner(portid) {
+      // /proc/net/netlink: sk Eth Pid(port id) Groups Rmem Wmem Dump Locks Drops Inode
+      let inode: string | undefined;
+      for (const line of readOr('/proc/net/netlink', '').split('\n')) {
+        const f = line.trim().split(/\s+/);
+        if (Number(f[1]) === NETLINK_NETFILTER && Number(f[2]) === portid) inode = f[9];
+      }
+      if (inode === undefined) return undefined;
+      const target = `socket:[${inode}]`;
+      for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+        let fds: string[];
+        try {
+          fds = readdirSync(`/proc/${pid}/fd`);
+        } catch {
+          continue; // gone, or another user's
+        }
+        for (const fd of fds) {
+          let link: string;
+          try {
+            link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+          } catch {
+            continue;
+          }
+          if (link !== target) continue;
+          let cwd: string | undefined;
+          try {
+            cwd = readlinkSync(`/proc/${pid}/cwd`);
+          } catch {
+            cwd = undefined;
+          }
+          return { pid: Number(pid), argv: readOr(`/proc/${pid}/cmdline`, '').split('\0').filter(Boolean), cwd };
+        }
+      }
+      return undefined;
+    },
+  };
+}

@@ -1,0 +1,100 @@
+/**
+ * No silent limits (issue 20, part 6): the front configuration is refused
+ * past what the packet mark can carry (src/front/marks.ts), naming the key;
+ * at the limit it is accepted, and the marks of the last server, service
+ * and overflow target still land in their own fields.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ConfigError, parseConfig } from '../../src/config/load.ts';
+import { frontConfigSchema } from '../../src/front/config.ts';
+import { MARK_TAG, MAX_OVERFLOW_TARGETS, MAX_SERVERS_MARKED, MAX_SERVICES_MARKED, REJECT_MARK, fallbackMark, overflowMark, serverMark } from '../../src/front/marks.ts';
+
+/** The i-th address of 10.0.0.0/8 (i < 2^24). */
+const addr = (i: number): string => `10.${String((i >> 16) & 0xff)}.${String((i >> 8) & 0xff)}.${String(i & 0xff)}`;
+
+function config(services: number, serversPerService: number, overflow: number): string {
+  const cfg = {
+    cluster: 'c1',
+    uplinkAddress: '198.18.101.2',
+    services: Array.from({ length: services }, (_, si) => ({
+      name: `svc${String(si)}`,
+      vip: '198.19.1.1',
+      port: 1000 + si,
+      method: 'byrequests',
+      servers: Array.from({ length: serversPerService }, (_, k) => ({ name: `s${String(k)}`, address: addr(si * 256 + k + 1) })),
+    })),
+    overflow: Array.from({ length: overflow }, (_, oi) => ({ cluster: `o${String(oi)}`, vip: addr(0x100000 + oi) })),
+  };
+  return JSON.stringify(cfg); // JSON is YAML
+}
+
+const cases: { name: string; services: number; servers: number; overflow: number; refused?: { path: string; message: RegExp } }[] = [
+  { name: `${String(MAX_SERVERS_MARKED)} servers in a service`, services: 1, servers: MAX_SERVERS_MARKED, overflow: 0 },
+  {
+    name: `${String(MAX_SERVERS_MARKED + 1)} servers in a service`,
+    services: 1,
+    servers: MAX_SERVERS_MARKED + 1,
+    overflow: 0,
+    refused: { path: 'services[0].servers', message: new RegExp(`^at most ${String(MAX_SERVERS_MARKED)} servers per service \\(the packet mark's server field.*split`) },
+  },
+  { name: `${String(MAX_SERVICES_MARKED)} services`, services: MAX_SERVICES_MARKED, servers: 1, overflow: 0 },
+  {
+    name: `${String(MAX_SERVICES_MARKED + 1)} services`,
+    services: MAX_SERVICES_MARKED + 1,
+    servers: 1,
+    overflow: 0,
+    refused: { path: 'services', message: new RegExp(`^at most ${String(MAX_SERVICES_MARKED)} virtual services per front node \\(the packet mark's service field`) },
+  },
+  { name: `${String(MAX_OVERFLOW_TARGETS)} overflow clusters`, services: 1, servers: 1, overflow: MAX_OVERFLOW_TARGETS },
+  {
+    name: `${String(MAX_OVERFLOW_TARGETS + 1)} overflow clusters`,
+    services: 1,
+    servers: 1,
+    overflow: MAX_OVERFLOW_TARGETS + 1,
+    refused: { path: 'overflow', message: new RegExp(`^at most ${String(MAX_OVERFLOW_TARGETS)} overflow clusters \\(the packet mark's overflow field`) },
+  },
+  // The old bound: 200 servers per service was accepted and servers 64 and up were mis-steered.
+  { name: '200 servers in a service', services: 1, servers: 200, overflow: 0, refused: { path: 'services[0].servers', message: /^at most 63 servers per service/ } },
+];
+
+describe('front config: the mark layout\'s limits', () => {
+  for (const c of cases) {
+    it(`${c.refused ? 'refuses' : 'accepts'} ${c.name}`, () => {
+      const text = config(c.services, c.servers, c.overflow);
+      if (!c.refused) {
+        const cfg = parseConfig(frontConfigSchema, text, 'front.yaml');
+        assert.equal(cfg.services.length, c.services);
+        assert.equal(cfg.services[0]?.servers.length, c.servers);
+        assert.equal(cfg.overflow.length, c.overflow);
+        return;
+      }
+      const { path, message } = c.refused;
+      assert.throws(
+        () => parseConfig(frontConfigSchema, text, 'front.yaml'),
+        (err: unknown) => {
+          assert.ok(err instanceof ConfigError, String(err));
+          assert.ok(
+            err.problems.some((p) => p.path === path && message.test(p.message)),
+            `no problem at ${path} matching ${String(message)} in ${JSON.stringify(err.problems)}`,
+          );
+          return true;
+        },
+      );
+    });
+  }
+
+  it('at the limits every mark stays in its own field: server, fallback, overflow, never the reject mark', () => {
+    const service = (m: number): number => (m >>> 8) & 0xff;
+    const target = (m: number): number => m & 0xff;
+    const lastService = MAX_SERVICES_MARKED - 1;
+    for (const m of [serverMark(lastService, MAX_SERVERS_MARKED - 1), fallbackMark(lastService, MAX_SERVERS_MARKED - 1), overflowMark(lastService, MAX_OVERFLOW_TARGETS - 1)]) {
+      assert.equal((m & 0xffff0000) >>> 0, MARK_TAG);
+      assert.equal(service(m), lastService);
+      assert.notEqual(m, REJECT_MARK);
+    }
+    assert.equal(target(serverMark(0, MAX_SERVERS_MARKED - 1)), 0x3f, 'the last server is the top of the server field');
+    assert.ok(target(fallbackMark(0, MAX_SERVERS_MARKED - 1)) <= 0x7f, 'every server has a fallback slot');
+    assert.equal(target(overflowMark(0, MAX_OVERFLOW_TARGETS - 1)), 0xbf, 'the last overflow target is the top of the overflow field');
+  });
+});

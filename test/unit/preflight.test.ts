@@ -1,0 +1,163 @@
+/**
+ * The front node's preflight (src/front/preflight.ts), table-driven over a
+ * fake host: each check passes on a good host and fails, naming the fix, on
+ * the bad value; the effective rp_filter is max(all, interface); a queue
+ * bound by the running daemon of the same file passes for check-config
+ * --host and fails at start.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { renderHost } from '../../src/cli/check-config.ts';
+import { PreflightError, assertHostReady, boundPortId, runPreflight, type HostReader, type NetlinkAccess, type ProcAccess, type SocketOwner } from '../../src/front/preflight.ts';
+
+interface Fake {
+  sysctl: Record<string, string>;
+  interfaces: string[];
+  addresses: Record<string, string>;
+  proc: ProcAccess;
+  netlink: NetlinkAccess;
+  queue: string | undefined;
+  log: string | undefined;
+  owners: Record<number, SocketOwner>;
+}
+
+const good = (): Fake => ({
+  sysctl: {
+    'net/ipv4/ip_forward': '1',
+    'net/ipv4/conf/all/rp_filter': '0',
+    'net/ipv4/conf/lan0/rp_filter': '0',
+    'net/ipv4/conf/wan0/rp_filter': '0',
+    'net/ipv4/conf/eth0.7/rp_filter': '0',
+  },
+  interfaces: ['lo', 'wan0', 'lan0'],
+  addresses: { '198.18.101.2': 'wan0' },
+  proc: 'readable',
+  netlink: 'allowed',
+  queue: '',
+  log: '',
+  owners: {},
+});
+
+function host(f: Fake): HostReader {
+  return {
+    sysctl: (p) => f.sysctl[p],
+    interfaces: () => f.interfaces,
+    interfaceWith: (a) => f.addresses[a],
+    conntrackProc: () => f.proc,
+    conntrackNetlink: () => f.netlink,
+    bindings: (k) => (k === 'queue' ? f.queue : f.log),
+    netlinkOwner: (p) => f.owners[p],
+  };
+}
+
+const CFG = { lanInterface: 'lan0', uplinkAddress: '198.18.101.2', queue: 3, nflogGroup: 4 };
+/** A /proc/net/netfilter/nfnetlink_queue line: queue, port id, then counters. */
+const bound = (num: number, portid: number): string => `${String(num).padStart(5)} ${String(portid).padStart(6)}     0 2   128     0     0       17  1\n`;
+const daemon: SocketOwner = { pid: 4242, argv: ['/usr/bin/node', '/opt/sluice/src/cli/main.ts', 'front', '--config', 'front.yaml'], cwd: '/etc/sluice' };
+
+const cases: { name: string; change: (f: Fake) => void; check: string; detail: RegExp; cfg?: Partial<typeof CFG> }[] = [
+  { name: 'ip_forward 0', change: (f) => (f.sysctl['net/ipv4/ip_forward'] = '0'), check: 'ip_forward', detail: /ip_forward is 0: .*sysctl -w net\.ipv4\.ip_forward=1.*sysctl\.d/ },
+  { name: 'ip_forward unreadable', change: (f) => delete f.sysctl['net/ipv4/ip_forward'], check: 'ip_forward', detail: /is unreadable/ },
+  { name: 'no LAN interface', change: (f) => (f.interfaces = ['lo', 'wan0']), check: 'lan_interface', detail: /lanInterface lan0: no such interface .*\(it has lo, wan0\): set lanInterface/ },
+  { name: 'rp_filter strict on the LAN interface', change: (f) => (f.sysctl['net/ipv4/conf/lan0/rp_filter'] = '1'), check: 'rp_filter', detail: /lan0: 1 \(conf\.all 0, conf\.lan0 1\).*`sysctl -w net\.ipv4\.conf\.lan0\.rp_filter=0`/ },
+  { name: 'rp_filter loose in conf.all (effective on every interface)', change: (f) => (f.sysctl['net/ipv4/conf/all/rp_filter'] = '2'), check: 'rp_filter', detail: /wan0: 2 \(conf\.all 2, conf\.wan0 0\).*`sysctl -w net\.ipv4\.conf\.all\.rp_filter=0`/ },
+  { name: 'rp_filter on the uplink interface', change: (f) => (f.sysctl['net/ipv4/conf/wan0/rp_filter'] = '1'), check: 'rp_filter', detail: /wan0: 1 .*net\.ipv4\.conf\.wan0\.rp_filter=0/ },
+  {
+    name: 'rp_filter on a VLAN LAN interface (a dot is a slash in sysctl -w)',
+    change: (f) => {
+      f.interfaces.push('eth0.7');
+      f.sysctl['net/ipv4/conf/eth0.7/rp_filter'] = '1';
+    },
+    cfg: { lanInterface: 'eth0.7' },
+    check: 'rp_filter',
+    detail: /net\.ipv4\.conf\.eth0\/7\.rp_filter=0/,
+  },
+  { name: 'conntrack: not root, conntrack(8) missing', change: (f) => ((f.proc = 'denied'), (f.netlink = 'missing')), check: 'conntrack', detail: /root-only and conntrack\(8\) is not installed: install conntrack-tools/ },
+  { name: 'conntrack: not root, no CAP_NET_ADMIN', change: (f) => ((f.proc = 'denied'), (f.netlink = 'denied')), check: 'conntrack', detail: /conntrack -L is refused: grant CAP_NET_ADMIN/ },
+  { name: 'conntrack: another error', change: (f) => (f.proc = { error: 'EIO' }), check: 'conntrack', detail: /cannot read \/proc\/net\/nf_conntrack: EIO/ },
+  { name: 'queue bound by another process', change: (f) => ((f.queue = bound(0, 99) + bound(3, 1234)), (f.owners[1234] = { pid: 77, argv: ['nfq-tool', '-q', '3'], cwd: '/' })), check: 'queue', detail: /NFQUEUE 3 is bound by another process \(netlink port 1234; pid 77: nfq-tool -q 3\).*another `queue:`/ },
+  { name: 'queue bound, owner invisible', change: (f) => (f.queue = bound(3, 1234)), check: 'queue', detail: /not visible to this user/ },
+  { name: 'queue bound by a front node of this file (at start: a conflict)', change: (f) => ((f.queue = bound(3, 1234)), (f.owners[1234] = daemon)), check: 'queue', detail: /pid 4242: .* front --config front\.yaml/ },
+  { name: 'log group bound by another process', change: (f) => (f.log = bound(4, 555)), check: 'nflog_group', detail: /NFLOG group 4 is bound by another process .*another `nflogGroup:`/ },
+];
+
+describe('front preflight', () => {
+  it('a good host passes every check', () => {
+    const r = runPreflight(CFG, host(good()));
+    assert.deepEqual(r.map((x) => [x.check, x.ok]), [['ip_forward', true], ['lan_interface', true], ['rp_filter', true], ['conntrack', true], ['queue', true], ['nflog_group', true]]);
+    assert.match(r[2]?.detail ?? '', /effective rp_filter 0 on lan0, wan0/);
+    assert.doesNotThrow(() => {
+      assertHostReady(CFG, host(good()));
+    });
+  });
+
+  for (const c of cases) {
+    it(`refuses ${c.name}, naming the fix`, () => {
+      const f = good();
+      c.change(f);
+      const failed = runPreflight({ ...CFG, ...c.cfg }, host(f)).filter((r) => !r.ok);
+      assert.deepEqual(failed.map((r) => r.check), [c.check]);
+      assert.match(failed[0]?.detail ?? '', c.detail);
+      assert.throws(
+        () => {
+          assertHostReady({ ...CFG, ...c.cfg }, host(f));
+        },
+        (err: unknown) => err instanceof PreflightError && err.failures[0]?.check === c.check && err.message.includes(`  ${c.check}: `),
+      );
+    });
+  }
+
+  it('every failure at once: ip_forward 0 and no LAN interface are both listed', () => {
+    const f = good();
+    f.sysctl['net/ipv4/ip_forward'] = '0';
+    f.interfaces = ['lo'];
+    assert.throws(
+      () => {
+        assertHostReady(CFG, host(f));
+      },
+      (err: unknown) => err instanceof PreflightError && err.failures.map((x) => x.check).join() === 'ip_forward,lan_interface',
+    );
+  });
+
+  it('conntrack: an absent table passes (loaded with the rules), ctnetlink passes for the unprivileged unit', () => {
+    for (const [proc, netlink, detail] of [['absent', 'denied', /no \/proc\/net\/nf_conntrack yet/], ['denied', 'allowed', /conntrack -L/]] as const) {
+      const f = good();
+      f.proc = proc;
+      f.netlink = netlink;
+      const r = runPreflight(CFG, host(f)).find((x) => x.check === 'conntrack');
+      assert.equal(r?.ok, true);
+      assert.match(r.detail, detail);
+    }
+  });
+
+  it('queue and log group: root-only tables are skipped as such for the unprivileged unit', () => {
+    const f = good();
+    f.queue = undefined;
+    f.log = undefined;
+    const r = runPreflight(CFG, host(f)).filter((x) => x.skipped);
+    assert.deepEqual(r.map((x) => [x.check, x.ok]), [['queue', true], ['nflog_group', true]]);
+    assert.match(r[0]?.detail ?? '', /ERR_SLUICE_QUEUE_BUSY/);
+    assert.match(renderHost(r), /^ {2}skip {2}queue: /m);
+  });
+
+  it('check-config --host: a queue bound by the running front node of the same file (relative --config resolved in its cwd) passes; another file does not', () => {
+    const f = good();
+    f.queue = bound(3, 1234);
+    f.owners[1234] = daemon;
+    const same = runPreflight(CFG, host(f), { runningConfig: '/etc/sluice/front.yaml' }).find((x) => x.check === 'queue');
+    assert.equal(same?.ok, true);
+    assert.match(same.detail, /running front node of this file \(pid 4242\)/);
+    const other = runPreflight(CFG, host(f), { runningConfig: '/etc/sluice/other.yaml' }).find((x) => x.check === 'queue');
+    assert.equal(other?.ok, false);
+    assert.match(renderHost([other]), /^ {2}FAIL {2}queue: NFQUEUE 3 is bound/m);
+  });
+
+  it('boundPortId reads the number and port id columns', () => {
+    const t = bound(0, 7) + bound(10, 8) + bound(65535, 4294967295);
+    assert.equal(boundPortId(t, 0), 7);
+    assert.equal(boundPortId(t, 10), 8);
+    assert.equal(boundPortId(t, 65535), 4294967295);
+    assert.equal(boundPortId(t, 1), undefined);
+    assert.equal(boundPortId('', 0), undefined);
+  });
+});
