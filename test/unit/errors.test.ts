@@ -38,6 +38,7 @@ import {
 } from '../../src/errors/errors.ts';
 import { ConntrackReadError } from '../../src/front/conntrack-proc.ts';
 import { PingerUnavailableError } from '../../src/front/icmp_echo.ts';
+import { RulesReadBackError } from '../../src/front/rules-check.ts';
 import { HttpListenError } from '../../src/http/ops_server.ts';
 import { RedisNoReplyError } from '../../src/throttle/redis_batch.ts';
 
@@ -72,6 +73,7 @@ const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [AccessLogFormatError, 'ERR_SLUICE_ACCESS_LOG_FORMAT', ['m']],
   [HttpListenError, 'ERR_SLUICE_HTTP_LISTEN', ['m']],
   [ConntrackReadError, 'ERR_SLUICE_CONNTRACK_READ', ['m']],
+  [RulesReadBackError, 'ERR_SLUICE_RULES_READ_BACK', ['m']],
   [PingerUnavailableError, 'ERR_SLUICE_PINGER_UNAVAILABLE', ['m']],
   [RedisNoReplyError, 'ERR_SLUICE_REDIS_NO_REPLY', ['m']],
   [UsageError, 'ERR_SLUICE_USAGE', ['m']],
