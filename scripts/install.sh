@@ -19,9 +19,12 @@ fi
 # systemd-analyze (the units' test) and systemd-sysusers (deploy/install.sh).
 # etcd-server, etcd-client: the admission test elects its coordinator with a
 # real etcd (run in a namespace with its own data directory).
+# nftables: the rules-healing test flushes the ruleset with `nft flush
+# ruleset`, as Debian's stock /etc/nftables.conf does on a firewall reload
+# (the package's service stays disabled: nothing is loaded at install).
 APT_PKGS=(ca-certificates python3 make g++ pkg-config libnetfilter-queue-dev libmnl-dev libsystemd-dev
   iptables iproute2 nginx-light curl wrk iputils-ping procps bind9-dnsutils dnsperf nsd
-  chromium conntrack systemd redis-server etcd-server etcd-client)
+  chromium conntrack systemd redis-server etcd-server etcd-client nftables)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

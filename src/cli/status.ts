@@ -43,6 +43,9 @@ export function renderFrontStatus(s: FrontStatus): string {
   const out: string[] = [];
   const c = s.counters;
   out.push(`connections: decided ${c.decided}, active records ${s.records.active}, recycled ${s.records.recycled}, dropped without record ${c.noRecord}, overflowed ${c.overflowed}`);
+  // Older daemons send no rules section.
+  const r = s.rules as FrontStatus['rules'] | undefined;
+  if (r) out.push(`rules: checked ${r.checks}, reinstalled ${r.repaired}${r.lastRepair ? ` (last ${r.lastRepair})` : ''}, reinstall failures ${r.repairFailures}, check failures ${r.checkFailures}${r.failingRepairs > 0 ? `, FAILING ${r.failingRepairs} in a row` : ''}`);
   const est = new Map((s.control?.servers ?? []).map((x) => [x.name, x]));
   for (const svc of s.services) {
     out.push('', `service ${svc.name}`);

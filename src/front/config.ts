@@ -164,6 +164,23 @@ export const frontConfigSchema = z
       })
       .prefault({})
       .describe('Connection records (one per client address and port per service).'),
+    rules: z
+      .strictObject({
+        checkSeconds: z
+          .number()
+          .min(0.5, 'rules.checkSeconds is 0.5..60')
+          .max(60, 'rules.checkSeconds is 0.5..60')
+          .default(2)
+          .describe('How often the daemon reads its rules back (`iptables-save` per table with chains of ours) and reinstalls them if they were removed or changed (operations.md, "Rules that heal"). Each check is one short child process per table.'),
+        restartAfterFailures: z
+          .int()
+          .min(1, 'rules.restartAfterFailures is 1..1000')
+          .max(1000, 'rules.restartAfterFailures is 1..1000')
+          .default(3)
+          .describe('Under the systemd watchdog: after this many failed reinstalls in a row (iptables refuses), WATCHDOG=1 is withheld and systemd restarts the daemon.'),
+      })
+      .prefault({})
+      .describe('The periodic check of the daemon\'s own rules: removed or changed rules are reinstalled, logged and counted.'),
     services: z
       .array(service)
       .min(1, 'configure at least one virtual service')

@@ -19,7 +19,9 @@
  *   run     sweep recycled records every second; reconcile with the kernel
  *           every connections.reconcileSeconds; expire idle checkpoint keys
  *           every shaping.sweepMs; checkpoint queues' timers give held SYNs
- *           their verdicts (staged outside the batch, flushed by NfQueue)
+ *           their verdicts (staged outside the batch, flushed by NfQueue);
+ *           read our rules back every rules.checkSeconds and reinstall
+ *           them if someone removed or changed them (rules-health.ts)
  *   SIGHUP  reload: a refused config is logged and the running one stays;
  *           an accepted one re-renders the rules and re-maps records by
  *           service and server name (established connections are untouched);
@@ -31,7 +33,9 @@
  * Under systemd (Type=notify, src/systemd/): READY=1 once rules, queue,
  * admin socket and control plane are up; RELOADING=1 then READY=1 around a
  * reload (accepted or refused: the daemon serves either way); STOPPING=1 at
- * stop; WATCHDOG=1 only while the packet loop is alive (queue-liveness.ts).
+ * stop; WATCHDOG=1 only while the packet loop is alive (queue-liveness.ts)
+ * and the rules could be reinstalled, when they had to be, within
+ * rules.restartAfterFailures checks (rules-health.ts).
  */
 import { ConfigError, keepRestartKeys, loadConfig } from '../config/load.ts';
 import { OpsServer } from '../http/ops_server.ts';
@@ -49,7 +53,8 @@ import { ConnectionTable, connectionKey } from './connections.ts';
 import { LIVE_STATES, REBUILD_STATES, readKernelFlows } from './conntrack-proc.ts';
 import { FrontControl } from './control.ts';
 import { FrontEngine, HELD } from './engine.ts';
-import { installRules, removeRules } from './iptables.ts';
+import { installRules, removeRules, saveTable, saveTableAsync } from './iptables.ts';
+import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG, renderRules } from './rules.ts';
 import { assertHostReady } from './preflight.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
@@ -90,6 +95,8 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly throttle: FrontThrottle;
   /** The hierarchy and cluster membership of the `admission` checkpoints. */
   readonly admission: FrontAdmission;
+  /** Installs our rules, reads them back, and reinstalls them when someone removes or changes them. */
+  readonly rules: RulesHealth;
 
   constructor(configFile: string) {
     this.configFile = configFile;
@@ -98,8 +105,27 @@ export class FrontDaemon implements FrontMetricsSource {
     this.systemd = new SystemdNotifier(this.log);
     this.throttle = new FrontThrottle(this.log);
     this.admission = new FrontAdmission(this.log);
+    this.rules = new RulesHealth({
+      log: this.log,
+      render: () => renderRules(this.config),
+      apply: (rules) => {
+        installRules(rules);
+      },
+      save: (table) => saveTable(table),
+      saveAsync: (table, timeoutMs) => saveTableAsync(table, timeoutMs),
+      periodMs: () => this.config.rules.checkSeconds * 1000,
+      failuresBeforeDead: () => this.config.rules.restartAfterFailures,
+    });
     const liveness = new QueueLiveness(() => this.#queue);
-    this.watchdog = new Watchdog(this.systemd, () => liveness.check(), this.log);
+    // Both checks run at every tick (the queue's compares with its previous one).
+    this.watchdog = new Watchdog(
+      this.systemd,
+      () => {
+        const q = liveness.check();
+        return q.alive ? this.rules.liveness() : q;
+      },
+      this.log,
+    );
     const services = buildServices(this.config);
     this.table = new ConnectionTable(this.config.connections.max, this.config.connections.recycleSeconds * 1000, {
       released: (svc, srv, slot) => {
@@ -168,7 +194,7 @@ export class FrontDaemon implements FrontMetricsSource {
         this.log.error({ err }, 'log group error');
       },
     });
-    installRules(renderRules(this.config));
+    this.rules.install(renderRules(this.config));
     this.#queue = NfQueue.open({
       queue: this.config.queue,
       // Packets wait here for their verdict: those of one batch, plus the
@@ -204,6 +230,7 @@ export class FrontDaemon implements FrontMetricsSource {
       setInterval(() => this.engine.shaper?.sweep(performance.now(), 10_000), this.config.shaping.sweepMs),
       setInterval(() => void this.#reconcile(), this.config.connections.reconcileSeconds * 1000),
     );
+    this.rules.start();
     this.#admin = new AdminServer(this.config.adminSocket, this);
     await this.#admin.listen();
     if (this.config.control) this.#control = await FrontControl.start(this, this.config.control, this.log);
@@ -216,7 +243,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.log.info({ cluster: this.config.cluster, queue: this.config.queue, services: this.config.services.length, rebuilt }, 'front node ready');
     this.systemd.ready(this.#statusLine());
     const every = this.watchdog.start();
-    if (every !== undefined) this.log.info({ everyMs: every }, 'systemd watchdog: WATCHDOG=1 while the packet loop is alive');
+    if (every !== undefined) this.log.info({ everyMs: every }, 'systemd watchdog: WATCHDOG=1 while the packet loop is alive and the rules can be installed');
   }
 
   #statusLine(): string {
@@ -290,7 +317,7 @@ export class FrontDaemon implements FrontMetricsSource {
       for (const o of ns.overflow) o.decided = os?.overflow.find((x) => x.cluster === o.cluster)?.decided ?? 0;
       ns.overflowed = os?.overflowed ?? 0;
     }
-    installRules(renderRules(next));
+    this.rules.install(renderRules(next));
     this.engine.setServices(services);
     const layout = shapingLayoutKey(next);
     if (layout !== this.#shapingLayout) this.#rebuildShaper(next, old, layout);
@@ -409,6 +436,10 @@ export class FrontDaemon implements FrontMetricsSource {
     return readKernelQueue(this.config.queue);
   }
 
+  rulesHealth(): RulesHealthStatus {
+    return this.rules.status();
+  }
+
   adminCounts(): { handled: number; rejected: number } {
     return { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 };
   }
@@ -435,6 +466,7 @@ export class FrontDaemon implements FrontMetricsSource {
       malformed: Object.fromEntries(parseStatusName.map((n, i) => [n, malformed[i] ?? 0] as const).filter(([, v]) => v !== 0)),
       records: { active: this.table.active, recycled: this.table.recycled, ...this.table.counts },
       admin: { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 },
+      rules: this.rules.status(),
       queue: this.#queue?.stats(),
       log: this.#log?.stats(),
       ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),
@@ -456,6 +488,8 @@ export class FrontDaemon implements FrontMetricsSource {
     this.#stopping = true;
     this.systemd.stopping();
     this.watchdog.stop();
+    // Before the rules go: a check returning after this repairs nothing.
+    this.rules.stop();
     for (const t of this.#timers) clearInterval(t);
     this.#ops?.close();
     for (const t of this.#schedulers) t.close();

@@ -3,6 +3,8 @@
  * Idempotent both ways: install() twice leaves one jump per chain; remove()
  * on a namespace without our rules does nothing.
  */
+import { execFile } from 'node:child_process';
+import { CommandFailedError } from '../errors/errors.ts';
 import { runCommand } from '../util/exec.ts';
 import { CHAINS, type OwnedChain, type RenderedRules } from './rules.ts';
 
@@ -59,6 +61,31 @@ export function installRules(rules: RenderedRules, netns?: string): void {
     const spec = jumpSpec(c);
     if (!hasRule(netns, c.table, c.hook, spec)) ipt(netns, ['iptables', '-w', '-t', c.table, '-I', c.hook, '1', ...spec]);
   }
+}
+
+/** `iptables-save -t TABLE` (rules without counters), synchronously: right after an install, which is synchronous too. */
+export function saveTable(table: string, netns?: string): string {
+  return ipt(netns, ['iptables-save', '-t', table]);
+}
+
+/**
+ * The same without blocking the event loop (the periodic rule check, off
+ * the packet path): killed (SIGKILL) after `timeoutMs`, which then fails
+ * as CommandFailedError. Output up to 256 MiB (a large foreign firewall
+ * in the same table).
+ */
+export function saveTableAsync(table: string, timeoutMs: number, netns?: string): Promise<string> {
+  const args = ['iptables-save', '-t', table];
+  const argv = netns === undefined ? args : ['ip', 'netns', 'exec', netns, ...args];
+  const [cmd = 'iptables-save', ...rest] = argv;
+  return new Promise((resolve, reject) => {
+    execFile(cmd, rest, { encoding: 'utf8', timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 256 << 20 }, (err, stdout, stderr) => {
+      if (err) {
+        const why = err.killed ? `killed after ${String(timeoutMs)} ms` : stderr;
+        reject(new CommandFailedError(argv.join(' '), why, { cause: err }));
+      } else resolve(stdout);
+    });
+  });
 }
 
 /** Removes our jumps and chains; leaves everything else. */

@@ -19,6 +19,7 @@ import type { ConnectionTable } from './connections.ts';
 import type { FrontControl } from './control.ts';
 import type { FrontEngine } from './engine.ts';
 import { clusterLoadOf } from './receive_server_load.ts';
+import type { RulesHealthStatus } from './rules-health.ts';
 import type { OpsServer } from '../http/ops_server.ts';
 import { LEVEL_NAMES, type Checkpoint } from '../shaping/checkpoint.ts';
 import type { Shaper } from '../shaping/shaper.ts';
@@ -38,6 +39,8 @@ export interface FrontMetricsSource {
   logStats(): LogStats | undefined;
   kernelQueue(): KernelQueueStats | undefined;
   adminCounts(): { handled: number; rejected: number };
+  /** The periodic check of our rules (rules-health.ts). */
+  rulesHealth(): RulesHealthStatus;
   control(): FrontControl | undefined;
   ops(): OpsServer | undefined;
   /** The gatekeeper (distributed throttling) while it runs. */
@@ -196,6 +199,13 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
       [{ result: 'rejected' }, a.rejected],
     ];
   });
+
+  // Our rules, read back every rules.checkSeconds (rules-health.ts).
+  const rules = (): RulesHealthStatus => src.rulesHealth();
+  counterOf(registry, 'sluice_front_rules_checks_total', 'Checks of our iptables rules that read and compared them (rules.checkSeconds).', () => rules().checks);
+  counterOf(registry, 'sluice_front_rules_repaired_total', 'Checks that found our rules removed or changed by someone else and reinstalled them.', () => rules().repaired);
+  counterOf(registry, 'sluice_front_rules_repair_failures_total', 'Reinstalls of our rules that failed (iptables refused); retried every check period.', () => rules().repairFailures);
+  counterOf(registry, 'sluice_front_rules_check_failures_total', 'Checks that could not read our rules (iptables-save failed or timed out).', () => rules().checkFailures);
 
   registerShapingMetrics(registry, () => src.engine.shaper);
   registerThrottleMetrics(registry, () => src.gatekeeper());

@@ -15,6 +15,7 @@ import type { GatekeeperStatus } from '../throttle/gatekeeper.ts';
 import type { AdmissionStatus } from './admission.ts';
 import type { ConnectionTable } from './connections.ts';
 import type { FrontControlStatus } from './control.ts';
+import type { RulesHealthStatus } from './rules-health.ts';
 import type { EngineCounters } from './engine.ts';
 import type { ServerRuntime } from './service.ts';
 
@@ -55,6 +56,8 @@ export interface FrontStatus {
   readonly malformed: Readonly<Record<string, number>>;
   readonly records: { readonly active: number; readonly recycled: number } & Readonly<ConnectionTable['counts']>;
   readonly admin: { readonly handled: number; readonly rejected: number };
+  /** The periodic check of our rules (rules-health.ts): checks, repairs, failures. */
+  readonly rules: RulesHealthStatus;
   /** The NFQUEUE's counters, while it is bound. */
   readonly queue?: Readonly<QueueStats> | undefined;
   /** The NFLOG group's counters, while it is bound. */

@@ -39,6 +39,7 @@ import {
 import { ConntrackReadError } from '../../src/front/conntrack-proc.ts';
 import { PingerUnavailableError } from '../../src/front/icmp_echo.ts';
 import { PreflightError } from '../../src/front/preflight.ts';
+import { RulesReadBackError } from '../../src/front/rules-check.ts';
 import { HttpListenError } from '../../src/http/ops_server.ts';
 import { RedisNoReplyError } from '../../src/throttle/redis_batch.ts';
 
@@ -74,6 +75,7 @@ const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [HttpListenError, 'ERR_SLUICE_HTTP_LISTEN', ['m']],
   [ConntrackReadError, 'ERR_SLUICE_CONNTRACK_READ', ['m']],
   [PreflightError, 'ERR_SLUICE_PREFLIGHT', [[{ check: 'ip_forward', ok: false, detail: 'd' }]]],
+  [RulesReadBackError, 'ERR_SLUICE_RULES_READ_BACK', ['m']],
   [PingerUnavailableError, 'ERR_SLUICE_PINGER_UNAVAILABLE', ['m']],
   [RedisNoReplyError, 'ERR_SLUICE_REDIS_NO_REPLY', ['m']],
   [UsageError, 'ERR_SLUICE_USAGE', ['m']],

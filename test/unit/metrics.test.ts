@@ -134,6 +134,7 @@ describe('front metrics from the engine and table counters', () => {
     logStats: () => log,
     kernelQueue: () => ({ waiting: 4, queueDropped: 0, userDropped: 3 }),
     adminCounts: () => ({ handled: 2, rejected: 1 }),
+    rulesHealth: () => ({ checks: 40, repaired: 2, repairFailures: 1, checkFailures: 3, failingRepairs: 0, lastRepair: null }),
     control: () => undefined,
     ops: () => undefined,
         gatekeeper: () => undefined,
@@ -186,6 +187,10 @@ describe('front metrics from the engine and table counters', () => {
       ['sluice_front_kernel_queue_length', { queue: '0' }, 4],
       ['sluice_front_kernel_queue_dropped_total', { queue: '0', reason: 'user' }, 3],
       ['sluice_front_admin_requests_total', { result: 'rejected' }, 1],
+      ['sluice_front_rules_checks_total', {}, 40],
+      ['sluice_front_rules_repaired_total', {}, 2],
+      ['sluice_front_rules_repair_failures_total', {}, 1],
+      ['sluice_front_rules_check_failures_total', {}, 3],
     ]);
     // s1a only is usable (s1b drains, s1c is down).
     expectRows(p, [
@@ -244,7 +249,7 @@ services:
   const table = new ConnectionTable(100, 1000, { released: () => undefined });
   const engine = new FrontEngine(services, table, makeShaper());
   engine.onSettled = () => undefined;
-  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined };
+  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null }), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined };
   const r = new Registry();
   registerFrontMetrics(r, src);
   // Times relative to the clock the metrics read (oldest wait).

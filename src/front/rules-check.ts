@@ -1,0 +1,162 @@
+/**
+ * Is our rule set still installed as we installed it? The comparison of
+ * `iptables-save -t TABLE` output with the expected set, for the periodic
+ * check of rules-health.ts.
+ *
+ * The expected set is iptables' own rendering of our rules, read back
+ * right after each install (readBack), not the text renderRules produced:
+ * iptables-save normalises what it prints (`-m tcp` added, flag lists
+ * reordered, `--nflog-group 0` and HMARK's option order dropped or
+ * changed, and that differs between iptables versions), so only its own
+ * output compares line for line with its own output.
+ *
+ * What belongs to us (OwnedPart), per table: the chains of CHAINS
+ * (declared, with their rules in order) and the rules in the built-in
+ * hooks that jump to one of them. Everything else in the dump (foreign
+ * chains, foreign rules in PREROUTING, FORWARD, ...) is ignored: it is
+ * neither damage nor ours to restore or remove.
+ */
+import { SluiceError } from '../errors/errors.ts';
+import { CHAINS, type OwnedChain, type RenderedRules } from './rules.ts';
+
+export type Table = OwnedChain['table'];
+
+/** Right after an install, iptables-save did not show the rules just installed (someone changed them meanwhile). */
+export class RulesReadBackError extends SluiceError {
+  readonly code = 'ERR_SLUICE_RULES_READ_BACK';
+}
+
+/** Our part of one table's iptables-save output. */
+export interface OwnedPart {
+  /** Each chain of ours that is declared, with its rules (the text after `-A CHAIN `) in order. */
+  readonly chains: ReadonlyMap<string, readonly string[]>;
+  /** Rules of the built-in hooks that jump to a chain of ours, as saved (`-A HOOK ...`). */
+  readonly jumps: readonly string[];
+}
+
+const OURS: ReadonlySet<string> = new Set(Object.values(CHAINS).map((c: OwnedChain) => c.chain));
+
+/** Our chains and jumps from the output of `iptables-save -t TABLE` (one table). */
+export function ownedPart(save: string): OwnedPart {
+  const chains = new Map<string, string[]>();
+  const jumps: string[] = [];
+  for (const line of save.split('\n')) {
+    if (line.startsWith(':')) {
+      // `:NAME POLICY [packets:bytes]`
+      const name = line.slice(1).split(' ', 1)[0] ?? '';
+      if (OURS.has(name) && !chains.has(name)) chains.set(name, []);
+      continue;
+    }
+    if (!line.startsWith('-A ')) continue;
+    const rest = line.slice(3);
+    const space = rest.indexOf(' ');
+    const chain = space < 0 ? rest : rest.slice(0, space);
+    const rule = space < 0 ? '' : rest.slice(space + 1);
+    if (OURS.has(chain)) {
+      let rules = chains.get(chain);
+      if (rules === undefined) chains.set(chain, (rules = []));
+      rules.push(rule);
+      continue;
+    }
+    const target = / -j (\S+)$/.exec(line)?.[1];
+    if (target !== undefined && OURS.has(target)) jumps.push(line);
+  }
+  return { chains, jumps };
+}
+
+/** What is missing or changed, in counts (what the warning logs: never the whole dump). */
+export interface RulesDamage {
+  /** Chains of ours no longer declared (a flushed table, `-X`, `nft flush ruleset`). */
+  readonly missingChains: number;
+  /** Our rules no longer in their chain (a flushed chain, a deleted or changed rule). */
+  readonly missingRules: number;
+  /** Rules in a chain of ours that we did not put there (a changed rule, an appended one). */
+  readonly unexpectedRules: number;
+  /** Chains of ours holding the right rules in another order. */
+  readonly reorderedChains: number;
+  /** Our jumps no longer in their hook (a flushed built-in chain, a deleted or changed jump). */
+  readonly missingJumps: number;
+}
+
+export const NO_DAMAGE: RulesDamage = { missingChains: 0, missingRules: 0, unexpectedRules: 0, reorderedChains: 0, missingJumps: 0 };
+
+export function isDamaged(d: RulesDamage): boolean {
+  return d.missingChains + d.missingRules + d.unexpectedRules + d.reorderedChains + d.missingJumps > 0;
+}
+
+/** Multiset difference: how many of `a` are not matched by one of `b`. */
+function notIn(a: readonly string[], b: readonly string[]): number {
+  const left = new Map<string, number>();
+  for (const x of b) left.set(x, (left.get(x) ?? 0) + 1);
+  let n = 0;
+  for (const x of a) {
+    const k = left.get(x) ?? 0;
+    if (k > 0) left.set(x, k - 1);
+    else n++;
+  }
+  return n;
+}
+
+/**
+ * The damage of `actual` against `expected` (both one table's OwnedPart).
+ * Jumps into our chains that we did not install are not damage: they are
+ * someone else's rules (and our own jump, if still there, still works);
+ * chains of ours that `expected` lacks (the reject chains of a
+ * configuration without them) are not looked at.
+ */
+export function compareOwned(expected: OwnedPart, actual: OwnedPart): RulesDamage {
+  let missingChains = 0;
+  let missingRules = 0;
+  let unexpectedRules = 0;
+  let reorderedChains = 0;
+  for (const [chain, want] of expected.chains) {
+    const got = actual.chains.get(chain);
+    if (got === undefined) {
+      missingChains++;
+      missingRules += want.length;
+      continue;
+    }
+    const missing = notIn(want, got);
+    const extra = notIn(got, want);
+    missingRules += missing;
+    unexpectedRules += extra;
+    if (missing === 0 && extra === 0 && want.some((r, i) => got[i] !== r)) reorderedChains++;
+  }
+  return { missingChains, missingRules, unexpectedRules, reorderedChains, missingJumps: notIn(expected.jumps, actual.jumps) };
+}
+
+/** The damage summed over tables. */
+export function addDamage(a: RulesDamage, b: RulesDamage): RulesDamage {
+  return {
+    missingChains: a.missingChains + b.missingChains,
+    missingRules: a.missingRules + b.missingRules,
+    unexpectedRules: a.unexpectedRules + b.unexpectedRules,
+    reorderedChains: a.reorderedChains + b.reorderedChains,
+    missingJumps: a.missingJumps + b.missingJumps,
+  };
+}
+
+/** The tables `rules` has chains in, in install order. */
+export function tablesOf(rules: RenderedRules): Table[] {
+  return (['mangle', 'nat', 'filter'] as const).filter((t) => rules.chains.some((c) => c.table === t));
+}
+
+/**
+ * The expected set of one table: our part of `save`, read right after
+ * installing `rules`. Checked against the rendering by shape (each chain
+ * declared with as many rules as rendered, and at least one jump into it
+ * from its hook), so a read-back that raced with someone else's change
+ * is refused (RulesReadBackError) instead of becoming the reference.
+ */
+export function readBack(rules: RenderedRules, table: Table, save: string): OwnedPart {
+  const part = ownedPart(save);
+  for (const c of rules.chains) {
+    if (c.table !== table) continue;
+    const want = rules.byChain[c.chain]?.length ?? 0;
+    const got = part.chains.get(c.chain);
+    if (got === undefined) throw new RulesReadBackError(`${table} ${c.chain}: not declared right after installing it`);
+    if (got.length !== want) throw new RulesReadBackError(`${table} ${c.chain}: ${got.length} rules right after installing ${want}`);
+    if (!part.jumps.some((j) => j.startsWith(`-A ${c.hook} `) && j.endsWith(` -j ${c.chain}`))) throw new RulesReadBackError(`${table} ${c.hook}: no jump to ${c.chain} right after installing it`);
+  }
+  return part;
+}

@@ -1,0 +1,222 @@
+/**
+ * Rules that heal: the front node's periodic check of its own rules.
+ *
+ * Someone else may flush them at any time (`iptables -t mangle -F`, a
+ * firewall reload: Debian's stock /etc/nftables.conf begins with `flush
+ * ruleset`), and steering then ends silently. Every `rules.checkSeconds`
+ * this reads `iptables-save -t TABLE` for each table with chains of ours
+ * and compares our part of it with the set read back right after the last
+ * install (rules-check.ts). On a difference it reinstalls the running
+ * configuration's rules through the same install as start and reload
+ * (atomic per table), logs the event once at warn with counts of what was
+ * missing or changed, and counts it.
+ *
+ * Invariants:
+ *   - Off the packet path: the dump is a child process awaited
+ *     asynchronously (killed after the check period, at least 1 s); only
+ *     a repair is synchronous, as every install is.
+ *   - Never overlaps itself: the next check is scheduled when the previous
+ *     one has finished, and check() refuses to run while one is running.
+ *   - No race with a reload or stop: install() (start, reload, repair) is
+ *     synchronous and bumps a generation; a check whose dump was read
+ *     under another generation, or that returns after stop(), is dropped
+ *     without judging or repairing anything (the next period checks the
+ *     new set). The comparison and the repair run in one turn of the event
+ *     loop, so no install can fall between them.
+ *   - Foreign rules are never touched: a repair replaces only our chains'
+ *     contents and adds our missing jumps (iptables.ts), exactly as start.
+ *   - The watchdog: after `rules.restartAfterFailures` failed repairs in a
+ *     row, liveness() says not alive, the daemon withholds WATCHDOG=1, and
+ *     systemd restarts it (whose start installs the rules again, or fails
+ *     and says why). A successful check or repair clears the count.
+ */
+import type { Logger } from '../log/logger.ts';
+import type { Liveness } from '../systemd/watchdog.ts';
+import { NO_DAMAGE, addDamage, compareOwned, isDamaged, ownedPart, readBack, tablesOf, type OwnedPart, type RulesDamage, type Table } from './rules-check.ts';
+import type { RenderedRules } from './rules.ts';
+
+export interface RulesHealthDeps {
+  readonly log: Logger;
+  /** The running configuration's rules (rendered when a repair needs them). */
+  readonly render: () => RenderedRules;
+  /** Installs `rules` (iptables.ts installRules): synchronous, throws on failure. */
+  readonly apply: (rules: RenderedRules) => void;
+  /** iptables-save of one table, synchronously (the read-back after an install). */
+  readonly save: (table: Table) => string;
+  /** iptables-save of one table off the event loop, failing after `timeoutMs`. */
+  readonly saveAsync: (table: Table, timeoutMs: number) => Promise<string>;
+  /** The check period (rules.checkSeconds, read at each scheduling: a reload changes it). */
+  readonly periodMs: () => number;
+  /** Failed repairs in a row after which liveness() says not alive (rules.restartAfterFailures). */
+  readonly failuresBeforeDead: () => number;
+}
+
+export interface RulesHealthStatus {
+  /** Completed checks (the rules were read and compared). */
+  readonly checks: number;
+  /** Checks that found our rules removed or changed and reinstalled them. */
+  readonly repaired: number;
+  /** Reinstalls that failed (iptables refused); retried every period. */
+  readonly repairFailures: number;
+  /** Checks that could not read the rules (iptables-save failed or timed out). */
+  readonly checkFailures: number;
+  /** Failed repairs since the last good check (the watchdog's count). */
+  readonly failingRepairs: number;
+  /** When the last repair happened (ISO 8601), or null. */
+  readonly lastRepair: string | null;
+}
+
+export type CheckOutcome = 'intact' | 'repaired' | 'repair-failed' | 'check-failed' | 'superseded' | 'skipped';
+
+export class RulesHealth {
+  readonly #deps: RulesHealthDeps;
+  /** The read-back of the last install, per table; undefined while the last install failed. */
+  #expected: ReadonlyMap<Table, OwnedPart> | undefined;
+  #generation = 0;
+  #running = false;
+  #stopped = false;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #failingRepairs = 0;
+  #lastError = '';
+  #checkFailing = false;
+  #checks = 0;
+  #repaired = 0;
+  #repairFailures = 0;
+  #checkFailures = 0;
+  #lastRepair: string | null = null;
+
+  constructor(deps: RulesHealthDeps) {
+    this.#deps = deps;
+  }
+
+  /**
+   * Installs `rules` and reads them back as the expected set (start,
+   * reload, repair). Throws what the install or the read-back throws; the
+   * expected set is then unknown, and the next check reinstalls.
+   */
+  install(rules: RenderedRules): void {
+    this.#generation++;
+    this.#expected = undefined;
+    this.#deps.apply(rules);
+    const expected = new Map<Table, OwnedPart>();
+    for (const t of tablesOf(rules)) expected.set(t, readBack(rules, t, this.#deps.save(t)));
+    this.#expected = expected;
+  }
+
+  /** Starts the periodic check (after the first install). */
+  start(): void {
+    this.#stopped = false;
+    this.#schedule();
+  }
+
+  /** Stops checking; a check in flight is dropped when it returns. Idempotent. */
+  stop(): void {
+    this.#stopped = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.check()
+        .catch((err: unknown) => {
+          this.#deps.log.error({ err: err instanceof Error ? err.message : err }, 'rule check failed unexpectedly');
+        })
+        .finally(() => {
+          this.#schedule();
+        });
+    }, this.#deps.periodMs());
+    // The check must not keep a stopping daemon alive.
+    this.#timer.unref();
+  }
+
+  /** One check, and a repair if needed (exposed for tests; the timer calls it). */
+  async check(): Promise<CheckOutcome> {
+    if (this.#running || this.#stopped) return 'skipped';
+    this.#running = true;
+    try {
+      return await this.#check();
+    } finally {
+      this.#running = false;
+    }
+  }
+
+  async #check(): Promise<CheckOutcome> {
+    const generation = this.#generation;
+    const expected = this.#expected;
+    // The last install failed (a reload's, or a repair's): nothing to compare with; install again.
+    if (expected === undefined) return this.#repair(NO_DAMAGE, []);
+    const timeoutMs = Math.max(1000, this.#deps.periodMs());
+    const actual = new Map<Table, string>();
+    try {
+      // One table after the other: one child process at a time.
+      for (const t of expected.keys()) actual.set(t, await this.#deps.saveAsync(t, timeoutMs));
+    } catch (err) {
+      if (generation !== this.#generation || this.#stopped) return 'superseded';
+      this.#checkFailures++;
+      if (!this.#checkFailing) {
+        this.#checkFailing = true;
+        this.#deps.log.warn({ err: err instanceof Error ? err.message : err }, 'rule check: cannot read the rules (retried every period; logged once until it works again)');
+      }
+      return 'check-failed';
+    }
+    if (generation !== this.#generation || this.#stopped) return 'superseded';
+    this.#checks++;
+    if (this.#checkFailing) {
+      this.#checkFailing = false;
+      this.#deps.log.info('rule check: the rules can be read again');
+    }
+    let damage = NO_DAMAGE;
+    const tables: Table[] = [];
+    for (const [t, want] of expected) {
+      const d = compareOwned(want, ownedPart(actual.get(t) ?? ''));
+      if (isDamaged(d)) tables.push(t);
+      damage = addDamage(damage, d);
+    }
+    if (!isDamaged(damage)) {
+      this.#failingRepairs = 0;
+      return 'intact';
+    }
+    return this.#repair(damage, tables);
+  }
+
+  /** Reinstalls the running rules; synchronous, in the same turn as the comparison. */
+  #repair(damage: RulesDamage, tables: readonly Table[]): CheckOutcome {
+    try {
+      this.install(this.#deps.render());
+    } catch (err) {
+      this.#repairFailures++;
+      this.#failingRepairs++;
+      this.#lastError = err instanceof Error ? err.message : String(err);
+      if (this.#failingRepairs === 1) {
+        this.#deps.log.error({ tables, ...damage, err: this.#lastError }, 'rules removed or changed and could not be reinstalled (retried every period; logged once until it works)');
+      }
+      return 'repair-failed';
+    }
+    this.#repaired++;
+    this.#lastRepair = new Date().toISOString();
+    this.#deps.log.warn({ tables, ...damage, ...(this.#failingRepairs > 0 ? { failedAttempts: this.#failingRepairs } : {}) }, 'rules were removed or changed by someone else: reinstalled');
+    this.#failingRepairs = 0;
+    return 'repaired';
+  }
+
+  /** For the watchdog: not alive after rules.restartAfterFailures failed repairs in a row. */
+  liveness(): Liveness {
+    const n = this.#failingRepairs;
+    if (n >= this.#deps.failuresBeforeDead()) return { alive: false, reason: `rules could not be reinstalled ${String(n)} checks in a row: ${this.#lastError}` };
+    return { alive: true };
+  }
+
+  status(): RulesHealthStatus {
+    return {
+      checks: this.#checks,
+      repaired: this.#repaired,
+      repairFailures: this.#repairFailures,
+      checkFailures: this.#checkFailures,
+      failingRepairs: this.#failingRepairs,
+      lastRepair: this.#lastRepair,
+    };
+  }
+}

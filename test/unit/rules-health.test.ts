@@ -1,0 +1,234 @@
+/**
+ * The periodic rule check (src/front/rules-health.ts) against a fake
+ * iptables: a repair after damage, counted and logged once; a reload or a
+ * stop during a check; no overlap; the watchdog after failed repairs.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseConfig } from '../../src/config/load.ts';
+import { frontConfigSchema } from '../../src/front/config.ts';
+import type { Table } from '../../src/front/rules-check.ts';
+import { RulesHealth } from '../../src/front/rules-health.ts';
+import { renderRules, type RenderedRules } from '../../src/front/rules.ts';
+import { componentLogger, type Logger } from '../../src/log/logger.ts';
+
+const CONFIG = `
+cluster: c1
+uplinkAddress: 198.18.101.2
+services:
+  - name: www
+    vip: 198.19.1.1
+    port: 80
+    servers:
+      - { name: s1a, address: 198.18.201.11, capacity: 100 }
+`;
+const rules = renderRules(parseConfig(frontConfigSchema, CONFIG, 'x'));
+
+/**
+ * A fake iptables: install() writes each table's save output as the
+ * rendering itself (iptables-save's own normalisation does not matter
+ * here: the check compares iptables' output with iptables' output).
+ */
+class FakeIptables {
+  tables = new Map<Table, string>();
+  installs = 0;
+  failInstall = false;
+  failSave = false;
+  /** While set, saveAsync waits for release() (a check in flight). */
+  hold: Promise<void> | undefined;
+  release: () => void = () => undefined;
+
+  apply(r: RenderedRules): void {
+    if (this.failInstall) throw new Error('iptables-restore: line 2 failed');
+    this.installs++;
+    for (const t of ['mangle', 'nat'] as const) {
+      const lines = [`*${t}`];
+      for (const c of r.chains.filter((x) => x.table === t)) {
+        lines.push(`:${c.chain} - [0:0]`, `-A ${c.hook} -j ${c.chain}`);
+        for (const rule of r.byChain[c.chain] ?? []) lines.push(`-A ${c.chain} ${rule}`);
+      }
+      this.tables.set(t, [...lines, 'COMMIT', ''].join('\n'));
+    }
+  }
+
+  save(t: Table): string {
+    if (this.failSave) throw new Error('iptables-save: cannot open');
+    return this.tables.get(t) ?? '';
+  }
+
+  async saveAsync(t: Table): Promise<string> {
+    if (this.hold) await this.hold;
+    return this.save(t);
+  }
+
+  holdNext(): void {
+    this.hold = new Promise((r) => {
+      this.release = () => {
+        this.hold = undefined;
+        r();
+      };
+    });
+  }
+}
+
+interface Logged {
+  level: string;
+  msg: string;
+  fields: Record<string, unknown>;
+}
+
+/** A logger that records warn, error and info lines. */
+function recordingLogger(into: Logged[]): Logger {
+  const base = componentLogger('test');
+  const rec =
+    (level: string) =>
+    (a: unknown, b?: unknown): void => {
+      if (typeof a === 'string') into.push({ level, msg: a, fields: {} });
+      else into.push({ level, msg: String(b), fields: a as Record<string, unknown> });
+    };
+  return Object.assign(Object.create(base) as Logger, { warn: rec('warn'), error: rec('error'), info: rec('info') });
+}
+
+function setup(failuresBeforeDead = 3): { ipt: FakeIptables; health: RulesHealth; logs: Logged[] } {
+  const ipt = new FakeIptables();
+  const logs: Logged[] = [];
+  const health = new RulesHealth({
+    log: recordingLogger(logs),
+    render: () => rules,
+    apply: (r) => {
+      ipt.apply(r);
+    },
+    save: (t) => ipt.save(t),
+    saveAsync: (t) => ipt.saveAsync(t),
+    periodMs: () => 2000,
+    failuresBeforeDead: () => failuresBeforeDead,
+  });
+  health.install(rules);
+  return { ipt, health, logs };
+}
+
+describe('rule check: repair', () => {
+  it('intact rules: nothing reinstalled, nothing logged', async () => {
+    const { ipt, health, logs } = setup();
+    assert.equal(await health.check(), 'intact');
+    assert.equal(await health.check(), 'intact');
+    assert.equal(ipt.installs, 1);
+    assert.deepEqual(logs, []);
+    assert.deepEqual({ ...health.status(), lastRepair: null }, { checks: 2, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null });
+  });
+
+  it('a flushed table is reinstalled, counted, and logged once with counts', async () => {
+    const { ipt, health, logs } = setup();
+    ipt.tables.set('mangle', '*mangle\n:SLUICE_QUEUE - [0:0]\nCOMMIT\n'); // iptables -t mangle -F
+    assert.equal(await health.check(), 'repaired');
+    assert.equal(ipt.installs, 2);
+    assert.equal(await health.check(), 'intact');
+    assert.equal(health.status().repaired, 1);
+    assert.notEqual(health.status().lastRepair, null);
+    assert.equal(logs.length, 1);
+    const [w] = logs;
+    assert.ok(w);
+    assert.equal(w.level, 'warn');
+    assert.match(w.msg, /reinstalled/);
+    assert.deepEqual(w.fields['tables'], ['mangle']);
+    assert.equal(w.fields['missingJumps'], 1);
+    assert.equal(w.fields['missingRules'], rules.byChain['SLUICE_QUEUE']?.length);
+  });
+
+  it('a deleted ruleset (nft flush ruleset) is reinstalled', async () => {
+    const { ipt, health } = setup();
+    ipt.tables.clear();
+    assert.equal(await health.check(), 'repaired');
+    assert.equal(await health.check(), 'intact');
+    assert.equal(health.status().repaired, 1);
+  });
+
+  it('a foreign rule added to a built-in chain is left alone', async () => {
+    const { ipt, health } = setup();
+    ipt.tables.set('nat', (ipt.tables.get('nat') ?? '').replace('COMMIT', '-A PREROUTING -p udp -j ACCEPT\nCOMMIT'));
+    assert.equal(await health.check(), 'intact');
+    assert.equal(ipt.installs, 1);
+  });
+});
+
+describe('rule check: races', () => {
+  it('a reload during a check: the check is dropped, not judged against the new set', async () => {
+    const { ipt, health, logs } = setup();
+    ipt.holdNext();
+    const inFlight = health.check();
+    // The reload installs another set while the dump of the old one is in flight.
+    const reloaded = renderRules(parseConfig(frontConfigSchema, CONFIG.replace('capacity: 100 }', 'capacity: 100 }\n      - { name: s1b, address: 198.18.201.12, capacity: 100 }'), 'x'));
+    health.install(reloaded);
+    ipt.release();
+    assert.equal(await inFlight, 'superseded');
+    assert.equal(ipt.installs, 2);
+    assert.deepEqual(logs, []);
+    assert.equal(health.status().checks, 0);
+  });
+
+  it('never overlaps itself', async () => {
+    const { ipt, health } = setup();
+    ipt.holdNext();
+    const first = health.check();
+    assert.equal(await health.check(), 'skipped');
+    ipt.release();
+    assert.equal(await first, 'intact');
+  });
+
+  it('a stop during a check: nothing is reinstalled after it', async () => {
+    const { ipt, health } = setup();
+    ipt.holdNext();
+    const inFlight = health.check();
+    health.stop();
+    ipt.tables.clear(); // what stop's removeRules does
+    ipt.release();
+    assert.equal(await inFlight, 'superseded');
+    assert.equal(ipt.installs, 1);
+    assert.equal(await health.check(), 'skipped');
+  });
+
+  it('a check that cannot read the rules is counted and logged once per streak', async () => {
+    const { ipt, health, logs } = setup();
+    ipt.failSave = true;
+    assert.equal(await health.check(), 'check-failed');
+    assert.equal(await health.check(), 'check-failed');
+    ipt.failSave = false;
+    assert.equal(await health.check(), 'intact');
+    assert.equal(health.status().checkFailures, 2);
+    assert.deepEqual(logs.map((l) => l.level), ['warn', 'info']);
+    assert.ok(health.liveness().alive);
+  });
+});
+
+describe('rule check: the watchdog', () => {
+  it('not alive after the configured failed repairs in a row; alive again after a repair', async () => {
+    const { ipt, health, logs } = setup(3);
+    ipt.tables.clear();
+    ipt.failInstall = true;
+    assert.equal(await health.check(), 'repair-failed');
+    assert.equal(await health.check(), 'repair-failed');
+    assert.ok(health.liveness().alive);
+    assert.equal(await health.check(), 'repair-failed');
+    const l = health.liveness();
+    assert.equal(l.alive, false);
+    assert.match(l.reason ?? '', /could not be reinstalled 3 checks in a row: iptables-restore: line 2 failed/);
+    assert.equal(health.status().repairFailures, 3);
+    ipt.failInstall = false;
+    assert.equal(await health.check(), 'repaired');
+    assert.ok(health.liveness().alive);
+    // One error for the streak, one warn for the repair that ended it.
+    assert.deepEqual(logs.map((x) => x.level), ['error', 'warn']);
+    assert.equal(logs[1]?.fields['failedAttempts'], 3);
+  });
+
+  it('a failed reload install is retried by the next check', async () => {
+    const { ipt, health } = setup();
+    ipt.failInstall = true;
+    assert.throws(() => {
+      health.install(rules);
+    });
+    ipt.failInstall = false;
+    assert.equal(await health.check(), 'repaired');
+    assert.equal(await health.check(), 'intact');
+  });
+});
