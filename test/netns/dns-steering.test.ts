@@ -18,6 +18,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
+import type { DnsStatus } from '../../src/dns/status.ts';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
 import { NsProcess, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
@@ -38,12 +39,6 @@ const REPORT_SECONDS = 1;
 // Three report intervals: on a loaded machine a report can come a second
 // late, and the first test needs both clusters up throughout.
 const DOWN_AFTER = 3;
-
-interface DnsStatus {
-  clusters: { name: string; state: string }[];
-  rtt: { recent: { client: string; rttMs: Record<string, number | string | null> }[] };
-  steering: { recent: { client: string; reason: string; clusters: string[] }[] };
-}
 
 async function resolve(ns: string, dns: string): Promise<string[]> {
   const r = await nsRunAsync(ns, 'dig', ['+short', '+time=2', '+tries=1', `@${dns}`, 'www.example.test', 'A']);

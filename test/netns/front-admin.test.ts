@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
+import type { FrontStatus } from '../../src/front/status.ts';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
 import { nsRun, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
@@ -65,22 +66,18 @@ async function ctl(ns: string, socket: string, ...args: string[]): Promise<{ cod
   return nsRunAsync(ns, BIN, ['ctl', '--socket', socket, ...args]);
 }
 
-interface Status {
-  services: { servers: { name: string; active: number; state: string }[] }[];
-}
-
-async function status(ns: string, socket: string): Promise<Status> {
-  return JSON.parse((await ctl(ns, socket, 'status')).stdout) as Status;
+async function status(ns: string, socket: string): Promise<FrontStatus> {
+  return JSON.parse((await ctl(ns, socket, 'status')).stdout) as FrontStatus;
 }
 
 /** Connections the daemon's records hold open over the first service's servers. */
-function activeTotal(st: Status): number {
+function activeTotal(st: FrontStatus): number {
   return st.services[0]!.servers.reduce((n, s) => n + s.active, 0);
 }
 
 /** Polls the daemon's status until its records hold `n` open connections. */
 async function untilActive(ns: string, socket: string, n: number, what: string): Promise<void> {
-  let last: Status | undefined;
+  let last: FrontStatus | undefined;
   await until(async () => activeTotal((last = await status(ns, socket))) === n, what, 20_000).catch((e: unknown) => {
     throw new Error(`${String(e)}; last status: ${JSON.stringify(last?.services[0])}`);
   });
