@@ -68,6 +68,8 @@ export class EtcdElection implements Election {
   #stopped = false;
   #onChange: LeaderChange = () => {};
   #timers = new Set<NodeJS.Timeout>();
+  /** Bumped by every observe: an older observe() that resolves late is cancelled, not used. */
+  #observeGen = 0;
   errors = 0;
   elected = 0;
 
@@ -87,6 +89,21 @@ export class EtcdElection implements Election {
     this.#onChange = onChange;
     this.#runCampaign();
     void this.#runObserver();
+    // The observer is the only way a member that is not elected learns the
+    // coordinator. CI once saw one member whose observe() never named a
+    // leader (no change, no error) for 45 s while the two others agreed on
+    // one: so while no coordinator is known, observe again every lease TTL.
+    const every = (this.#ttl + 1) * 1000;
+    const check = setInterval(() => {
+      if (this.#stopped || this.#isLeader || this.#leader !== undefined) return;
+      this.errors++;
+      this.#log.warn({ afterMs: every }, 'no admission coordinator known: observing the election again');
+      const o = this.#observer;
+      this.#observer = undefined;
+      void o?.cancel().catch(() => {});
+      void this.#runObserver();
+    }, every);
+    this.#timers.add(check);
   }
 
   #later(fn: () => void): void {
@@ -128,10 +145,11 @@ export class EtcdElection implements Election {
 
   async #runObserver(): Promise<void> {
     if (this.#stopped) return;
+    const gen = ++this.#observeGen;
     try {
       const o = await this.#client.election(this.#name, this.#ttl).observe();
-      // stop() may have run while we awaited.
-      if (this.#isStopped()) {
+      // stop() may have run while we awaited, or a newer observe replaced this one.
+      if (this.#isStopped() || gen !== this.#observeGen) {
         await o.cancel();
         return;
       }
@@ -140,12 +158,13 @@ export class EtcdElection implements Election {
         // While our campaign holds the leadership, it is the authority (its 'error' says when we
         // lose it): the observer was seen naming another member right after we were elected.
         // Our own key leading is likewise left to the campaign's 'elected'.
-        if (this.#isLeader || leader === this.#self) return;
+        if (gen !== this.#observeGen || this.#isLeader || leader === this.#self) return;
         this.#set(leader, false);
       };
       seen(o.leader());
       o.on('change', seen);
       o.on('error', (err: Error) => {
+        if (gen !== this.#observeGen) return;
         this.errors++;
         this.#log.warn({ err: err.message }, 'admission election observer failed; observing again');
         this.#observer = undefined;
@@ -153,6 +172,7 @@ export class EtcdElection implements Election {
         this.#later(() => void this.#runObserver());
       });
     } catch (err) {
+      if (gen !== this.#observeGen) return;
       this.errors++;
       this.#log.warn({ err: err instanceof Error ? err.message : String(err) }, 'cannot observe the admission election (etcd unreachable?); retrying');
       this.#later(() => void this.#runObserver());
@@ -165,7 +185,7 @@ export class EtcdElection implements Election {
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    for (const t of this.#timers) clearTimeout(t);
+    for (const t of this.#timers) clearTimeout(t); // clears the interval too
     this.#timers.clear();
     const c = this.#campaign;
     this.#campaign = undefined;
