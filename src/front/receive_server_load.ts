@@ -184,7 +184,7 @@ export class ServerLoadEstimator {
         b.estimated = true;
         if (r) b.capacity = r.capacity;
         if (rates) b.rate = rates.get(b.id) ?? 0;
-        b.down = this.isDown(r, now);
+        b.health.setSilent(this.isDown(r, now), now);
         b.refreshUsable();
       }
     }

@@ -10,6 +10,7 @@ import { parseIPv4Address } from '../packet/address.ts';
 import { IpProtocol } from '../packet/ipv4.ts';
 import type { FrontConfig, ServiceConfig } from './config.ts';
 import { createSelector, type Backend, type Selector } from './select/index.ts';
+import { type HealthSink, ServerHealth } from './health/server-health.ts';
 import { smoothPick } from './select/smooth.ts';
 
 export const OVERFLOW_BASE = 0x80;
@@ -38,26 +39,36 @@ export class ServerRuntime implements Backend {
   estimated = false;
   /** New connections per second sent to it recently (estimated mode). */
   rate = 0;
-  /** Its agent stopped reporting: no new connections until it reports again. */
-  down = false;
+  /** Its health from the front's check and its agent (health/server-health.ts). */
+  readonly health: ServerHealth;
 
-  constructor(id: string, address: number, port: number, weight: number, capacity: number, state: ServerRuntime['state']) {
+  constructor(id: string, address: number, port: number, weight: number, capacity: number, state: ServerRuntime['state'], health?: ServerHealth) {
     this.id = id;
     this.address = address;
     this.port = port;
     this.weight = weight;
     this.capacity = capacity;
     this.state = state;
-    this.usable = state === 'active';
+    this.health = health ?? new ServerHealth(id, 0);
+    this.usable = state === 'active' && this.health.state === 'up';
+  }
+
+  /** Its agent stopped reporting: no new connections until it reports again. */
+  get down(): boolean {
+    return this.health.silent;
   }
 
   get load(): number {
     return this.estimated ? this.rate : this.active;
   }
 
-  /** Re-derives `usable` after a state or report change. */
+  /**
+   * Re-derives `usable` after a state, report or health change: new
+   * connections only while the configured/admin state is active and no
+   * health source says down, drain or maint.
+   */
   refreshUsable(): void {
-    this.usable = this.state === 'active' && !this.down;
+    this.usable = this.state === 'active' && this.health.state === 'up';
   }
 }
 
@@ -89,13 +100,17 @@ export class ServiceRuntime {
   readonly #overflowWeights: Float64Array;
   overflowed = 0;
 
-  constructor(index: number, svc: ServiceConfig, overflow: FrontConfig['overflow']) {
+  /**
+   * `health` gives transitions a sink (the daemon logs and counts them) and
+   * a clock for their stamps; without it (unit tests) they are only counted.
+   */
+  constructor(index: number, svc: ServiceConfig, overflow: FrontConfig['overflow'], health?: { readonly now: number; readonly sink: HealthSink }) {
     this.index = index;
     this.name = svc.name;
     this.vip = addr(svc.vip);
     this.port = svc.port;
     this.protocol = svc.protocol === 'udp' ? IpProtocol.Udp : IpProtocol.Tcp;
-    this.servers = svc.servers.map((s) => new ServerRuntime(s.name, addr(s.address), s.port ?? svc.port, s.weight, s.capacity ?? Infinity, s.state));
+    this.servers = svc.servers.map((s) => new ServerRuntime(s.name, addr(s.address), s.port ?? svc.port, s.weight, s.capacity ?? Infinity, s.state, new ServerHealth(s.name, health?.now ?? 0, health?.sink)));
     this.selector = createSelector(svc.method);
     this.selector.rebuild(this.servers);
     this.overflow = overflow.map((o) => ({ cluster: o.cluster, vip: o.vip, freeCapacity: o.freeCapacity, decided: 0 }));

@@ -117,7 +117,7 @@ describe('front metrics from the engine and table counters', () => {
   s1b!.decided = 3;
   s1a!.active = 4;
   s1b!.state = 'drain';
-  s1c!.down = true;
+  s1c!.health.setSilent(true, 0);
   for (const b of svc.servers) b.refreshUsable();
   svc.overflow[0]!.decided = 2;
   Object.assign(engine.counters, { packets: 50, syn: 12, synRetransmits: 1, decided: 12, noTarget: 1, noRecord: 5, unexpected: 3, unexpectedDropped: 2, finishes: 6, serverResets: 1, logged: 8, loggedMalformed: 1 });
