@@ -3,8 +3,10 @@
  * timeout, and hands the results to SiteState. A round never overlaps the
  * previous one (a slow source delays the next round, it never stacks
  * requests), and no failure of a source escapes: it is recorded as that
- * source being down.
+ * source being down. After each round the view is added to the history
+ * (history.ts: the last 10 minutes, drawn as charts).
  */
+import { History } from './history.ts';
 import { StatusTimeoutError, type StatusSource } from './source.ts';
 import { SiteState, type DashboardState } from './state.ts';
 
@@ -13,10 +15,13 @@ export interface PollerOptions {
   readonly timeoutMs: number;
   /** Monotonic clock in ms (tests pass their own). */
   readonly now?: () => number;
+  /** Series the history keeps at most (default SERIES_MAX). */
+  readonly maxSeries?: number;
 }
 
 export class Poller {
   readonly state: SiteState;
+  readonly history: History;
   readonly #sources: readonly StatusSource[];
   readonly #opts: PollerOptions;
   readonly #now: () => number;
@@ -31,11 +36,17 @@ export class Poller {
     this.#opts = opts;
     this.#now = opts.now ?? (() => performance.now());
     this.state = new SiteState(sources);
+    this.history = new History({ intervalMs: opts.intervalMs, ...(opts.maxSeries === undefined ? {} : { maxSeries: opts.maxSeries }) });
     this.#latest = this.state.view(this.#now());
   }
 
   get latest(): DashboardState {
     return this.#latest;
+  }
+
+  /** The poller's clock (monotonic ms), which the history's times are on. */
+  now(): number {
+    return this.#now();
   }
 
   /** Called with every new state; returns the unsubscribe function. */
@@ -71,7 +82,9 @@ export class Poller {
       }),
     );
     this.rounds++;
-    this.#latest = this.state.view(this.#now());
+    const now = this.#now();
+    this.#latest = this.state.view(now);
+    this.history.record(now, this.#latest);
     for (const fn of this.#listeners) {
       try {
         fn(this.#latest);

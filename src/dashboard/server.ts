@@ -4,6 +4,11 @@
  *   GET /             the page (src/dashboard/page.ts), self-contained
  *   GET /api/state    the latest DashboardState as JSON
  *   GET /api/events   Server-Sent Events: the state after every poll round
+ *   GET /api/history  the last 10 minutes per cluster and server as JSON
+ *                     (history.ts; ?cluster=NAME for one cluster); also
+ *                     at /history.json
+ *   GET /api/charts   the same drawn as SVG documents (charts.ts), which
+ *                     the page shows as images; drawn once per poll round
  *
  * Anything else is 404 (405 for a method other than GET/HEAD). Event
  * streams are bounded (MAX_STREAMS); past it a client gets 503 and the page
@@ -12,6 +17,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../log/logger.ts';
+import { chartsOf } from './charts.ts';
 import { pageHtml } from './page.ts';
 import type { Poller } from './poller.ts';
 
@@ -32,6 +38,8 @@ export class DashboardServer {
   readonly #streams = new Set<ServerResponse>();
   requests = 0;
   refused = 0;
+  /** The charts of the last round drawn (any number of pages share one drawing per round). */
+  #charts: { round: number; body: string } | undefined;
 
   constructor(poller: Poller, log: Logger, title: string) {
     this.#poller = poller;
@@ -75,7 +83,7 @@ export class DashboardServer {
       this.#send(res, 405, 'text/plain; charset=utf-8', 'only GET\n', { allow: 'GET, HEAD' });
       return;
     }
-    const path = (req.url ?? '/').split('?')[0];
+    const [path, query] = (req.url ?? '/').split('?', 2);
     switch (path) {
       case '/':
       case '/index.html':
@@ -87,9 +95,24 @@ export class DashboardServer {
       case '/api/events':
         this.#events(req, res);
         return;
+      case '/api/history':
+      case '/history.json': {
+        const cluster = new URLSearchParams(query ?? '').get('cluster') ?? undefined;
+        this.#send(res, 200, 'application/json', JSON.stringify(this.#poller.history.toJSON(this.#poller.now(), cluster)));
+        return;
+      }
+      case '/api/charts':
+        this.#send(res, 200, 'application/json', this.#chartsBody());
+        return;
       default:
         this.#send(res, 404, 'text/plain; charset=utf-8', 'not found\n');
     }
+  }
+
+  #chartsBody(): string {
+    const round = this.#poller.rounds;
+    if (this.#charts?.round !== round) this.#charts = { round, body: JSON.stringify(chartsOf(this.#poller.history, this.#poller.now())) };
+    return this.#charts.body;
   }
 
   #send(res: ServerResponse, code: number, type: string, body: string, extra: Record<string, string> = {}): void {

@@ -39,7 +39,23 @@ export interface SourceView {
   failures: number;
 }
 
-export type ServerState = 'up' | 'draining' | 'disabled' | 'down';
+/** The state a server is shown in (the page's badge, the charts' colour). */
+export type ServerState = 'up' | 'draining' | 'disabled' | 'maint' | 'down';
+
+/** The health states the front node reports (src/front/health/server-health.ts). */
+export type HealthStateSeen = 'up' | 'down' | 'drain' | 'maint';
+const HEALTH_STATES_SEEN: readonly HealthStateSeen[] = ['up', 'down', 'drain', 'maint'];
+
+/** A server's health as its front node reports it, when it does (newer front nodes). */
+export interface ServerHealthView {
+  /** null: a state this dashboard does not know (a newer front node); the server's state then falls back. */
+  state: HealthStateSeen | null;
+  reason: string | null;
+  /** As the front node sent it (its own clock). */
+  since: number | null;
+  /** Health transitions the front node counted for this server since it started. */
+  transitions: number | null;
+}
 
 export interface ServerView {
   service: string;
@@ -53,6 +69,8 @@ export interface ServerView {
   capacityUnit: 'connections' | 'per-second';
   /** 0..1 (may exceed 1 when over capacity): the agent's utilization, else active/capacity. */
   utilization: number | null;
+  /** null: the front node reports no health for its servers. */
+  health: ServerHealthView | null;
 }
 
 export interface ClusterView {
@@ -299,6 +317,25 @@ function emptyCluster(name: string, source: string | null): ClusterView {
 /** One server of the front node's control section, as received. */
 type AgentSeen = Untrusted<NonNullable<FrontStatus['control']>['servers'][number]>;
 
+/**
+ * A server of a service as received, with the per-server health that front
+ * nodes report from issue 20 on (`health: { state, reason, since,
+ * transitions }`); older ones send none, and then nothing is shown for it.
+ */
+type ServerSeen = Untrusted<FrontStatus['services'][number]['servers'][number] & { readonly health?: { readonly state: string; readonly reason: string; readonly since: number; readonly transitions: number } }>;
+
+function healthOf(bo: ServerSeen): ServerHealthView | null {
+  const h = obj(bo.health);
+  if (!h) return null;
+  const state = str(h.state);
+  return {
+    state: HEALTH_STATES_SEEN.find((x) => x === state) ?? null,
+    reason: str(h.reason),
+    since: num(h.since),
+    transitions: num(h.transitions),
+  };
+}
+
 function frontCluster(r: SourceRecord, s: Untrusted<FrontStatus>): ClusterView {
   const c = emptyCluster(str(s.cluster) ?? r.name, r.name);
   c.frontUp = r.up;
@@ -324,10 +361,11 @@ function frontCluster(r: SourceRecord, s: Untrusted<FrontStatus>): ClusterView {
   for (const svc of arr(s.services)) {
     const so = obj(svc);
     const service = str(so?.name) ?? '';
-    for (const b of arr(so?.servers)) {
+    for (const b of arr<ServerSeen | null>(so?.servers)) {
       const bo = obj(b);
       const name = str(bo?.name);
       if (!bo || name === null) continue;
+      const health = healthOf(bo);
       const agent = agents.get(name);
       const active = num(bo.active);
       const capacity = num(bo.capacity);
@@ -337,23 +375,34 @@ function frontCluster(r: SourceRecord, s: Untrusted<FrontStatus>): ClusterView {
       c.servers.push({
         service,
         name,
-        state: serverState(str(bo.state), agent?.down === true),
+        state: serverState(str(bo.state), agent?.down === true, health?.state ?? null),
         active,
         decided: num(bo.decided),
         connectionsPerSecond: r.rate(serverKey(service, name)),
         capacity,
         capacityUnit: estimated ? 'per-second' : 'connections',
         utilization,
+        health,
       });
     }
   }
   return c;
 }
 
-function serverState(state: string | null, agentDown: boolean): ServerState {
-  if (state === 'down' || agentDown) return 'down';
-  if (state === 'drain') return 'draining';
+/**
+ * The state shown. The front node's health, when it reports one, decides
+ * whether the server is down or in maintenance: it already combines the
+ * front's own check, the agent's report and the agent's silence. Without
+ * it (older front nodes), the server is down when the front node says so
+ * (agent silent) or its control section marks it down. The configured or
+ * admin state (disabled, drain) applies to a server that is not down.
+ */
+export function serverState(state: string | null, agentDown: boolean, health: HealthStateSeen | null): ServerState {
+  if (health === 'down') return 'down';
+  if (health === 'maint') return 'maint';
+  if (health === null && (state === 'down' || agentDown)) return 'down';
   if (state === 'disabled') return 'disabled';
+  if (state === 'drain' || health === 'drain') return 'draining';
   return 'up';
 }
 
