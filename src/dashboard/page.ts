@@ -7,15 +7,23 @@
  * unsupported, and rebuilds the view on each state. Every string from a
  * source is put in the page with textContent/setAttribute, never as HTML.
  *
+ * The charts (the last 10 minutes, charts.ts) come from /api/charts every
+ * CHARTS_EVERY_MS as SVG documents and are shown as <img> elements with
+ * data: URLs: an SVG image runs no script and loads nothing.
+ *
  * Stable hooks for tests and scripts (data-testid): site-cps, site-decided,
  * dns-qps, dns-steered, live, site-map, cluster (data-name, data-front),
- * cluster-name, cluster-cps, cluster-decided, server (data-name,
- * data-state), server-bar, top-client, dns-choice, source (data-name,
- * data-up).
+ * cluster-name, cluster-cps, cluster-decided, cluster-chart, server
+ * (data-name, data-state), server-bar, server-spark, history-note,
+ * top-client, dns-choice, source (data-name, data-up).
  */
+import { STATE_COLOURS } from './charts.ts';
+
+/** How often the page fetches the charts. */
+export const CHARTS_EVERY_MS = 2000;
 
 const STYLE = `
-:root { --bg:#0f1419; --panel:#182028; --line:#2a3540; --text:#dde4ea; --dim:#8b98a5; --up:#3fb950; --warn:#d29922; --down:#f85149; --accent:#58a6ff; }
+:root { --bg:#0f1419; --panel:#182028; --line:#2a3540; --text:#dde4ea; --dim:#8b98a5; --up:${STATE_COLOURS.up}; --warn:${STATE_COLOURS.draining}; --down:${STATE_COLOURS.down}; --maint:${STATE_COLOURS.maint}; --accent:#58a6ff; }
 * { box-sizing: border-box; }
 body { margin:0; font:14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; background:var(--bg); color:var(--text); }
 header.top { display:flex; align-items:baseline; gap:16px; padding:12px 20px; border-bottom:1px solid var(--line); }
@@ -39,13 +47,16 @@ h2 { font-size:14px; margin:0 0 10px; color:var(--dim); text-transform:uppercase
 .badge.up { background:#1f3d2a; color:var(--up); }
 .badge.draining, .badge.disabled { background:#3d2f12; color:var(--warn); }
 .badge.down { background:#3d1a1a; color:var(--down); }
+.badge.maint { background:#2d2240; color:var(--maint); }
+img.chart { display:block; max-width:100%; height:auto; }
+img.spark { display:block; }
 .vips { color:var(--dim); font-size:12px; }
 .metrics { display:flex; flex-wrap:wrap; gap:18px; margin:10px 0; }
 .metrics .v { font-size:18px; font-variant-numeric:tabular-nums; }
 .metrics .l { color:var(--dim); font-size:11px; }
 .front { border:1px solid var(--accent); border-radius:6px; padding:4px 10px; display:inline-block; font-size:12px; color:var(--accent); }
 .servers { list-style:none; margin:8px 0 0 14px; padding:0 0 0 14px; border-left:2px solid var(--line); }
-.servers li { display:grid; grid-template-columns: 64px 76px minmax(80px, 1fr) auto; gap:8px; align-items:center; padding:4px 0; position:relative; }
+.servers li { display:grid; grid-template-columns: 64px 76px minmax(80px, 1fr) 120px auto; gap:8px; align-items:center; padding:4px 0; position:relative; }
 .servers li::before { content:""; position:absolute; left:-16px; top:50%; width:12px; border-top:2px solid var(--line); }
 .bar { height:10px; background:var(--line); border-radius:5px; overflow:hidden; }
 .bar .fill { height:100%; background:var(--up); }
@@ -81,15 +92,46 @@ function table(id, header, rows, rowAttrs, emptyText) {
   if (body.length === 0) body = [el('tr', {}, [el('td', { class: 'empty', colspan: header.length }, [emptyText])])];
   t.replaceChildren.apply(t, [head].concat(body));
 }
-function serverItem(s) {
+var charts = Object.create(null);
+function clusterKey(c) { return JSON.stringify(['cluster', c]); }
+function serverKey(c, svc, name) { return JSON.stringify(['server', c, svc, name]); }
+function chartImg(key, testid, cls, alt, w, h) {
+  var img = el('img', { 'data-testid': testid, 'data-chart': key, class: cls, alt: alt, width: w, height: h });
+  var c = charts[key];
+  if (c) { img.setAttribute('src', c.src); img.setAttribute('title', c.title); }
+  return img;
+}
+function svgUrl(svg) { return 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(svg); }
+function eventText(e) { return fmt(e.ageSeconds, 0) + ' s ago: ' + e.from + ' \u2192 ' + e.to + (e.count > 1 ? ' (' + e.count + ' transitions)' : '') + (e.reason ? ': ' + e.reason : ''); }
+function loadCharts() {
+  fetch('api/charts', { cache: 'no-store' }).then(function (r) { return r.json(); }).then(function (h) {
+    var next = Object.create(null);
+    var minutes = fmt(h.windowSeconds / 60, 0);
+    h.clusters.forEach(function (c) {
+      next[clusterKey(c.name)] = { src: svgUrl(c.svg), title: c.name + ': connections/s (solid) and utilization (dashed), last ' + minutes + ' min' };
+      c.servers.forEach(function (s) {
+        var ev = s.events.slice(-5).reverse().map(eventText);
+        next[serverKey(c.name, s.service, s.name)] = { src: svgUrl(s.svg), title: s.name + ': connections/s, utilization and state, last ' + minutes + ' min' + (ev.length ? '\n' + ev.join('\n') : '') };
+      });
+    });
+    charts = next;
+    document.querySelectorAll('img[data-chart]').forEach(function (img) {
+      var c = charts[img.getAttribute('data-chart')];
+      if (c) { img.setAttribute('src', c.src); img.setAttribute('title', c.title); }
+    });
+    setText('history-note', 'charts: last ' + minutes + ' min' + (h.dropped > 0 ? '; ' + h.dropped + ' clusters/servers not charted (at most ' + h.maxSeries + ' series)' : ''));
+  }).catch(function () {});
+}
+function serverItem(c, s) {
   var pct = s.utilization === null ? null : s.utilization * 100;
   var width = pct === null ? 0 : Math.max(0, Math.min(100, pct));
   var fill = el('div', { class: 'fill' + (pct !== null && pct >= 100 ? ' full' : pct !== null && pct >= 80 ? ' hot' : ''), style: 'width:' + width.toFixed(1) + '%' });
   var cap = s.capacity === null ? 'no limit' : s.capacityUnit === 'per-second' ? fmt(s.capacity) + '/s' : count(s.capacity) + ' conns';
   return el('li', { 'data-testid': 'server', 'data-name': s.name, 'data-state': s.state }, [
     el('span', {}, [s.name]),
-    el('span', { class: 'badge ' + s.state }, [s.state]),
+    el('span', { class: 'badge ' + s.state, title: s.health && s.health.reason !== null ? 'health ' + (s.health.state || 'unknown') + ': ' + s.health.reason : undefined }, [s.state]),
     el('div', { class: 'bar', 'data-testid': 'server-bar', title: 'utilization ' + (pct === null ? 'unknown' : pct.toFixed(0) + '%') }, [fill]),
+    chartImg(serverKey(c.name, s.service, s.name), 'server-spark', 'spark', 'last minutes of ' + s.name, 120, 28),
     el('span', { class: 'num' }, [(pct === null ? '\\u2013' : pct.toFixed(0) + '%') + ' of ' + cap + ' \\u00b7 ' + count(s.active) + ' active \\u00b7 ' + fmt(s.connectionsPerSecond) + '/s']),
   ]);
 }
@@ -110,8 +152,9 @@ function clusterCard(c) {
     metric('servers up', c.serversUp === null ? '\\u2013' : count(c.serversUp) + '/' + count(c.serversTotal), 'cluster-servers-up'),
   ]);
   var front = el('div', { class: 'front' }, [c.source === null ? 'front node: no source' : 'front node \\u00b7 ' + c.source]);
-  var servers = el('ul', { class: 'servers' }, c.servers.map(serverItem));
-  return el('article', { class: 'cluster' + (c.frontUp ? '' : ' down'), 'data-testid': 'cluster', 'data-name': c.name, 'data-front': frontState }, [head, metrics, front, servers]);
+  var chart = chartImg(clusterKey(c.name), 'cluster-chart', 'chart', 'connections/s and utilization of ' + c.name, 480, 120);
+  var servers = el('ul', { class: 'servers' }, c.servers.map(function (s) { return serverItem(c, s); }));
+  return el('article', { class: 'cluster' + (c.frontUp ? '' : ' down'), 'data-testid': 'cluster', 'data-name': c.name, 'data-front': frontState }, [head, metrics, chart, front, servers]);
 }
 function render(s) {
   lastUpdate = Date.now();
@@ -154,6 +197,8 @@ setInterval(function () {
   if (lastUpdate && Date.now() - lastUpdate > 5000) { var l = document.getElementById('live'); l.textContent = 'stale: no update for ' + Math.round((Date.now() - lastUpdate) / 1000) + ' s'; l.className = 'stale'; }
 }, 1000);
 start();
+setInterval(loadCharts, ${CHARTS_EVERY_MS});
+loadCharts();
 `;
 
 function escapeHtml(s: string): string {
@@ -180,7 +225,7 @@ export function pageHtml(title: string): string {
 <div class="stat"><div class="v" id="dns-qps" data-testid="dns-qps">&ndash;</div><div class="l">DNS queries/s</div></div>
 <div class="stat"><div class="v" id="dns-steered" data-testid="dns-steered">&ndash;</div><div class="l">DNS steered answers</div></div>
 </div></section>
-<section><h2>Site map</h2><div id="map" data-testid="site-map"></div></section>
+<section><h2>Site map</h2><div id="map" data-testid="site-map"></div><div class="num" id="history-note" data-testid="history-note"></div></section>
 <div class="cols">
 <section><h2>Top clients</h2><table id="top-clients"></table><h2 style="margin-top:14px">High-rate prefixes (DNS)</h2><table id="dns-high-rate"></table></section>
 <section><h2>DNS choices per client prefix</h2><table id="dns-choices"></table><div class="num" id="dns-reasons"></div></section>
