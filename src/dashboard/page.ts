@@ -102,7 +102,7 @@ function chartImg(key, testid, cls, alt, w, h) {
   return img;
 }
 function svgUrl(svg) { return 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(svg); }
-function eventText(e) { return fmt(e.ageSeconds, 0) + ' s ago: ' + e.from + ' \u2192 ' + e.to + (e.count > 1 ? ' (' + e.count + ' transitions)' : '') + (e.reason ? ': ' + e.reason : ''); }
+function eventText(e) { return fmt(e.ageSeconds, 0) + ' s ago: ' + e.from + ' \\u2192 ' + e.to + (e.count > 1 ? ' (' + e.count + ' transitions)' : '') + (e.reason ? ': ' + e.reason : ''); }
 function loadCharts() {
   fetch('api/charts', { cache: 'no-store' }).then(function (r) { return r.json(); }).then(function (h) {
     var next = Object.create(null);
@@ -111,7 +111,7 @@ function loadCharts() {
       next[clusterKey(c.name)] = { src: svgUrl(c.svg), title: c.name + ': connections/s (solid) and utilization (dashed), last ' + minutes + ' min' };
       c.servers.forEach(function (s) {
         var ev = s.events.slice(-5).reverse().map(eventText);
-        next[serverKey(c.name, s.service, s.name)] = { src: svgUrl(s.svg), title: s.name + ': connections/s, utilization and state, last ' + minutes + ' min' + (ev.length ? '\n' + ev.join('\n') : '') };
+        next[serverKey(c.name, s.service, s.name)] = { src: svgUrl(s.svg), title: s.name + ': connections/s, utilization and state, last ' + minutes + ' min' + (ev.length ? '\\n' + ev.join('\\n') : '') };
       });
     });
     charts = next;

@@ -5,8 +5,13 @@
  * daemons' admin sockets, and Debian's Chromium (driven by playwright-core)
  * opens the page. The page must show both clusters, and its numbers must
  * move once clients resolve and fetch through the VIPs. That view is saved
- * to test/artifacts/dashboard.png (git-ignored; docs/dashboard.png is one such screenshot). Then a front node stops: the page shows
- * its cluster down and goes on.
+ * to test/artifacts/dashboard.png (git-ignored; docs/dashboard.png is one such screenshot).
+ * The history endpoint has both clusters and every server, with the
+ * connections/s of the traffic, and the page draws a chart per cluster and
+ * a sparkline per server. Then a server's agent is killed: its front node
+ * says the server is down, the page shows it down and the history has its
+ * transition. Last a front node stops: the page shows its cluster down and
+ * goes on.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
@@ -18,6 +23,8 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { adminRequest } from '../../src/admin/client.ts';
+import type { HistoryJson } from '../../src/dashboard/history.ts';
+import type { FrontStatus } from '../../src/front/status.ts';
 import { startSite, stopDaemons, type Daemon } from '../../scripts/testbed/site.ts';
 import { nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
@@ -86,7 +93,7 @@ describe('sluice dashboard in Chromium', () => {
     await stopDaemons(daemons);
   });
 
-  it('shows both clusters, its numbers move when traffic starts, a stopped front node shows down', async () => {
+  it('shows both clusters, its numbers move when traffic starts, charts of the history, a killed agent\'s server down, a stopped front node down', async () => {
     const st = tb();
     assert.ok(context);
     const page = await context.newPage();
@@ -153,6 +160,53 @@ describe('sluice dashboard in Chromium', () => {
     assert.ok(clientAddresses.has(top[0] ?? ''), `top client ${top[0] ?? ''} is one of ${[...clientAddresses].join(', ')}`);
     // Capacity bars are drawn for every server.
     assert.equal(await page.locator('[data-testid="server-bar"]').count(), st.plan.clusters.reduce((a, k) => a + k.servers.length, 0));
+
+    // The history: both clusters and every server, with the traffic's connections/s.
+    const history = async (): Promise<HistoryJson> => (await (await fetch(new URL('history.json', url))).json()) as HistoryJson;
+    const h = await history();
+    assert.deepEqual(
+      h.clusters.map((c) => [c.name, c.servers.map((s) => s.name)]).sort(),
+      st.plan.clusters.map((k) => [`c${k.index}`, k.servers.map((s) => s.id)]),
+    );
+    for (const c of h.clusters) {
+      assert.ok(c.points.t.length > 1 && c.points.t.length === c.points.cps.length, `${c.name}: points`);
+      assert.ok(c.points.cps.some((v) => v !== null && v > 0), `${c.name}: connections/s above 0 in the history`);
+      assert.ok(c.servers.some((s) => s.points.cps.some((v) => v !== null && v > 0)), `${c.name}: a server with connections/s above 0`);
+    }
+    // The charts: one per cluster, a sparkline per server, each an SVG image that the browser drew.
+    const total = st.plan.clusters.reduce((a, k) => a + k.servers.length, 0);
+    await until(async () => (await page.locator('[data-testid="server-spark"][src^="data:image/svg+xml"]').count()) === total, 'a sparkline per server', 15_000, 250);
+    assert.equal(await page.locator('[data-testid="cluster-chart"][src^="data:image/svg+xml"]').count(), names.length);
+    for (const n of names) assert.equal(await page.locator(`[data-testid="cluster"][data-name="${n}"] [data-testid="cluster-chart"]`).count(), 1);
+    // No DOM types here (tsconfig has no "dom" lib): the image is read by its two fields.
+    const drawn = await page.locator('img[data-chart]').evaluateAll((imgs) => imgs.map((i) => {
+      const img = i as unknown as { complete: boolean; naturalWidth: number };
+      return img.complete && img.naturalWidth > 0;
+    }));
+    assert.deepEqual(drawn, drawn.map(() => true), 'every chart image decoded');
+    assert.match((await page.locator('[data-testid="history-note"]').textContent()) ?? '', /last 10 min/);
+
+    // A server's agent is killed: its front node takes it down (agent silent), and the page and the history say so.
+    const k1 = st.plan.clusters[0]!;
+    const victim = k1.servers[k1.servers.length - 1]!;
+    const agent = daemons.find((d) => d.name === `agent-${victim.id}`);
+    assert.ok(agent);
+    await new Promise<void>((resolve) => {
+      agent.child.once('exit', () => {
+        resolve();
+      });
+      agent.child.kill('SIGKILL');
+    });
+    const frontSays = async (): Promise<string | undefined> => {
+      const r = await adminRequest(join(st.runDir, `front${k1.index}.sock`), { cmd: 'status' }, 1000).catch(() => undefined);
+      return (r?.status as FrontStatus | undefined)?.services[0]?.servers.find((s) => s.name === victim.id)?.state;
+    };
+    await until(async () => (await frontSays()) === 'down', `front${k1.index} says ${victim.id} is down`, 30_000, 250);
+    await page.locator(`[data-testid="cluster"][data-name="c${k1.index}"] [data-testid="server"][data-name="${victim.id}"][data-state="down"]`).waitFor({ timeout: 15_000 });
+    await until(async () => ((await history()).clusters.find((c) => c.name === `c${k1.index}`)?.servers.find((s) => s.name === victim.id)?.events ?? []).some((e) => e.from === 'up' && e.to === 'down'), `the history has ${victim.id}'s transition to down`, 15_000, 250);
+    const victimSpark = page.locator(`[data-testid="cluster"][data-name="c${k1.index}"] [data-testid="server"][data-name="${victim.id}"] [data-testid="server-spark"]`);
+    await until(async () => ((await victimSpark.getAttribute('title')) ?? '').includes('up \u2192 down'), `${victim.id}'s sparkline lists the transition`, 15_000, 250);
+    assert.match(decodeURIComponent((await victimSpark.getAttribute('src')) ?? ''), /<line [^>]*stroke="#f85149"/, 'a down marker on the sparkline');
     assert.deepEqual(consoleErrors, []);
 
     mkdirSync(join(SCREENSHOT, '..'), { recursive: true });

@@ -6,8 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { Script } from 'node:vm';
 import { bucketize, chartsOf, clusterChartSvg, escapeXml, niceMax, serverSparklineSvg, STATE_COLOURS } from '../../src/dashboard/charts.ts';
 import { EVENTS_MAX, GAP_STEPS, History, HISTORY_WINDOW_MS, POINTS_MAX, Ring, Series, SERIES_MAX } from '../../src/dashboard/history.ts';
+import { CHARTS_EVERY_MS, pageHtml } from '../../src/dashboard/page.ts';
 import { Poller } from '../../src/dashboard/poller.ts';
 import { DashboardServer } from '../../src/dashboard/server.ts';
 import { serverState, SiteState, type DashboardState, type ServerState } from '../../src/dashboard/state.ts';
@@ -407,5 +409,16 @@ describe('dashboard history endpoints', () => {
     } finally {
       await srv.close();
     }
+  });
+});
+
+describe('dashboard page with charts', () => {
+  it('its script compiles and carries the charts\' hooks', () => {
+    const html = pageHtml('t');
+    const script = html.split('<script>')[1]?.split('</script>')[0] ?? '';
+    assert.doesNotThrow(() => new Script(script), 'the inline script is valid JavaScript');
+    for (const id of ['cluster-chart', 'server-spark', 'history-note']) assert.ok(html.includes(`'${id}'`) || html.includes(`"${id}"`), id);
+    assert.ok(script.includes(`setInterval(loadCharts, ${CHARTS_EVERY_MS})`));
+    for (const colour of Object.values(STATE_COLOURS)) assert.ok(html.includes(colour), `badge colour ${colour} as in the charts`);
   });
 });
