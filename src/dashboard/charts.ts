@@ -7,9 +7,10 @@
  * The page shows each as an <img> (a data: URL). An SVG shown as an image
  * runs no script and loads nothing, so even a name that slipped past the
  * escaping could not act in the page; and nothing that came from a daemon
- * is written into a document unescaped (escapeXml): names and reasons go
- * into <title> text only, every number is one this file formatted, every
- * colour one of its constants.
+ * is written into a document unescaped (escapeXml): names go into <title>
+ * text only, every number is one this file formatted, every colour one of
+ * its constants. The transitions' reasons are not drawn (an image shows no
+ * tooltip): the page lists the latest EVENTS_LISTED with each sparkline.
  *
  * Points are averaged into one bucket per drawn pixel column (at most), so
  * a chart's size does not depend on the poll interval; a bucket with no
@@ -133,10 +134,13 @@ export function clusterChartSvg(title: string, s: Series | undefined, events: re
   const yu = (v: number): number => B - (Math.min(v, utilMax) / utilMax) * (B - T);
   const xt = (at: number): number => L + ((at - from) / windowMs) * (R - L);
   const minutes = windowMs / 60_000;
-  const ticks = events
-    .filter((e) => e.at >= from && e.at <= now)
-    .map((e) => `<line x1="${n(xt(e.at))}" x2="${n(xt(e.at))}" y1="${B + 1}" y2="${B + 7}" stroke="${STATE_COLOURS[e.to]}" stroke-width="2"/>`)
-    .join('');
+  // One tick per pixel column and state, however many servers changed there.
+  const ticks = new Map<string, string>();
+  for (const e of events) {
+    if (e.at < from || e.at > now) continue;
+    const tx = n(xt(e.at));
+    ticks.set(`${tx}/${e.to}`, `<line x1="${tx}" x2="${tx}" y1="${B + 1}" y2="${B + 7}" stroke="${STATE_COLOURS[e.to]}" stroke-width="2"/>`);
+  }
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="10">`,
     `<title>${escapeXml(title)}</title>`,
@@ -147,7 +151,7 @@ export function clusterChartSvg(title: string, s: Series | undefined, events: re
     `<text x="${R + 4}" y="${B}" fill="${TEXT_COLOUR}">0%</text>`,
     `<path d="${path(b.utilization, x, yu)}" stroke="${UTIL_COLOUR}" stroke-width="1.5" stroke-dasharray="4 2" fill="none"/>`,
     `<path d="${path(b.cps, x, yc)}" stroke="${CPS_COLOUR}" stroke-width="1.5" fill="none"/>`,
-    ticks,
+    [...ticks.values()].join(''),
     `<text x="${L}" y="${H - 4}" fill="${TEXT_COLOUR}">-${n(minutes)} min</text>`,
     `<text x="${(L + R) / 2}" y="${H - 4}" text-anchor="middle" fill="${TEXT_COLOUR}">-${n(minutes / 2)} min</text>`,
     `<text x="${R}" y="${H - 4}" text-anchor="end" fill="${TEXT_COLOUR}">now</text>`,
@@ -181,14 +185,13 @@ export function serverSparklineSvg(title: string, s: Series | undefined, now: nu
     while (j + 1 < count && b.state[j + 1] === st) j++;
     strip.push(`<rect x="${n(i * bw)}" y="${B + 3}" width="${n((j - i + 1) * bw)}" height="4" fill="${STATE_COLOURS[st]}"/>`);
   }
-  const markers = (s?.events ?? [])
-    .filter((e) => e.at >= from && e.at <= now)
-    .map((e) => {
-      const mx = n(((e.at - from) / windowMs) * W);
-      const what = `${e.from} \u2192 ${e.to}${e.count > 1 ? ` (${e.count} transitions)` : ''}${e.reason ? `: ${e.reason}` : ''}`;
-      return `<line x1="${mx}" x2="${mx}" y1="0" y2="${H}" stroke="${STATE_COLOURS[e.to]}" stroke-width="1.5"><title>${escapeXml(what)}</title></line>`;
-    })
-    .join('');
+  // One marker per pixel column and state: a flapping server does not grow the drawing.
+  const markers = new Map<string, string>();
+  for (const e of s?.events ?? []) {
+    if (e.at < from || e.at > now) continue;
+    const mx = n(((e.at - from) / windowMs) * W);
+    markers.set(`${mx}/${e.to}`, `<line x1="${mx}" x2="${mx}" y1="0" y2="${H}" stroke="${STATE_COLOURS[e.to]}" stroke-width="1.5"/>`);
+  }
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}">`,
     `<title>${escapeXml(title)}</title>`,
@@ -196,13 +199,28 @@ export function serverSparklineSvg(title: string, s: Series | undefined, now: nu
     `<path d="${path(b.utilization, x, yu)}" stroke="${UTIL_COLOUR}" stroke-width="1" fill="none"/>`,
     `<path d="${path(b.cps, x, yc)}" stroke="${CPS_COLOUR}" stroke-width="1.5" fill="none"/>`,
     strip.join(''),
-    markers,
+    [...markers.values()].join(''),
     '</svg>',
   ].join('');
 }
 
+/** Transitions per server sent with the charts (the page lists them in the sparkline's tooltip). */
+export const EVENTS_LISTED = 5;
+
+/**
+ * How often a page should fetch the charts again: every 2 s on a small
+ * site, less often on a large one (20 ms per series, at most 15 s), so
+ * the charts of a site at the series bound (a few MB) do not flow
+ * continuously to every open page.
+ */
+export function refreshMs(series: number): number {
+  return Math.min(15_000, Math.max(2000, series * 20));
+}
+
 export interface ChartsJson {
   generatedAt: string;
+  /** When the page should fetch the charts again (refreshMs). */
+  refreshMs: number;
   windowSeconds: number;
   maxSeries: number;
   dropped: number;
@@ -229,6 +247,7 @@ export function chartsOf(h: History, now: number): ChartsJson {
   const minutes = h.windowMs / 60_000;
   return {
     generatedAt: new Date().toISOString(),
+    refreshMs: refreshMs(h.size),
     windowSeconds: h.windowMs / 1000,
     maxSeries: h.maxSeries,
     dropped: h.dropped,
@@ -239,7 +258,7 @@ export function chartsOf(h: History, now: number): ChartsJson {
         service: s.service,
         name: s.server,
         svg: serverSparklineSvg(`${s.server} (${s.service}): connections/s, utilization and state, last ${minutes} min`, s, now, h.windowMs, buckets),
-        events: s.events.map((e) => ({ ageSeconds: Math.round((now - e.at) / 100) / 10, from: e.from, to: e.to, count: e.count, reason: e.reason })),
+        events: s.events.slice(-EVENTS_LISTED).map((e) => ({ ageSeconds: Math.round((now - e.at) / 100) / 10, from: e.from, to: e.to, count: e.count, reason: e.reason })),
       })),
     })),
   };

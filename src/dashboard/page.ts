@@ -8,7 +8,7 @@
  * source is put in the page with textContent/setAttribute, never as HTML.
  *
  * The charts (the last 10 minutes, charts.ts) come from /api/charts every
- * CHARTS_EVERY_MS as SVG documents and are shown as <img> elements with
+ * few seconds (as often as the answer's refreshMs says) as SVG documents and are shown as <img> elements with
  * data: URLs: an SVG image runs no script and loads nothing.
  *
  * Stable hooks for tests and scripts (data-testid): site-cps, site-decided,
@@ -19,7 +19,7 @@
  */
 import { STATE_COLOURS } from './charts.ts';
 
-/** How often the page fetches the charts. */
+/** How often the page fetches the charts until the server says (ChartsJson.refreshMs), and after a failure. */
 export const CHARTS_EVERY_MS = 2000;
 
 const STYLE = `
@@ -104,13 +104,15 @@ function chartImg(key, testid, cls, alt, w, h) {
 function svgUrl(svg) { return 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(svg); }
 function eventText(e) { return fmt(e.ageSeconds, 0) + ' s ago: ' + e.from + ' \\u2192 ' + e.to + (e.count > 1 ? ' (' + e.count + ' transitions)' : '') + (e.reason ? ': ' + e.reason : ''); }
 function loadCharts() {
+  var wait = ${CHARTS_EVERY_MS};
   fetch('api/charts', { cache: 'no-store' }).then(function (r) { return r.json(); }).then(function (h) {
+    if (h.refreshMs > 0 && h.refreshMs <= 60000) wait = h.refreshMs;
     var next = Object.create(null);
     var minutes = fmt(h.windowSeconds / 60, 0);
     h.clusters.forEach(function (c) {
       next[clusterKey(c.name)] = { src: svgUrl(c.svg), title: c.name + ': connections/s (solid) and utilization (dashed), last ' + minutes + ' min' };
       c.servers.forEach(function (s) {
-        var ev = s.events.slice(-5).reverse().map(eventText);
+        var ev = s.events.slice().reverse().map(eventText);
         next[serverKey(c.name, s.service, s.name)] = { src: svgUrl(s.svg), title: s.name + ': connections/s, utilization and state, last ' + minutes + ' min' + (ev.length ? '\\n' + ev.join('\\n') : '') };
       });
     });
@@ -120,7 +122,7 @@ function loadCharts() {
       if (c) { img.setAttribute('src', c.src); img.setAttribute('title', c.title); }
     });
     setText('history-note', 'charts: last ' + minutes + ' min' + (h.dropped > 0 ? '; ' + h.dropped + ' clusters/servers not charted (at most ' + h.maxSeries + ' series)' : ''));
-  }).catch(function () {});
+  }).catch(function () {}).then(function () { setTimeout(loadCharts, wait); });
 }
 function serverItem(c, s) {
   var pct = s.utilization === null ? null : s.utilization * 100;
@@ -197,7 +199,6 @@ setInterval(function () {
   if (lastUpdate && Date.now() - lastUpdate > 5000) { var l = document.getElementById('live'); l.textContent = 'stale: no update for ' + Math.round((Date.now() - lastUpdate) / 1000) + ' s'; l.className = 'stale'; }
 }, 1000);
 start();
-setInterval(loadCharts, ${CHARTS_EVERY_MS});
 loadCharts();
 `;
 

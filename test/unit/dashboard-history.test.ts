@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Script } from 'node:vm';
-import { bucketize, chartsOf, clusterChartSvg, escapeXml, niceMax, serverSparklineSvg, STATE_COLOURS } from '../../src/dashboard/charts.ts';
+import { bucketize, chartsOf, clusterChartSvg, escapeXml, niceMax, refreshMs, serverSparklineSvg, STATE_COLOURS } from '../../src/dashboard/charts.ts';
 import { EVENTS_MAX, GAP_STEPS, History, HISTORY_WINDOW_MS, POINTS_MAX, Ring, Series, SERIES_MAX } from '../../src/dashboard/history.ts';
 import { CHARTS_EVERY_MS, pageHtml } from '../../src/dashboard/page.ts';
 import { Poller } from '../../src/dashboard/poller.ts';
@@ -307,6 +307,11 @@ describe('dashboard charts', () => {
     for (const [input, want] of cases) assert.equal(escapeXml(input), want);
   });
 
+  it('pages fetch the charts less often on a large site', () => {
+    const cases: [number, number][] = [[0, 2000], [6, 2000], [100, 2000], [200, 4000], [SERIES_MAX, 10_240], [5000, 15_000]];
+    for (const [series, want] of cases) assert.equal(refreshMs(series), want, `${series} series`);
+  });
+
   it('niceMax', () => {
     const cases: [number, number][] = [[0, 1], [-3, 1], [Number.NaN, 1], [0.3, 0.5], [1, 1], [1.2, 2], [3, 5], [7, 10], [42, 50], [120, 200]];
     for (const [x, want] of cases) assert.ok(Math.abs(niceMax(x) - want) < 1e-12, `${x} -> ${niceMax(x)}`);
@@ -418,7 +423,7 @@ describe('dashboard page with charts', () => {
     const script = html.split('<script>')[1]?.split('</script>')[0] ?? '';
     assert.doesNotThrow(() => new Script(script), 'the inline script is valid JavaScript');
     for (const id of ['cluster-chart', 'server-spark', 'history-note']) assert.ok(html.includes(`'${id}'`) || html.includes(`"${id}"`), id);
-    assert.ok(script.includes(`setInterval(loadCharts, ${CHARTS_EVERY_MS})`));
+    assert.ok(script.includes(`var wait = ${CHARTS_EVERY_MS};`));
     for (const colour of Object.values(STATE_COLOURS)) assert.ok(html.includes(colour), `badge colour ${colour} as in the charts`);
   });
 });
