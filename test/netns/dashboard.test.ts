@@ -11,7 +11,7 @@
  * a sparkline per server. Then a server's agent is killed: its front node
  * says the server is down, the page shows it down and the history has its
  * transition. Last a front node stops: the page shows its cluster down and
- * goes on.
+ * goes on; started again, its counters' reset is seen in the history.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
@@ -25,7 +25,7 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { adminRequest } from '../../src/admin/client.ts';
 import type { HistoryJson } from '../../src/dashboard/history.ts';
 import type { FrontStatus } from '../../src/front/status.ts';
-import { startSite, stopDaemons, type Daemon } from '../../scripts/testbed/site.ts';
+import { frontConfig, startDaemon, startSite, stopDaemons, type Daemon } from '../../scripts/testbed/site.ts';
 import { nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -93,7 +93,7 @@ describe('sluice dashboard in Chromium', () => {
     await stopDaemons(daemons);
   });
 
-  it('shows both clusters, its numbers move when traffic starts, charts of the history, a killed agent\'s server down, a stopped front node down', async () => {
+  it('shows both clusters, its numbers move when traffic starts, charts of the history, a killed agent\'s server down, a stopped front node down, and its restart\'s counter reset', async () => {
     const st = tb();
     assert.ok(context);
     const page = await context.newPage();
@@ -219,5 +219,14 @@ describe('sluice dashboard in Chromium', () => {
     await page.locator(`[data-testid="source"][data-name="front${last.index}"][data-up="false"]`).waitFor({ timeout: 15_000 });
     assert.equal(await page.locator('[data-testid="cluster"][data-front="up"]').count(), names.length - 1);
     assert.equal(dashboard?.exitCode, null, 'the dashboard is still running');
+
+    // It starts again: its counters start from 0, which the history counts as a reset (not a negative rate).
+    const stopped = (await history()).clusters.find((c) => c.name === `c${last.index}`);
+    assert.ok(stopped, 'the stopped cluster keeps its history');
+    daemons.push(startDaemon(st, last.front.name, 'front', `front${last.index}`, frontConfig(st, last)));
+    await page.locator(`[data-testid="cluster"][data-name="c${last.index}"][data-front="up"]`).waitFor({ timeout: 30_000 });
+    await until(async () => ((await history()).clusters.find((c) => c.name === `c${last.index}`)?.resets ?? 0) > stopped.resets, `c${last.index}'s counter reset is seen`, 15_000, 250);
+    const restarted = (await history()).clusters.find((c) => c.name === `c${last.index}`);
+    assert.ok(restarted?.points.cps.every((v) => v === null || v >= 0), 'no negative rate');
   });
 });
