@@ -26,7 +26,9 @@
  *     SERIES_MAX). A series not seen for a whole window is forgotten; a new
  *     one that finds no room is not tracked, and counted in `dropped` (the
  *     page says so). Clusters are recorded before servers, so they get the
- *     room first.
+ *     room first. A cluster, service or server name longer than NAME_MAX
+ *     (a front node's configuration allows far less) is not tracked either:
+ *     the names are the only part of a series whose size a status sets.
  * Points are kept in preallocated typed arrays (rings): the memory of a
  * series does not grow after its creation.
  */
@@ -36,6 +38,7 @@ export const HISTORY_WINDOW_MS = 10 * 60 * 1000;
 export const POINTS_MAX = 600;
 export const EVENTS_MAX = 32;
 export const SERIES_MAX = 512;
+export const NAME_MAX = 256;
 /** A point more than this many steps after the previous one follows a gap. */
 export const GAP_STEPS = 3;
 
@@ -337,7 +340,7 @@ export class History {
   #get(kind: SeriesKind, cluster: string, service: string, server: string): Series | undefined {
     const key = seriesKey(kind, cluster, service, server);
     let s = this.#series.get(key);
-    if (!s && this.#series.size < this.maxSeries) {
+    if (!s && this.#series.size < this.maxSeries && cluster.length <= NAME_MAX && service.length <= NAME_MAX && server.length <= NAME_MAX) {
       s = new Series(kind, cluster, service, server, this.capacity);
       this.#series.set(key, s);
     }

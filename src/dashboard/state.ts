@@ -324,13 +324,17 @@ type AgentSeen = Untrusted<NonNullable<FrontStatus['control']>['servers'][number
  */
 type ServerSeen = Untrusted<FrontStatus['services'][number]['servers'][number] & { readonly health?: { readonly state: string; readonly reason: string; readonly since: number; readonly transitions: number } }>;
 
+/** A health reason longer than this is cut (the history keeps the reasons of its transitions). */
+export const REASON_MAX = 256;
+
 function healthOf(bo: ServerSeen): ServerHealthView | null {
   const h = obj(bo.health);
   if (!h) return null;
   const state = str(h.state);
+  const reason = str(h.reason);
   return {
     state: HEALTH_STATES_SEEN.find((x) => x === state) ?? null,
-    reason: str(h.reason),
+    reason: reason !== null && reason.length > REASON_MAX ? `${reason.slice(0, REASON_MAX - 1)}\u2026` : reason,
     since: num(h.since),
     transitions: num(h.transitions),
   };

@@ -8,11 +8,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Script } from 'node:vm';
 import { bucketize, chartsOf, clusterChartSvg, escapeXml, niceMax, refreshMs, serverSparklineSvg, STATE_COLOURS } from '../../src/dashboard/charts.ts';
-import { EVENTS_MAX, GAP_STEPS, History, HISTORY_WINDOW_MS, POINTS_MAX, Ring, Series, SERIES_MAX } from '../../src/dashboard/history.ts';
+import { EVENTS_MAX, GAP_STEPS, History, HISTORY_WINDOW_MS, NAME_MAX, POINTS_MAX, Ring, Series, SERIES_MAX } from '../../src/dashboard/history.ts';
 import { CHARTS_EVERY_MS, pageHtml } from '../../src/dashboard/page.ts';
 import { Poller } from '../../src/dashboard/poller.ts';
 import { DashboardServer } from '../../src/dashboard/server.ts';
-import { serverState, SiteState, type DashboardState, type ServerState } from '../../src/dashboard/state.ts';
+import { REASON_MAX, serverState, SiteState, type DashboardState, type ServerState } from '../../src/dashboard/state.ts';
 import type { HistoryJson } from '../../src/dashboard/history.ts';
 import type { ChartsJson } from '../../src/dashboard/charts.ts';
 import { componentLogger } from '../../src/log/logger.ts';
@@ -181,6 +181,19 @@ describe('dashboard history: bounds', () => {
     for (let t = 1000; t <= HISTORY_WINDOW_MS + 2000; t += 1000) site.round(t, { f1: front('c1', { a: { decided: 0 }, b: { decided: 0 } }), f2: new Error('gone') });
     assert.deepEqual(site.json(HISTORY_WINDOW_MS + 2000).clusters.map((c) => [c.name, c.servers.map((s) => s.name)]), [['c1', ['a', 'b']]]);
     assert.equal(site.history.dropped, 0);
+  });
+
+  it(`names longer than ${NAME_MAX} are not tracked; reasons are cut at ${REASON_MAX}`, () => {
+    const site = new Site({ intervalMs: 1000 });
+    const long = 'x'.repeat(NAME_MAX + 1);
+    const ok = 'y'.repeat(NAME_MAX);
+    for (let t = 0; t < 3000; t += 1000) site.round(t, { f1: front('c1', { [long]: { decided: t }, [ok]: { decided: t, health: { state: t ? 'down' : 'up', reason: 'r'.repeat(100_000), since: 0, transitions: t / 1000 } } }) });
+    const h = site.json(2000);
+    assert.deepEqual(h.clusters[0]?.servers.map((s) => s.name), [ok]);
+    assert.equal(h.dropped, 1);
+    const reason = h.clusters[0].servers[0]?.events[0]?.reason ?? '';
+    assert.equal(reason.length, REASON_MAX);
+    assert.ok(reason.endsWith('\u2026'));
   });
 
   it(`a default history is bounded: ${SERIES_MAX} series of at most ${POINTS_MAX + 1} points, ${EVENTS_MAX} events`, () => {
