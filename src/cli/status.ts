@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { adminRequest } from '../admin/client.ts';
 import type { AgentStatus } from '../agent/status.ts';
 import type { DnsStatus } from '../dns/status.ts';
-import type { FrontStatus } from '../front/status.ts';
+import type { FrontServerStatus, FrontServiceStatus, FrontStatus } from '../front/status.ts';
 import type { Command } from './command.ts';
 import { renderDnsStatus } from './dns-status.ts';
 import { isMasterStatus, renderMasterStatus } from './master-status.ts';
@@ -40,7 +40,7 @@ const nonZero = (r: Record<string, number>): string =>
     .join(' ') || '-';
 
 /** What a ctl override changed, as the file had it ('' when the server is as the file says). */
-function overrideText(o: FrontStatus['services'][number]['servers'][number]['override'] | undefined): string {
+function overrideText(o: FrontServerStatus['override'] | undefined): string {
   if (!o) return '';
   if (o.kind === 'add') return 'added (not in file)';
   return `file: ${Object.entries(o.file).map(([k, v]) => `${k}=${v === null ? 'none' : String(v)}`).join(' ')}`;
@@ -60,15 +60,16 @@ export function renderFrontStatus(s: FrontStatus): string {
   }
   if (r) out.push(`rules: checked ${r.checks}, reinstalled ${r.repaired}${r.lastRepair ? ` (last ${r.lastRepair})` : ''}, reinstall failures ${r.repairFailures}, check failures ${r.checkFailures}${r.failingRepairs > 0 ? `, FAILING ${r.failingRepairs} in a row` : ''}`);
   const est = new Map((s.control?.servers ?? []).map((x) => [x.name, x]));
-  for (const svc of s.services) {
+  for (const svc of s.services as readonly (Partial<FrontServiceStatus> & Pick<FrontServiceStatus, 'name' | 'overflowed' | 'overflow' | 'servers'>)[]) {
     // Older daemons send no endpoint, method or rates: print what there is.
-    const where = svc.vip !== undefined ? `  ${svc.protocol.toUpperCase()} ${svc.vip}:${String(svc.port)}  method ${svc.method}` : '';
+    const where = svc.vip !== undefined && svc.protocol !== undefined ? `  ${svc.protocol.toUpperCase()} ${svc.vip}:${String(svc.port)}  method ${svc.method}` : '';
     const cps = svc.cps !== undefined ? `  ${num(svc.cps, 2)} conn/s (last ${String(s.rateWindowSeconds)} s)` : '';
     out.push('', `service ${svc.name}${where}${cps}  overflowed ${svc.overflowed}`);
     out.push(
       table(
         ['SERVER', 'STATE', 'CAPACITY', 'ADDRESS', 'WEIGHT', 'HEALTH', 'ACTIVE', 'CONN/S', 'DECIDED', 'UTIL', 'REPORT AGE', 'OVERRIDE', 'REASON'],
-        svc.servers.map((b) => {
+        svc.servers.map((full) => {
+          const b: Partial<FrontServerStatus> & Pick<FrontServerStatus, 'name' | 'state' | 'capacity' | 'estimated' | 'active' | 'decided'> = full;
           const e = est.get(b.name);
           return [
             // A ctl override marks the name (the file's values in OVERRIDE).
@@ -84,12 +85,13 @@ export function renderFrontStatus(s: FrontStatus): string {
             e ? num(e.utilization, 2) : '-',
             e !== undefined && e.lastReportAgeSeconds !== null ? `${num(e.lastReportAgeSeconds)}s` : '-',
             overrideText(b.override),
-            b.health === 'up' || b.health === undefined ? '' : b.healthReason,
+            b.health === 'up' || b.health === undefined ? '' : (b.healthReason ?? ''),
           ];
         }),
       ),
     );
-    if ((svc.removed ?? []).length > 0) out.push(`removed with ctl (in the file): ${svc.removed.join(', ')}; \`sluice ctl revert ${svc.name} SERVER\` brings one back`);
+    const removed = svc.removed ?? [];
+    if (removed.length > 0) out.push(`removed with ctl (in the file): ${removed.join(', ')}; \`sluice ctl revert ${svc.name} SERVER\` brings one back`);
     if (svc.overflow.length > 0) {
       out.push(table(['OVERFLOW TO', 'FREE', 'DECIDED'], svc.overflow.map((o) => [o.cluster, num(o.freeCapacity), String(o.decided)])));
     }

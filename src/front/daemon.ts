@@ -244,7 +244,9 @@ export class FrontDaemon implements FrontMetricsSource {
     };
     this.#timers.push(
       setInterval(() => this.table.sweep(performance.now()), 1000),
-      setInterval(() => this.#sampleRates(performance.now()), 1000),
+      setInterval(() => {
+        this.#sampleRates(performance.now());
+      }, 1000),
       setInterval(() => this.engine.shaper?.sweep(performance.now(), 10_000), this.config.shaping.sweepMs),
       setInterval(() => void this.#reconcile(), this.config.connections.reconcileSeconds * 1000),
     );

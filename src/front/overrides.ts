@@ -158,7 +158,7 @@ function applyOne(services: ServiceConfig[], o: Override): { kept?: Override; st
       }
       if (Object.keys(values).length === 0) return { stale };
       services[si] = { ...svc, servers: svc.servers.map((s, i) => (i === ki ? (next as ServerConfig) : s)) };
-      return { kept: { ...o, values: values as ServerFields, file: file as ServerFields }, stale };
+      return { kept: { ...o, values, file }, stale };
     }
   }
 }
@@ -233,22 +233,23 @@ export function recordChange(file: Readonly<FrontConfig>, running: Readonly<Fron
   }
   if (!fsrv) return `service ${service} has no server named ${JSON.stringify(server)} in the file`;
   const prev = mine?.kind === 'set' ? mine : undefined;
-  const values: Record<string, unknown> = { ...prev?.values };
-  const at: Record<string, unknown> = { ...prev?.file };
+  let values: Record<string, unknown> = { ...prev?.values };
+  let at: Record<string, unknown> = { ...prev?.file };
   for (const f of FIELDS) {
     const v = change.fields[f];
     if (v === undefined) continue;
     if (v === fileValue(fsrv, f)) {
       // Back to the file's value: no override for this field (rule 5).
-      delete values[f];
-      delete at[f];
+      const without = (r: Record<string, unknown>): Record<string, unknown> => Object.fromEntries(Object.entries(r).filter(([k]) => k !== f));
+      values = without(values);
+      at = without(at);
     } else {
       values[f] = v;
       if (!(f in at)) at[f] = fileValue(fsrv, f);
     }
   }
   if (Object.keys(values).length === 0) return others;
-  return [...others, { kind: 'set', service, server, values: values as ServerFields, file: at as ServerFields }];
+  return [...others, { kind: 'set', service, server, values, file: at }];
 }
 
 /** What status shows of a server's override: how it differs from the file. */
