@@ -111,7 +111,7 @@ describe('sluice ctl changes survive reload and restart', () => {
     assert.deepEqual(s4.services[0]!.servers.map((s) => `${s.name}:${s.admin}:${s.override === null ? 'file' : 'ctl'}`), ['s1a:active:file', 's1b:active:file']);
     const r4 = await burst(client, 20, 1);
     assert.deepEqual(r4.tally, { s1a: 10, s1b: 10 });
-    assert.deepEqual(JSON.parse(readFileSync(stateFile, 'utf8')).overrides, []);
+    assert.deepEqual((JSON.parse(readFileSync(stateFile, 'utf8')) as { overrides: unknown[] }).overrides, [], 'the state file holds nothing more');
 
     // A corrupt state file: refused at reload, naming the file; the file's config serves.
     assert.equal((await ctl('drain', 'www', 's1b')).code, 0);
