@@ -1,7 +1,8 @@
 /**
  * `sluice ctl`: talks to a running front node's admin socket
  * (src/front/admin.ts). Exit 0 when the daemon says ok, 1 when it refuses,
- * 2 on usage errors.
+ * 2 on usage errors. Changes are kept in the daemon's state file and
+ * survive a reload and a restart until `revert` or `clear`.
  */
 import { parseArgs } from 'node:util';
 import { adminRequest } from '../admin/client.ts';
@@ -10,6 +11,9 @@ import type { Command } from './command.ts';
 const USAGE = `usage: sluice ctl [--socket PATH] status
        sluice ctl [--socket PATH] drain|enable|disable|remove SERVICE SERVER
        sluice ctl [--socket PATH] weight|capacity SERVICE SERVER VALUE
+       sluice ctl [--socket PATH] add SERVICE SERVER ADDRESS[:PORT] [weight=N] [capacity=N]
+       sluice ctl [--socket PATH] revert SERVICE SERVER   (back to the config file)
+       sluice ctl [--socket PATH] clear                   (every server back to the file)
        sluice ctl [--socket PATH] reload
   default socket: /run/sluice/front.sock`;
 
@@ -18,7 +22,11 @@ export function buildRequest(args: readonly string[]): Record<string, unknown> |
   switch (cmd) {
     case 'status':
     case 'reload':
+    case 'clear':
       return args.length === 1 ? { cmd } : `${cmd} takes no arguments`;
+    case 'add':
+      return addRequest(args.slice(1));
+    case 'revert':
     case 'drain':
     case 'enable':
     case 'disable':
@@ -35,9 +43,27 @@ export function buildRequest(args: readonly string[]): Record<string, unknown> |
   }
 }
 
+/** `add SERVICE SERVER ADDRESS[:PORT] [weight=N] [capacity=N]`; the daemon validates the values with the config schema. */
+function addRequest(args: readonly string[]): Record<string, unknown> | string {
+  const usage = 'add takes SERVICE SERVER ADDRESS[:PORT] [weight=N] [capacity=N]';
+  const [service, server, where, ...opts] = args;
+  if (service === undefined || server === undefined || where === undefined) return usage;
+  const m = /^([^:]+)(?::(\d+))?$/.exec(where);
+  if (!m) return `${usage}: ${JSON.stringify(where)} is not ADDRESS[:PORT]`;
+  const req: Record<string, unknown> = { cmd: 'add', service, server, address: m[1] };
+  if (m[2] !== undefined) req['port'] = Number(m[2]);
+  for (const o of opts) {
+    const kv = /^(weight|capacity)=(.+)$/.exec(o);
+    const v = Number(kv?.[2]);
+    if (!kv || !Number.isFinite(v)) return `${usage}: ${JSON.stringify(o)} is not weight=N or capacity=N`;
+    req[kv[1] ?? ''] = v;
+  }
+  return req;
+}
+
 export const ctlCommand: Command = {
   name: 'ctl',
-  summary: "administer a running front node (status, drain, enable, disable, remove, weight, capacity, reload)",
+  summary: 'administer a running front node (status, drain, enable, disable, weight, capacity, add, remove, revert, clear, reload)',
   usage: USAGE,
   run(argv) {
     let socket: string;

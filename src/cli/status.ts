@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { adminRequest } from '../admin/client.ts';
 import type { AgentStatus } from '../agent/status.ts';
 import type { DnsStatus } from '../dns/status.ts';
-import type { FrontStatus } from '../front/status.ts';
+import type { FrontServerStatus, FrontServiceStatus, FrontStatus } from '../front/status.ts';
 import type { Command } from './command.ts';
 import { renderDnsStatus } from './dns-status.ts';
 import { isMasterStatus, renderMasterStatus } from './master-status.ts';
@@ -39,35 +39,59 @@ const nonZero = (r: Record<string, number>): string =>
     .map(([k, v]) => `${k}=${v}`)
     .join(' ') || '-';
 
+/** What a ctl override changed, as the file had it ('' when the server is as the file says). */
+function overrideText(o: FrontServerStatus['override'] | undefined): string {
+  if (!o) return '';
+  if (o.kind === 'add') return 'added (not in file)';
+  return `file: ${Object.entries(o.file).map(([k, v]) => `${k}=${v === null ? 'none' : String(v)}`).join(' ')}`;
+}
+
 export function renderFrontStatus(s: FrontStatus): string {
   const out: string[] = [];
   const c = s.counters;
   out.push(`connections: decided ${c.decided}, active records ${s.records.active}, recycled ${s.records.recycled}, dropped without record ${c.noRecord}, overflowed ${c.overflowed}`);
   // Older daemons send no rules section.
   const r = s.rules as FrontStatus['rules'] | undefined;
+  const o = s.overrides as FrontStatus['overrides'] | undefined;
+  if (o) {
+    out.push(`ctl overrides: ${o.count} in ${o.stateFile}${o.count > 0 ? ' (servers marked *)' : ''}; stale dropped ${o.staleTotal}; state file errors ${o.stateFileErrors}`);
+    if (o.error !== null) out.push(`  STATE FILE REFUSED: ${o.error}`);
+    for (const st of o.lastStale) out.push(`  stale at the last load: ${st.service}/${st.server} ${st.kind}${st.field ? ` ${st.field}` : ''}: ${st.reason}`);
+  }
   if (r) out.push(`rules: checked ${r.checks}, reinstalled ${r.repaired}${r.lastRepair ? ` (last ${r.lastRepair})` : ''}, reinstall failures ${r.repairFailures}, check failures ${r.checkFailures}${r.failingRepairs > 0 ? `, FAILING ${r.failingRepairs} in a row` : ''}`);
   const est = new Map((s.control?.servers ?? []).map((x) => [x.name, x]));
-  for (const svc of s.services) {
-    out.push('', `service ${svc.name}`);
+  for (const svc of s.services as readonly (Partial<FrontServiceStatus> & Pick<FrontServiceStatus, 'name' | 'overflowed' | 'overflow' | 'servers'>)[]) {
+    // Older daemons send no endpoint, method or rates: print what there is.
+    const where = svc.vip !== undefined && svc.protocol !== undefined ? `  ${svc.protocol.toUpperCase()} ${svc.vip}:${String(svc.port)}  method ${svc.method}` : '';
+    const cps = svc.cps !== undefined ? `  ${num(svc.cps, 2)} conn/s (last ${String(s.rateWindowSeconds)} s)` : '';
+    out.push('', `service ${svc.name}${where}${cps}  overflowed ${svc.overflowed}`);
     out.push(
       table(
-        ['SERVER', 'STATE', 'CAPACITY', 'LOAD', 'UTIL', 'ACTIVE', 'DECIDED', 'REPORT AGE'],
-        svc.servers.map((b) => {
+        ['SERVER', 'STATE', 'CAPACITY', 'ADDRESS', 'WEIGHT', 'HEALTH', 'ACTIVE', 'CONN/S', 'DECIDED', 'UTIL', 'REPORT AGE', 'OVERRIDE', 'REASON'],
+        svc.servers.map((full) => {
+          const b: Partial<FrontServerStatus> & Pick<FrontServerStatus, 'name' | 'state' | 'capacity' | 'estimated' | 'active' | 'decided'> = full;
           const e = est.get(b.name);
-          const estimated = b.estimated;
           return [
-            b.name,
+            // A ctl override marks the name (the file's values in OVERRIDE).
+            b.override ? `${b.name}*` : b.name,
             b.state,
-            estimated ? `${num(b.capacity)}/s` : num(b.capacity, 0),
-            estimated ? `${num(b.rate)}/s` : String(b.active),
-            e ? num(e.utilization, 2) : '-',
+            b.estimated ? `${num(b.capacity)}/s` : num(b.capacity, 0),
+            b.address !== undefined ? `${b.address}:${String(b.port)}` : '-',
+            b.weight !== undefined ? String(b.weight) : '-',
+            b.health ?? '-',
             String(b.active),
+            b.cps !== undefined ? num(b.cps, 2) : '-',
             String(b.decided),
+            e ? num(e.utilization, 2) : '-',
             e !== undefined && e.lastReportAgeSeconds !== null ? `${num(e.lastReportAgeSeconds)}s` : '-',
+            overrideText(b.override),
+            b.health === 'up' || b.health === undefined ? '' : (b.healthReason ?? ''),
           ];
         }),
       ),
     );
+    const removed = svc.removed ?? [];
+    if (removed.length > 0) out.push(`removed with ctl (in the file): ${removed.join(', ')}; \`sluice ctl revert ${svc.name} SERVER\` brings one back`);
     if (svc.overflow.length > 0) {
       out.push(table(['OVERFLOW TO', 'FREE', 'DECIDED'], svc.overflow.map((o) => [o.cluster, num(o.freeCapacity), String(o.decided)])));
     }

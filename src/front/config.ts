@@ -210,6 +210,11 @@ export const frontConfigSchema = z
       .startsWith('/', 'adminSocket must be an absolute path')
       .default('/run/sluice/front.sock')
       .describe('Unix socket (mode 0600) for `sluice ctl` and `sluice status`.'),
+    stateFile: z
+      .string()
+      .startsWith('/', 'stateFile must be an absolute path')
+      .optional()
+      .describe('Where `sluice ctl` changes (drain, weight, capacity, add, remove) are kept so they survive a reload and a restart (operations.md, "Changes that survive"). Absent: `$STATE_DIRECTORY/front.state.json` under systemd (the unit\'s `StateDirectory=sluice`: /var/lib/sluice), else `<config file>.state.json` beside the config. A change needs a restart.'),
     http: httpSchema.optional().describe('Read-only ops HTTP server: GET /metrics (Prometheus text) and GET /status (the admin socket\'s status as JSON). Absent: none. A change needs a restart.'),
     control: control.optional().describe('The control plane. Without it the front node runs on configured capacities and overflow figures alone.'),
   })

@@ -26,6 +26,9 @@
  *           an accepted one re-renders the rules and re-maps records by
  *           service and server name (established connections are untouched);
  *           RESTART_KEYS keep their running values (named in a warning)
+ *   ctl     `sluice ctl` changes are overrides of the file, kept in the state
+ *           file and re-applied over it at start and every reload
+ *           (override-store.ts; precedence in overrides.ts)
  *   SIGTERM unbind, remove our rules, close the ops HTTP server, exit 0.
  *           (After a crash the rules stay and failMode governs new
  *           connections; established ones continue.)
@@ -61,6 +64,11 @@ import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
 import type { FrontStatus } from './status.ts';
 import { FrontThrottle } from './throttle.ts';
 import { FrontAdmission } from './admission.ts';
+import { OverrideStore } from './override-store.ts';
+import type { ServerChange } from './overrides.ts';
+import { overrideOf, removedOf } from './overrides.ts';
+import { RateWindow, serverRateKey, serviceRateKey } from './rates.ts';
+import { stateFilePath } from './state-file.ts';
 import { Criterion, type Checkpoint } from '../shaping/checkpoint.ts';
 import { Shaper, shapingStatus } from '../shaping/shaper.ts';
 import { TimerScheduler } from '../shaping/timer_scheduler.ts';
@@ -70,7 +78,10 @@ import { Watchdog } from '../systemd/watchdog.ts';
 import type { Gatekeeper } from '../throttle/gatekeeper.ts';
 
 /** Top-level keys a reload cannot apply (the control section has its own rule: restartPart). */
-export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket', 'cluster', 'http'] as const;
+export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket', 'cluster', 'http', 'stateFile'] as const;
+
+/** Seconds of the connections/s window in status (samples once a second). */
+export const RATE_WINDOW_SECONDS = 5;
 
 export class FrontDaemon implements FrontMetricsSource {
   readonly log: Logger = componentLogger('front');
@@ -97,11 +108,17 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly admission: FrontAdmission;
   /** Installs our rules, reads them back, and reinstalls them when someone removes or changes them. */
   readonly rules: RulesHealth;
+  /** `sluice ctl` changes kept over the file (state file). */
+  readonly overrides: OverrideStore;
+  /** Connections/s per server and service, sampled once a second. */
+  readonly rates = new RateWindow(RATE_WINDOW_SECONDS + 1);
 
   constructor(configFile: string) {
     this.configFile = configFile;
-    this.config = loadConfig(frontConfigSchema, configFile);
-    assertHostReady(this.config);
+    const file = loadConfig(frontConfigSchema, configFile);
+    assertHostReady(file);
+    this.overrides = new OverrideStore(stateFilePath(configFile, file.stateFile), this.log);
+    this.config = this.overrides.load(file);
     this.systemd = new SystemdNotifier(this.log);
     this.throttle = new FrontThrottle(this.log);
     this.admission = new FrontAdmission(this.log);
@@ -227,6 +244,9 @@ export class FrontDaemon implements FrontMetricsSource {
     };
     this.#timers.push(
       setInterval(() => this.table.sweep(performance.now()), 1000),
+      setInterval(() => {
+        this.#sampleRates(performance.now());
+      }, 1000),
       setInterval(() => this.engine.shaper?.sweep(performance.now(), 10_000), this.config.shaping.sweepMs),
       setInterval(() => void this.#reconcile(), this.config.connections.reconcileSeconds * 1000),
     );
@@ -268,7 +288,8 @@ export class FrontDaemon implements FrontMetricsSource {
     const { applied, changed } = keepRestartKeys(this.config, next, RESTART_KEYS);
     if (changed.length > 0) this.log.warn({ keys: changed }, 'these changes need a restart and were not applied');
     try {
-      this.apply(applied);
+      // The ctl overrides again, over the new file (stale ones logged and dropped).
+      this.apply(this.overrides.load(applied));
     } finally {
       // The reload is over either way (an apply() error still reaches the
       // caller): systemd must not be left in "reloading".
@@ -368,6 +389,31 @@ export class FrontDaemon implements FrontMetricsSource {
     });
     if (released > 0) this.log.info({ released }, 'checkpoints rebuilt: held connections let through');
     else this.log.info('checkpoints rebuilt');
+  }
+
+  /**
+   * A `sluice ctl` change (admin.ts validated it): kept in the state file
+   * first, then applied; refused (nothing applied) when it cannot be kept.
+   */
+  change(c: ServerChange): string | undefined {
+    const next = this.overrides.change(c, this.config);
+    if (typeof next === 'string') return next;
+    this.apply(keepRestartKeys(this.config, next, RESTART_KEYS).applied);
+    return undefined;
+  }
+
+  /** One sample of every server's and service's decided count (rates.ts). */
+  #sampleRates(now: number): void {
+    const r = this.rates;
+    r.begin();
+    for (const svc of this.engine.services) {
+      let total = svc.overflowed;
+      for (const b of svc.servers) {
+        r.sample(serverRateKey(svc.name, b.id), b.decided, now);
+        total += b.decided;
+      }
+      r.sample(serviceRateKey(svc.name), total, now);
+    }
   }
 
   /** The running services (the engine's), for the control plane. */
@@ -473,10 +519,34 @@ export class FrontDaemon implements FrontMetricsSource {
       ...(this.#control ? { control: this.#control.status() } : {}),
       ...(this.throttle.gatekeeper ? { throttle: this.throttle.gatekeeper.status() } : {}),
       ...(this.admission.hierarchy ? { admission: this.admission.status() } : {}),
+      overrides: this.overrides.status(),
+      rateWindowSeconds: RATE_WINDOW_SECONDS,
       services: this.engine.services.map((s) => ({
         name: s.name,
+        vip: formatIPv4Address(s.vip),
+        port: s.port,
+        protocol: s.protocol === IpProtocol.Udp ? ('udp' as const) : ('tcp' as const),
+        method: this.config.services.find((c) => c.name === s.name)?.method ?? '-',
+        cps: round2(this.rates.rate(serviceRateKey(s.name))),
+        removed: removedOf(this.overrides.list, s.name),
         overflowed: s.overflowed,
-        servers: s.servers.map((b) => ({ name: b.id, state: b.down ? 'down' : b.state, active: b.active, decided: b.decided, capacity: Number.isFinite(b.capacity) ? b.capacity : null, estimated: b.estimated, rate: Math.round(b.rate * 100) / 100 })),
+        servers: s.servers.map((b) => ({
+          name: b.id,
+          state: b.down ? 'down' : b.state,
+          active: b.active,
+          decided: b.decided,
+          capacity: Number.isFinite(b.capacity) ? b.capacity : null,
+          estimated: b.estimated,
+          rate: round2(b.rate),
+          address: formatIPv4Address(b.address),
+          port: b.port,
+          weight: b.weight,
+          admin: b.state,
+          health: b.health.state,
+          healthReason: b.health.reason,
+          cps: round2(this.rates.rate(serverRateKey(s.name, b.id))),
+          override: overrideOf(this.overrides.list, s.name, b.id),
+        })),
         overflow: s.overflow.map((o) => ({ cluster: o.cluster, decided: o.decided, freeCapacity: o.freeCapacity })),
       })),
     };
@@ -533,6 +603,8 @@ function keyName(services: readonly ServiceRuntime[], cp: Checkpoint, key: numbe
       return '*';
   }
 }
+
+const round2 = (x: number): number => Math.round(x * 100) / 100;
 
 function protocolNumber(p: 'tcp' | 'udp'): number {
   return p === 'udp' ? IpProtocol.Udp : IpProtocol.Tcp;

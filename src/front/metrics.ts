@@ -20,6 +20,7 @@ import type { FrontControl } from './control.ts';
 import type { FrontEngine } from './engine.ts';
 import { clusterLoadOf } from './receive_server_load.ts';
 import type { RulesHealthStatus } from './rules-health.ts';
+import type { OverridesStatus } from './override-store.ts';
 import type { OpsServer } from '../http/ops_server.ts';
 import { LEVEL_NAMES, type Checkpoint } from '../shaping/checkpoint.ts';
 import type { Shaper } from '../shaping/shaper.ts';
@@ -45,6 +46,8 @@ export interface FrontMetricsSource {
   ops(): OpsServer | undefined;
   /** The gatekeeper (distributed throttling) while it runs. */
   gatekeeper(): Gatekeeper | undefined;
+  /** The `sluice ctl` overrides and their state file (override-store.ts). */
+  readonly overrides: { status(): OverridesStatus };
 }
 
 /** Peer clusters exposed at most (peers are whoever reports cluster_load; keep the series bounded). */
@@ -59,6 +62,11 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
     services().flatMap((svc) => svc.servers.map((b) => [{ service: svc.name, server: b.id }, f(b)] as const));
 
   gaugeFrom(registry, 'sluice_front_info', 'This front node: its cluster (value 1).', ['cluster'], () => [[{ cluster: src.config.cluster }, 1]]);
+
+  // ctl changes kept over the file (connections/s per server: rate(sluice_front_connections_decided_total)).
+  gaugeOf(registry, 'sluice_front_ctl_overrides', 'Servers whose `sluice ctl` override (drain, weight, capacity, add, remove) is in force over the configuration file.', () => src.overrides.status().count);
+  counterOf(registry, 'sluice_front_ctl_overrides_stale_total', 'ctl overrides (or fields of one) dropped at a start or reload because the configuration file changed what they were made against.', () => src.overrides.status().staleTotal);
+  counterOf(registry, 'sluice_front_state_file_errors_total', 'State file reads refused (corrupt: overrides ignored) and writes failed (the ctl change refused).', () => src.overrides.status().stateFileErrors);
 
   // Packets and decisions (FrontEngine counters).
   counterOf(registry, 'sluice_front_packets_total', 'Packets the engine examined (connection setup and teardown only).', () => c().packets);

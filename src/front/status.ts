@@ -18,6 +18,9 @@ import type { FrontControlStatus } from './control.ts';
 import type { RulesHealthStatus } from './rules-health.ts';
 import type { EngineCounters } from './engine.ts';
 import type { ServerRuntime } from './service.ts';
+import type { HealthState } from './health/server-health.ts';
+import type { OverridesStatus } from './override-store.ts';
+import type { ServerOverrideStatus } from './overrides.ts';
 
 export interface FrontServerStatus {
   readonly name: string;
@@ -31,10 +34,31 @@ export interface FrontServerStatus {
   readonly estimated: boolean;
   /** New connections/s sent to it recently (estimated mode). */
   readonly rate: number;
+  /** Its address and port on the LAN. */
+  readonly address: string;
+  readonly port: number;
+  readonly weight: number;
+  /** The configured or ctl-set state (active, drain, disabled). */
+  readonly admin: ServerRuntime['state'];
+  /** Its combined health (health/server-health.ts) and why. */
+  readonly health: HealthState;
+  readonly healthReason: string;
+  /** New connections/s decided for it over the rate window (rates.ts), as ipvsadm's CPS. */
+  readonly cps: number;
+  /** How a ctl override differs from the file (null: as the file says). */
+  readonly override: ServerOverrideStatus | null;
 }
 
 export interface FrontServiceStatus {
   readonly name: string;
+  readonly vip: string;
+  readonly port: number;
+  readonly protocol: 'tcp' | 'udp';
+  readonly method: string;
+  /** New connections/s to the service (its servers' and overflow) over the rate window. */
+  readonly cps: number;
+  /** Servers of the file that `sluice ctl remove` took out (overrides). */
+  readonly removed: readonly string[];
   readonly overflowed: number;
   readonly servers: readonly FrontServerStatus[];
   readonly overflow: readonly { readonly cluster: string; readonly decided: number; readonly freeCapacity: number }[];
@@ -70,5 +94,9 @@ export interface FrontStatus {
   readonly throttle?: GatekeeperStatus;
   /** With an admission section. */
   readonly admission?: AdmissionStatus | undefined;
+  /** The ctl overrides and their state file. */
+  readonly overrides: OverridesStatus;
+  /** The window of `cps` (seconds). */
+  readonly rateWindowSeconds: number;
   readonly services: readonly FrontServiceStatus[];
 }

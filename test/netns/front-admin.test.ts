@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
@@ -93,6 +94,8 @@ describe('front node policies and administration on real traffic', () => {
     const socket = join(st.runDir, `front-c${cluster}.sock`);
     const ns = st.plan.clusters[cluster - 1]!.front.name;
     const file = writeConfig(join(st.runDir, `front-c${cluster}.yaml`), yaml.replace('SOCKET', socket));
+    // A fresh node: ctl changes an earlier test made are kept beside the config (state file).
+    rmSync(`${file}.state.json`, { force: true });
     const front = new FrontProcess(ns, file);
     fronts.push(front);
     await front.waitFor('front node ready');

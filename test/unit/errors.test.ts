@@ -40,6 +40,7 @@ import { ConntrackReadError } from '../../src/front/conntrack-proc.ts';
 import { PingerUnavailableError } from '../../src/front/icmp_echo.ts';
 import { PreflightError } from '../../src/front/preflight.ts';
 import { RulesReadBackError } from '../../src/front/rules-check.ts';
+import { StateFileError } from '../../src/front/state-file.ts';
 import { HttpListenError } from '../../src/http/ops_server.ts';
 import { RedisNoReplyError } from '../../src/throttle/redis_batch.ts';
 
@@ -63,6 +64,7 @@ const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [BatchHandlerError, 'ERR_SLUICE_BATCH_HANDLER', ['m']],
   [CommandFailedError, 'ERR_SLUICE_COMMAND_FAILED', ['ip link', 'stderr']],
   [ReadinessTimeoutError, 'ERR_SLUICE_NOT_READY', ['m']],
+  [StateFileError, 'ERR_SLUICE_STATE_FILE', ['/f', 'm']],
   [ConfigError, 'ERR_SLUICE_CONFIG', ['f.yaml', [{ path: 'a', message: 'b' }]]],
   [KeyFileError, 'ERR_SLUICE_KEY_FILE', ['m']],
   [ZoneSyntaxError, 'ERR_SLUICE_ZONE_SYNTAX', zone],

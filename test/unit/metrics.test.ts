@@ -138,6 +138,7 @@ describe('front metrics from the engine and table counters', () => {
     control: () => undefined,
     ops: () => undefined,
         gatekeeper: () => undefined,
+    overrides: { status: () => ({ stateFile: '/x', count: 2, staleTotal: 1, lastStale: [], stateFileErrors: 3, error: null }) },
   };
   const r = new Registry();
   registerFrontMetrics(r, src);
@@ -191,6 +192,9 @@ describe('front metrics from the engine and table counters', () => {
       ['sluice_front_rules_repaired_total', {}, 2],
       ['sluice_front_rules_repair_failures_total', {}, 1],
       ['sluice_front_rules_check_failures_total', {}, 3],
+      ['sluice_front_ctl_overrides', {}, 2],
+      ['sluice_front_ctl_overrides_stale_total', {}, 1],
+      ['sluice_front_state_file_errors_total', {}, 3],
     ]);
     // s1a only is usable (s1b drains, s1c is down).
     expectRows(p, [
@@ -249,7 +253,7 @@ services:
   const table = new ConnectionTable(100, 1000, { released: () => undefined });
   const engine = new FrontEngine(services, table, makeShaper());
   engine.onSettled = () => undefined;
-  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null }), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined };
+  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null }), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined, overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) } };
   const r = new Registry();
   registerFrontMetrics(r, src);
   // Times relative to the clock the metrics read (oldest wait).

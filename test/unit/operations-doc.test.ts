@@ -8,6 +8,7 @@ import { parseConfig } from '../../src/config/load.ts';
 import { dnsConfigSchema } from '../../src/dns/config.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { renderRules } from '../../src/front/rules.ts';
+import { stateFilePath } from '../../src/front/state-file.ts';
 import { masterConfigSchema } from '../../src/throttle/config.ts';
 
 const DOC = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8');
@@ -84,6 +85,16 @@ describe('docs/operations.md and deploy/ agree with the units', () => {
       assert.equal(one(u, 'AmbientCapabilities'), one(u, 'CapabilityBoundingSet'), u);
       assert.equal(one(u, 'RuntimeDirectory'), 'sluice', u);
     }
+  });
+
+  it('the front unit may write its state file: StateDirectory=sluice, where the daemon puts it by default under systemd', () => {
+    const u = 'sluice-front.service';
+    assert.equal(one(u, 'ProtectSystem'), 'strict', 'the rest of the file system is read-only');
+    assert.equal(one(u, 'StateDirectory'), 'sluice');
+    assert.equal(one(u, 'StateDirectoryMode'), '0700');
+    // systemd sets STATE_DIRECTORY=/var/lib/<StateDirectory>.
+    assert.equal(stateFilePath('/etc/sluice/front.yaml', undefined, { STATE_DIRECTORY: `/var/lib/${one(u, 'StateDirectory')}` }), '/var/lib/sluice/front.state.json');
+    assert.match(DOC, /\/var\/lib\/sluice\/front\.state\.json/);
   });
 
   it('the operations guide\'s unit table says what each unit runs, as whom, with what, from which file, on which socket', () => {
