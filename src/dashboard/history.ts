@@ -33,6 +33,7 @@
  * series does not grow after its creation.
  */
 import type { ClusterView, DashboardState, ServerState } from './state.ts';
+import { InvalidArgumentError } from '../errors/errors.ts';
 
 export const HISTORY_WINDOW_MS = 10 * 60 * 1000;
 export const POINTS_MAX = 600;
@@ -64,7 +65,7 @@ export class Ring {
   #size = 0;
 
   constructor(capacity: number, columns: number) {
-    if (!(Number.isInteger(capacity) && capacity > 0)) throw new RangeError(`ring capacity ${capacity}: a positive integer is needed`);
+    if (!(Number.isInteger(capacity) && capacity > 0)) throw new InvalidArgumentError(`ring capacity ${capacity}: a positive integer is needed`);
     this.capacity = capacity;
     this.#at = new Float64Array(capacity);
     this.#cols = Array.from({ length: columns }, () => new Float64Array(capacity));
@@ -286,7 +287,7 @@ export class History {
     this.windowMs = opts.windowMs ?? HISTORY_WINDOW_MS;
     this.intervalMs = opts.intervalMs;
     this.maxSeries = opts.maxSeries ?? SERIES_MAX;
-    if (!(this.intervalMs > 0 && this.windowMs > 0 && this.maxSeries >= 1)) throw new RangeError('history: interval, window and maxSeries must be positive');
+    if (!(this.intervalMs > 0 && this.windowMs > 0 && this.maxSeries >= 1)) throw new InvalidArgumentError('history: interval, window and maxSeries must be positive');
     this.stepMs = Math.max(this.intervalMs, this.windowMs / POINTS_MAX);
     // One more than fits in the window, so a full window is drawn edge to edge.
     this.capacity = Math.min(POINTS_MAX, Math.ceil(this.windowMs / this.stepMs)) + 1;

@@ -41,8 +41,7 @@ export interface FrontServerStatus {
   /** The configured or ctl-set state (active, drain, disabled). */
   readonly admin: ServerRuntime['state'];
   /** Its combined health (health/server-health.ts) and why. */
-  readonly health: HealthState;
-  readonly healthReason: string;
+  readonly health: { readonly state: HealthState; readonly reason: string; readonly transitions: number };
   /** New connections/s decided for it over the rate window (rates.ts), as ipvsadm's CPS. */
   readonly cps: number;
   /** How a ctl override differs from the file (null: as the file says). */

@@ -4,6 +4,7 @@
  * deltas and resets, gaps, downsampling, the bound on series, health
  * transitions, and SVG that escapes everything that came from a daemon.
  */
+import { InvalidArgumentError } from '../../src/errors/errors.ts';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Script } from 'node:vm';
@@ -93,7 +94,7 @@ describe('dashboard history: ring', () => {
     });
   }
   it('refuses a capacity that is not a positive integer', () => {
-    for (const bad of [0, -1, 1.5, Number.NaN]) assert.throws(() => new Ring(bad, 1), RangeError);
+    for (const bad of [0, -1, 1.5, Number.NaN]) assert.throws(() => new Ring(bad, 1), InvalidArgumentError);
   });
 });
 
