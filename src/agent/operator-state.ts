@@ -17,7 +17,7 @@
  * once per distinct content, logged, and the previous verb stays. Lines
  * starting with # and blank lines are ignored.
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Logger } from '../log/logger.ts';
 
@@ -141,8 +141,13 @@ export class OperatorState {
     const text = `${verb}${reason === '' ? '' : ` ${reason}`}\n`;
     mkdirSync(dirname(this.path), { recursive: true, mode: 0o755 });
     const tmp = `${this.path}.${process.pid}.tmp`;
-    writeFileSync(tmp, text, { mode: 0o644 });
-    renameSync(tmp, this.path);
+    try {
+      writeFileSync(tmp, text, { mode: 0o644 });
+      renameSync(tmp, this.path);
+    } catch (err) {
+      rmSync(tmp, { force: true });
+      throw err;
+    }
     this.counters.written++;
     this.#lastText = text;
     this.lastError = undefined;
