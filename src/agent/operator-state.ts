@@ -32,9 +32,9 @@ export type Parsed = { readonly ok: true; readonly verb: OperatorVerb; readonly 
 export function parseStateText(text: string): Parsed {
   if (text.length > MAX_FILE) return { ok: false, error: `longer than ${MAX_FILE} bytes` };
   const lines = text.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
-  if (lines.length === 0) return { ok: true, verb: 'up', reason: '' };
+  const [line] = lines;
+  if (line === undefined) return { ok: true, verb: 'up', reason: '' };
   if (lines.length > 1) return { ok: false, error: `${lines.length} lines; expected one: drain|maint|up|ready [reason]` };
-  const line = lines[0]!;
   const sp = line.search(/\s/);
   const word = (sp < 0 ? line : line.slice(0, sp)).toLowerCase();
   const reason = sp < 0 ? '' : line.slice(sp + 1).trim();

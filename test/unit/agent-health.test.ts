@@ -46,7 +46,7 @@ describe('rise/fall', () => {
   for (const [name, rise, fall, results, want] of rows) {
     it(name, () => {
       const rf = new RiseFall(rise, fall);
-      const got = [...results.replace(/ /g, '')].map((r) => {
+      const got = results.replace(/ /g, '').split('').map((r) => {
         rf.observe(r === '1', r === '1' ? 'ok' : 'refused');
         return rf.state;
       });
@@ -168,7 +168,11 @@ describe('checks on loopback', () => {
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
     const port = (srv.address() as AddressInfo).port;
     assert.deepEqual(await checkTcp('127.0.0.1', port, 1000), { ok: true, reason: `tcp 127.0.0.1:${port} accepts connections` });
-    await new Promise<void>((r) => srv.close(() => r()));
+    await new Promise<void>((r) => {
+      srv.close(() => {
+        r();
+      });
+    });
     const closed = await checkTcp('127.0.0.1', port, 1000);
     assert.deepEqual(closed, { ok: false, reason: `tcp 127.0.0.1:${port}: ECONNREFUSED` });
   });
@@ -180,8 +184,12 @@ describe('checks on loopback', () => {
       res.writeHead(status).end('body');
     });
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-    closers.push(() => srv.closeAllConnections());
-    closers.push(() => srv.close());
+    closers.push(() => {
+      srv.closeAllConnections();
+    });
+    closers.push(() => {
+      srv.close();
+    });
     const url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
     assert.equal((await checkHttp(`${url}/`, undefined, 1000)).ok, true);
     status = 503;
@@ -351,7 +359,7 @@ describe('sluice agent ctl', () => {
     [[], 'unknown verb "": drain, maint, ready (or up), show'],
   ];
   for (const [args, want] of rows) {
-    it(`${args.join(' ') || '(nothing)'}`, () => {
+    it(args.join(' ') || '(nothing)', () => {
       assert.deepEqual(buildAgentRequest(args), want);
     });
   }
