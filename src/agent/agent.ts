@@ -148,7 +148,7 @@ export class AgentDaemon {
     }
     if (JSON.stringify(applied.health) !== JSON.stringify(this.config.health) || applied.ports[0] !== this.config.ports[0]) {
       this.checker.stop();
-      this.checker = this.#newChecker(applied);
+      this.checker = this.#newChecker(applied, this.checker);
       void this.checker.start();
     }
     if (applied.stateFile.path !== this.config.stateFile.path) this.operator = new OperatorState(applied.stateFile.path, this.log);
@@ -184,12 +184,16 @@ export class AgentDaemon {
     );
   }
 
-  #newChecker(c: Readonly<AgentConfig>): HealthChecker {
+  #newChecker(c: Readonly<AgentConfig>, previous?: HealthChecker): HealthChecker {
     const h = c.health;
     const cfg: HealthCheckConfig = { ...h, port: h.port ?? c.ports[0] ?? 80 };
-    return new HealthChecker(cfg, () => {
-      this.#healthChanged();
-    });
+    return new HealthChecker(
+      cfg,
+      () => {
+        this.#healthChanged();
+      },
+      previous,
+    );
   }
 
   /**

@@ -51,9 +51,14 @@ export class RiseFall {
   readonly rise: number;
   readonly fall: number;
 
-  constructor(rise: number, fall: number) {
+  /** `from`: a state carried over (a reloaded check goes on from it through rise/fall). */
+  constructor(rise: number, fall: number, from?: { readonly state: CheckResultState; readonly reason: string }) {
     this.rise = rise;
     this.fall = fall;
+    if (from) {
+      this.state = from.state;
+      this.reason = from.reason;
+    }
   }
 
   /** Takes one result; returns whether the state changed. */
@@ -161,9 +166,15 @@ export class HealthChecker {
   /** The last single result, for status. */
   last: CheckOutcome | undefined;
 
-  constructor(config: HealthCheckConfig, onChange: () => void) {
+  /**
+   * `previous`: the checker this one replaces (a reload): its up or down
+   * state carries over, so a changed check does not report a dead service
+   * up while its first result is pending.
+   */
+  constructor(config: HealthCheckConfig, onChange: () => void, previous?: HealthChecker) {
     this.config = config;
-    this.#rf = new RiseFall(config.rise, config.fall);
+    const from = previous?.state;
+    this.#rf = new RiseFall(config.rise, config.fall, from === 'up' || from === 'down' ? { state: from, reason: previous?.reason ?? '' } : undefined);
     this.#onChange = onChange;
   }
 

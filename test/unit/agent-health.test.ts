@@ -53,6 +53,12 @@ describe('rise/fall', () => {
       assert.equal(got.join(' '), want);
     });
   }
+  it('a state carried over (a reloaded check) changes through rise/fall, not at the first result', () => {
+    const rf = new RiseFall(2, 2, { state: 'down', reason: 'refused' });
+    assert.equal(rf.observe(true, 'ok'), false);
+    assert.equal(rf.state, 'down');
+    assert.equal(rf.observe(true, 'ok'), true);
+  });
   it('names the streak in the reason of a change', () => {
     const rf = new RiseFall(2, 2);
     rf.observe(true, 'ok');
@@ -419,5 +425,28 @@ describe('the agent\'s admin verbs on a running agent', () => {
     assert.equal(r.ok, false);
     assert.match(r.error ?? '', /cannot write the state file .*not applied/);
     assert.equal((await show()).state, 'up');
+  });
+});
+
+describe('the agent\'s own check across a reload', () => {
+  it('a dead service stays reported down while the reloaded check\'s first result is pending', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-agent-reload-'));
+    const file = join(dir, 'agent.yaml');
+    writeFileSync(join(dir, 'access.log'), '');
+    // Port 1 on loopback: nothing listens, the check fails at once (ECONNREFUSED).
+    const yaml = (interval: number): string =>
+      `name: s1a\naddress: 198.18.201.11\nfront: { endpoint: 'tcp://127.0.0.1:1' }\ncontrol: { plaintext: true }\nloadSeconds: 60\nutilization: { source: memory }\naccessLog: { path: ${join(dir, 'access.log')} }\nadminSocket: ${join(dir, 'agent.sock')}\nstateFile: { path: ${join(dir, 'agent-state')} }\nhealth: { kind: tcp, port: 1, intervalSeconds: ${interval}, timeoutSeconds: 0.5, fall: 1 }\n`;
+    writeFileSync(file, yaml(60));
+    const a = new AgentDaemon(file);
+    try {
+      await a.start();
+      assert.deepEqual([a.health.state, a.health.reason], ['down', 'check failed: tcp 127.0.0.1:1: ECONNREFUSED']);
+      writeFileSync(file, yaml(30));
+      assert.equal(a.reload(), true);
+      assert.equal(a.health.state, 'down', 'not up while the new check is pending');
+      assert.equal(a.checker.config.intervalSeconds, 30);
+    } finally {
+      await a.stop();
+    }
   });
 });
