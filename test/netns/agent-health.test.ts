@@ -100,6 +100,7 @@ describe('server health through the agent', () => {
       `cluster: c1
 uplinkAddress: ${k.uplinkAddress}
 adminSocket: ${sock}
+http: { listen: '127.0.0.1:9100' }
 services:
   - name: www
     vip: ${k.vip}
@@ -132,6 +133,7 @@ accessLog: { path: ${join(st.runDir, `nginx-${s.id}.access.log`)}, pollSeconds: 
 adminSocket: ${agentSock(s.id)}
 health: { kind: http, url: 'http://127.0.0.1/', intervalSeconds: ${CHECK.intervalSeconds}, timeoutSeconds: ${CHECK.timeoutSeconds}, rise: ${CHECK.rise}, fall: ${CHECK.fall} }
 stateFile: { path: ${stateFile(s.id)}, pollSeconds: 0.5 }
+http: { listen: '127.0.0.1:9102' }
 `,
       );
       await startAgent(s.id).waitFor('agent ready', 30_000);
@@ -317,6 +319,14 @@ stateFile: { path: ${stateFile(s.id)}, pollSeconds: 0.5 }
         const human = await nsRunAsync(frNs, BIN, ['status', '--socket', sock, '--json']);
         const j = JSON.parse(human.stdout) as FrontStatus;
         assert.equal(j.control!.servers.find((x) => x.name === id)!.health, 'maint');
+        // And in both daemons' /metrics (each on its own namespace's loopback).
+        const fm = await nsRunAsync(frNs, 'curl', ['-s', '-m', '10', 'http://127.0.0.1:9100/metrics']);
+        assert.match(fm.stdout, new RegExp(`^sluice_front_agent_health\\{server="${id}",state="maint"\\} 1$`, 'm'));
+        assert.match(fm.stdout, new RegExp(`^sluice_front_agent_health\\{server="${id}",state="up"\\} 0$`, 'm'));
+        const ns = tb().plan.clusters[0]!.servers.find((x) => x.id === id)!.name;
+        const am = await nsRunAsync(ns, 'curl', ['-s', '-m', '10', 'http://127.0.0.1:9102/metrics']);
+        assert.match(am.stdout, new RegExp(`^sluice_agent_health\\{server="${id}",state="maint"\\} 1$`, 'm'));
+        assert.match(am.stdout, /^sluice_agent_state_file_events_total\{event="read"\} [1-9]/m);
       },
       async (id) => {
         const r = await agentCtl(id, 'ready');
