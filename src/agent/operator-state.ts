@@ -19,7 +19,13 @@
  */
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { SluiceError } from '../errors/errors.ts';
 import type { Logger } from '../log/logger.ts';
+
+/** An operator's reason that the state file cannot hold (too long, control characters). */
+export class OperatorReasonError extends SluiceError {
+  readonly code = 'ERR_SLUICE_OPERATOR_REASON';
+}
 
 export type OperatorVerb = 'up' | 'drain' | 'maint';
 export const VERBS = ['drain', 'maint', 'up', 'ready'] as const;
@@ -137,7 +143,7 @@ export class OperatorState {
    */
   write(verb: OperatorVerb, reason: string): boolean {
     const bad = checkReason(reason);
-    if (bad !== undefined) throw new Error(bad);
+    if (bad !== undefined) throw new OperatorReasonError(bad);
     const text = `${verb}${reason === '' ? '' : ` ${reason}`}\n`;
     mkdirSync(dirname(this.path), { recursive: true, mode: 0o755 });
     const tmp = `${this.path}.${process.pid}.tmp`;

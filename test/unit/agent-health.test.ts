@@ -136,7 +136,7 @@ describe('the state file', () => {
     const again = new OperatorState(path, silent);
     again.read();
     assert.deepEqual([again.verb, again.reason], ['maint', 'bios update']);
-    assert.throws(() => o.write('drain', 'a\nb'), /control characters/);
+    assert.throws(() => o.write('drain', 'a\nb'), { code: 'ERR_SLUICE_OPERATOR_REASON', message: /control characters/ });
     assert.equal(readFileSync(path, 'utf8'), 'maint bios update\n', 'a refused write changes nothing');
   });
 });
