@@ -88,7 +88,11 @@ export class RiseFall {
 export function checkTcp(address: string, port: number, timeoutMs: number): Promise<CheckOutcome> {
   return new Promise((resolve) => {
     const sock = connect({ host: address, port });
+    let settled = false;
+    // Errors after the verdict (the destroy) are ignored: the listener stays attached.
     const done = (o: CheckOutcome): void => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
       sock.destroy();
       resolve(o);
@@ -99,7 +103,7 @@ export function checkTcp(address: string, port: number, timeoutMs: number): Prom
     sock.once('connect', () => {
       done({ ok: true, reason: `tcp ${address}:${port} accepts connections` });
     });
-    sock.once('error', (err: NodeJS.ErrnoException) => {
+    sock.on('error', (err: NodeJS.ErrnoException) => {
       done({ ok: false, reason: `tcp ${address}:${port}: ${err.code ?? err.message}` });
     });
   });
@@ -125,7 +129,7 @@ export function checkHttp(url: string, expectStatus: readonly number[] | undefin
     const timer = setTimeout(() => {
       done({ ok: false, reason: `http ${url}: no answer within ${timeoutMs} ms` });
     }, timeoutMs);
-    req.once('error', (err: NodeJS.ErrnoException) => {
+    req.on('error', (err: NodeJS.ErrnoException) => {
       done({ ok: false, reason: `http ${url}: ${err.code ?? err.message}` });
     });
     req.end();
