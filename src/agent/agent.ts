@@ -77,6 +77,8 @@ export class AgentDaemon {
   reloadsRefused = 0;
   /** load_report messages sent at once on a health change (also in reportsSent). */
   healthReports = 0;
+  /** load_report messages sent at once when the front node (re)connected (also in reportsSent). */
+  connectReports = 0;
   /** The health the reports carry (health.ts) and since when (Date.now()). */
   health: { state: ReportedHealth; reason: string; since: number; transitions: number } = { state: 'up', reason: 'starting', since: Date.now(), transitions: 0 };
   operator: OperatorState;
@@ -100,8 +102,18 @@ export class AgentDaemon {
   async start(): Promise<void> {
     const c = this.config;
     this.#sampler = newSampler(c);
+    // The operator's verb and the first check before the control socket, so the first report says what is true.
+    this.operator.read();
+    await this.checker.start();
+    this.#healthChanged(false);
     this.#control = await ControlNode.create(c.name, c.control, this.log);
-    this.#sender = this.#control.connectPush(c.front.endpoint, c.front.publicKey);
+    // A (re)connected front node (e.g. just restarted) hears our health at once, not a load interval later.
+    this.#sender = this.#control.connectPush(c.front.endpoint, c.front.publicKey, () => {
+      this.#pacer.request(performance.now(), () => {
+        this.connectReports++;
+        this.#reportLoad();
+      });
+    });
     if (c.http) {
       const registry = newRegistry();
       registerAgentMetrics(registry, { daemon: this, control: () => this.#control, ops: () => this.ops() });
@@ -110,10 +122,6 @@ export class AgentDaemon {
     }
     this.#admin = new AdminSocket(c.adminSocket, this.log, this.#adminHandler());
     await this.#admin.listen();
-    // The operator's verb and the first check before the first report, so it says what is true.
-    this.operator.read();
-    await this.checker.start();
-    this.#healthChanged(false);
     this.#startTimers();
     this.log.info({ name: c.name, front: c.front.endpoint, utilization: c.utilization.source, accessLog: c.accessLog.path, health: this.health.state, reason: this.health.reason, check: c.health.kind, stateFile: c.stateFile.path }, 'agent ready');
     this.systemd.ready(this.#statusLine());
@@ -213,7 +221,7 @@ export class AgentDaemon {
       h.reason = next.reason;
     }
     // A new reason alone (e.g. a drain's reason edited) is sent at the next interval.
-    if (changed && report) {
+    if (changed && report && this.#sender) {
       this.#pacer.request(performance.now(), () => {
         this.healthReports++;
         this.#reportLoad();
@@ -326,6 +334,7 @@ export class AgentDaemon {
       sinceSeconds: Math.round((Date.now() - this.health.since) / 1000),
       transitions: this.health.transitions,
       reportsAtOnce: this.healthReports,
+      reportsOnConnect: this.connectReports,
       operator: { verb: o.verb, reason: o.reason, source: o.source, file: o.path, ...o.counters, ...(o.lastError !== undefined ? { lastError: o.lastError } : {}) },
       check: { kind: c.config.kind, state: c.state, reason: c.reason, ...c.counters },
     };

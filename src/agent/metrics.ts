@@ -28,6 +28,7 @@ export interface AgentParts {
   readonly sampleErrors: number;
   readonly health: { readonly state: ReportedHealth; readonly transitions: number };
   readonly healthReports: number;
+  readonly connectReports: number;
   readonly operator: { readonly counters: Readonly<OperatorCounters> };
   readonly checker: { readonly counters: Readonly<CheckCounters> };
 }
@@ -47,7 +48,10 @@ export function registerAgentMetrics(registry: Registry, src: AgentMetricsSource
   ]);
   gaugeFrom(registry, 'sluice_agent_health', 'The health this agent reports for its server (1 for the current state: up, down, drain, maint).', ['server', 'state'], () => REPORTED_HEALTH.map((st) => [{ server: d.config.name, state: st }, d.health.state === st ? 1 : 0]));
   counterOf(registry, 'sluice_agent_health_transitions_total', 'Changes of the reported health.', () => d.health.transitions);
-  counterOf(registry, 'sluice_agent_health_reports_total', 'Load reports sent at once on a health change (also counted in sluice_agent_reports_total).', () => d.healthReports);
+  counterFrom(registry, 'sluice_agent_reports_at_once_total', 'Load reports sent at once rather than at the interval, by why: a health change, or the front node (re)connected (also counted in sluice_agent_reports_total).', ['why'], () => [
+    [{ why: 'health' }, d.healthReports],
+    [{ why: 'connect' }, d.connectReports],
+  ]);
   counterFrom(registry, 'sluice_agent_health_checks_total', 'The agent\'s own checks of its service, by result.', ['result'], () => [
     [{ result: 'passed' }, d.checker.counters.checks - d.checker.counters.failures],
     [{ result: 'failed' }, d.checker.counters.failures],

@@ -21,6 +21,8 @@ export interface AgentHealthStatus {
   readonly transitions: number;
   /** Load reports sent at once on a health change. */
   readonly reportsAtOnce: number;
+  /** Load reports sent at once when the front node (re)connected. */
+  readonly reportsOnConnect: number;
   /** The operator's verb, from the state file (`source` file) or set by ctl. */
   readonly operator: { readonly verb: OperatorVerb; readonly reason: string; readonly source: 'none' | 'file' | 'ctl'; readonly file: string; readonly lastError?: string } & Readonly<OperatorCounters>;
   readonly check: { readonly kind: CheckKind; readonly state: CheckResultState | 'off' | 'pending'; readonly reason: string } & Readonly<CheckCounters>;

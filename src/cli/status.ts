@@ -38,7 +38,7 @@ export function renderAgentHealth(h: AgentHealthStatus): string {
   const o = h.operator;
   const c = h.check;
   return [
-    `health ${h.state.toUpperCase()}: ${h.reason} (for ${h.sinceSeconds} s, ${h.transitions} changes, ${h.reportsAtOnce} reports sent at once)`,
+    `health ${h.state.toUpperCase()}: ${h.reason} (for ${h.sinceSeconds} s, ${h.transitions} changes; reports sent at once: ${h.reportsAtOnce} on a change, ${h.reportsOnConnect} on connecting)`,
     `operator ${o.verb}${o.reason !== '' ? ` (${o.reason})` : ''}, set by ${o.source}, state file ${o.file}: read ${o.applied}, written ${o.written}, rejected ${o.rejected}${o.lastError !== undefined ? ` (last: ${o.lastError})` : ''}`,
     `check ${c.kind} ${c.state}: ${c.reason} (checks ${c.checks}, failed ${c.failures}, changes ${c.transitions})`,
   ].join('\n');

@@ -24,6 +24,7 @@ import type { AgentHealthStatus } from '../../src/agent/status.ts';
 import { buildAgentRequest } from '../../src/cli/agent-ctl.ts';
 import { decodeMessage, encodeMessage } from '../../src/control/codec.ts';
 import { MESSAGE_TYPES, type Body, type MessageType } from '../../src/control/messages.ts';
+import { ControlNode } from '../../src/control/node.ts';
 import { ConfigError, validateConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { ServerLoadEstimator, type EstimateOptions } from '../../src/front/receive_server_load.ts';
@@ -446,6 +447,45 @@ describe('the agent\'s own check across a reload', () => {
       assert.equal(a.health.state, 'down', 'not up while the new check is pending');
       assert.equal(a.checker.config.intervalSeconds, 30);
     } finally {
+      await a.stop();
+    }
+  });
+});
+
+describe('a front node that (re)connects hears the health at once', () => {
+  it('with a 60 s load interval, a drained agent\'s report reaches a front node at start and after the front restarts', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-agent-connect-'));
+    const file = join(dir, 'agent.yaml');
+    writeFileSync(join(dir, 'access.log'), '');
+    writeFileSync(join(dir, 'agent-state'), 'drain rack move\n');
+    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const ep = `tcp://127.0.0.1:${port}`;
+    writeFileSync(
+      file,
+      `name: s1a\naddress: 198.18.201.11\nfront: { endpoint: '${ep}' }\ncontrol: { plaintext: true }\nloadSeconds: 60\nutilization: { source: memory }\naccessLog: { path: ${join(dir, 'access.log')} }\nadminSocket: ${join(dir, 'agent.sock')}\nstateFile: { path: ${join(dir, 'agent-state')} }\n`,
+    );
+    const plain = agentConfigSchema.shape.control.parse({ plaintext: true });
+    const a = new AgentDaemon(file);
+    const fronts: Awaited<ReturnType<typeof ControlNode.create>>[] = [];
+    try {
+      await a.start();
+      for (let round = 0; round < 2; round++) {
+        const front = await ControlNode.create('fr1', plain, silent);
+        fronts.push(front);
+        const got: Body<'load_report'>[] = [];
+        await front.bindPull(ep, 'agents', [], {
+          load_report: (m) => {
+            got.push(m.body);
+          },
+        });
+        // Bounded well below the 60 s interval: only the report sent on connecting can arrive.
+        await until(() => got.length > 0, `a report on connecting, round ${round}`, 15_000, 20);
+        assert.deepEqual([got[0]!.health, got[0]!.healthReason], ['drain', 'operator set drain: rack move']);
+        front.close(); // the front node's restart
+      }
+      assert.equal(a.connectReports, 2);
+    } finally {
+      for (const f of fronts) f.close();
       await a.stop();
     }
   });
