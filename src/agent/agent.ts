@@ -12,11 +12,17 @@
  * control are the agent's identity and sockets: changes to them are named
  * in the log and need a restart.
  *
+ * Health (health.ts): the agent checks its own service (health-check.ts)
+ * and reads the operator's drain/maint verb from its state file
+ * (operator-state.ts, also set with `sluice agent ctl`); every load report
+ * carries the resulting state, and a change is reported at once (at most
+ * one report per MIN_HEALTH_REPORT_GAP_MS), not at the next interval.
+ *
  * Under systemd (Type=notify, src/systemd/): READY=1 once the control
  * socket is connecting to the front node, RELOADING=1 / READY=1 around a
  * reload, STOPPING=1 at stop, WATCHDOG=1 while the event loop turns.
  */
-import { AdminSocket, statusAndReload } from '../admin/socket.ts';
+import { AdminSocket, type CommandHandler } from '../admin/socket.ts';
 import { keepRestartKeys, loadConfig } from '../config/load.ts';
 import { ControlNode, type Sender } from '../control/node.ts';
 import { MAX_LIST, type Body } from '../control/messages.ts';
@@ -28,13 +34,19 @@ import { AccessLogFollower } from './access-log.ts';
 import { agentConfigSchema, type AgentConfig } from './config.ts';
 import { LoadSampler } from './load.ts';
 import { registerAgentMetrics } from './metrics.ts';
-import type { AgentStatus } from './status.ts';
+import type { AgentHealthStatus, AgentStatus } from './status.ts';
+import { HealthChecker, type HealthCheckConfig } from './health-check.ts';
+import { reportedHealth, ReportPacer, type ReportedHealth } from './health.ts';
+import { checkReason, OperatorState, parseVerb } from './operator-state.ts';
 import { SluiceError } from '../errors/errors.ts';
 import { SystemdNotifier } from '../systemd/notify.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
 
 /** Keys a reload cannot apply: the agent's identity and its control socket. */
 const RESTART_KEYS = ['name', 'address', 'front', 'control', 'http', 'adminSocket'] as const;
+
+/** Reports sent at once on a health change: at most one per this many ms (4 a second). */
+export const MIN_HEALTH_REPORT_GAP_MS = 250;
 
 /** The configured utilization source cannot be read on this machine. */
 export class LoadSourceError extends SluiceError {
@@ -63,6 +75,15 @@ export class AgentDaemon {
   sampleErrors = 0;
   reloads = 0;
   reloadsRefused = 0;
+  /** load_report messages sent at once on a health change (also in reportsSent). */
+  healthReports = 0;
+  /** load_report messages sent at once when the front node (re)connected (also in reportsSent). */
+  connectReports = 0;
+  /** The health the reports carry (health.ts) and since when (Date.now()). */
+  health: { state: ReportedHealth; reason: string; since: number; transitions: number } = { state: 'up', reason: 'starting', since: Date.now(), transitions: 0 };
+  operator: OperatorState;
+  checker: HealthChecker;
+  readonly #pacer = new ReportPacer(MIN_HEALTH_REPORT_GAP_MS);
   /** sd_notify; a no-op unless started by systemd with Type=notify. */
   readonly systemd: SystemdNotifier;
   readonly watchdog: Watchdog;
@@ -71,6 +92,8 @@ export class AgentDaemon {
     this.configFile = configFile;
     this.config = loadConfig(agentConfigSchema, configFile);
     this.follower = newFollower(this.config);
+    this.operator = new OperatorState(this.config.stateFile.path, this.log);
+    this.checker = this.#newChecker(this.config);
     this.systemd = new SystemdNotifier(this.log);
     // The timer running proves the loop that runs every report timer turns.
     this.watchdog = new Watchdog(this.systemd, () => ({ alive: true }), this.log);
@@ -79,18 +102,28 @@ export class AgentDaemon {
   async start(): Promise<void> {
     const c = this.config;
     this.#sampler = newSampler(c);
+    // The operator's verb and the first check before the control socket, so the first report says what is true.
+    this.operator.read();
+    await this.checker.start();
+    this.#healthChanged(false);
     this.#control = await ControlNode.create(c.name, c.control, this.log);
-    this.#sender = this.#control.connectPush(c.front.endpoint, c.front.publicKey);
+    // A (re)connected front node (e.g. just restarted) hears our health at once, not a load interval later.
+    this.#sender = this.#control.connectPush(c.front.endpoint, c.front.publicKey, () => {
+      this.#pacer.request(performance.now(), () => {
+        this.connectReports++;
+        this.#reportLoad();
+      });
+    });
     if (c.http) {
       const registry = newRegistry();
       registerAgentMetrics(registry, { daemon: this, control: () => this.#control, ops: () => this.ops() });
       this.#ops = new OpsServer({ listen: c.http.listen, registry, status: () => this.status(), log: this.log });
       await this.#ops.start();
     }
-    this.#admin = new AdminSocket(c.adminSocket, this.log, statusAndReload(this));
+    this.#admin = new AdminSocket(c.adminSocket, this.log, this.#adminHandler());
     await this.#admin.listen();
     this.#startTimers();
-    this.log.info({ name: c.name, front: c.front.endpoint, utilization: c.utilization.source, accessLog: c.accessLog.path }, 'agent ready');
+    this.log.info({ name: c.name, front: c.front.endpoint, utilization: c.utilization.source, accessLog: c.accessLog.path, health: this.health.state, reason: this.health.reason, check: c.health.kind, stateFile: c.stateFile.path }, 'agent ready');
     this.systemd.ready(this.#statusLine());
     this.watchdog.start();
   }
@@ -121,8 +154,16 @@ export class AgentDaemon {
       this.follower.close();
       this.follower = newFollower(applied);
     }
+    if (JSON.stringify(applied.health) !== JSON.stringify(this.config.health) || applied.ports[0] !== this.config.ports[0]) {
+      this.checker.stop();
+      this.checker = this.#newChecker(applied, this.checker);
+      void this.checker.start();
+    }
+    if (applied.stateFile.path !== this.config.stateFile.path) this.operator = new OperatorState(applied.stateFile.path, this.log);
     this.config = applied;
     this.#sampler = sampler;
+    this.operator.read();
+    this.#healthChanged();
     this.#startTimers();
     this.reloads++;
     this.log.info({ loadSeconds: applied.loadSeconds, requestRateSeconds: applied.requestRateSeconds, utilization: applied.utilization.source, accessLog: applied.accessLog.path }, 'configuration reloaded');
@@ -145,7 +186,79 @@ export class AgentDaemon {
       setInterval(() => {
         this.#reportRequests();
       }, c.requestRateSeconds * 1000),
+      setInterval(() => {
+        if (this.operator.read()) this.#healthChanged();
+      }, c.stateFile.pollSeconds * 1000),
     );
+  }
+
+  #newChecker(c: Readonly<AgentConfig>, previous?: HealthChecker): HealthChecker {
+    const h = c.health;
+    const cfg: HealthCheckConfig = { ...h, port: h.port ?? c.ports[0] ?? 80 };
+    return new HealthChecker(
+      cfg,
+      () => {
+        this.#healthChanged();
+      },
+      previous,
+    );
+  }
+
+  /**
+   * Re-derives the reported health from the operator's verb and the check;
+   * on a change logs it, counts it and (when `report`) sends a load report
+   * at once, paced.
+   */
+  #healthChanged(report = true): void {
+    const next = reportedHealth({ verb: this.operator.verb, verbReason: this.operator.reason, check: this.checker.state, checkReason: this.checker.reason });
+    const h = this.health;
+    const changed = next.state !== h.state;
+    if (!changed && next.reason === h.reason) return;
+    if (changed) {
+      this.log.warn({ from: h.state, to: next.state, reason: next.reason }, 'server health changed');
+      this.health = { state: next.state, reason: next.reason, since: Date.now(), transitions: h.transitions + 1 };
+    } else {
+      h.reason = next.reason;
+    }
+    // A new reason alone (e.g. a drain's reason edited) is sent at the next interval.
+    if (changed && report && this.#sender) {
+      this.#pacer.request(performance.now(), () => {
+        this.healthReports++;
+        this.#reportLoad();
+      });
+    }
+  }
+
+  /** The admin socket's commands: status, reload, and the operator's verbs (set, show). */
+  #adminHandler(): CommandHandler {
+    return (r, reject) => {
+      switch (r['cmd']) {
+        case 'status':
+          return { ok: true, status: this.status() };
+        case 'reload':
+          return this.reload() ? { ok: true } : { ok: false, error: 'configuration refused; see the log' };
+        case 'show':
+          return { ok: true, health: this.healthStatus() };
+        case 'set': {
+          const verb = typeof r['verb'] === 'string' ? parseVerb(r['verb']) : undefined;
+          if (verb === undefined) return reject(`unknown verb ${JSON.stringify(r['verb'])}: drain, maint, ready (or up)`);
+          const reason = r['reason'] ?? '';
+          if (typeof reason !== 'string') return reject('reason must be a string');
+          const bad = checkReason(reason);
+          if (bad !== undefined) return reject(bad);
+          try {
+            this.operator.write(verb, reason);
+          } catch (err) {
+            // Not applied: a verb that would not survive a restart would mislead.
+            return reject(`cannot write the state file ${this.operator.path}: ${(err as Error).message}; not applied`);
+          }
+          this.#healthChanged();
+          return { ok: true, health: this.healthStatus() };
+        }
+        default:
+          return reject(`unknown cmd ${JSON.stringify(r['cmd'])}: status, reload, show, set`);
+      }
+    };
   }
 
   #reportLoad(): void {
@@ -159,9 +272,10 @@ export class AgentDaemon {
       this.log.error({ err }, 'load sample failed; no report this interval');
       return;
     }
-    const body: Body<'load_report'> = { server: this.config.name, address: this.config.address, interval: this.config.loadSeconds, ...f };
+    const body: Body<'load_report'> = { server: this.config.name, address: this.config.address, interval: this.config.loadSeconds, ...f, health: this.health.state, healthReason: this.health.reason };
     this.#lastLoad = body;
     this.#sender.send('load_report', body);
+    this.#pacer.sent(performance.now());
     this.reportsSent++;
   }
 
@@ -193,7 +307,7 @@ export class AgentDaemon {
     return this.#lastLoad;
   }
 
-  /** What `GET /status` returns (the agent has no admin socket; SIGUSR2 logs the same). */
+  /** What `GET /status` and the admin socket's `status` return (SIGUSR2 logs the same). */
   status(): AgentStatus {
     return {
       agent: true,
@@ -206,6 +320,23 @@ export class AgentDaemon {
       control: this.#control?.counters,
       reloads: this.reloads,
       reloadsRefused: this.reloadsRefused,
+      health: this.healthStatus(),
+    };
+  }
+
+  /** The health part of the status, and what `sluice agent ctl show` prints. */
+  healthStatus(): AgentHealthStatus {
+    const o = this.operator;
+    const c = this.checker;
+    return {
+      state: this.health.state,
+      reason: this.health.reason,
+      sinceSeconds: Math.round((Date.now() - this.health.since) / 1000),
+      transitions: this.health.transitions,
+      reportsAtOnce: this.healthReports,
+      reportsOnConnect: this.connectReports,
+      operator: { verb: o.verb, reason: o.reason, source: o.source, file: o.path, ...o.counters, ...(o.lastError !== undefined ? { lastError: o.lastError } : {}) },
+      check: { kind: c.config.kind, state: c.state, reason: c.reason, ...c.counters },
     };
   }
 
@@ -215,6 +346,8 @@ export class AgentDaemon {
     this.#ops?.close();
     this.systemd.stopping();
     this.watchdog.stop();
+    this.checker.stop();
+    this.#pacer.stop();
     for (const t of this.#timers) clearInterval(t);
     await this.#sender?.drain();
     this.#control?.close();

@@ -71,6 +71,34 @@ export const agentConfigSchema = z
       .startsWith('/', 'adminSocket must be an absolute path')
       .default('/run/sluice/agent.sock')
       .describe('Unix socket (mode 0600) for `sluice status --agent` and `sluice ctl --socket PATH reload`. A change needs a restart.'),
+    health: z
+      .strictObject({
+        kind: z.enum(['none', 'tcp', 'http']).default('none').describe('The agent\'s own check of its service on the local host: `tcp` connects to `address`:`port`; `http` GETs `url` and expects `expectStatus`; `none` checks nothing (the server is reported up unless the operator set drain or maint).'),
+        address: ipv4.default('127.0.0.1').describe('Kind `tcp`, and `http` without `url`: the local address the service listens on.'),
+        port: z.number().int().min(1).max(65535).optional().describe('Kind `tcp`, and `http` without `url`: the service port (default: the first of `ports`).'),
+        url: z
+          .url({ protocol: /^http$/, error: 'expected an http:// URL on the local host, e.g. http://127.0.0.1/health' })
+          .optional()
+          .describe('Kind `http`: the URL to GET (default http://`address`:`port`/). Meant for the local host: the agent checks its own server.'),
+        expectStatus: z.array(z.number().int().min(100).max(599)).min(1).max(64).optional().describe('Kind `http`: the statuses that pass (default: any 2xx or 3xx).'),
+        intervalSeconds: z.number().min(0.2).max(3600).default(2).describe('Seconds between checks (one runs at a time).'),
+        timeoutSeconds: z.number().min(0.05).max(60).default(1).describe('A check that has not passed after this many seconds fails. At most `intervalSeconds`.'),
+        rise: z.number().int().min(1).max(100).default(2).describe('Passes in a row that bring a down server up.'),
+        fall: z.number().int().min(1).max(100).default(3).describe('Failures in a row that take an up server down.'),
+      })
+      .default({ kind: 'none', address: '127.0.0.1', intervalSeconds: 2, timeoutSeconds: 1, rise: 2, fall: 3 })
+      .superRefine((h, ctx) => {
+        if (h.timeoutSeconds > h.intervalSeconds) ctx.addIssue({ code: 'custom', path: ['timeoutSeconds'], message: `must be at most intervalSeconds (${h.intervalSeconds})` });
+        if (h.kind !== 'http' && (h.url !== undefined || h.expectStatus !== undefined)) ctx.addIssue({ code: 'custom', path: ['kind'], message: 'url and expectStatus are for kind http; set kind: http or remove them' });
+      })
+      .describe('The server\'s own health, checked by the agent and sent with every load report (the front node stops sending new connections to a server reported down, drain or maint). A change is reported at once.'),
+    stateFile: z
+      .strictObject({
+        path: z.string().startsWith('/', 'stateFile.path must be an absolute path').default('/var/lib/sluice/agent-state').describe('The operator\'s verb for this server: one line `drain|maint|up|ready [reason]` (no file or an empty one: up). Written by hand or by `sluice agent ctl`; kept across restarts. Bad content is logged, counted and ignored (the previous verb stays).'),
+        pollSeconds: z.number().min(0.1).max(60).default(1).describe('How often the state file is re-read.'),
+      })
+      .default({ path: '/var/lib/sluice/agent-state', pollSeconds: 1 })
+      .describe('The operator\'s drain/maint verb (HAProxy agent-check style). Precedence of what the agent reports: maint, then a failing check (down), then drain, then up.'),
     http: httpSchema.optional().describe('Read-only ops HTTP server: GET /metrics (Prometheus text) and GET /status (the admin socket\'s status as JSON). Absent: none. A change needs a restart.'),
   })
   .superRefine((c, ctx) => {

@@ -1,13 +1,17 @@
 /**
  * sluice_agent_*: a server agent's metrics: reports sent, the figures of its
  * last load report, and its access-log follower's counters, read at scrape
- * time; plus the shared control-plane metrics. Labels: report types, line
+ * time; the server's reported health, its checks and the operator's state
+ * file; plus the shared control-plane metrics. Labels: report types, line
  * and event kinds (bounded). Never a client address.
  */
 import type { Registry } from 'prom-client';
 import type { Body } from '../control/messages.ts';
 import type { AccessLogFollower } from './access-log.ts';
 import type { AgentConfig } from './config.ts';
+import type { CheckCounters } from './health-check.ts';
+import { REPORTED_HEALTH, type ReportedHealth } from './health.ts';
+import type { OperatorCounters } from './operator-state.ts';
 import type { ControlNode } from '../control/node.ts';
 import type { OpsServer } from '../http/ops_server.ts';
 import { counterFrom, counterOf, gaugeFrom, type Sample } from '../metrics/collect.ts';
@@ -22,6 +26,11 @@ export interface AgentParts {
   readonly reportsSent: number;
   readonly requestReportsSent: number;
   readonly sampleErrors: number;
+  readonly health: { readonly state: ReportedHealth; readonly transitions: number };
+  readonly healthReports: number;
+  readonly connectReports: number;
+  readonly operator: { readonly counters: Readonly<OperatorCounters> };
+  readonly checker: { readonly counters: Readonly<CheckCounters> };
 }
 
 export interface AgentMetricsSource {
@@ -36,6 +45,21 @@ export function registerAgentMetrics(registry: Registry, src: AgentMetricsSource
   counterFrom(registry, 'sluice_agent_reports_total', 'Reports handed to the control plane, by message type (delivery: sluice_control_messages_sent_total).', ['type'], () => [
     [{ type: 'load_report' }, d.reportsSent],
     [{ type: 'request_rate' }, d.requestReportsSent],
+  ]);
+  gaugeFrom(registry, 'sluice_agent_health', 'The health this agent reports for its server (1 for the current state: up, down, drain, maint).', ['server', 'state'], () => REPORTED_HEALTH.map((st) => [{ server: d.config.name, state: st }, d.health.state === st ? 1 : 0]));
+  counterOf(registry, 'sluice_agent_health_transitions_total', 'Changes of the reported health.', () => d.health.transitions);
+  counterFrom(registry, 'sluice_agent_reports_at_once_total', 'Load reports sent at once rather than at the interval, by why: a health change, or the front node (re)connected (also counted in sluice_agent_reports_total).', ['why'], () => [
+    [{ why: 'health' }, d.healthReports],
+    [{ why: 'connect' }, d.connectReports],
+  ]);
+  counterFrom(registry, 'sluice_agent_health_checks_total', 'The agent\'s own checks of its service, by result.', ['result'], () => [
+    [{ result: 'passed' }, d.checker.counters.checks - d.checker.counters.failures],
+    [{ result: 'failed' }, d.checker.counters.failures],
+  ]);
+  counterFrom(registry, 'sluice_agent_state_file_events_total', 'The operator\'s state file: new content read and taken, verbs written by ctl, distinct bad contents rejected (the previous verb stays).', ['event'], () => [
+    [{ event: 'read' }, d.operator.counters.applied],
+    [{ event: 'written' }, d.operator.counters.written],
+    [{ event: 'rejected' }, d.operator.counters.rejected],
   ]);
   counterOf(registry, 'sluice_agent_load_sample_errors_total', 'Load samples that failed (no report that interval).', () => d.sampleErrors);
   // Labelled by server so that before the first report there is no series at all (rather than a 0).

@@ -9,6 +9,24 @@
 import type { Body } from '../control/messages.ts';
 import type { ControlCounters } from '../control/node.ts';
 import type { FollowerCounters } from './access-log.ts';
+import type { CheckCounters, CheckKind, CheckResultState } from './health-check.ts';
+import type { ReportedHealth } from './health.ts';
+import type { OperatorCounters, OperatorVerb } from './operator-state.ts';
+
+/** The server's health as the agent reports it, and its two inputs (`sluice agent ctl show`). */
+export interface AgentHealthStatus {
+  readonly state: ReportedHealth;
+  readonly reason: string;
+  readonly sinceSeconds: number;
+  readonly transitions: number;
+  /** Load reports sent at once on a health change. */
+  readonly reportsAtOnce: number;
+  /** Load reports sent at once when the front node (re)connected. */
+  readonly reportsOnConnect: number;
+  /** The operator's verb, from the state file (`source` file) or set by ctl. */
+  readonly operator: { readonly verb: OperatorVerb; readonly reason: string; readonly source: 'none' | 'file' | 'ctl'; readonly file: string; readonly lastError?: string } & Readonly<OperatorCounters>;
+  readonly check: { readonly kind: CheckKind; readonly state: CheckResultState | 'off' | 'pending'; readonly reason: string } & Readonly<CheckCounters>;
+}
 
 export interface AgentStatus {
   /** Always true: tells an agent's status from the other daemons'. */
@@ -25,4 +43,6 @@ export interface AgentStatus {
   readonly control?: Readonly<ControlCounters> | undefined;
   readonly reloads: number;
   readonly reloadsRefused: number;
+  /** Absent from agents older than the health checks. */
+  readonly health?: AgentHealthStatus | undefined;
 }

@@ -5,7 +5,7 @@
 import type { AdmissionStatus } from '../front/admission.ts';
 import { parseArgs } from 'node:util';
 import { adminRequest } from '../admin/client.ts';
-import type { AgentStatus } from '../agent/status.ts';
+import type { AgentHealthStatus, AgentStatus } from '../agent/status.ts';
 import type { DnsStatus } from '../dns/status.ts';
 import type { FrontServerStatus, FrontServiceStatus, FrontStatus } from '../front/status.ts';
 import type { Command } from './command.ts';
@@ -29,6 +29,18 @@ export function renderAgentStatus(s: AgentStatus): string {
       [[String(s.reports.load), String(s.reports.requestRate), String(s.reports.sampleErrors), l === undefined ? '-' : `${(l.utilization * 100).toFixed(0)}%`, l === undefined ? '-' : `${(l.cpu * 100).toFixed(0)}%`, l === undefined ? '-' : String(l.connections)]],
     ),
     `access log ${s.accessLog.path}: ${log || '-'}`,
+    ...(s.health ? [renderAgentHealth(s.health)] : []),
+  ].join('\n');
+}
+
+/** The server's health as its agent reports it, and its inputs (`sluice agent ctl show`, `sluice status --agent`). */
+export function renderAgentHealth(h: AgentHealthStatus): string {
+  const o = h.operator;
+  const c = h.check;
+  return [
+    `health ${h.state.toUpperCase()}: ${h.reason} (for ${h.sinceSeconds} s, ${h.transitions} changes; reports sent at once: ${h.reportsAtOnce} on a change, ${h.reportsOnConnect} on connecting)`,
+    `operator ${o.verb}${o.reason !== '' ? ` (${o.reason})` : ''}, set by ${o.source}, state file ${o.file}: read ${o.applied}, written ${o.written}, rejected ${o.rejected}${o.lastError !== undefined ? ` (last: ${o.lastError})` : ''}`,
+    `check ${c.kind} ${c.state}: ${c.reason} (checks ${c.checks}, failed ${c.failures}, changes ${c.transitions})`,
   ].join('\n');
 }
 

@@ -7,7 +7,12 @@
  *
  * Versioning: `v` is the envelope version. A receiver accepts exactly the
  * versions it knows (today: 1) and rejects the rest as `version`, counted;
- * a new field in a body is a new version. Types are added by adding a schema
+ * a new required field in a body is a new version. An optional field may
+ * be added within a version: a receiver that knows it still decodes a
+ * sender that does not send it, and one that does not know it rejects it
+ * as `schema` (bodies are strict), so receivers are upgraded first. So far:
+ * load_report's `health` and `healthReason` (agents of issue 20; a report
+ * without them means the agent says nothing about health). Types are added by adding a schema
  * to MESSAGE_SCHEMAS: the admission and throttling messages of later issues
  * land here beside these, and every receiver rejects types it was not built
  * for as `unknown`.
@@ -43,6 +48,17 @@ export const loadReport = z.strictObject({
   memoryUsed: fraction,
   /** The one figure the agent's config defines as utilization (0..1 = below..at full). */
   utilization: fraction,
+  /**
+   * The server's health as its agent sees it (src/agent/health.ts): its own
+   * check and the operator's verb. up; down (its check fails); drain (no
+   * new connections, established ones finish); maint (the same, shown as
+   * maintenance). Optional: older agents send none (the front node then
+   * takes the agent's health as 'none'); any other value is a `schema`
+   * rejection of the whole report.
+   */
+  health: z.enum(['up', 'down', 'drain', 'maint']).optional(),
+  /** Why, for the operator (the check's result or the operator's reason). */
+  healthReason: z.string().max(200).optional(),
 });
 
 /** agent -> front node, every request-rate interval (seed 000: receive_request_rate). */

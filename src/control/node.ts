@@ -170,10 +170,20 @@ export class ControlNode {
     return new Sender(this, sock);
   }
 
-  /** Connecting PUSH (agent to front). Messages sent while no peer is connected are dropped and counted. */
-  connectPush(endpoint: string, serverKeyRef: string | undefined): Sender {
+  /**
+   * Connecting PUSH (agent to front). Messages sent while no peer is
+   * connected are dropped and counted. `onHandshake` runs each time a
+   * connection to the peer is (re)established and its handshake passed:
+   * the sender may then say at once what the peer must not miss.
+   */
+  connectPush(endpoint: string, serverKeyRef: string | undefined, onHandshake?: () => void): Sender {
     const sock = new Push({ ...this.curve.client(serverKeyRef), immediate: true, sendTimeout: 0, sendHighWaterMark: 1000 });
     this.curve.watch(sock, `push ${endpoint}`);
+    if (onHandshake) {
+      sock.events.on('handshake', () => {
+        onHandshake();
+      });
+    }
     this.#sockets.push(sock);
     sock.connect(endpoint);
     return new Sender(this, sock);

@@ -29,7 +29,7 @@ import { createNetPinger, type Pinger } from './icmp_echo.ts';
 import { LeastLoadedClusters } from './least_loaded_clusters.ts';
 import { RttProber } from './receive_probe_for_rtt.ts';
 import { receiveRequestRate } from './receive_request_rate.ts';
-import { clusterLoadOf, ServerLoadEstimator } from './receive_server_load.ts';
+import { clusterLoadOf, ServerLoadEstimator, type ServerLoadRecord } from './receive_server_load.ts';
 import { ClusterLoadReporter } from './send_cluster_load.ts';
 import { sendRequestRate, type PassResult } from './send_request_rate.ts';
 import type { ServiceRuntime } from './service.ts';
@@ -55,6 +55,9 @@ export interface FrontControlStatus {
     /** null before its first report. */
     readonly lastReportAgeSeconds: number | null;
     readonly down: boolean;
+    /** What its agent last said about its health ('none': nothing, an older agent), and why. */
+    readonly health: ServerLoadRecord['health'];
+    readonly healthReason: string;
   }[];
   readonly cluster: ReturnType<typeof clusterLoadOf>;
   readonly topClients: readonly { readonly client: string; readonly rate: number }[];
@@ -281,6 +284,8 @@ export class FrontControl {
             reports: r.reports,
             lastReportAgeSeconds: r.reports > 0 ? round((now - r.lastReport) / 1000) : null,
             down: est.isDown(r, now),
+            health: r.health,
+            healthReason: r.healthReason,
           }))
         : [],
       cluster: clusterLoadOf(this.#src.services),

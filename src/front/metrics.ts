@@ -19,6 +19,7 @@ import type { ConnectionTable } from './connections.ts';
 import type { FrontControl } from './control.ts';
 import type { FrontEngine } from './engine.ts';
 import { clusterLoadOf } from './receive_server_load.ts';
+import { AGENT_HEALTH } from './health/server-health.ts';
 import type { RulesHealthStatus } from './rules-health.ts';
 import type { OverridesStatus } from './override-store.ts';
 import type { OpsServer } from '../http/ops_server.ts';
@@ -222,6 +223,8 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   registerHttpMetrics(registry, 'sluice_front', () => src.ops());
 }
 
+const AGENT_HEALTH_SERIES = [...AGENT_HEALTH, 'none'] as const;
+
 /** Agent reports, client-rate table, peer clusters and RTT probes (present with a control section). */
 function registerFrontControlMetrics(registry: Registry, control: () => FrontControl | undefined): void {
   const est = (): NonNullable<FrontControl['estimator']> | undefined => control()?.estimator;
@@ -231,6 +234,9 @@ function registerFrontControlMetrics(registry: Registry, control: () => FrontCon
   counterOf(registry, 'sluice_front_agent_reports_unknown_server_total', 'Load reports naming a server no service has.', () => est()?.unknownServer ?? 0);
   gaugeFrom(registry, 'sluice_front_agent_utilization', 'Utilization in each server\'s last load report (its agent\'s utilization source; 1 = full).', ['server'], () => records((r) => (r.reports > 0 ? r.utilization : NaN)));
   gaugeFrom(registry, 'sluice_front_agent_cpu', 'CPU share in each server\'s last load report.', ['server'], () => records((r) => (r.reports > 0 ? r.cpu : NaN)));
+  gaugeFrom(registry, 'sluice_front_agent_health', 'The health each server\'s agent last reported (its own check and the operator\'s drain/maint), one series per state with value 1 for the current one; none: its reports carry no health (an older agent, or no report yet).', ['server', 'state'], () =>
+    [...(est()?.records.values() ?? [])].flatMap((r) => AGENT_HEALTH_SERIES.map((st) => [{ server: r.name, state: st }, r.health === st ? 1 : 0] as const)),
+  );
 
   gaugeOf(registry, 'sluice_front_client_rate_entries', 'Clients tracked for request rates (high-rate detection).', () => control()?.clients.clients.size ?? 0);
   counterFrom(registry, 'sluice_front_client_rate_events_total', 'Request-rate table events: dropped (table full), expired.', ['event'], () => {

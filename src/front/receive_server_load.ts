@@ -17,12 +17,19 @@
  * last-seen time; a server whose agent has been silent for downAfter
  * intervals counts as down (no new connections) until it reports again.
  *
+ * A report that carries the agent's health (up, down, drain, maint: its own
+ * check and the operator's verb) hands it to every ServerRuntime of that
+ * name (a machine may serve several services), at once and on every later
+ * applyTo, so a reload's fresh runtimes get it too; one without (an older
+ * agent) means 'none'.
+ *
  * Estimates are kept by server name, outside the per-service runtime, so a
  * reload or an admin change keeps them. A server that appears in several
  * services gets the same estimate in each (the agent reports the machine,
  * not a service), and its rate is the sum over the services.
  */
 import type { Body } from '../control/messages.ts';
+import type { AgentHealth } from './health/server-health.ts';
 import type { ServiceRuntime } from './service.ts';
 
 export interface EstimateOptions {
@@ -58,6 +65,9 @@ export interface ServerLoadRecord {
   reports: number;
   /** Reports that changed the estimate. */
   updates: number;
+  /** The agent's health from its last report ('none': it sends none), and why. */
+  health: AgentHealth | 'none';
+  healthReason: string;
 }
 
 export class ServerLoadEstimator {
@@ -97,6 +107,8 @@ export class ServerLoadEstimator {
       reportRate: 0,
       reports: 0,
       updates: 0,
+      health: 'none',
+      healthReason: '',
     };
     this.records.set(name, r);
     return r;
@@ -118,6 +130,8 @@ export class ServerLoadEstimator {
     r.utilization = report.utilization;
     r.cpu = report.cpu;
     r.connections = report.connections;
+    r.health = report.health ?? 'none';
+    r.healthReason = report.healthReason ?? '';
     if (seconds > 0 && !first) {
       const rate = Math.max(0, decided - r.decidedAtReport) / seconds;
       r.reportRate = rate;
@@ -184,6 +198,7 @@ export class ServerLoadEstimator {
         b.estimated = true;
         if (r) b.capacity = r.capacity;
         if (rates) b.rate = rates.get(b.id) ?? 0;
+        if (r) b.health.setAgent(r.health, r.healthReason, now);
         b.health.setSilent(this.isDown(r, now), now);
         b.refreshUsable();
       }

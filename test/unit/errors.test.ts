@@ -12,6 +12,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AccessLogFormatError } from '../../src/agent/access-log.ts';
 import { LoadSourceError } from '../../src/agent/agent.ts';
+import { OperatorReasonError } from '../../src/agent/operator-state.ts';
 import { AdminReplyError, AdminTimeoutError, AdminUnreachableError } from '../../src/admin/client.ts';
 import { UsageError } from '../../src/cli/command.ts';
 import { ConfigError } from '../../src/config/load.ts';
@@ -73,6 +74,7 @@ const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [ZoneDataError, 'ERR_SLUICE_ZONE_DATA', zone],
   [ZoneTooLargeError, 'ERR_SLUICE_ZONE_TOO_LARGE', zone],
   [LoadSourceError, 'ERR_SLUICE_LOAD_SOURCE', ['m']],
+  [OperatorReasonError, 'ERR_SLUICE_OPERATOR_REASON', ['m']],
   [AccessLogFormatError, 'ERR_SLUICE_ACCESS_LOG_FORMAT', ['m']],
   [HttpListenError, 'ERR_SLUICE_HTTP_LISTEN', ['m']],
   [ConntrackReadError, 'ERR_SLUICE_CONNTRACK_READ', ['m']],

@@ -471,6 +471,25 @@ describe('agent metrics', () => {
         ['sluice_agent_access_log_requests_total', {}, 8],
         ['sluice_agent_access_log_rejected_lines_total', { reason: 'garbage' }, 1],
         ['sluice_agent_access_log_events_total', { event: 'rotation' }, 1],
+        ['sluice_agent_health', { server: 's1a', state: 'up' }, 1],
+        ['sluice_agent_health', { server: 's1a', state: 'drain' }, 0],
+        ['sluice_agent_health_transitions_total', {}, 0],
+        ['sluice_agent_state_file_events_total', { event: 'rejected' }, 0],
+      ]);
+      a.health = { state: 'maint', reason: 'operator set maint', since: 0, transitions: 1 };
+      a.healthReports = 1;
+      a.operator.counters.rejected = 2;
+      a.checker.counters.checks = 5;
+      a.checker.counters.failures = 2;
+      expectRows(await scrape(r), [
+        ['sluice_agent_health', { server: 's1a', state: 'up' }, 0],
+        ['sluice_agent_health', { server: 's1a', state: 'maint' }, 1],
+        ['sluice_agent_health_transitions_total', {}, 1],
+        ['sluice_agent_reports_at_once_total', { why: 'health' }, 1],
+        ['sluice_agent_reports_at_once_total', { why: 'connect' }, 0],
+        ['sluice_agent_health_checks_total', { result: 'passed' }, 3],
+        ['sluice_agent_health_checks_total', { result: 'failed' }, 2],
+        ['sluice_agent_state_file_events_total', { event: 'rejected' }, 2],
       ]);
       assert.deepEqual(a.status()['reports'], { load: 4, requestRate: 2, sampleErrors: 1 });
     } finally {

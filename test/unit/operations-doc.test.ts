@@ -120,6 +120,11 @@ describe('docs/operations.md and deploy/ agree with the units', () => {
     }
   });
 
+  it('the agent\'s default state file (its drain/maint verb) is in its unit\'s StateDirectory, which survives restarts', () => {
+    const stateFile = agentConfigSchema.shape.stateFile.parse(undefined).path;
+    assert.ok(stateFile.startsWith(`/var/lib/${one('sluice-agent.service', 'StateDirectory')}/`), stateFile);
+  });
+
   it('nowhere says a daemon runs as root; the least-privilege summary names each unit\'s capabilities', () => {
     assert.doesNotMatch(DOC, /\bruns? as root\b/);
     const summary = /capabilities only where needed \(([^)]*)\)/.exec(DOC.replace(/\s+/g, ' '))?.[1] ?? '';
