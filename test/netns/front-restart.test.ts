@@ -23,11 +23,9 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { installRules } from '../../src/front/iptables.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
@@ -36,10 +34,9 @@ import { loadConfig } from '../../src/config/load.ts';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
 import { nsRun, useTestbed } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
+import { Download, PacedLoad, UNMARKED, VIP, fallbackSyns, hmarkCount, jumpCount, ruleCount, synFlood } from '../helpers/restart-load.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
-const PACED = fileURLToPath(new URL('../fixtures/http-paced.ts', import.meta.url));
-const VIP = '198.19.1.1';
 const testbed = useTestbed({ blobMiB: 50, clusters: 1, clients: 1, serversPerCluster: 4 });
 
 function configYaml(servers: readonly string[]): string {
@@ -57,114 +54,10 @@ ${lines.join('\n')}
 `;
 }
 
-/** Packet count of the first rule of `chain` in `table` whose text matches `re` (iptables -L -v -x). */
-function ruleCount(ns: string, table: string, chain: string, re: RegExp): number {
-  const out = nsRun(ns, 'iptables', ['-w', '-t', table, '-L', chain, '-v', '-x', '-n']);
-  const line = out.split('\n').find((l) => re.test(l));
-  assert.ok(line, `no rule matching ${String(re)} in ${table}/${chain}:\n${out}`);
-  return Number(line.trim().split(/\s+/)[0]);
-}
-
-/** The kernel's counter on the jump into our queue chain. */
-const jumpCount = (ns: string): number => ruleCount(ns, 'mangle', 'PREROUTING', /SLUICE_QUEUE/);
-/** The kernel's counter on the fallback spread (SYNs no daemon marked). */
-const hmarkCount = (ns: string): number => ruleCount(ns, 'nat', 'SLUICE_DNAT', /HMARK/);
-
 /** `sluice front ARGS` run to completion in `ns`. */
 function frontCli(ns: string, args: readonly string[]): { code: number; stdout: string; stderr: string } {
   const r = spawnSync('ip', ['netns', 'exec', ns, BIN, 'front', ...args], { encoding: 'utf8', timeout: 60_000 });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
-}
-
-/** The paced client (5 new connections/s, each a full HTTP request), read by tallies. */
-class PacedLoad {
-  readonly child: ChildProcess;
-  readonly #lines: string[] = [];
-  #waiter: ((l: string) => void) | undefined;
-  failures = 0;
-  readonly tally: Record<string, number> = {};
-
-  constructor(ns: string, source: string) {
-    this.child = spawn('ip', ['netns', 'exec', ns, process.execPath, '--no-warnings', PACED, '--url', `http://${VIP}/`, '--rate', '5', '--sources', source, '--max-seconds', '240'], { stdio: ['pipe', 'pipe', 'ignore'] });
-    createInterface({ input: this.child.stdout! }).on('line', (l) => {
-      if (this.#waiter) {
-        const w = this.#waiter;
-        this.#waiter = undefined;
-        w(l);
-      } else this.#lines.push(l);
-    });
-  }
-
-  /** Connections completed since the previous read, added to the totals. */
-  async read(): Promise<Record<string, number>> {
-    const line = new Promise<string>((resolve, reject) => {
-      const t = setTimeout(() => {
-        reject(new Error('paced client: no tally within 10 s'));
-      }, 10_000);
-      this.#waiter = (l) => {
-        clearTimeout(t);
-        resolve(l);
-      };
-    });
-    this.child.stdin!.write('tally\n');
-    const r = JSON.parse(await line) as { tally: Record<string, number>; failures: number };
-    this.failures += r.failures;
-    for (const [k, v] of Object.entries(r.tally)) this.tally[k] = (this.tally[k] ?? 0) + v;
-    return r.tally;
-  }
-
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null) return;
-    const done = new Promise((r) => this.child.once('exit', r));
-    this.child.stdin!.end('quit\n');
-    const t = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
-    await done;
-    clearTimeout(t);
-  }
-}
-
-/** A curl download of /blob.bin hashed as it arrives. */
-class Download {
-  readonly child: ChildProcess;
-  bytes = 0;
-  readonly #hash = createHash('sha1');
-  readonly done: Promise<number>;
-
-  constructor(ns: string, rate: string) {
-    this.child = spawn('ip', ['netns', 'exec', ns, 'curl', '-s', '--limit-rate', rate, '-m', '200', `http://${VIP}/blob.bin`], { stdio: ['ignore', 'pipe', 'ignore'] });
-    this.child.stdout!.on('data', (d: Buffer) => {
-      this.bytes += d.length;
-      this.#hash.update(d);
-    });
-    this.done = new Promise((resolve) => this.child.on('close', (code) => { resolve(code ?? -1); }));
-  }
-
-  sha1(): string {
-    return this.#hash.digest('hex');
-  }
-}
-
-/** A python raw-socket sender of `count` SYNs to VIP:80 from `src`, source ports cycling from 20000. */
-function synFlood(ns: string, src: string, count: number): ChildProcess {
-  const py = `
-import socket, struct, sys
-src, dst, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def csum(b):
-    if len(b) % 2: b += b'\\0'
-    s = sum(struct.unpack('!%dH' % (len(b) // 2), b))
-    while s >> 16: s = (s & 0xffff) + (s >> 16)
-    return ~s & 0xffff
-s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-sa, da = socket.inet_aton(src), socket.inet_aton(dst)
-for i in range(count):
-    sport = 20000 + i % 40000
-    tcp = struct.pack('!HHIIBBHHH', sport, 80, 1000 + i, 0, 5 << 4, 0x02, 65535, 0, 0)
-    tcp = tcp[:16] + struct.pack('!H', csum(sa + da + struct.pack('!BBH', 0, 6, len(tcp)) + tcp)) + tcp[18:]
-    ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 40, i & 0xffff, 0, 64, 6, 0, sa, da)
-    ip = ip[:10] + struct.pack('!H', csum(ip)) + ip[12:]
-    s.sendto(ip + tcp, (dst, 0))
-`;
-  return spawn('ip', ['netns', 'exec', ns, 'python3', '-c', py, src, VIP, String(count)], { stdio: 'ignore' });
 }
 
 describe('sluice front: hitless stop, restart and reload', () => {
@@ -341,5 +234,34 @@ describe('sluice front: hitless stop, restart and reload', () => {
     const again = frontCli(ns, ['--remove-rules', '--config', configFile]);
     assert.equal(again.code, 0, again.stderr);
     assert.match(again.stdout, /nothing to remove/);
+  });
+
+  it('SYNs held by a checkpoint at SIGTERM get their verdict (a server\'s mark) before the queue closes: answered, none left to the fallback', async () => {
+    const st = testbed();
+    // One connection per source at a time; the next one waits up to 20 s.
+    const held = writeConfig(join(st.runDir, 'front-held.yaml'), configYaml(['s1a', 's1b', 's1c']).replace('    method: capacity\n', '    method: capacity\n    checkpoints:\n      - { name: one, kind: concurrency-limit, criterion: source, limit: 1, queue: { maxLength: 10, maxDelayMs: 20000 } }\n'));
+    front = new FrontProcess(ns, held);
+    await front.waitFor('front node ready');
+    nsRun(ns, 'iptables', ['-w', '-t', 'nat', '-I', 'PREROUTING', '1', ...UNMARKED]);
+    const dl = new Download(client, '1M');
+    try {
+      await until(() => dl.bytes >= 1 << 20, 'the first connection holds the source\'s one slot', 30_000);
+      const waiting = spawn('ip', ['netns', 'exec', client, 'curl', '-s', '-m', '30', '-o', '/dev/null', '-w', '%{http_code}', `http://${VIP}/`], { stdio: ['ignore', 'pipe', 'ignore'] });
+      let code = '';
+      waiting.stdout.on('data', (d: Buffer) => (code += d.toString()));
+      const answered = new Promise<number>((r) => waiting.on('close', (c) => { r(c ?? -1); }));
+      await until(async () => ((await front!.status())['shaping'] as { heldNow: number }).heldNow >= 1, 'the second SYN is held', 15_000, 250);
+      const unmarked0 = fallbackSyns(ns);
+      const from = front.lines.length;
+      await front.stop();
+      const stopped = front.lines.slice(from).find((l) => String(l['msg']).startsWith('front node stopped'));
+      assert.ok(stopped && Number(stopped['heldReleased']) >= 1, JSON.stringify(stopped));
+      assert.equal(await answered, 0);
+      assert.equal(code, '200');
+      assert.equal(fallbackSyns(ns), unmarked0, 'the held SYN left with a server\'s mark: no retransmit met the fallback');
+    } finally {
+      dl.child.kill();
+      nsRun(ns, 'iptables', ['-w', '-t', 'nat', '-D', 'PREROUTING', ...UNMARKED]);
+    }
   });
 });
