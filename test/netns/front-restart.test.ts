@@ -20,10 +20,16 @@
  *     owned); `--remove-rules` while it runs is refused and leaves the
  *     rules; SIGTERM twice exits 0 with the rules in place; then
  *     `--remove-rules` removes them, and again finds nothing.
+ *  4. SYNs held by a checkpoint at SIGTERM get a server's mark before the
+ *     queue closes (none is left to be retransmitted to the fallback).
+ *  5. deploy/install.sh --uninstall, run as on a real host (ROOT=/) in a
+ *     private mount namespace: removes the rules; with a front node still
+ *     running outside systemd, leaves them, exits 1 and says why.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
@@ -37,6 +43,7 @@ import { until } from '../helpers/wait.ts';
 import { Download, PacedLoad, UNMARKED, VIP, fallbackSyns, hmarkCount, jumpCount, ruleCount, synFlood } from '../helpers/restart-load.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
+const UNINSTALL = fileURLToPath(new URL('../fixtures/uninstall-here.sh', import.meta.url));
 const testbed = useTestbed({ blobMiB: 50, clusters: 1, clients: 1, serversPerCluster: 4 });
 
 function configYaml(servers: readonly string[]): string {
@@ -263,5 +270,31 @@ describe('sluice front: hitless stop, restart and reload', () => {
       dl.child.kill();
       nsRun(ns, 'iptables', ['-w', '-t', 'nat', '-D', 'PREROUTING', ...UNMARKED]);
     }
+  });
+
+  it('deploy/install.sh --uninstall (ROOT=/, in a private mount namespace): removes the rules a stopped node left; with a node still running outside systemd, exits 1 and says so', async () => {
+    front = new FrontProcess(ns, configFile);
+    await front.waitFor('front node ready');
+    const uninstall = (): { code: number; out: string } => {
+      const scratch = mkdtempSync(join(tmpdir(), 'sluice-uninstall-'));
+      try {
+        const r = spawnSync('ip', ['netns', 'exec', ns, 'unshare', '--mount', '--propagation', 'private', UNINSTALL, configFile, scratch], { encoding: 'utf8', timeout: 120_000 });
+        return { code: r.status ?? -1, out: r.stdout + r.stderr };
+      } finally {
+        rmSync(scratch, { recursive: true, force: true });
+      }
+    };
+    let r = uninstall();
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, /a front node is running here/);
+    assert.match(r.out, /install\.sh: the front node's rules were NOT removed \(see above\); after stopping it: sluice front --remove-rules/);
+    assert.match(r.out, /install\.sh: removed/, 'everything else is removed all the same');
+    assert.match(nsRun(ns, 'iptables', ['-w', '-t', 'mangle', '-S', 'SLUICE_QUEUE']), /NFQUEUE/);
+    await front.stop();
+    r = uninstall();
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, /sluice front: removed mangle chain SLUICE_QUEUE/);
+    assert.match(r.out, /^left: $/m, '/opt/sluice removed');
+    for (const table of ['mangle', 'nat', 'filter']) assert.doesNotMatch(nsRun(ns, 'iptables-save', ['-t', table]), /SLUICE_/);
   });
 });
