@@ -30,7 +30,8 @@ export const jumpCount = (ns: string): number => ruleCount(ns, 'mangle', 'PREROU
 export const hmarkCount = (ns: string): number => ruleCount(ns, 'nat', 'SLUICE_DNAT', /HMARK/);
 
 /**
- * A counting rule of the test's, first in nat PREROUTING: SYNs to the VIP
+ * A counting rule of the test's, first in nat PREROUTING (inserted after
+ * the daemon's jump exists, which is then never moved): SYNs to the VIP
  * that no daemon marked (the fallback decides them). Our chains' counters
  * restart at each install; this one does not.
  */

@@ -146,9 +146,10 @@ describe('sluice-front.service under systemd (PID 1 of a namespace): restart and
       }
     };
     process.on('exit', kill);
-    nsRun(ns, 'iptables', ['-w', '-t', 'nat', '-I', 'PREROUTING', '1', ...UNMARKED]);
     await sd.booted();
     await until(() => sd?.run(['systemctl', 'is-active', 'sluice-front']).stdout.trim() === 'active', 'sluice-front.service is active (READY=1)', 60_000, 250);
+    // Above the daemon's jump (installed by now), which it never moves.
+    nsRun(ns, 'iptables', ['-w', '-t', 'nat', '-I', 'PREROUTING', '1', ...UNMARKED]);
   });
 
   after(async () => {
