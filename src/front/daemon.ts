@@ -234,6 +234,13 @@ export class FrontDaemon implements FrontMetricsSource {
       },
     });
     const nfq = this.#queue;
+    // Held SYNs' verdicts, from queue timers: staged outside a batch, sent
+    // by NfQueue at the end of the tick (one crossing for all of them).
+    engine.onSettled = (id, v, mark) => {
+      if (mark !== 0) nfq.verdict(id, v, mark);
+      else nfq.verdict(id, v);
+    };
+    // (After onSettled is set: a held SYN's timer may fire during the await.)
     // Between the first adoption and the bind, the previous daemon's rules
     // (or ours, just installed) passed new connections to the fallback
     // spread: adopt those flows too, so their records name the server the
@@ -241,12 +248,6 @@ export class FrontDaemon implements FrontMetricsSource {
     // us before this pass got our own choice as its record (its packets
     // follow the kernel's NAT binding regardless): corrected here.
     const late = await this.#rebuildFromKernel(true);
-    // Held SYNs' verdicts, from queue timers: staged outside a batch, sent
-    // by NfQueue at the end of the tick (one crossing for all of them).
-    engine.onSettled = (id, v, mark) => {
-      if (mark !== 0) nfq.verdict(id, v, mark);
-      else nfq.verdict(id, v);
-    };
     this.#timers.push(
       setInterval(() => this.table.sweep(performance.now()), 1000),
       setInterval(() => this.engine.shaper?.sweep(performance.now(), 10_000), this.config.shaping.sweepMs),
