@@ -20,9 +20,13 @@
 #                                (an existing configuration is never replaced)
 # and runs `systemctl daemon-reload` when DIR is / and systemd is running.
 #
-# --uninstall stops and disables the units (when systemd runs), removes all
-# of the above but /etc/sluice, which stays unless --purge (which also
-# deletes the user `sluice` when DIR is /).
+# --uninstall stops and disables the units (when systemd runs), removes the
+# front node's rules (`sluice front --remove-rules`, when DIR is /: a stopped
+# front node leaves them in place on purpose), removes all of the above but
+# /etc/sluice, which stays unless --purge (which also deletes the user
+# `sluice` when DIR is /). If the rules cannot be removed (a front node still
+# runs outside systemd) everything else is removed all the same, the reason
+# is printed and the exit status is 1.
 set -euo pipefail
 
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
@@ -35,7 +39,7 @@ while [ "$#" -gt 0 ]; do
     --root=*) ROOT="${1#--root=}"; shift ;;
     --uninstall) MODE=uninstall; shift ;;
     --purge) PURGE=1; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -76,10 +80,29 @@ prune_dirs() {
   done
 }
 
+# The front node's rules outlive it (a stop leaves them so the fallback
+# keeps serving until the next start); uninstalling is when they go. Only on
+# this host (DIR /), with the installed binary, after the units stopped:
+# `--remove-rules` refuses while a front node is bound to its queue.
+RULES_LEFT=0
+remove_front_rules() {
+  [ "$ROOT" = / ] || return 0
+  [ -x "$PREFIX/bin/sluice" ] || { say "no $PREFIX/bin/sluice: front node rules not checked"; return 0; }
+  local cfg=()
+  [ -f "$ETC/front.yaml" ] && cfg=(--config "$ETC/front.yaml")
+  if ! "$PREFIX/bin/sluice" front --remove-rules "${cfg[@]}"; then
+    RULES_LEFT=1
+    say "the front node's rules were NOT removed (see above); after stopping it: sluice front --remove-rules"
+  fi
+}
+
 uninstall() {
   if systemd_running; then
-    systemctl disable --now "${UNITS[@]}" >/dev/null 2>&1 || true
+    # Stopped and disabled one by one: a unit that was never enabled or
+    # loaded must not keep the others running.
+    for u in "${UNITS[@]}"; do systemctl disable --now "$u" >/dev/null 2>&1 || true; done
   fi
+  remove_front_rules
   for u in "${UNITS[@]}"; do rm -f "$R$UNITDIR/$u"; done
   rm -f "$R$SYSUSERS"
   if [ -L "$R$BINLINK" ]; then rm -f "$R$BINLINK"; fi
@@ -171,7 +194,7 @@ install_examples() {
 
 if [ "$MODE" = uninstall ]; then
   uninstall
-  exit 0
+  exit "$RULES_LEFT"
 fi
 install_tree
 install_user

@@ -7,8 +7,8 @@
  *            Installed before start(), which sends READY=1: a reload asked
  *            for right after readiness must not meet SIGHUP's default
  *            action (exit). Before start() has finished it is ignored.
- *   SIGTERM, SIGINT  stop, exit 0 (also during start: the front node then
- *            removes the rules it installed)
+ *   SIGTERM, SIGINT  stop, exit 0 (also during start; the front node's
+ *            rules stay either way: removing them is its own step)
  *   SIGUSR2  logs the status (the admin socket's `status`)
  */
 import { ConfigError } from '../config/load.ts';
@@ -27,7 +27,7 @@ export interface RunnableDaemon {
 }
 
 export interface RunOptions {
-  /** Stop the daemon when start() fails, removing what it installed (rules, sockets). */
+  /** Stop the daemon when start() fails, closing what it opened (sockets, queue). */
   readonly stopOnStartFailure?: boolean;
   /**
    * The line for a start failure, or undefined to rethrow it (a bug keeps

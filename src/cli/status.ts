@@ -62,6 +62,8 @@ export function renderFrontStatus(s: FrontStatus): string {
   const out: string[] = [];
   const c = s.counters;
   out.push(`connections: decided ${c.decided}, active records ${s.records.active}, recycled ${s.records.recycled}, dropped without record ${c.noRecord}, overflowed ${c.overflowed}`);
+  // Older daemons send no adoption counts.
+  if (typeof s.records.adopted === 'number' && s.records.adopted + s.records.corrected > 0) out.push(`records adopted from the kernel's flows at start: ${s.records.adopted}${s.records.corrected > 0 ? ` (${s.records.corrected} corrected to the kernel's server)` : ''}`);
   // Older daemons send no rules section.
   const r = s.rules as FrontStatus['rules'] | undefined;
   const o = s.overrides as FrontStatus['overrides'] | undefined;

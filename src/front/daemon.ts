@@ -12,10 +12,13 @@
  *           either refused -> exit 1 with every reason and its fix, nothing
  *           installed and nothing removed (a refused start must not undo
  *           the rules of a front node already bound to the queue)
- *   start   rebuild
- *           records from the kernel's flows; bind the log group; install
- *           rules; bind the queue; admin socket, control plane, ops HTTP
- *           server (http.listen)
+ *   start   bind the log group; adopt records from the kernel's flows;
+ *           install rules (over a previous daemon's: each table's chains
+ *           are refilled in one commit, the jumps stay, so there is no
+ *           instant without rules); bind the queue; adopt again (flows the
+ *           fallback decided while no daemon was bound: their records are
+ *           added, or corrected to the server the kernel NATs them to);
+ *           admin socket, control plane, ops HTTP server (http.listen)
  *   run     sweep recycled records every second; reconcile with the kernel
  *           every connections.reconcileSeconds; expire idle checkpoint keys
  *           every shaping.sweepMs; checkpoint queues' timers give held SYNs
@@ -29,9 +32,13 @@
  *   ctl     `sluice ctl` changes are overrides of the file, kept in the state
  *           file and re-applied over it at start and every reload
  *           (override-store.ts; precedence in overrides.ts)
- *   SIGTERM unbind, remove our rules, close the ops HTTP server, exit 0.
- *           (After a crash the rules stay and failMode governs new
- *           connections; established ones continue.)
+ *   SIGTERM held SYNs get their verdict (decided without checkpoints),
+ *           unbind, close the ops HTTP server, exit 0. The rules STAY, as
+ *           after a crash: with failMode bypass the queue rules let new
+ *           connections through to the HMARK fallback spread while no
+ *           daemon is bound, and established ones continue in the kernel.
+ *           The next start adopts rules and flows. Removing the rules is
+ *           its own step: `sluice front --remove-rules` (src/cli/front.ts).
  *
  * Under systemd (Type=notify, src/systemd/): READY=1 once rules, queue,
  * admin socket and control plane are up; RELOADING=1 then READY=1 around a
@@ -56,7 +63,7 @@ import { ConnectionTable, connectionKey } from './connections.ts';
 import { LIVE_STATES, REBUILD_STATES, readKernelFlows } from './conntrack-proc.ts';
 import { FrontControl } from './control.ts';
 import { FrontEngine, HELD } from './engine.ts';
-import { installRules, removeRules, saveTable, saveTableAsync } from './iptables.ts';
+import { installRules, saveTable, saveTableAsync } from './iptables.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG, renderRules } from './rules.ts';
 import { assertHostReady } from './preflight.ts';
@@ -98,6 +105,10 @@ export class FrontDaemon implements FrontMetricsSource {
   #schedulers: TimerScheduler[] = [];
   #shapingLayout = '';
   #stopping = false;
+  /** Records adopted from the kernel's flows at start (before and right after the queue bind). */
+  adopted = 0;
+  /** Records moved to the server the kernel NATs their flow to (adopted right after the bind). */
+  corrected = 0;
   readonly startedAt = Date.now();
   /** sd_notify; a no-op unless started by systemd with Type=notify. */
   readonly systemd: SystemdNotifier;
@@ -182,14 +193,17 @@ export class FrontDaemon implements FrontMetricsSource {
   }
 
   async start(): Promise<void> {
-    const rebuilt = await this.#rebuildFromKernel();
     // The gatekeeper first: its checkpoints would let everything through
     // without it. It connects in the background (a master down: fail open).
     await this.throttle.apply(this.config, () => this.engine.shaper);
     await this.admission.apply(this.config, () => this.engine.shaper);
     const engine = this.engine;
-    // Bound before the rules exist, so no FIN of a connection decided by
-    // this daemon is logged to nobody. Records it misses all the same (the
+    // Bound before the records are adopted and before the rules exist
+    // (or, after a planned stop, while the previous daemon's rules are
+    // still in place): a FIN logged after this point reaches us, so a flow
+    // that closes while we read the kernel's table is either seen closing
+    // there (not adopted) or its FIN recycles the adopted record. No FIN
+    // of a connection decided by this daemon is logged to nobody. Records it misses all the same (the
     // socket overflowed: counted as log overruns and lost records) stay
     // active until reconcile frees them (their kernel flow is no longer live).
     this.#log = NfLog.open({
@@ -211,6 +225,7 @@ export class FrontDaemon implements FrontMetricsSource {
         this.log.error({ err }, 'log group error');
       },
     });
+    const rebuilt = (await this.#rebuildFromKernel(false)).added;
     this.rules.install(renderRules(this.config));
     this.#queue = NfQueue.open({
       queue: this.config.queue,
@@ -242,6 +257,14 @@ export class FrontDaemon implements FrontMetricsSource {
       if (mark !== 0) nfq.verdict(id, v, mark);
       else nfq.verdict(id, v);
     };
+    // (After onSettled is set: a held SYN's timer may fire during the await.)
+    // Between the first adoption and the bind, the previous daemon's rules
+    // (or ours, just installed) passed new connections to the fallback
+    // spread: adopt those flows too, so their records name the server the
+    // kernel NATs them to. A retransmitted SYN of such a flow that reached
+    // us before this pass got our own choice as its record (its packets
+    // follow the kernel's NAT binding regardless): corrected here.
+    const late = await this.#rebuildFromKernel(true);
     this.#timers.push(
       setInterval(() => this.table.sweep(performance.now()), 1000),
       setInterval(() => {
@@ -260,7 +283,7 @@ export class FrontDaemon implements FrontMetricsSource {
       this.#ops = new OpsServer({ listen: this.config.http.listen, registry, status: () => this.status(), log: this.log });
       await this.#ops.start();
     }
-    this.log.info({ cluster: this.config.cluster, queue: this.config.queue, services: this.config.services.length, rebuilt }, 'front node ready');
+    this.log.info({ cluster: this.config.cluster, queue: this.config.queue, services: this.config.services.length, rebuilt, adoptedAfterBind: late.added, corrected: late.corrected }, 'front node ready');
     this.systemd.ready(this.#statusLine());
     const every = this.watchdog.start();
     if (every !== undefined) this.log.info({ everyMs: every }, 'systemd watchdog: WATCHDOG=1 while the packet loop is alive and the rules can be installed');
@@ -376,10 +399,21 @@ export class FrontDaemon implements FrontMetricsSource {
     this.admission.attach(shaper);
     this.engine.setShaper(shaper);
     if (!old) return;
+    const released = this.#releaseHeld(old, oldServices);
+    if (released > 0) this.log.info({ released }, 'checkpoints rebuilt: held connections let through');
+    else this.log.info('checkpoints rebuilt');
+  }
+
+  /**
+   * Every SYN `shaper` holds is decided now by the running services
+   * without checkpoints (found by its service's name in `oldServices`),
+   * its verdict staged on the queue. Returns how many.
+   */
+  #releaseHeld(shaper: Shaper, oldServices: readonly ServiceRuntime[]): number {
     const now = performance.now();
     let released = 0;
-    old.pool.forEachHeld((slot) => {
-      const p = old.pool;
+    shaper.pool.forEachHeld((slot) => {
+      const p = shaper.pool;
       const name = oldServices[p.service[slot] ?? 0]?.name;
       const s = this.engine.services.findIndex((x) => x.name === name);
       const key = p.key[slot] ?? 0;
@@ -387,8 +421,7 @@ export class FrontDaemon implements FrontMetricsSource {
       this.engine.admitHeld(p.id[slot] ?? 0, s, p.src[slot] ?? 0, port, now);
       released++;
     });
-    if (released > 0) this.log.info({ released }, 'checkpoints rebuilt: held connections let through');
-    else this.log.info('checkpoints rebuilt');
+    return released;
   }
 
   /**
@@ -421,10 +454,18 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.engine.services;
   }
 
-  async #rebuildFromKernel(): Promise<number> {
+  /**
+   * Adopts the kernel's live flows to our VIPs as records (a restart: the
+   * previous daemon's table is gone, the kernel's flows are not). With
+   * `correct`, a record whose target differs from the server the kernel
+   * NATs the flow to is moved to that server: the kernel's binding is what
+   * the flow's packets follow.
+   */
+  async #rebuildFromKernel(correct: boolean): Promise<{ added: number; corrected: number }> {
     const flows = await readKernelFlows();
     const now = performance.now();
-    let n = 0;
+    let added = 0;
+    let corrected = 0;
     for (const f of flows) {
       if (!REBUILD_STATES.has(f.state)) continue;
       const services = this.engine.services;
@@ -438,15 +479,21 @@ export class FrontDaemon implements FrontMetricsSource {
           target = OVERFLOW_BASE + j;
         }
         const key = connectionKey(s, f.client, f.clientPort);
-        if (this.table.lookup(key) < 0 && this.table.create(key, s, target, now) >= 0) {
+        const known = this.table.lookup(key);
+        if (known >= 0 && (!correct || known === target || !this.table.isActive(key))) break;
+        if (known >= 0) this.table.remove(key); // released(): its old server's count drops
+        if (this.table.create(key, s, target, now) >= 0) {
           const srv = svc.servers[target];
           if (srv) srv.active++;
-          n++;
+          if (known >= 0) corrected++;
+          else added++;
         }
         break;
       }
     }
-    return n;
+    this.adopted += added;
+    this.corrected += corrected;
+    return { added, corrected };
   }
 
   async #reconcile(): Promise<void> {
@@ -510,7 +557,7 @@ export class FrontDaemon implements FrontMetricsSource {
       uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),
       counters,
       malformed: Object.fromEntries(parseStatusName.map((n, i) => [n, malformed[i] ?? 0] as const).filter(([, v]) => v !== 0)),
-      records: { active: this.table.active, recycled: this.table.recycled, ...this.table.counts },
+      records: { active: this.table.active, recycled: this.table.recycled, adopted: this.adopted, corrected: this.corrected, ...this.table.counts },
       admin: { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 },
       rules: this.rules.status(),
       queue: this.#queue?.stats(),
@@ -551,25 +598,40 @@ export class FrontDaemon implements FrontMetricsSource {
     };
   }
 
-  /** Unbinds, removes our rules. Idempotent. */
+  /**
+   * Unbinds and closes; the rules stay (see the lifecycle above). SYNs held
+   * by checkpoints get their verdict first: closing the queue would make
+   * the kernel drop them, and their clients would wait a retransmit
+   * timeout (1 s, then 3 s) for the fallback. Idempotent.
+   */
   stop(): void {
     if (this.#stopping) return;
     this.#stopping = true;
     this.systemd.stopping();
     this.watchdog.stop();
-    // Before the rules go: a check returning after this repairs nothing.
+    // A check in flight must not reinstall anything after this.
     this.rules.stop();
     for (const t of this.#timers) clearInterval(t);
     this.#ops?.close();
+    // No queue timer fires after this: the held SYNs are ours to decide.
     for (const t of this.#schedulers) t.close();
+    let released = 0;
+    const shaper = this.engine.shaper;
+    if (shaper && this.#queue) {
+      released = this.#releaseHeld(shaper, this.engine.services);
+      try {
+        this.#queue.flush();
+      } catch (err) {
+        this.log.error({ err: (err as Error).message }, 'held connections: verdicts not sent (the kernel drops them at unbind; clients retransmit to the fallback)');
+      }
+    }
     this.#control?.close();
     this.throttle.stop();
     void this.admission.stop();
     this.#queue?.close();
     this.#log?.close();
     this.#admin?.close();
-    removeRules();
-    this.log.info(this.status(), 'front node stopped');
+    this.log.info({ ...this.status(), heldReleased: released }, 'front node stopped; its rules stay (new connections go to the fallback until the next start; `sluice front --remove-rules` removes them)');
   }
 }
 

@@ -49,6 +49,9 @@ export interface FrontMetricsSource {
   gatekeeper(): Gatekeeper | undefined;
   /** The `sluice ctl` overrides and their state file (override-store.ts). */
   readonly overrides: { status(): OverridesStatus };
+  /** Records adopted from the kernel's flows at start, and those corrected to the kernel's server (daemon.ts). */
+  readonly adopted?: number;
+  readonly corrected?: number;
 }
 
 /** Peer clusters exposed at most (peers are whoever reports cluster_load; keep the series bounded). */
@@ -146,6 +149,10 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   gaugeFrom(registry, 'sluice_front_connection_records', 'Connection records, by state (recycled: finished, kept for late packets).', ['state'], () => [
     [{ state: 'active' }, src.table.active],
     [{ state: 'recycled' }, src.table.recycled],
+  ]);
+  counterFrom(registry, 'sluice_front_connection_records_adopted_total', 'Records built from the kernel\'s flows at start (a restart adopts the connections established before it), and adopted records corrected to the server the kernel NATs the flow to.', ['how'], () => [
+    [{ how: 'adopted' }, src.adopted ?? 0],
+    [{ how: 'corrected' }, src.corrected ?? 0],
   ]);
   gaugeOf(registry, 'sluice_front_connection_records_max', 'Connection records at most (connections.max).', () => src.table.capacity);
   counterFrom(registry, 'sluice_front_connection_record_events_total', 'Connection table events (full: no free record, the connection went untracked).', ['event'], () => byKey('event', src.table.counts));

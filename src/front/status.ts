@@ -77,7 +77,12 @@ export interface FrontStatus {
   readonly counters: Readonly<Omit<EngineCounters, 'malformed'>>;
   /** Malformed packets by parse status name, the statuses seen only. */
   readonly malformed: Readonly<Record<string, number>>;
-  readonly records: { readonly active: number; readonly recycled: number } & Readonly<ConnectionTable['counts']>;
+  /**
+   * adopted: records built from the kernel's flows at this start (a restart
+   * picks up the connections established before it); corrected: adopted
+   * records moved to the server the kernel NATs their flow to.
+   */
+  readonly records: { readonly active: number; readonly recycled: number; readonly adopted: number; readonly corrected: number } & Readonly<ConnectionTable['counts']>;
   readonly admin: { readonly handled: number; readonly rejected: number };
   /** The periodic check of our rules (rules-health.ts): checks, repairs, failures. */
   readonly rules: RulesHealthStatus;

@@ -101,6 +101,11 @@ describe('front preflight on the testbed', () => {
     assert.match(nsRun(st.plan.clients[0]?.name ?? '', 'curl', ['-s', '-m', '5', 'http://198.19.1.1/']), /^server s1[ab] /);
     await front.stop();
     front = undefined;
+    // A stop leaves the rules (the fallback serves until the next start); removing them is a step of its own.
+    assert.deepEqual(ourChains(ns), chains, 'a stop leaves the rules');
+    r = await nsRunAsync(ns, BIN, ['front', '--remove-rules', '--config', good]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.deepEqual(ourChains(ns), []);
   });
 
   it('ip_forward=0: the start is refused with the fix, nothing installed', async () => {

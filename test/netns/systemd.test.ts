@@ -9,7 +9,8 @@
  *         through the VIP, reloads on SIGHUP (RELOADING=1 / READY=1), and
  *         after a kill and restart rebuilds its records from the kernel's
  *         flows with /proc/net/nf_conntrack unreadable (conntrack -L);
- *         STOPPING=1 and its rules removed at SIGTERM.
+ *         STOPPING=1 at SIGTERM with its rules left in place (the fallback
+ *         serves until the next start), then removed by --remove-rules.
  *  dns    CAP_NET_BIND_SERVICE: port 53, READY=1, WATCHDOG=1, dig answered,
  *         SIGHUP with a good and a refused file.
  *  agent  no capability: READY=1, SIGHUP reload applied, then refused.
@@ -129,7 +130,7 @@ describe('front node as user sluice would run it (CAP_NET_ADMIN, CAP_NET_RAW), w
     assert.match(nsRun(st.plan.clients[0]?.name ?? '', 'curl', ['-s', '-m', '5', 'http://198.19.1.1/']), /^server s1[ab] /);
   });
 
-  it('killed during a download and started again unprivileged (Restart=always): records rebuilt through conntrack -L, download intact; SIGTERM: STOPPING=1, rules removed', async () => {
+  it('killed during a download and started again unprivileged (Restart=always): records rebuilt through conntrack -L, download intact; SIGTERM: STOPPING=1, rules stay; --remove-rules removes them', async () => {
     const st = testbed();
     assert.ok(front);
     writeFileSync(configFile, frontYaml(join(st.runDir, 'run-front', 'front.sock'), THREE));
@@ -150,6 +151,8 @@ describe('front node as user sluice would run it (CAP_NET_ADMIN, CAP_NET_RAW), w
     const from = notify.messages.length;
     await front.stop();
     await notify.waitFor('STOPPING', '1', from);
+    assert.match(nsRun(ns, 'iptables', ['-t', 'mangle', '-S']), /-j SLUICE_QUEUE/, 'a stop leaves the rules');
+    nsRun(ns, process.execPath, ['--no-warnings', 'src/cli/main.ts', 'front', '--remove-rules', '--config', configFile]);
     assert.doesNotMatch(nsRun(ns, 'iptables', ['-t', 'mangle', '-S']), /SLUICE_QUEUE/);
   });
 });

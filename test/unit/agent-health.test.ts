@@ -458,7 +458,10 @@ describe('a front node that (re)connects hears the health at once', () => {
     const file = join(dir, 'agent.yaml');
     writeFileSync(join(dir, 'access.log'), '');
     writeFileSync(join(dir, 'agent-state'), 'drain rack move\n');
-    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    // Below the kernel's ephemeral range (32768-60999) and apart from the
+    // ranges of test/helpers/throttle.ts and control.test.ts: no outgoing
+    // connection of another test can hold it.
+    const port = 29_000 + Math.floor(Math.random() * 2_000);
     const ep = `tcp://127.0.0.1:${port}`;
     writeFileSync(
       file,
@@ -473,11 +476,22 @@ describe('a front node that (re)connects hears the health at once', () => {
         const front = await ControlNode.create('fr1', plain, silent);
         fronts.push(front);
         const got: Body<'load_report'>[] = [];
-        await front.bindPull(ep, 'agents', [], {
-          load_report: (m) => {
-            got.push(m.body);
-          },
-        });
+        // ZeroMQ frees a closed socket's port in its I/O thread after
+        // close() returns: the restarted front binds again until it works,
+        // bounded (a socket left open would keep failing).
+        await until(async () => {
+          try {
+            await front.bindPull(ep, 'agents', [], {
+              load_report: (m) => {
+                got.push(m.body);
+              },
+            });
+            return true;
+          } catch (err) {
+            if ((err as { code?: string }).code !== 'EADDRINUSE') throw err;
+            return false;
+          }
+        }, `the front binds ${ep}, round ${round}`, 5000, 50);
         // Bounded well below the 60 s interval: only the report sent on connecting can arrive.
         await until(() => got.length > 0, `a report on connecting, round ${round}`, 15_000, 20);
         assert.deepEqual([got[0]!.health, got[0]!.healthReason], ['drain', 'operator set drain: rack move']);

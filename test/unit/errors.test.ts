@@ -40,6 +40,7 @@ import {
 import { ConntrackReadError } from '../../src/front/conntrack-proc.ts';
 import { PingerUnavailableError } from '../../src/front/icmp_echo.ts';
 import { PreflightError } from '../../src/front/preflight.ts';
+import { FrontRunningError, RulesNotRemovedError } from '../../src/front/remove-rules.ts';
 import { RulesReadBackError } from '../../src/front/rules-check.ts';
 import { StateFileError } from '../../src/front/state-file.ts';
 import { HttpListenError } from '../../src/http/ops_server.ts';
@@ -53,6 +54,8 @@ const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [InvalidArgumentError, 'ERR_SLUICE_INVALID_ARGUMENT', ['m']],
   [NativeAddonMissingError, 'ERR_SLUICE_NATIVE_MISSING', ['m']],
   [QueueClosedError, 'ERR_SLUICE_QUEUE_CLOSED', ['m']],
+  [FrontRunningError, 'ERR_SLUICE_FRONT_RUNNING', ['m']],
+  [RulesNotRemovedError, 'ERR_SLUICE_RULES_NOT_REMOVED', ['m']],
   [QueueBusyError, 'ERR_SLUICE_QUEUE_BUSY', ['m']],
   [QueuePermissionError, 'ERR_SLUICE_QUEUE_PERMISSION', ['m']],
   [QueueUnsupportedError, 'ERR_SLUICE_QUEUE_UNSUPPORTED', ['m']],
