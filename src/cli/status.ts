@@ -46,18 +46,29 @@ export function renderFrontStatus(s: FrontStatus): string {
   // Older daemons send no rules section.
   const r = s.rules as FrontStatus['rules'] | undefined;
   if (r) out.push(`rules: checked ${r.checks}, reinstalled ${r.repaired}${r.lastRepair ? ` (last ${r.lastRepair})` : ''}, reinstall failures ${r.repairFailures}, check failures ${r.checkFailures}${r.failingRepairs > 0 ? `, FAILING ${r.failingRepairs} in a row` : ''}`);
+  const hs = s.health;
+  if (hs) {
+    const t = hs.transitions;
+    out.push(`health: checks ${Object.entries(hs.outcomes).map(([k, v]) => `${k} ${String(v)}`).join(', ')}; in flight ${String(hs.inFlight)}/${String(hs.maxInFlight)} (peak ${String(hs.peakInFlight)}), skipped ${String(hs.skipped)}; transitions to up ${String(t.up)}, down ${String(t.down)}, drain ${String(t.drain)}, maint ${String(t.maint)}`);
+  }
   const est = new Map((s.control?.servers ?? []).map((x) => [x.name, x]));
   for (const svc of s.services) {
     out.push('', `service ${svc.name}`);
     out.push(
       table(
-        ['SERVER', 'STATE', 'CAPACITY', 'LOAD', 'UTIL', 'ACTIVE', 'DECIDED', 'REPORT AGE'],
+        ['SERVER', 'STATE', 'HEALTH', 'SINCE', 'CHECK', 'AGENT', 'SHARE', 'CAPACITY', 'LOAD', 'UTIL', 'ACTIVE', 'DECIDED', 'REPORT AGE'],
         svc.servers.map((b) => {
           const e = est.get(b.name);
           const estimated = b.estimated;
+          const h = b.health;
           return [
             b.name,
             b.state,
+            h ? h.state : '-',
+            h ? `${num(h.sinceSeconds)}s` : '-',
+            h ? (h.checks ? `${h.check} (${h.checks.kind}${h.checks.lastOutcome !== null ? `, last ${h.checks.lastOutcome}` : ''})` : h.check) : '-',
+            h ? (h.silent ? 'silent' : h.agent) : '-',
+            h ? num(h.share, 2) : '-',
             estimated ? `${num(b.capacity)}/s` : num(b.capacity, 0),
             estimated ? `${num(b.rate)}/s` : String(b.active),
             e ? num(e.utilization, 2) : '-',
@@ -68,6 +79,8 @@ export function renderFrontStatus(s: FrontStatus): string {
         }),
       ),
     );
+    // Why each server that is not up is out (the reason names the source and what it said).
+    for (const b of svc.servers) if (b.health && b.health.state !== 'up') out.push(`  ${b.name}: ${b.health.state}: ${b.health.reason}`);
     if (svc.overflow.length > 0) {
       out.push(table(['OVERFLOW TO', 'FREE', 'DECIDED'], svc.overflow.map((o) => [o.cluster, num(o.freeCapacity), String(o.decided)])));
     }

@@ -337,7 +337,7 @@ function frontCluster(r: SourceRecord, s: Untrusted<FrontStatus>): ClusterView {
       c.servers.push({
         service,
         name,
-        state: serverState(str(bo.state), agent?.down === true),
+        state: serverState(str(bo.state), agent?.down === true, str(obj(bo.health)?.state)),
         active,
         decided: num(bo.decided),
         connectionsPerSecond: r.rate(serverKey(service, name)),
@@ -350,9 +350,10 @@ function frontCluster(r: SourceRecord, s: Untrusted<FrontStatus>): ClusterView {
   return c;
 }
 
-function serverState(state: string | null, agentDown: boolean): ServerState {
-  if (state === 'down' || agentDown) return 'down';
-  if (state === 'drain') return 'draining';
+/** The front node's configured/admin state, its agent's silence and its combined health (null from older daemons). */
+function serverState(state: string | null, agentDown: boolean, health: string | null): ServerState {
+  if (state === 'down' || agentDown || health === 'down' || health === 'maint') return 'down';
+  if (state === 'drain' || health === 'drain') return 'draining';
   if (state === 'disabled') return 'disabled';
   return 'up';
 }

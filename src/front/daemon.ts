@@ -16,7 +16,12 @@
  *           records from the kernel's flows; bind the log group; install
  *           rules; bind the queue; admin socket, control plane, ops HTTP
  *           server (http.listen)
- *   run     sweep recycled records every second; reconcile with the kernel
+ *   run     active health checks of the servers (src/front/health/): every
+ *           transition is logged once and counted, and usableSetChanged()
+ *           re-derives the usable servers, rebuilds the selectors and
+ *           sends cluster_load at once; slow start shares are refreshed
+ *           every SHARE_TICK_MS;
+ *           sweep recycled records every second; reconcile with the kernel
  *           every connections.reconcileSeconds; expire idle checkpoint keys
  *           every shaping.sweepMs; checkpoint queues' timers give held SYNs
  *           their verdicts (staged outside the batch, flushed by NfQueue);
@@ -58,6 +63,8 @@ import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG, renderRules } from './rules.ts';
 import { assertHostReady } from './preflight.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
+import { HealthChecker } from './health/checker.ts';
+import { HEALTH_STATES, slowStartShare, type HealthState, type HealthTransition, type ServerHealth } from './health/server-health.ts';
 import type { FrontStatus } from './status.ts';
 import { FrontThrottle } from './throttle.ts';
 import { FrontAdmission } from './admission.ts';
@@ -71,6 +78,9 @@ import type { Gatekeeper } from '../throttle/gatekeeper.ts';
 
 /** Top-level keys a reload cannot apply (the control section has its own rule: restartPart). */
 export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket', 'cluster', 'http'] as const;
+
+/** How often slow start shares are refreshed from the servers' ramps (the packet path reads the field, never a clock). */
+export const SHARE_TICK_MS = 250;
 
 export class FrontDaemon implements FrontMetricsSource {
   readonly log: Logger = componentLogger('front');
@@ -97,6 +107,13 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly admission: FrontAdmission;
   /** Installs our rules, reads them back, and reinstalls them when someone removes or changes them. */
   readonly rules: RulesHealth;
+  /** The active health checks of the servers (src/front/health/checker.ts). */
+  readonly health: HealthChecker;
+  /** Health transitions since start, by the state entered (metrics, status). */
+  readonly healthTransitions: Record<HealthState, number> = Object.fromEntries(HEALTH_STATES.map((st) => [st, 0])) as Record<HealthState, number>;
+  /** Times usableSetChanged() ran (status: each is one selector rebuild and one cluster_load). */
+  usableChanges = 0;
+  #usablePending: ReturnType<typeof setImmediate> | undefined;
 
   constructor(configFile: string) {
     this.configFile = configFile;
@@ -126,7 +143,8 @@ export class FrontDaemon implements FrontMetricsSource {
       },
       this.log,
     );
-    const services = buildServices(this.config);
+    this.health = new HealthChecker({ now: () => performance.now() });
+    const services = buildServices(this.config, this.#healthOptions(undefined));
     this.table = new ConnectionTable(this.config.connections.max, this.config.connections.recycleSeconds * 1000, {
       released: (svc, srv, slot) => {
         const s = this.engine.services[svc]?.servers[srv];
@@ -138,6 +156,75 @@ export class FrontDaemon implements FrontMetricsSource {
     this.engine = new FrontEngine(services, this.table);
     this.#shapingLayout = shapingLayoutKey(this.config);
     this.engine.setShaper(this.#buildShaper(this.config));
+  }
+
+  /**
+   * What buildServices gives each service's servers: the transition sink
+   * (tagged with the service's name) and, on reload, the health of servers
+   * that remain (same service, name, address and port), so their state,
+   * reason, stamps and slow start ramp carry over, like the estimates.
+   */
+  #healthOptions(old: readonly ServiceRuntime[] | undefined): (svc: string) => NonNullable<ConstructorParameters<typeof ServiceRuntime>[3]> {
+    const kept = new Map<string, ServerHealth>();
+    for (const os of old ?? []) for (const b of os.servers) kept.set(`${os.name}/${b.id}/${String(b.address)}:${String(b.port)}`, b.health);
+    return (svc) => ({
+      now: performance.now(),
+      sink: (h, t) => {
+        this.#onHealthTransition(svc, h, t);
+      },
+      keep: (server, address, port) => kept.get(`${svc}/${server}/${String(address)}:${String(port)}`),
+    });
+  }
+
+  /**
+   * A server's combined health changed (check, agent or silence): logged
+   * once, counted, and the usable set re-derived at once (a down server
+   * gets no new connection from the next packet on); the heavier part
+   * (selectors, cluster_load) runs once per event-loop turn however many
+   * servers changed in it.
+   */
+  #onHealthTransition(service: string, h: ServerHealth, t: HealthTransition): void {
+    this.healthTransitions[t.to]++;
+    const fields = { service, server: t.server, from: t.from, to: t.to, reason: t.reason, check: h.check, agent: h.agent };
+    if (t.to === 'up') this.log.info(fields, 'server health changed');
+    else this.log.warn(fields, 'server health changed');
+    for (const svc of this.engine.services) for (const b of svc.servers) b.refreshUsable();
+    this.#usablePending ??= setImmediate(() => {
+      this.#usablePending = undefined;
+      this.usableSetChanged();
+    });
+  }
+
+  /**
+   * THE reaction to a change of the set of usable servers (health
+   * transitions; also run after a reload): re-derive `usable`, refresh the
+   * slow start shares, rebuild every selector (maglev's table holds only
+   * usable servers), and send cluster_load now rather than at the next
+   * period, so DNS learns within one check interval that capacity went
+   * (a cluster with no usable server reports serversUp 0: down for DNS).
+   * The daemon-down fallback (the set of usable servers the kernel spreads
+   * over while the daemon is away) is to be written from here too.
+   */
+  usableSetChanged(): void {
+    this.usableChanges++;
+    const now = performance.now();
+    for (const svc of this.engine.services) {
+      for (const b of svc.servers) b.refreshUsable();
+      svc.selector.rebuild(svc.servers);
+    }
+    this.#refreshShares(now);
+    this.#control?.sendClusterLoadNow(now);
+  }
+
+  /** Slow start: each server's share from its ramp (health.slowStartSeconds of its service). */
+  #refreshShares(now: number): void {
+    const services = this.engine.services;
+    for (let i = 0; i < services.length; i++) {
+      const svc = services[i];
+      const ms = (this.config.services[i]?.health.slowStartSeconds ?? 0) * 1000;
+      if (!svc) continue;
+      for (const b of svc.servers) b.share = slowStartShare(now, b.health.rampFrom, ms);
+    }
   }
 
   /** Checkpoints of `cfg`, each queue with its own timer. */
@@ -226,11 +313,16 @@ export class FrontDaemon implements FrontMetricsSource {
       else nfq.verdict(id, v);
     };
     this.#timers.push(
+      setInterval(() => {
+        this.#refreshShares(performance.now());
+      }, SHARE_TICK_MS),
       setInterval(() => this.table.sweep(performance.now()), 1000),
       setInterval(() => this.engine.shaper?.sweep(performance.now(), 10_000), this.config.shaping.sweepMs),
       setInterval(() => void this.#reconcile(), this.config.connections.reconcileSeconds * 1000),
     );
     this.rules.start();
+    this.health.configure(this.engine.services, (name) => this.config.services.find((s) => s.name === name)?.health);
+    this.health.start();
     this.#admin = new AdminServer(this.config.adminSocket, this);
     await this.#admin.listen();
     if (this.config.control) this.#control = await FrontControl.start(this, this.config.control, this.log);
@@ -287,7 +379,7 @@ export class FrontDaemon implements FrontMetricsSource {
    */
   apply(next: Readonly<FrontConfig>): void {
     const old = this.engine.services;
-    const services = buildServices(next);
+    const services = buildServices(next, this.#healthOptions(old));
     // Old (service, target) -> new, by names, computed once: remap() then
     // costs one array read per record, however many records there are.
     const moved = old.map((os) => {
@@ -330,6 +422,9 @@ export class FrontDaemon implements FrontMetricsSource {
       this.log.error({ err: err instanceof Error ? err.message : err }, 'admission control not applied');
     });
     this.#control?.servicesChanged();
+    // Checks follow the new servers: removed ones stop, new ones start in health.startAs, remaining ones keep their state.
+    this.health.configure(services, (name) => next.services.find((s) => s.name === name)?.health);
+    this.usableSetChanged();
     if (this.#control && next.control) {
       // Allowlists follow the reload; sockets, endpoints and keys need a restart.
       if (next.control.agents) this.#control.node.allow('agents', next.control.agents.allow);
@@ -458,6 +553,7 @@ export class FrontDaemon implements FrontMetricsSource {
   }
 
   status(): FrontStatus {
+    const now = performance.now();
     const { malformed, ...counters } = this.engine.counters;
     return {
       cluster: this.config.cluster,
@@ -473,10 +569,41 @@ export class FrontDaemon implements FrontMetricsSource {
       ...(this.#control ? { control: this.#control.status() } : {}),
       ...(this.throttle.gatekeeper ? { throttle: this.throttle.gatekeeper.status() } : {}),
       ...(this.admission.hierarchy ? { admission: this.admission.status() } : {}),
+      health: {
+        transitions: { ...this.healthTransitions },
+        outcomes: { ...this.health.outcomes },
+        inFlight: this.health.scheduler.inFlight,
+        peakInFlight: this.health.scheduler.peakInFlight,
+        maxInFlight: this.health.scheduler.maxInFlight,
+        skipped: this.health.scheduler.skipped,
+        targets: this.health.scheduler.size,
+        usableChanges: this.usableChanges,
+      },
       services: this.engine.services.map((s) => ({
         name: s.name,
         overflowed: s.overflowed,
-        servers: s.servers.map((b) => ({ name: b.id, state: b.down ? 'down' : b.state, active: b.active, decided: b.decided, capacity: Number.isFinite(b.capacity) ? b.capacity : null, estimated: b.estimated, rate: Math.round(b.rate * 100) / 100 })),
+        servers: s.servers.map((b) => ({
+          name: b.id,
+          state: b.down || b.health.state === 'down' || b.health.state === 'maint' ? 'down' : b.state,
+          active: b.active,
+          decided: b.decided,
+          capacity: Number.isFinite(b.capacity) ? b.capacity : null,
+          estimated: b.estimated,
+          rate: Math.round(b.rate * 100) / 100,
+          health: {
+            state: b.health.state,
+            reason: b.health.reason,
+            sinceSeconds: Math.round(now - b.health.since) / 1000,
+            transitions: b.health.transitions,
+            check: b.health.check,
+            checkReason: b.health.checkReason,
+            agent: b.health.agent,
+            agentReason: b.health.agentReason,
+            silent: b.health.silent,
+            share: Math.round(b.share * 1000) / 1000,
+            checks: this.health.status(b, now),
+          },
+        })),
         overflow: s.overflow.map((o) => ({ cluster: o.cluster, decided: o.decided, freeCapacity: o.freeCapacity })),
       })),
     };
@@ -490,6 +617,8 @@ export class FrontDaemon implements FrontMetricsSource {
     this.watchdog.stop();
     // Before the rules go: a check returning after this repairs nothing.
     this.rules.stop();
+    this.health.stop();
+    if (this.#usablePending) clearImmediate(this.#usablePending);
     for (const t of this.#timers) clearInterval(t);
     this.#ops?.close();
     for (const t of this.#schedulers) t.close();
@@ -504,8 +633,9 @@ export class FrontDaemon implements FrontMetricsSource {
   }
 }
 
-export function buildServices(cfg: Readonly<FrontConfig>): ServiceRuntime[] {
-  return cfg.services.map((s, i) => new ServiceRuntime(i, s, cfg.overflow));
+/** `health` gives each service its transition sink and the kept health of remaining servers (the daemon's #healthOptions). */
+export function buildServices(cfg: Readonly<FrontConfig>, health?: (svc: string) => ConstructorParameters<typeof ServiceRuntime>[3]): ServiceRuntime[] {
+  return cfg.services.map((s, i) => new ServiceRuntime(i, s, cfg.overflow, health?.(s.name)));
 }
 
 /** What the checkpoints hang on: their configs and the services' and servers' names in order. */

@@ -18,10 +18,35 @@ import type { FrontControlStatus } from './control.ts';
 import type { RulesHealthStatus } from './rules-health.ts';
 import type { EngineCounters } from './engine.ts';
 import type { ServerRuntime } from './service.ts';
+import type { ServerCheckStatus } from './health/checker.ts';
+import type { AgentHealth, CheckState, HealthState } from './health/server-health.ts';
+
+/** A server's health (src/front/health/server-health.ts): the combined state and its sources. */
+export interface FrontServerHealthStatus {
+  /** The combined state: only `up` takes new connections. */
+  readonly state: HealthState;
+  /** Which source decided it, and what it said. */
+  readonly reason: string;
+  /** Seconds since the combined state last changed (since start if never). */
+  readonly sinceSeconds: number;
+  readonly transitions: number;
+  /** The front node's check after rise/fall ('off': kind none) and its last reason. */
+  readonly check: CheckState;
+  readonly checkReason: string;
+  /** The agent's own report ('none': no report with health yet). */
+  readonly agent: AgentHealth | 'none';
+  readonly agentReason: string;
+  /** The agent stopped reporting. */
+  readonly silent: boolean;
+  /** Slow start: the share of its normal traffic it gets now (1: none). */
+  readonly share: number;
+  /** The active check's counters, when the service has one. */
+  readonly checks?: ServerCheckStatus | undefined;
+}
 
 export interface FrontServerStatus {
   readonly name: string;
-  /** The configured or admin-set state, or down (its agent stopped reporting). */
+  /** The configured or admin-set state, or down (its health is down or maint: a check failed, its agent says so, or it stopped reporting). */
   readonly state: ServerRuntime['state'] | 'down';
   readonly active: number;
   readonly decided: number;
@@ -31,6 +56,8 @@ export interface FrontServerStatus {
   readonly estimated: boolean;
   /** New connections/s sent to it recently (estimated mode). */
   readonly rate: number;
+  /** Absent from daemons older than health checks. */
+  readonly health?: FrontServerHealthStatus;
 }
 
 export interface FrontServiceStatus {
@@ -46,6 +73,22 @@ export type FrontShapingStatus = {
   readonly maxHeld: number;
   readonly checkpoints: readonly CheckpointStatus[];
 } & Readonly<Shaper['counts']>;
+
+/** Health checks and transitions over the whole node. */
+export interface FrontHealthStatus {
+  /** Transitions since start, by the state entered. */
+  readonly transitions: Readonly<Record<HealthState, number>>;
+  /** Check results since start, by outcome. */
+  readonly outcomes: Readonly<Record<string, number>>;
+  readonly inFlight: number;
+  readonly peakInFlight: number;
+  readonly maxInFlight: number;
+  /** Checks due while the previous one of the same server had not ended (skipped). */
+  readonly skipped: number;
+  readonly targets: number;
+  /** Times the usable set changed (one selector rebuild and one cluster_load each). */
+  readonly usableChanges: number;
+}
 
 export interface FrontStatus {
   readonly cluster: string;
@@ -70,5 +113,7 @@ export interface FrontStatus {
   readonly throttle?: GatekeeperStatus;
   /** With an admission section. */
   readonly admission?: AdmissionStatus | undefined;
+  /** Absent from daemons older than health checks. */
+  readonly health?: FrontHealthStatus;
   readonly services: readonly FrontServiceStatus[];
 }

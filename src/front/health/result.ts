@@ -1,0 +1,36 @@
+/**
+ * What one check found. `outcome` is a bounded label (metrics count checks
+ * by it); `reason` is for people (logs, status) and names what was seen:
+ * "connect refused", "timeout after 1 s", "HTTP 503", "body did not match".
+ */
+export const CHECK_OUTCOMES = ['ok', 'refused', 'timeout', 'status', 'body', 'error'] as const;
+export type CheckOutcome = (typeof CHECK_OUTCOMES)[number];
+
+export interface CheckResult {
+  readonly outcome: CheckOutcome;
+  readonly reason: string;
+}
+
+export const CHECK_OK: CheckResult = { outcome: 'ok', reason: 'passed' };
+
+/** A socket error as a result: refused (RST to our SYN, ECONNRESET before an answer) or another error. */
+export function socketFailure(err: NodeJS.ErrnoException): CheckResult {
+  switch (err.code) {
+    case 'ECONNREFUSED':
+      return { outcome: 'refused', reason: 'connect refused' };
+    case 'ECONNRESET':
+      return { outcome: 'refused', reason: 'connection reset' };
+    case 'EADDRNOTAVAIL':
+      return { outcome: 'error', reason: 'source address not available (health.source)' };
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return { outcome: 'error', reason: `unreachable (${err.code})` };
+    default:
+      return { outcome: 'error', reason: err.code ?? err.message };
+  }
+}
+
+/** "1 s", "0.5 s": the timeout as configured. */
+export function timeoutReason(timeoutMs: number): CheckResult {
+  return { outcome: 'timeout', reason: `timeout after ${String(timeoutMs / 1000)} s` };
+}
