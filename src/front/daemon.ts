@@ -64,6 +64,7 @@ import { TEARDOWN_LOG, renderRules } from './rules.ts';
 import { assertHostReady } from './preflight.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
 import { HealthChecker } from './health/checker.ts';
+import { healthKeeper } from './health/keep.ts';
 import { HEALTH_STATES, slowStartShare, type HealthState, type HealthTransition, type ServerHealth } from './health/server-health.ts';
 import type { FrontStatus } from './status.ts';
 import { FrontThrottle } from './throttle.ts';
@@ -165,14 +166,13 @@ export class FrontDaemon implements FrontMetricsSource {
    * reason, stamps and slow start ramp carry over, like the estimates.
    */
   #healthOptions(old: readonly ServiceRuntime[] | undefined): (svc: string) => NonNullable<ConstructorParameters<typeof ServiceRuntime>[3]> {
-    const kept = new Map<string, ServerHealth>();
-    for (const os of old ?? []) for (const b of os.servers) kept.set(`${os.name}/${b.id}/${String(b.address)}:${String(b.port)}`, b.health);
+    const keep = healthKeeper(old ?? []);
     return (svc) => ({
       now: performance.now(),
       sink: (h, t) => {
         this.#onHealthTransition(svc, h, t);
       },
-      keep: (server, address, port) => kept.get(`${svc}/${server}/${String(address)}:${String(port)}`),
+      keep: keep(svc),
     });
   }
 

@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { buildServices } from '../../src/front/daemon.ts';
 import { HealthChecker } from '../../src/front/health/checker.ts';
+import { healthKeeper } from '../../src/front/health/keep.ts';
 import { httpCheck, MAX_BODY_BYTES, type HttpCheckOptions } from '../../src/front/health/http-check.ts';
 import type { CheckResult } from '../../src/front/health/result.ts';
 import { RiseFall, type RiseFallState } from '../../src/front/health/rise-fall.ts';
@@ -362,6 +363,51 @@ describe('checker: results reach ServerHealth through rise/fall', () => {
     assert.equal(y.health.check, 'off');
     assert.equal(y.usable, true);
     assert.equal(checker.scheduler.size, 1);
+    checker.stop();
+  });
+});
+
+describe('reload: health of remaining servers is kept', () => {
+  it('same name, address and port keep their health and check; a moved server and a new one start in startAs; a removed one stops', () => {
+    const svc = (servers: { name: string; address: string; port?: number }[]): ReturnType<typeof frontConfigSchema.parse> =>
+      frontConfigSchema.parse({
+        cluster: 'c1',
+        uplinkAddress: '198.18.101.2',
+        services: [{ name: 'www', vip: '198.19.1.1', port: 80, method: 'maglev', health: { kind: 'tcp', fall: 1 }, servers }],
+      });
+    const first = svc([
+      { name: 'a', address: '198.18.201.11' },
+      { name: 'b', address: '198.18.201.12' },
+      { name: 'c', address: '198.18.201.13' },
+    ]);
+    const seen: HealthTransition[] = [];
+    const sink = (_h: unknown, t: HealthTransition): void => {
+      seen.push(t);
+    };
+    const old = buildServices(first, () => ({ now: 0, sink }));
+    const checker = new HealthChecker({ now: () => 0 });
+    checker.configure(old, () => first.services[0]?.health);
+    const [a, b] = old[0]!.servers;
+    a!.health.setCheck('down', 'connect refused (1 in a row)', 5);
+    b!.health.setCheck('down', 'timeout after 1 s (1 in a row)', 5);
+    const second = svc([
+      { name: 'a', address: '198.18.201.11' },
+      { name: 'b', address: '198.18.201.22' },
+      { name: 'd', address: '198.18.201.14' },
+    ]);
+    const keep = healthKeeper(old);
+    const next = buildServices(second, (name) => ({ now: 10, sink, keep: keep(name) }));
+    checker.configure(next, () => second.services[0]?.health);
+    const [na, nb, nd] = next[0]!.servers;
+    assert.equal(na!.health, a!.health, 'a kept its health object');
+    assert.equal(na!.health.state, 'down');
+    assert.equal(na!.usable, false);
+    assert.notEqual(nb!.health, b!.health, 'b moved: another server');
+    assert.equal(nb!.health.state, 'up');
+    assert.equal(nd!.health.state, 'up');
+    assert.equal(checker.scheduler.size, 3, 'c stopped; d started');
+    assert.ok(checker.status(na!), 'a is still checked');
+    assert.equal(checker.status(old[0]!.servers[2]!), undefined);
     checker.stop();
   });
 });
