@@ -16,6 +16,7 @@
  * Off the packet path: everything here runs on the scheduler's timer and
  * the checks' socket callbacks.
  */
+import { InvalidArgumentError } from '../../errors/errors.ts';
 import { formatIPv4Address } from '../../packet/address.ts';
 import type { HealthConfig } from '../config.ts';
 import type { ServerRuntime, ServiceRuntime } from '../service.ts';
@@ -61,7 +62,7 @@ export interface ServerCheckStatus {
 function httpOptions(h: HealthConfig): HttpCheckOptions {
   const expect = parseStatusSet(h.expectStatus);
   // The schema refused a bad set: reaching this is a config that was not validated.
-  if (typeof expect === 'string') throw new TypeError(`health.expectStatus: ${expect}`);
+  if (typeof expect === 'string') throw new InvalidArgumentError(`health.expectStatus: ${expect} (the config was not validated)`);
   const m = h.bodyMatch;
   return { path: h.path, host: h.host, expect, bodyMatch: m === undefined ? undefined : typeof m === 'string' ? m : new RegExp(m.regex) };
 }
