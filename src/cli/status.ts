@@ -56,7 +56,7 @@ export function renderFrontStatus(s: FrontStatus): string {
     out.push('', `service ${svc.name}`);
     out.push(
       table(
-        ['SERVER', 'STATE', 'HEALTH', 'SINCE', 'CHECK', 'AGENT', 'SHARE', 'CAPACITY', 'LOAD', 'UTIL', 'ACTIVE', 'DECIDED', 'REPORT AGE'],
+        ['SERVER', 'STATE', 'CAPACITY', 'LOAD', 'UTIL', 'ACTIVE', 'DECIDED', 'REPORT AGE', 'HEALTH', 'SINCE', 'CHECK', 'AGENT', 'SHARE'],
         svc.servers.map((b) => {
           const e = est.get(b.name);
           const estimated = b.estimated;
@@ -64,17 +64,18 @@ export function renderFrontStatus(s: FrontStatus): string {
           return [
             b.name,
             b.state,
-            h ? h.state : '-',
-            h ? `${num(h.sinceSeconds)}s` : '-',
-            h ? (h.checks ? `${h.check} (${h.checks.kind}${h.checks.lastOutcome !== null ? `, last ${h.checks.lastOutcome}` : ''})` : h.check) : '-',
-            h ? (h.silent ? 'silent' : h.agent) : '-',
-            h ? num(h.share, 2) : '-',
             estimated ? `${num(b.capacity)}/s` : num(b.capacity, 0),
             estimated ? `${num(b.rate)}/s` : String(b.active),
             e ? num(e.utilization, 2) : '-',
             String(b.active),
             String(b.decided),
             e !== undefined && e.lastReportAgeSeconds !== null ? `${num(e.lastReportAgeSeconds)}s` : '-',
+            // Health last: scripts reading the columns before it keep working.
+            h ? h.state : '-',
+            h ? `${num(h.sinceSeconds)}s` : '-',
+            h ? (h.checks ? `${h.check} (${h.checks.kind}${h.checks.lastOutcome !== null ? `, last ${h.checks.lastOutcome}` : ''})` : h.check) : '-',
+            h ? (h.silent ? 'silent' : h.agent) : '-',
+            h ? num(h.share, 2) : '-',
           ];
         }),
       ),

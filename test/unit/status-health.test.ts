@@ -47,9 +47,9 @@ describe('sluice status: server health', () => {
       ],
     } as unknown as FrontStatus;
     const text = renderFrontStatus(status);
-    assert.match(text, /SERVER +STATE +HEALTH +SINCE +CHECK +AGENT +SHARE/);
-    assert.match(text, /s1a +active +up +12\.5s +up \(http, last ok\) +none +0\.35/);
-    assert.match(text, /s1b +down +down +4\.0s +down +none +1\.00/);
+    assert.match(text, /SERVER +STATE +CAPACITY .* DECIDED +REPORT AGE +HEALTH +SINCE +CHECK +AGENT +SHARE$/m);
+    assert.match(text, /^s1a +active .* up +12\.5s +up \(http, last ok\) +none +0\.35$/m);
+    assert.match(text, /^s1b +down .* down +4\.0s +down +none +1\.00$/m);
     assert.match(text, /^ {2}s1b: down: check failed: HTTP 503 \(2 in a row\)$/m);
     assert.doesNotMatch(text, /^ {2}s1a: /m, 'a server that is up needs no reason line');
     assert.match(text, /^health: checks ok 9, refused 2; in flight 0\/64 \(peak 2\), skipped 0; transitions to up 1, down 1, drain 0, maint 0$/m);
