@@ -13,6 +13,11 @@
  * share ramps to 1. With `http`, a server answering 503 and one whose body
  * does not match go down with that reason, and come back.
  *
+ * A cluster whose servers all fail their checks publishes, at the
+ * transition and not at its next period (60 s here), a cluster_load with
+ * serversUp 0 and capacity 0, which the DNS server takes as down on receipt
+ * (src/dns/cluster_state.ts isUp; unit-tested in slow-start.test.ts).
+ *
  * Judged from the daemon's status (one clock: its own stamps and counters)
  * and the clients' success/failure counts; never by comparing wall clocks
  * of several processes.
@@ -28,6 +33,7 @@ import { NsProcess, nsRun, useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
 
 const PACED = fileURLToPath(new URL('../fixtures/http-paced.ts', import.meta.url));
+const SUB = fileURLToPath(new URL('../fixtures/control-sub.ts', import.meta.url));
 const INTERVAL_S = 1;
 const FALL = 2;
 const RISE = 2;
@@ -219,3 +225,55 @@ for (const kind of ['tcp', 'http'] as const) {
     }
   });
 }
+
+describe('sluice front: a cluster with no usable server', () => {
+  let front: FrontProcess | undefined;
+  let sub: NsProcess | undefined;
+  let runDir = '';
+  const ns: Record<string, string> = {};
+
+  after(async () => {
+    sub?.child.kill();
+    await front?.stop();
+    for (const id of Object.keys(ns)) {
+      const pidFile = join(runDir, `nginx-${id}.pid`);
+      let alive = false;
+      try {
+        process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 0);
+        alive = true;
+      } catch {
+        /* gone */
+      }
+      if (!alive) nsRun(ns[id]!, 'nginx', ['-c', join(runDir, `nginx-${id}.conf`)]);
+    }
+  });
+
+  it('publishes cluster_load with serversUp 0 at the transition, not at the next period', async () => {
+    const st = testbed();
+    runDir = st.runDir;
+    const k = st.plan.clusters[0]!;
+    for (const s of k.servers) ns[s.id] = s.name;
+    const cfg = `${config('tcp', runDir).replace('front-health-tcp.sock', 'front-health-dns.sock')}control:
+  keyFile: ${join(st.keysDir, 'fr1.key')}
+  publish:
+    listen: tcp://${k.uplinkAddress}:7102
+    allow: [${join(st.keysDir, 'dns.pub')}]
+  clusterLoad: { everySeconds: 60 }
+`;
+    front = new FrontProcess(k.front.name, writeConfig(join(runDir, 'front-health-dns.yaml'), cfg));
+    await front.waitFor('front node ready');
+    sub = new NsProcess(st.plan.dns.name, [SUB, '--endpoint', `tcp://${k.uplinkAddress}:7102`, '--key', join(st.keysDir, 'dns.key'), '--server-key', join(st.keysDir, 'fr1.pub'), '--types', 'cluster_load']);
+    // The first report (at start, or the one the subscriber catches first) says every server is up.
+    type Load = { type: string; body: { serversUp: number; serversTotal: number; capacity: number } };
+    let first = (await sub.next(20_000)) as unknown as Load;
+    while (first.body.serversUp !== 3) first = (await sub.next(20_000)) as unknown as Load;
+    for (const s of k.servers) process.kill(Number(readFileSync(join(runDir, `nginx-${s.id}.pid`), 'utf8').trim()), 'SIGTERM');
+    let last = first;
+    while (last.body.serversUp !== 0) last = (await sub.next(20_000)) as unknown as Load;
+    const status = (await front.status()) as unknown as FrontStatus;
+    assert.equal(last.body.capacity, 0);
+    assert.equal(last.body.serversTotal, 3);
+    assert.ok(status.uptimeSeconds < 60, `uptime ${String(status.uptimeSeconds)} s: the report came at the transition, not with the 60 s period`);
+    assert.ok(status.services[0]!.servers.every((b) => b.health?.state === 'down'));
+  });
+});
