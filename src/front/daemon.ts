@@ -82,6 +82,21 @@ export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket'
 
 /** How often slow start shares are refreshed from the servers' ramps (the packet path reads the field, never a clock). */
 export const SHARE_TICK_MS = 250;
+/**
+ * Least time between two selector rebuilds. A maglev table of 65,537 slots
+ * takes ~5-15 ms to fill here: one per transition of 63 servers failing a
+ * millisecond apart would stall the packet loop for most of a second.
+ * Waiting is safe: every method skips an unusable server at pick time
+ * (maglev probes past its slots); the rebuild only rebalances.
+ */
+export const SELECTOR_REBUILD_MIN_MS = 100;
+
+/** Which servers were usable when a service's selector was last built. */
+function usableKey(svc: ServiceRuntime): string {
+  let k = '';
+  for (const b of svc.servers) k += b.usable ? '1' : '0';
+  return k;
+}
 
 export class FrontDaemon implements FrontMetricsSource {
   readonly log: Logger = componentLogger('front');
@@ -114,7 +129,12 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly healthTransitions: Record<HealthState, number> = Object.fromEntries(HEALTH_STATES.map((st) => [st, 0])) as Record<HealthState, number>;
   /** Times usableSetChanged() ran (status: each is one selector rebuild and one cluster_load). */
   usableChanges = 0;
+  /** Selector rebuilds done (a service whose usable set changed, at most every SELECTOR_REBUILD_MIN_MS). */
+  selectorRebuilds = 0;
   #usablePending: ReturnType<typeof setImmediate> | undefined;
+  readonly #selectorBuilt = new WeakMap<ServiceRuntime, string>();
+  #lastRebuild = -Infinity;
+  #rebuildTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(configFile: string) {
     this.configFile = configFile;
@@ -146,6 +166,7 @@ export class FrontDaemon implements FrontMetricsSource {
     );
     this.health = new HealthChecker({ now: () => performance.now() });
     const services = buildServices(this.config, this.#healthOptions(undefined));
+    for (const svc of services) this.#selectorBuilt.set(svc, usableKey(svc));
     this.table = new ConnectionTable(this.config.connections.max, this.config.connections.recycleSeconds * 1000, {
       released: (svc, srv, slot) => {
         const s = this.engine.services[svc]?.servers[srv];
@@ -198,22 +219,40 @@ export class FrontDaemon implements FrontMetricsSource {
   /**
    * THE reaction to a change of the set of usable servers (health
    * transitions; also run after a reload): re-derive `usable`, refresh the
-   * slow start shares, rebuild every selector (maglev's table holds only
-   * usable servers), and send cluster_load now rather than at the next
-   * period, so DNS learns within one check interval that capacity went
-   * (a cluster with no usable server reports serversUp 0: down for DNS).
-   * The daemon-down fallback (the set of usable servers the kernel spreads
-   * over while the daemon is away) is to be written from here too.
+   * slow start shares, rebuild the selectors of the services whose usable
+   * set changed (maglev's table holds only usable servers; at most every
+   * SELECTOR_REBUILD_MIN_MS), and send cluster_load now rather than at the
+   * next period, so DNS learns within one check interval that capacity
+   * went (a cluster with no usable server reports serversUp 0: down for
+   * DNS). The daemon-down fallback (the set of usable servers the kernel
+   * spreads over while the daemon is away) is to be written from here too.
    */
   usableSetChanged(): void {
     this.usableChanges++;
     const now = performance.now();
-    for (const svc of this.engine.services) {
-      for (const b of svc.servers) b.refreshUsable();
-      svc.selector.rebuild(svc.servers);
-    }
+    for (const svc of this.engine.services) for (const b of svc.servers) b.refreshUsable();
+    this.#rebuildSelectors(now);
     this.#refreshShares(now);
     this.#control?.sendClusterLoadNow(now);
+  }
+
+  #rebuildSelectors(now: number): void {
+    const wait = this.#lastRebuild + SELECTOR_REBUILD_MIN_MS - now;
+    if (wait > 0) {
+      this.#rebuildTimer ??= setTimeout(() => {
+        this.#rebuildTimer = undefined;
+        this.#rebuildSelectors(performance.now());
+      }, wait);
+      return;
+    }
+    this.#lastRebuild = now;
+    for (const svc of this.engine.services) {
+      const key = usableKey(svc);
+      if (this.#selectorBuilt.get(svc) === key) continue;
+      svc.selector.rebuild(svc.servers);
+      this.#selectorBuilt.set(svc, key);
+      this.selectorRebuilds++;
+    }
   }
 
   /** Slow start: each server's share from its ramp (health.slowStartSeconds of its service). */
@@ -380,6 +419,7 @@ export class FrontDaemon implements FrontMetricsSource {
   apply(next: Readonly<FrontConfig>): void {
     const old = this.engine.services;
     const services = buildServices(next, this.#healthOptions(old));
+    for (const svc of services) this.#selectorBuilt.set(svc, usableKey(svc));
     // Old (service, target) -> new, by names, computed once: remap() then
     // costs one array read per record, however many records there are.
     const moved = old.map((os) => {
@@ -578,6 +618,7 @@ export class FrontDaemon implements FrontMetricsSource {
         skipped: this.health.scheduler.skipped,
         targets: this.health.scheduler.size,
         usableChanges: this.usableChanges,
+        selectorRebuilds: this.selectorRebuilds,
       },
       services: this.engine.services.map((s) => ({
         name: s.name,
@@ -619,6 +660,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.rules.stop();
     this.health.stop();
     if (this.#usablePending) clearImmediate(this.#usablePending);
+    clearTimeout(this.#rebuildTimer);
     for (const t of this.#timers) clearInterval(t);
     this.#ops?.close();
     for (const t of this.#schedulers) t.close();

@@ -86,8 +86,10 @@ export interface FrontHealthStatus {
   /** Checks due while the previous one of the same server had not ended (skipped). */
   readonly skipped: number;
   readonly targets: number;
-  /** Times the usable set changed (one selector rebuild and one cluster_load each). */
+  /** Times the usable set changed (one cluster_load each). */
   readonly usableChanges: number;
+  /** Selector rebuilds (services whose usable set changed; at most one round per 100 ms). */
+  readonly selectorRebuilds: number;
 }
 
 export interface FrontStatus {

@@ -33,7 +33,7 @@ describe('sluice status: server health', () => {
       records: { active: 0, recycled: 0 },
       admin: { handled: 0, rejected: 0 },
       rules: { checks: 1, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null },
-      health: { transitions: { up: 1, down: 1, drain: 0, maint: 0 }, outcomes: { ok: 9, refused: 2 }, inFlight: 0, peakInFlight: 2, maxInFlight: 64, skipped: 0, targets: 2, usableChanges: 2 },
+      health: { transitions: { up: 1, down: 1, drain: 0, maint: 0 }, outcomes: { ok: 9, refused: 2 }, inFlight: 0, peakInFlight: 2, maxInFlight: 64, skipped: 0, targets: 2, usableChanges: 2, selectorRebuilds: 2 },
       services: [
         {
           name: 'www',
