@@ -127,6 +127,49 @@ describe('scheduler', () => {
     assert.equal(sched.skipped, 0);
   });
 
+  const spreads: { n: number; intervalMs: number }[] = [
+    { n: 1, intervalMs: 1000 },
+    { n: 3, intervalMs: 1000 },
+    { n: 64, intervalMs: 2000 },
+    { n: 250, intervalMs: 500 },
+    { n: 1000, intervalMs: 100 },
+  ];
+  for (const c of spreads) {
+    it(`spreads ${String(c.n)} servers at ${String(c.intervalMs)} ms: first checks interval/n apart, each once per interval`, async () => {
+      const clk = clock();
+      const runs = new Map<string, number>();
+      const sched = new HealthScheduler<ScheduledTarget>({ maxInFlight: 100_000, now: clk.now, onResult: () => undefined });
+      const targets: ScheduledTarget[] = Array.from({ length: c.n }, (_, i) => ({
+        key: `s${String(i)}`,
+        intervalMs: c.intervalMs,
+        run: () => {
+          runs.set(`s${String(i)}`, (runs.get(`s${String(i)}`) ?? 0) + 1);
+          return Promise.resolve({ outcome: 'ok', reason: 'passed' });
+        },
+      }));
+      clk.set(50);
+      sched.set(targets);
+      targets.forEach((t, i) => {
+        assert.equal(sched.nextAt(t.key), 50 + (c.intervalMs * i) / c.n);
+      });
+      let most = 0;
+      const step = 10;
+      // Polls every 10 ms (the timer's least step), and one just before the end of the third interval.
+      const times: number[] = [];
+      for (let t = 50; t < 50 + 3 * c.intervalMs; t += step) times.push(t);
+      times.push(50 + 3 * c.intervalMs - 0.5);
+      for (const t of times) {
+        clk.set(t);
+        const before = [...runs.values()].reduce((a, b) => a + b, 0);
+        sched.poll();
+        most = Math.max(most, [...runs.values()].reduce((a, b) => a + b, 0) - before);
+        await Promise.resolve();
+      }
+      assert.ok(targets.every((t) => runs.get(t.key) === 3), 'three checks each in three intervals');
+      assert.ok(most <= Math.ceil((c.n * step) / c.intervalMs), `at most n x step / interval start per poll (saw ${String(most)})`);
+    });
+  }
+
   it('bounds checks in flight; the rest wait in order and start as checks end; a server never has two checks at once', () => {
     const c = clock();
     const ended: string[] = [];
