@@ -157,7 +157,7 @@ describe('scheduler', () => {
       // Polls every 10 ms (the timer's least step), and one just before the end of the third interval.
       const times: number[] = [];
       for (let t = 50; t < 50 + 3 * c.intervalMs; t += step) times.push(t);
-      times.push(50 + 3 * c.intervalMs - 0.5);
+      times.push(50 + 3 * c.intervalMs - c.intervalMs / c.n / 2);
       for (const t of times) {
         clk.set(t);
         const before = [...runs.values()].reduce((a, b) => a + b, 0);
