@@ -129,6 +129,7 @@ export class ServiceRuntime {
     this.port = svc.port;
     this.protocol = svc.protocol === 'udp' ? IpProtocol.Udp : IpProtocol.Tcp;
     // A service with checks starts its new servers in health.startAs (no transition: nothing changed).
+    // `health` may be absent from configs built by hand (tools, older tests) rather than parsed.
     const h = svc.health as ServiceConfig['health'] | undefined;
     const initial = h !== undefined && h.kind !== 'none' ? { check: h.startAs, reason: `not checked yet (health.startAs ${h.startAs})` } : undefined;
     this.servers = svc.servers.map((s) => {
