@@ -10,8 +10,9 @@
  * it (its `decided` counter stands still) and none fails (the clients'
  * count). nginx starts again: the server is up after `rise` passed checks,
  * gets connections again, and fewer than the others while its slow start
- * share ramps to 1. With `http`, a server answering 503 and one whose body
- * does not match go down with that reason, and come back.
+ * share ramps to 1. With `http`, a server answering 503, one whose body
+ * does not match and one that accepts and never answers (nginx stopped)
+ * go down with that reason, and come back.
  *
  * A cluster whose servers all fail their checks publishes, at the
  * transition and not at its next period (60 s here), a cluster_load with
@@ -23,6 +24,7 @@
  * of several processes.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -221,6 +223,40 @@ for (const kind of ['tcp', 'http'] as const) {
         const st = await status();
         assert.ok((st.health?.outcomes['status'] ?? 0) >= FALL);
         assert.ok((st.health?.outcomes['body'] ?? 0) >= FALL);
+      });
+
+      it('http: a server that accepts and never answers (nginx stopped: the kernel still accepts) goes down on timeouts, and comes back', async () => {
+        // nginx's master and worker: the processes of the server's namespace (listed from outside it).
+        const pids = execFileSync('ip', ['netns', 'pids', ns['s1b']!], { encoding: 'utf8' })
+          .split('\n')
+          .map(Number)
+          .filter((p) => p > 0);
+        assert.ok(pids.length > 0);
+        const signal = (sig: NodeJS.Signals): void => {
+          for (const p of pids) {
+            try {
+              process.kill(p, sig);
+            } catch {
+              /* gone */
+            }
+          }
+        };
+        signal('SIGSTOP');
+        try {
+          const hung = await healthIs('s1b', 'down');
+          assert.match(hung.health?.reason ?? '', /^check failed: timeout after 0\.5 s \(2 in a row\)$/);
+          assert.equal(hung.health?.checks?.lastOutcome, 'timeout');
+          const decided = hung.decided;
+          await sleep(1500);
+          assert.equal((await server('s1b')).decided, decided, 'no connection decided for s1b while it hangs');
+        } finally {
+          // The connections it accepted meanwhile are answered now (they wait in its backlog).
+          signal('SIGCONT');
+        }
+        await healthIs('s1b', 'up');
+        const st = await status();
+        assert.ok((st.health?.outcomes['timeout'] ?? 0) >= FALL);
+        assert.ok((st.health?.inFlight ?? 0) <= (st.health?.maxInFlight ?? 0));
       });
     }
   });
