@@ -244,7 +244,7 @@ for (const kind of ['tcp', 'http'] as const) {
         signal('SIGSTOP');
         try {
           const hung = await healthIs('s1b', 'down');
-          assert.match(hung.health?.reason ?? '', /^check failed: timeout after 0\.5 s \(2 in a row\)$/);
+          assert.match(hung.health?.reason ?? '', /^check failed: timeout after 0\.5 s \(connected, no answer\) \(2 in a row\)$/);
           assert.equal(hung.health?.checks?.lastOutcome, 'timeout');
           const decided = hung.decided;
           await sleep(1500);

@@ -49,7 +49,7 @@ export function httpCheck(t: CheckTarget, o: HttpCheckOptions, timeoutMs: number
       else socket.destroy();
     };
     const timer = setTimeout(() => {
-      finish(timeoutReason(timeoutMs), false);
+      finish(timeoutReason(timeoutMs, !socket.connecting), false);
     }, timeoutMs);
     /** Decides on the body so far; `complete`: no more is coming. */
     const judgeBody = (complete: boolean): void => {

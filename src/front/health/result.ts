@@ -30,7 +30,11 @@ export function socketFailure(err: NodeJS.ErrnoException): CheckResult {
   }
 }
 
-/** "1 s", "0.5 s": the timeout as configured. */
-export function timeoutReason(timeoutMs: number): CheckResult {
-  return { outcome: 'timeout', reason: `timeout after ${String(timeoutMs / 1000)} s` };
+/**
+ * "timeout after 1 s (no connection)": the timeout as configured, and how
+ * far the check got (a dead host or a filtered port never connects; a hung
+ * server connects, as the kernel accepts for it, and never answers).
+ */
+export function timeoutReason(timeoutMs: number, connected: boolean): CheckResult {
+  return { outcome: 'timeout', reason: `timeout after ${String(timeoutMs / 1000)} s (${connected ? 'connected, no answer' : 'no connection'})` };
 }

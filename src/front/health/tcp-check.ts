@@ -30,7 +30,7 @@ export function tcpCheck(t: CheckTarget, timeoutMs: number): Promise<CheckResult
       resolve(r);
     };
     const timer = setTimeout(() => {
-      finish(timeoutReason(timeoutMs));
+      finish(timeoutReason(timeoutMs, false));
       socket.destroy();
     }, timeoutMs);
     socket.once('connect', () => {
