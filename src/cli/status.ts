@@ -73,6 +73,11 @@ export function renderFrontStatus(s: FrontStatus): string {
     for (const st of o.lastStale) out.push(`  stale at the last load: ${st.service}/${st.server} ${st.kind}${st.field ? ` ${st.field}` : ''}: ${st.reason}`);
   }
   if (r) out.push(`rules: checked ${r.checks}, reinstalled ${r.repaired}${r.lastRepair ? ` (last ${r.lastRepair})` : ''}, reinstall failures ${r.repairFailures}, check failures ${r.checkFailures}${r.failingRepairs > 0 ? `, FAILING ${r.failingRepairs} in a row` : ''}`);
+  const hs = s.health;
+  if (hs) {
+    const t = hs.transitions;
+    out.push(`health: checks ${Object.entries(hs.outcomes).map(([k, v]) => `${k} ${String(v)}`).join(', ')}; in flight ${String(hs.inFlight)}/${String(hs.maxInFlight)} (peak ${String(hs.peakInFlight)}), skipped ${String(hs.skipped)}; transitions to up ${String(t.up)}, down ${String(t.down)}, drain ${String(t.drain)}, maint ${String(t.maint)}`);
+  }
   const est = new Map((s.control?.servers ?? []).map((x) => [x.name, x]));
   for (const svc of s.services as readonly (Partial<FrontServiceStatus> & Pick<FrontServiceStatus, 'name' | 'overflowed' | 'overflow' | 'servers'>)[]) {
     // Older daemons send no endpoint, method or rates: print what there is.
@@ -81,10 +86,11 @@ export function renderFrontStatus(s: FrontStatus): string {
     out.push('', `service ${svc.name}${where}${cps}  overflowed ${svc.overflowed}`);
     out.push(
       table(
-        ['SERVER', 'STATE', 'CAPACITY', 'ADDRESS', 'WEIGHT', 'HEALTH', 'ACTIVE', 'CONN/S', 'DECIDED', 'UTIL', 'REPORT AGE', 'OVERRIDE', 'REASON'],
+        ['SERVER', 'STATE', 'CAPACITY', 'ADDRESS', 'WEIGHT', 'HEALTH', 'ACTIVE', 'CONN/S', 'DECIDED', 'UTIL', 'REPORT AGE', 'OVERRIDE', 'SINCE', 'CHECK', 'AGENT', 'SHARE'],
         svc.servers.map((full) => {
           const b: Partial<FrontServerStatus> & Pick<FrontServerStatus, 'name' | 'state' | 'capacity' | 'estimated' | 'active' | 'decided'> = full;
           const e = est.get(b.name);
+          const h = b.health;
           return [
             // A ctl override marks the name (the file's values in OVERRIDE).
             b.override ? `${b.name}*` : b.name,
@@ -99,13 +105,18 @@ export function renderFrontStatus(s: FrontStatus): string {
             e ? num(e.utilization, 2) : '-',
             e !== undefined && e.lastReportAgeSeconds !== null ? `${num(e.lastReportAgeSeconds)}s` : '-',
             overrideText(b.override),
-            b.health === undefined || b.health.state === 'up' ? '' : b.health.reason,
+            h ? `${num(h.sinceSeconds)}s` : '-',
+            h ? (h.checks ? `${h.check} (${h.checks.kind}${h.checks.lastOutcome !== null ? `, last ${h.checks.lastOutcome}` : ''})` : h.check) : '-',
+            h ? (h.silent ? 'silent' : h.agent) : '-',
+            h ? num(h.share, 2) : '-',
           ];
         }),
       ),
     );
     const removed = svc.removed ?? [];
     if (removed.length > 0) out.push(`removed with ctl (in the file): ${removed.join(', ')}; \`sluice ctl revert ${svc.name} SERVER\` brings one back`);
+    // Why each server that is not up is out (the reason names the source and what it said).
+    for (const b of svc.servers as readonly Partial<FrontServerStatus>[]) if (b.health && b.health.state !== 'up') out.push(`  ${String(b.name)}: ${b.health.state}: ${b.health.reason}`);
     if (svc.overflow.length > 0) {
       out.push(table(['OVERFLOW TO', 'FREE', 'DECIDED'], svc.overflow.map((o) => [o.cluster, num(o.freeCapacity), String(o.decided)])));
     }

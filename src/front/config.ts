@@ -11,6 +11,7 @@ import { checkpointSchema, shapingSchema, type CheckpointConfig } from '../shapi
 import { throttleSchema } from '../throttle/config.ts';
 import { admissionSchema } from '../admission/config.ts';
 import { MAX_OVERFLOW_TARGETS, MAX_SERVERS_MARKED, MAX_SERVICES_MARKED } from './marks.ts';
+import { parseStatusSet } from './health/status-set.ts';
 
 /** A checkpoint list (src/shaping/config.ts): evaluated in order, every matching rule applies. */
 const checkpoints = z.array(checkpointSchema).max(32, 'at most 32 checkpoints per list').default([]);
@@ -38,6 +39,86 @@ const server = z.strictObject({
   checkpoints: checkpoints.describe('Checked after this server is chosen (criterion `server` counts per server): seed 001\'s per-server list.'),
 });
 
+/**
+ * A service's active health check (src/front/health/), in keepalived's
+ * (TCP_CHECK, HTTP_GET) and HAProxy's (`check inter rise fall`,
+ * `slowstart`, `http-check expect`) vocabulary. Kind `none` (the default)
+ * keeps configs written before checks existed working unchanged.
+ */
+const health = z
+  .strictObject({
+    kind: z
+      .enum(['none', 'tcp', 'http'], { error: 'health.kind is none, tcp or http' })
+      .default('none')
+      .describe('`tcp`: a connect to the server\'s check port passes (keepalived TCP_CHECK); `http`: a GET of `path` whose status is in `expectStatus` (and whose body matches `bodyMatch`, if set) passes (HTTP_GET); `none`: no check from the front node (the agent, if any, still reports).'),
+    intervalSeconds: z.number().min(0.1, 'health.intervalSeconds is 0.1..3600').max(3600, 'health.intervalSeconds is 0.1..3600').default(2).describe('Seconds between two checks of one server (HAProxy `inter`). The servers\' first checks are spread evenly over one interval.'),
+    timeoutSeconds: z
+      .number()
+      .min(0.01, 'health.timeoutSeconds is 0.01..3600')
+      .max(3600, 'health.timeoutSeconds is 0.01..3600')
+      .default(1)
+      .describe('A check that has not passed after this long (connect, request and response together) fails as a timeout; its socket is destroyed. Must be below `intervalSeconds`.'),
+    rise: z.int({ error: 'health.rise is an integer 1..100' }).min(1, 'health.rise is 1..100').max(100, 'health.rise is 1..100').default(2).describe('Checks passed in a row before a down server is up again (HAProxy `rise`).'),
+    fall: z.int({ error: 'health.fall is an integer 1..100' }).min(1, 'health.fall is 1..100').max(100, 'health.fall is 1..100').default(3).describe('Checks failed in a row before an up server is down (HAProxy `fall`): it gets no new connections; established ones continue.'),
+    source: ipv4
+      .optional()
+      .describe('Local address the checks are sent from (keepalived `bindto`); it must be on an interface of the front node (checked at start). Absent: the kernel chooses (the LAN address toward the server).'),
+    port: port.optional().describe('Port the checks go to; absent: each server\'s own port (the service\'s by default).'),
+    path: z
+      .string()
+      .regex(/^\/[\x21-\x7e]*$/, 'health.path is an absolute path of visible ASCII characters without spaces, like /healthz')
+      .max(1024, 'health.path is at most 1024 characters')
+      .default('/')
+      .describe('`http`: the path requested (HTTP/1.0 GET, `Connection: close`).'),
+    host: z
+      .string()
+      .regex(/^[A-Za-z0-9.:[\]-]{1,255}$/, 'health.host is a host name or address (letters, digits, . - : [ ])')
+      .optional()
+      .describe('`http`: the Host header; absent: the server\'s address.'),
+    expectStatus: z
+      .string()
+      .default('200-399')
+      .superRefine((v, ctx) => {
+        const r = parseStatusSet(v);
+        if (typeof r === 'string') ctx.addIssue({ code: 'custom', message: `health.expectStatus: ${r} (a list like "200-399" or "200,204,301-302")` });
+      })
+      .describe('`http`: the status codes that pass, as codes and ranges ("200,204,301-302"). The default 200-399 is HAProxy\'s (2xx and 3xx); keepalived\'s HTTP_GET default is 200-299.'),
+    bodyMatch: z
+      .union([
+        z.string().min(1, 'health.bodyMatch is a non-empty substring, or { regex: ... }').max(1024, 'health.bodyMatch is at most 1024 characters'),
+        z.strictObject({
+          regex: z
+            .string()
+            .min(1)
+            .max(1024)
+            .superRefine((v, ctx) => {
+              try {
+                new RegExp(v);
+              } catch (err) {
+                ctx.addIssue({ code: 'custom', message: `health.bodyMatch.regex is not a valid regular expression: ${(err as Error).message}` });
+              }
+            }),
+        }),
+      ])
+      .optional()
+      .describe('`http`: the body (its first 64 KiB) must contain this substring, or match `{ regex: "..." }` (JavaScript syntax); otherwise the check fails as "body did not match" (HAProxy `http-check expect string` / `rstring`).'),
+    slowStartSeconds: z
+      .number()
+      .min(0, 'health.slowStartSeconds is 0..3600')
+      .max(3600, 'health.slowStartSeconds is 0..3600')
+      .default(0)
+      .describe('A server that comes back up gets a share of its normal traffic that rises linearly from 5% to 100% over this many seconds (HAProxy `slowstart`); 0: off. Applied by `capacity`, `byrequests` and `leastconn`; `maglev` (static consistent hashing) ignores it, as HAProxy ignores `slowstart` for static algorithms.'),
+    startAs: z
+      .enum(['up', 'down'], { error: 'health.startAs is up or down' })
+      .default('up')
+      .describe('The check\'s state of a server before its first results (at start, and for a server a reload adds): `up` as HAProxy and keepalived do (a dead one goes down after `fall` checks), `down` to wait for `rise` passed checks (keepalived `alpha`). A reload keeps the state of servers that remain (same name, address and port).'),
+  })
+  .superRefine((h, ctx) => {
+    if (h.kind !== 'none' && h.timeoutSeconds >= h.intervalSeconds) ctx.addIssue({ code: 'custom', path: ['timeoutSeconds'], message: `health.timeoutSeconds (${String(h.timeoutSeconds)}) must be below health.intervalSeconds (${String(h.intervalSeconds)}): a check must end before the next one is due` });
+  })
+  .prefault({})
+  .describe('Active health checks of this service\'s servers from the front node (docs/operations.md, "Server health").');
+
 const service = z
   .strictObject({
     name: name.describe('Service name, unique in this file (`sluice ctl SERVICE SERVER ...`).'),
@@ -57,6 +138,7 @@ const service = z
       .max(MAX_SERVERS_MARKED, `at most ${String(MAX_SERVERS_MARKED)} servers per service (the packet mark's server field, src/front/marks.ts): split the servers over two services (another VIP or port), or over two front nodes`)
       .describe(`The servers of this service (names unique within it), at most ${String(MAX_SERVERS_MARKED)}: the packet mark's server field.`),
     checkpoints: checkpoints.describe('Checked first for each new connection to this service (seed 001\'s frontend list).'),
+    health,
   })
   .superRefine((svc, ctx) => {
     const seen = new Set<string>();
@@ -297,3 +379,4 @@ function checkCheckpoints(cfg: CheckedConfig, ctx: z.RefinementCtx): void {
 export type FrontConfig = z.output<typeof frontConfigSchema>;
 export type ServiceConfig = FrontConfig['services'][number];
 export type ServerConfig = ServiceConfig['servers'][number];
+export type HealthConfig = ServiceConfig['health'];

@@ -249,6 +249,21 @@ export class FrontControl {
     this.estimator?.applyTo(this.#src.services, now);
   }
 
+  /**
+   * cluster_load now, whatever the period (the usable set changed: DNS
+   * should not wait for the next report to learn it).
+   */
+  sendClusterLoadNow(now: number = performance.now()): void {
+    const pub = this.#pub;
+    if (!pub || this.#closed) return;
+    const services = this.#src.services;
+    this.clusters.applyTo(services, now);
+    const f = clusterLoadOf(services);
+    const vips = [...new Set(services.map((s) => formatIPv4Address(s.vip)))];
+    pub.send('cluster_load', { cluster: this.#src.config.cluster, vips, ...f });
+    this.reporter.sent(f, 'change', now);
+  }
+
   #tick(): void {
     const now = performance.now();
     const services = this.#src.services;

@@ -19,7 +19,12 @@
  *           fallback decided while no daemon was bound: their records are
  *           added, or corrected to the server the kernel NATs them to);
  *           admin socket, control plane, ops HTTP server (http.listen)
- *   run     sweep recycled records every second; reconcile with the kernel
+ *   run     active health checks of the servers (src/front/health/): every
+ *           transition is logged once and counted, and usableSetChanged()
+ *           re-derives the usable servers, rebuilds the selectors and
+ *           sends cluster_load at once; slow start shares are refreshed
+ *           every SHARE_TICK_MS;
+ *           sweep recycled records every second; reconcile with the kernel
  *           every connections.reconcileSeconds; expire idle checkpoint keys
  *           every shaping.sweepMs; checkpoint queues' timers give held SYNs
  *           their verdicts (staged outside the batch, flushed by NfQueue);
@@ -68,6 +73,9 @@ import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG, renderRules } from './rules.ts';
 import { assertHostReady } from './preflight.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
+import { HealthChecker } from './health/checker.ts';
+import { healthKeeper } from './health/keep.ts';
+import { HEALTH_STATES, slowStartShare, type HealthState, type HealthTransition, type ServerHealth } from './health/server-health.ts';
 import type { FrontStatus } from './status.ts';
 import { FrontThrottle } from './throttle.ts';
 import { FrontAdmission } from './admission.ts';
@@ -89,6 +97,24 @@ export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket'
 
 /** Seconds of the connections/s window in status (samples once a second). */
 export const RATE_WINDOW_SECONDS = 5;
+
+/** How often slow start shares are refreshed from the servers' ramps (the packet path reads the field, never a clock). */
+export const SHARE_TICK_MS = 250;
+/**
+ * Least time between two selector rebuilds. A maglev table of 65,537 slots
+ * takes ~5-15 ms to fill here: one per transition of 63 servers failing a
+ * millisecond apart would stall the packet loop for most of a second.
+ * Waiting is safe: every method skips an unusable server at pick time
+ * (maglev probes past its slots); the rebuild only rebalances.
+ */
+export const SELECTOR_REBUILD_MIN_MS = 100;
+
+/** Which servers were usable when a service's selector was last built. */
+function usableKey(svc: ServiceRuntime): string {
+  let k = '';
+  for (const b of svc.servers) k += b.usable ? '1' : '0';
+  return k;
+}
 
 export class FrontDaemon implements FrontMetricsSource {
   readonly log: Logger = componentLogger('front');
@@ -123,6 +149,18 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly overrides: OverrideStore;
   /** Connections/s per server and service, sampled once a second. */
   readonly rates = new RateWindow(RATE_WINDOW_SECONDS + 1);
+  /** The active health checks of the servers (src/front/health/checker.ts). */
+  readonly health: HealthChecker;
+  /** Health transitions since start, by the state entered (metrics, status). */
+  readonly healthTransitions: Record<HealthState, number> = Object.fromEntries(HEALTH_STATES.map((st) => [st, 0])) as Record<HealthState, number>;
+  /** Times usableSetChanged() ran (status: each is one selector rebuild and one cluster_load). */
+  usableChanges = 0;
+  /** Selector rebuilds done (a service whose usable set changed, at most every SELECTOR_REBUILD_MIN_MS). */
+  selectorRebuilds = 0;
+  #usablePending: ReturnType<typeof setImmediate> | undefined;
+  readonly #selectorBuilt = new WeakMap<ServiceRuntime, string>();
+  #lastRebuild = -Infinity;
+  #rebuildTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(configFile: string) {
     this.configFile = configFile;
@@ -154,7 +192,9 @@ export class FrontDaemon implements FrontMetricsSource {
       },
       this.log,
     );
-    const services = buildServices(this.config);
+    this.health = new HealthChecker({ now: () => performance.now() });
+    const services = buildServices(this.config, this.#healthOptions(undefined));
+    for (const svc of services) this.#selectorBuilt.set(svc, usableKey(svc));
     this.table = new ConnectionTable(this.config.connections.max, this.config.connections.recycleSeconds * 1000, {
       released: (svc, srv, slot) => {
         const s = this.engine.services[svc]?.servers[srv];
@@ -166,6 +206,92 @@ export class FrontDaemon implements FrontMetricsSource {
     this.engine = new FrontEngine(services, this.table);
     this.#shapingLayout = shapingLayoutKey(this.config);
     this.engine.setShaper(this.#buildShaper(this.config));
+  }
+
+  /**
+   * What buildServices gives each service's servers: the transition sink
+   * (tagged with the service's name) and, on reload, the health of servers
+   * that remain (same service, name, address and port), so their state,
+   * reason, stamps and slow start ramp carry over, like the estimates.
+   */
+  #healthOptions(old: readonly ServiceRuntime[] | undefined): (svc: string) => NonNullable<ConstructorParameters<typeof ServiceRuntime>[3]> {
+    const keep = healthKeeper(old ?? []);
+    return (svc) => ({
+      now: performance.now(),
+      sink: (h, t) => {
+        this.#onHealthTransition(svc, h, t);
+      },
+      keep: keep(svc),
+    });
+  }
+
+  /**
+   * A server's combined health changed (check, agent or silence): logged
+   * once, counted, and the usable set re-derived at once (a down server
+   * gets no new connection from the next packet on); the heavier part
+   * (selectors, cluster_load) runs once per event-loop turn however many
+   * servers changed in it.
+   */
+  #onHealthTransition(service: string, h: ServerHealth, t: HealthTransition): void {
+    this.healthTransitions[t.to]++;
+    const fields = { service, server: t.server, from: t.from, to: t.to, reason: t.reason, check: h.check, agent: h.agent };
+    if (t.to === 'up') this.log.info(fields, 'server health changed');
+    else this.log.warn(fields, 'server health changed');
+    for (const svc of this.engine.services) for (const b of svc.servers) b.refreshUsable();
+    this.#usablePending ??= setImmediate(() => {
+      this.#usablePending = undefined;
+      this.usableSetChanged();
+    });
+  }
+
+  /**
+   * THE reaction to a change of the set of usable servers (health
+   * transitions; also run after a reload): re-derive `usable`, refresh the
+   * slow start shares, rebuild the selectors of the services whose usable
+   * set changed (maglev's table holds only usable servers; at most every
+   * SELECTOR_REBUILD_MIN_MS), and send cluster_load now rather than at the
+   * next period, so DNS learns within one check interval that capacity
+   * went (a cluster with no usable server reports serversUp 0: down for
+   * DNS). The daemon-down fallback (the set of usable servers the kernel
+   * spreads over while the daemon is away) is to be written from here too.
+   */
+  usableSetChanged(): void {
+    this.usableChanges++;
+    const now = performance.now();
+    for (const svc of this.engine.services) for (const b of svc.servers) b.refreshUsable();
+    this.#rebuildSelectors(now);
+    this.#refreshShares(now);
+    this.#control?.sendClusterLoadNow(now);
+  }
+
+  #rebuildSelectors(now: number): void {
+    const wait = this.#lastRebuild + SELECTOR_REBUILD_MIN_MS - now;
+    if (wait > 0) {
+      this.#rebuildTimer ??= setTimeout(() => {
+        this.#rebuildTimer = undefined;
+        this.#rebuildSelectors(performance.now());
+      }, wait);
+      return;
+    }
+    this.#lastRebuild = now;
+    for (const svc of this.engine.services) {
+      const key = usableKey(svc);
+      if (this.#selectorBuilt.get(svc) === key) continue;
+      svc.selector.rebuild(svc.servers);
+      this.#selectorBuilt.set(svc, key);
+      this.selectorRebuilds++;
+    }
+  }
+
+  /** Slow start: each server's share from its ramp (health.slowStartSeconds of its service). */
+  #refreshShares(now: number): void {
+    const services = this.engine.services;
+    for (let i = 0; i < services.length; i++) {
+      const svc = services[i];
+      const ms = (this.config.services[i]?.health.slowStartSeconds ?? 0) * 1000;
+      if (!svc) continue;
+      for (const b of svc.servers) b.share = slowStartShare(now, b.health.rampFrom, ms);
+    }
   }
 
   /** Checkpoints of `cfg`, each queue with its own timer. */
@@ -266,6 +392,9 @@ export class FrontDaemon implements FrontMetricsSource {
     // follow the kernel's NAT binding regardless): corrected here.
     const late = await this.#rebuildFromKernel(true);
     this.#timers.push(
+      setInterval(() => {
+        this.#refreshShares(performance.now());
+      }, SHARE_TICK_MS),
       setInterval(() => this.table.sweep(performance.now()), 1000),
       setInterval(() => {
         this.#sampleRates(performance.now());
@@ -274,6 +403,8 @@ export class FrontDaemon implements FrontMetricsSource {
       setInterval(() => void this.#reconcile(), this.config.connections.reconcileSeconds * 1000),
     );
     this.rules.start();
+    this.health.configure(this.engine.services, (name) => this.config.services.find((s) => s.name === name)?.health);
+    this.health.start();
     this.#admin = new AdminServer(this.config.adminSocket, this);
     await this.#admin.listen();
     if (this.config.control) this.#control = await FrontControl.start(this, this.config.control, this.log);
@@ -331,7 +462,8 @@ export class FrontDaemon implements FrontMetricsSource {
    */
   apply(next: Readonly<FrontConfig>): void {
     const old = this.engine.services;
-    const services = buildServices(next);
+    const services = buildServices(next, this.#healthOptions(old));
+    for (const svc of services) this.#selectorBuilt.set(svc, usableKey(svc));
     // Old (service, target) -> new, by names, computed once: remap() then
     // costs one array read per record, however many records there are.
     const moved = old.map((os) => {
@@ -374,6 +506,9 @@ export class FrontDaemon implements FrontMetricsSource {
       this.log.error({ err: err instanceof Error ? err.message : err }, 'admission control not applied');
     });
     this.#control?.servicesChanged();
+    // Checks follow the new servers: removed ones stop, new ones start in health.startAs, remaining ones keep their state.
+    this.health.configure(services, (name) => next.services.find((s) => s.name === name)?.health);
+    this.usableSetChanged();
     if (this.#control && next.control) {
       // Allowlists follow the reload; sockets, endpoints and keys need a restart.
       if (next.control.agents) this.#control.node.allow('agents', next.control.agents.allow);
@@ -551,6 +686,7 @@ export class FrontDaemon implements FrontMetricsSource {
   }
 
   status(): FrontStatus {
+    const now = performance.now();
     const { malformed, ...counters } = this.engine.counters;
     return {
       cluster: this.config.cluster,
@@ -568,6 +704,17 @@ export class FrontDaemon implements FrontMetricsSource {
       ...(this.admission.hierarchy ? { admission: this.admission.status() } : {}),
       overrides: this.overrides.status(),
       rateWindowSeconds: RATE_WINDOW_SECONDS,
+      health: {
+        transitions: { ...this.healthTransitions },
+        outcomes: { ...this.health.outcomes },
+        inFlight: this.health.scheduler.inFlight,
+        peakInFlight: this.health.scheduler.peakInFlight,
+        maxInFlight: this.health.scheduler.maxInFlight,
+        skipped: this.health.scheduler.skipped,
+        targets: this.health.scheduler.size,
+        usableChanges: this.usableChanges,
+        selectorRebuilds: this.selectorRebuilds,
+      },
       services: this.engine.services.map((s) => ({
         name: s.name,
         vip: formatIPv4Address(s.vip),
@@ -579,7 +726,7 @@ export class FrontDaemon implements FrontMetricsSource {
         overflowed: s.overflowed,
         servers: s.servers.map((b) => ({
           name: b.id,
-          state: b.down ? 'down' : b.state,
+          state: b.down || b.health.state === 'down' || b.health.state === 'maint' ? 'down' : b.state,
           active: b.active,
           decided: b.decided,
           capacity: Number.isFinite(b.capacity) ? b.capacity : null,
@@ -589,7 +736,19 @@ export class FrontDaemon implements FrontMetricsSource {
           port: b.port,
           weight: b.weight,
           admin: b.state,
-          health: { state: b.health.state, reason: b.health.reason, transitions: b.health.transitions },
+          health: {
+            state: b.health.state,
+            reason: b.health.reason,
+            sinceSeconds: Math.round(now - b.health.since) / 1000,
+            transitions: b.health.transitions,
+            check: b.health.check,
+            checkReason: b.health.checkReason,
+            agent: b.health.agent,
+            agentReason: b.health.agentReason,
+            silent: b.health.silent,
+            share: Math.round(b.share * 1000) / 1000,
+            checks: this.health.status(b, now),
+          },
           cps: round2(this.rates.rate(serverRateKey(s.name, b.id))),
           override: overrideOf(this.overrides.list, s.name, b.id),
         })),
@@ -611,6 +770,9 @@ export class FrontDaemon implements FrontMetricsSource {
     this.watchdog.stop();
     // A check in flight must not reinstall anything after this.
     this.rules.stop();
+    this.health.stop();
+    if (this.#usablePending) clearImmediate(this.#usablePending);
+    clearTimeout(this.#rebuildTimer);
     for (const t of this.#timers) clearInterval(t);
     this.#ops?.close();
     // No queue timer fires after this: the held SYNs are ours to decide.
@@ -635,8 +797,9 @@ export class FrontDaemon implements FrontMetricsSource {
   }
 }
 
-export function buildServices(cfg: Readonly<FrontConfig>): ServiceRuntime[] {
-  return cfg.services.map((s, i) => new ServiceRuntime(i, s, cfg.overflow));
+/** `health` gives each service its transition sink and the kept health of remaining servers (the daemon's #healthOptions). */
+export function buildServices(cfg: Readonly<FrontConfig>, health?: (svc: string) => ConstructorParameters<typeof ServiceRuntime>[3]): ServiceRuntime[] {
+  return cfg.services.map((s, i) => new ServiceRuntime(i, s, cfg.overflow, health?.(s.name)));
 }
 
 /** What the checkpoints hang on: their configs and the services' and servers' names in order. */

@@ -31,6 +31,9 @@ import { registerControlMetrics } from '../metrics/control.ts';
 import { BucketHistogram } from '../metrics/histogram.ts';
 import { registerHttpMetrics } from '../metrics/http.ts';
 import type { KernelQueueStats } from '../metrics/kernel_queue.ts';
+import type { HealthChecker } from './health/checker.ts';
+import { CHECK_OUTCOMES } from './health/result.ts';
+import { HEALTH_STATES, type HealthState } from './health/server-health.ts';
 
 /** What the front daemon exposes to its metrics (FrontDaemon implements it). */
 export interface FrontMetricsSource {
@@ -52,6 +55,9 @@ export interface FrontMetricsSource {
   /** Records adopted from the kernel's flows at start, and those corrected to the kernel's server (daemon.ts). */
   readonly adopted?: number;
   readonly corrected?: number;
+  /** The active health checks and the transitions counted by the daemon (absent: no checks, e.g. unit tests). */
+  readonly health?: HealthChecker;
+  readonly healthTransitions?: Readonly<Record<HealthState, number>>;
 }
 
 /** Peer clusters exposed at most (peers are whoever reports cluster_load; keep the series bounded). */
@@ -122,14 +128,26 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   );
   gaugeFrom(registry, 'sluice_front_server_rate', 'New connections per second sent to the server recently (with agent reports).', ['service', 'server'], () => perServer((b) => b.rate));
   gaugeFrom(registry, 'sluice_front_server_weight', 'Server weight (configured or set by the admin socket).', ['service', 'server'], () => perServer((b) => b.weight));
-  gaugeFrom(registry, 'sluice_front_server_state', 'Server state, one series per state with value 1 for the current one (down: its agent stopped reporting).', ['service', 'server', 'state'], () =>
+  gaugeFrom(registry, 'sluice_front_server_state', 'Server state, one series per state with value 1 for the current one (down: its health is down or maint, see sluice_front_server_health).', ['service', 'server', 'state'], () =>
     services().flatMap((svc) =>
       svc.servers.flatMap((b) => {
-        const now = b.down ? 'down' : b.state;
+        const now = b.down || b.health.state === 'down' || b.health.state === 'maint' ? 'down' : b.state;
         return (['active', 'drain', 'disabled', 'down'] as const).map((st) => [{ service: svc.name, server: b.id, state: st }, st === now ? 1 : 0] as const);
       }),
     ),
   );
+  // Health (src/front/health/): combined state, transitions, checks.
+  gaugeFrom(registry, 'sluice_front_server_health', 'Server health combined from the front node\'s check and the agent, one series per state with value 1 for the current one; only up takes new connections.', ['service', 'server', 'state'], () =>
+    services().flatMap((svc) => svc.servers.flatMap((b) => HEALTH_STATES.map((st) => [{ service: svc.name, server: b.id, state: st }, st === b.health.state ? 1 : 0] as const))),
+  );
+  gaugeFrom(registry, 'sluice_front_server_slow_start_share', 'Slow start: the share of its normal traffic the server gets now (1: not ramping).', ['service', 'server'], () => perServer((b) => b.share));
+  counterFrom(registry, 'sluice_front_health_transitions_total', 'Server health transitions, by the state entered.', ['to'], () => HEALTH_STATES.map((st) => [{ to: st }, src.healthTransitions?.[st] ?? 0] as const));
+  counterFrom(registry, 'sluice_front_health_checks_total', 'Active health check results, by outcome (ok, refused, timeout, status, body, error).', ['outcome'], () =>
+    CHECK_OUTCOMES.map((o) => [{ outcome: o }, src.health?.outcomes[o] ?? 0] as const),
+  );
+  gaugeOf(registry, 'sluice_front_health_checks_in_flight', 'Active health checks running now (bounded by the checker\'s limit).', () => src.health?.scheduler.inFlight ?? 0);
+  counterOf(registry, 'sluice_front_health_checks_skipped_total', 'Checks due while the previous check of the same server had not ended (skipped, not stacked).', () => src.health?.scheduler.skipped ?? 0);
+
   const cluster = (): ReturnType<typeof clusterLoadOf> => clusterLoadOf(services());
   gaugeOf(registry, 'sluice_front_cluster_capacity', 'Sum of the usable servers\' capacities (as reported to DNS).', () => cluster().capacity);
   gaugeOf(registry, 'sluice_front_cluster_load', 'Sum of the usable servers\' loads (as reported to DNS).', () => cluster().load);

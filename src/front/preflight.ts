@@ -26,6 +26,11 @@
  *                  Both files are root-only: as the unprivileged unit these
  *                  two are skipped (shown as such), and the bind itself
  *                  refuses a taken number (ERR_SLUICE_QUEUE_BUSY, _NFLOG_BUSY).
+ *   health_source  every `services[].health.source` (of a service with a
+ *                  check) is an address of this namespace: a check cannot
+ *                  be sent from an address the node does not have (every
+ *                  check would fail, and every server would go down).
+ *                  Only run when some service sets a source.
  *
  * One error class for all of them (PreflightError, ERR_SLUICE_PREFLIGHT)
  * carrying the list of failures: an operator fixes every failed check in
@@ -45,7 +50,7 @@ import { resolve } from 'node:path';
 import { SluiceError } from '../errors/errors.ts';
 import type { FrontConfig } from './config.ts';
 
-export const PREFLIGHT_CHECKS = ['ip_forward', 'lan_interface', 'rp_filter', 'conntrack', 'queue', 'nflog_group'] as const;
+export const PREFLIGHT_CHECKS = ['ip_forward', 'lan_interface', 'rp_filter', 'conntrack', 'queue', 'nflog_group', 'health_source'] as const;
 export type PreflightCheck = (typeof PREFLIGHT_CHECKS)[number];
 
 export interface CheckResult {
@@ -220,8 +225,26 @@ export function checkBinding(kind: 'queue' | 'log', num: number, host: HostReade
   };
 }
 
-/** Every check, in PREFLIGHT_CHECKS order. */
-export function runPreflight(cfg: Pick<FrontConfig, 'lanInterface' | 'uplinkAddress' | 'queue' | 'nflogGroup'>, host: HostReader, opts: BindingOptions = {}): CheckResult[] {
+type PreflightConfig = Pick<FrontConfig, 'lanInterface' | 'uplinkAddress' | 'queue' | 'nflogGroup'> & { readonly services?: readonly { readonly name: string; readonly health?: { readonly kind: string; readonly source?: string | undefined } }[] };
+
+/** Each health check source address is on an interface here; undefined when no service sets one. */
+export function checkHealthSource(cfg: PreflightConfig, host: HostReader): CheckResult | undefined {
+  const used = (cfg.services ?? []).flatMap((s, i) => (s.health !== undefined && s.health.kind !== 'none' && s.health.source !== undefined ? [{ i, name: s.name, source: s.health.source }] : []));
+  if (used.length === 0) return undefined;
+  const missing = used.filter((u) => host.interfaceWith(u.source) === undefined);
+  if (missing.length === 0) return { check: 'health_source', ok: true, detail: `health check sources ${[...new Set(used.map((u) => u.source))].join(', ')} are on interfaces here` };
+  return {
+    check: 'health_source',
+    ok: false,
+    detail: missing
+      .map((m) => `services[${String(m.i)}].health.source ${m.source} (service ${m.name}) is not an address of this network namespace: every check would fail; set it to an address of the LAN interface (${cfg.lanInterface}), or remove it to let the kernel choose`)
+      .join('; '),
+  };
+}
+
+/** Every check, in PREFLIGHT_CHECKS order (health_source only when a service sets a source). */
+export function runPreflight(cfg: PreflightConfig, host: HostReader, opts: BindingOptions = {}): CheckResult[] {
+  const source = checkHealthSource(cfg, host);
   return [
     checkIpForward(host),
     checkLanInterface(cfg, host),
@@ -229,11 +252,12 @@ export function runPreflight(cfg: Pick<FrontConfig, 'lanInterface' | 'uplinkAddr
     checkConntrack(host),
     checkBinding('queue', cfg.queue, host, opts),
     checkBinding('log', cfg.nflogGroup, host, opts),
+    ...(source ? [source] : []),
   ];
 }
 
 /** Throws PreflightError listing every failed check. */
-export function assertHostReady(cfg: Pick<FrontConfig, 'lanInterface' | 'uplinkAddress' | 'queue' | 'nflogGroup'>, host: HostReader = systemHost()): void {
+export function assertHostReady(cfg: PreflightConfig, host: HostReader = systemHost()): void {
   const failures = runPreflight(cfg, host).filter((r) => !r.ok);
   if (failures.length > 0) throw new PreflightError(failures);
 }

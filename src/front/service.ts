@@ -41,6 +41,14 @@ export class ServerRuntime implements Backend {
   rate = 0;
   /** Its health from the front's check and its agent (health/server-health.ts). */
   readonly health: ServerHealth;
+  /**
+   * Slow start (health.slowStartSeconds): the share of its normal traffic
+   * it gets now, 0.05..1, refreshed by the daemon's tick from
+   * health.rampFrom (never a clock read per packet). The capacity method
+   * multiplies its remaining capacity by it, byrequests and leastconn its
+   * weight; maglev ignores it (select/backend.ts).
+   */
+  share = 1;
 
   constructor(id: string, address: number, port: number, weight: number, capacity: number, state: ServerRuntime['state'], health?: ServerHealth) {
     this.id = id;
@@ -104,13 +112,32 @@ export class ServiceRuntime {
    * `health` gives transitions a sink (the daemon logs and counts them) and
    * a clock for their stamps; without it (unit tests) they are only counted.
    */
-  constructor(index: number, svc: ServiceConfig, overflow: FrontConfig['overflow'], health?: { readonly now: number; readonly sink: HealthSink }) {
+  constructor(
+    index: number,
+    svc: ServiceConfig,
+    overflow: FrontConfig['overflow'],
+    health?: {
+      readonly now: number;
+      readonly sink: HealthSink;
+      /** The health of a server that remains across a reload (same name, address and port), kept with its state and ramp. */
+      readonly keep?: (server: string, address: number, port: number) => ServerHealth | undefined;
+    },
+  ) {
     this.index = index;
     this.name = svc.name;
     this.vip = addr(svc.vip);
     this.port = svc.port;
     this.protocol = svc.protocol === 'udp' ? IpProtocol.Udp : IpProtocol.Tcp;
-    this.servers = svc.servers.map((s) => new ServerRuntime(s.name, addr(s.address), s.port ?? svc.port, s.weight, s.capacity ?? Infinity, s.state, new ServerHealth(s.name, health?.now ?? 0, health?.sink)));
+    // A service with checks starts its new servers in health.startAs (no transition: nothing changed).
+    // `health` may be absent from configs built by hand (tools, older tests) rather than parsed.
+    const h = svc.health as ServiceConfig['health'] | undefined;
+    const initial = h !== undefined && h.kind !== 'none' ? { check: h.startAs, reason: `not checked yet (health.startAs ${h.startAs})` } : undefined;
+    this.servers = svc.servers.map((s) => {
+      const a = addr(s.address);
+      const p = s.port ?? svc.port;
+      const kept = health?.keep?.(s.name, a, p);
+      return new ServerRuntime(s.name, a, p, s.weight, s.capacity ?? Infinity, s.state, kept ?? new ServerHealth(s.name, health?.now ?? 0, health?.sink, initial));
+    });
     this.selector = createSelector(svc.method);
     this.selector.rebuild(this.servers);
     this.overflow = overflow.map((o) => ({ cluster: o.cluster, vip: o.vip, freeCapacity: o.freeCapacity, decided: 0 }));

@@ -18,13 +18,37 @@ import type { FrontControlStatus } from './control.ts';
 import type { RulesHealthStatus } from './rules-health.ts';
 import type { EngineCounters } from './engine.ts';
 import type { ServerRuntime } from './service.ts';
-import type { HealthState } from './health/server-health.ts';
+import type { ServerCheckStatus } from './health/checker.ts';
+import type { AgentHealth, CheckState, HealthState } from './health/server-health.ts';
 import type { OverridesStatus } from './override-store.ts';
 import type { ServerOverrideStatus } from './overrides.ts';
 
+/** A server's health (src/front/health/server-health.ts): the combined state and its sources. */
+export interface FrontServerHealthStatus {
+  /** The combined state: only `up` takes new connections. */
+  readonly state: HealthState;
+  /** Which source decided it, and what it said. */
+  readonly reason: string;
+  /** Seconds since the combined state last changed (since start if never). */
+  readonly sinceSeconds: number;
+  readonly transitions: number;
+  /** The front node's check after rise/fall ('off': kind none) and its last reason. */
+  readonly check: CheckState;
+  readonly checkReason: string;
+  /** The agent's own report ('none': no report with health yet). */
+  readonly agent: AgentHealth | 'none';
+  readonly agentReason: string;
+  /** The agent stopped reporting. */
+  readonly silent: boolean;
+  /** Slow start: the share of its normal traffic it gets now (1: none). */
+  readonly share: number;
+  /** The active check's counters, when the service has one. */
+  readonly checks?: ServerCheckStatus | undefined;
+}
+
 export interface FrontServerStatus {
   readonly name: string;
-  /** The configured or admin-set state, or down (its agent stopped reporting). */
+  /** The configured or admin-set state, or down (its health is down or maint: a check failed, its agent says so, or it stopped reporting). */
   readonly state: ServerRuntime['state'] | 'down';
   readonly active: number;
   readonly decided: number;
@@ -40,8 +64,8 @@ export interface FrontServerStatus {
   readonly weight: number;
   /** The configured or ctl-set state (active, drain, disabled). */
   readonly admin: ServerRuntime['state'];
-  /** Its combined health (health/server-health.ts) and why. */
-  readonly health: { readonly state: HealthState; readonly reason: string; readonly transitions: number };
+  /** Its combined health (health/server-health.ts), its sources and why (absent from daemons older than health checks). */
+  readonly health?: FrontServerHealthStatus;
   /** New connections/s decided for it over the rate window (rates.ts), as ipvsadm's CPS. */
   readonly cps: number;
   /** How a ctl override differs from the file (null: as the file says). */
@@ -69,6 +93,24 @@ export type FrontShapingStatus = {
   readonly maxHeld: number;
   readonly checkpoints: readonly CheckpointStatus[];
 } & Readonly<Shaper['counts']>;
+
+/** Health checks and transitions over the whole node. */
+export interface FrontHealthStatus {
+  /** Transitions since start, by the state entered. */
+  readonly transitions: Readonly<Record<HealthState, number>>;
+  /** Check results since start, by outcome. */
+  readonly outcomes: Readonly<Record<string, number>>;
+  readonly inFlight: number;
+  readonly peakInFlight: number;
+  readonly maxInFlight: number;
+  /** Checks due while the previous one of the same server had not ended (skipped). */
+  readonly skipped: number;
+  readonly targets: number;
+  /** Times the usable set changed (one cluster_load each). */
+  readonly usableChanges: number;
+  /** Selector rebuilds (services whose usable set changed; at most one round per 100 ms). */
+  readonly selectorRebuilds: number;
+}
 
 export interface FrontStatus {
   readonly cluster: string;
@@ -102,5 +144,7 @@ export interface FrontStatus {
   readonly overrides: OverridesStatus;
   /** The window of `cps` (seconds). */
   readonly rateWindowSeconds: number;
+  /** Absent from daemons older than health checks. */
+  readonly health?: FrontHealthStatus;
   readonly services: readonly FrontServiceStatus[];
 }

@@ -294,3 +294,23 @@ describe('dashboard server and command line', () => {
     }
   });
 });
+
+describe('dashboard state: server health from the front node', () => {
+  it('a server whose health is down shows as down, maint as maint, drain as draining, even while its configured state is active', () => {
+    const st = new SiteState([{ name: 'f1', address: 'unix:/x' }]);
+    const status = front('c1', { a: 1, b: 1, c: 1, d: 1 });
+    const servers = (status['services'] as { servers: Record<string, unknown>[] }[])[0]!.servers;
+    const health = ['up', 'down', 'maint', 'drain'];
+    servers.forEach((s, i) => (s['health'] = { state: health[i], reason: 'check failed: connect refused (2 in a row)' }));
+    st.record('f1', 0, { status });
+    assert.deepEqual(
+      cluster(st.view(0), 'c1').servers.map((s) => [s.name, s.state]),
+      [
+        ['a', 'up'],
+        ['b', 'down'],
+        ['c', 'maint'],
+        ['d', 'draining'],
+      ],
+    );
+  });
+});

@@ -161,3 +161,25 @@ describe('front preflight', () => {
     assert.equal(boundPortId('', 0), undefined);
   });
 });
+
+describe('front preflight: health check source', () => {
+  const svc = (source?: string, kind = 'tcp'): { name: string; health: { kind: string; source?: string } } => ({ name: 'www', health: { kind, ...(source !== undefined ? { source } : {}) } });
+  it('not run when no service sets a source', () => {
+    assert.ok(runPreflight({ ...CFG, services: [svc()] }, host(good())).every((r) => r.check !== 'health_source'));
+  });
+  it('a source on an interface here passes', () => {
+    const r = runPreflight({ ...CFG, services: [svc('198.18.101.2')] }, host(good())).find((x) => x.check === 'health_source');
+    assert.equal(r?.ok, true);
+  });
+  it('a source the node does not have is refused, naming the key and the fix', () => {
+    assert.throws(
+      () => {
+        assertHostReady({ ...CFG, services: [svc('198.18.201.99')] }, host(good()));
+      },
+      (err: unknown) => err instanceof PreflightError && err.failures.length === 1 && err.failures[0]?.check === 'health_source' && /services\[0\]\.health\.source 198\.18\.201\.99 .*not an address of this network namespace.*set it to an address of the LAN interface/.test(err.message),
+    );
+  });
+  it('kind none: its source is not checked', () => {
+    assert.ok(runPreflight({ ...CFG, services: [svc('198.18.201.99', 'none')] }, host(good())).every((r) => r.check !== 'health_source'));
+  });
+});

@@ -59,10 +59,22 @@ export class ServerHealth {
   rampFrom = -Infinity;
   readonly #sink: HealthSink | undefined;
 
-  constructor(server: string, now: number, sink?: HealthSink) {
+  /**
+   * `initialCheck`: the check's state before its first result (the
+   * service's `health.startAs`); the combined state starts from it with no
+   * transition (nothing changed: the server was never in another state).
+   */
+  constructor(server: string, now: number, sink?: HealthSink, initialCheck?: { readonly check: CheckState; readonly reason: string }) {
     this.server = server;
     this.since = now;
     this.#sink = sink;
+    if (initialCheck) {
+      this.check = initialCheck.check;
+      this.checkReason = initialCheck.reason;
+      const c = ServerHealth.combine(this.check, this.agent, this.silent, this.checkReason, this.agentReason);
+      this.state = c.state;
+      this.reason = c.reason;
+    }
   }
 
   /** The front node's check result (after rise/fall). Returns whether the combined state changed. */

@@ -19,6 +19,17 @@ export interface Backend {
   readonly load: number;
   /** False when drained, disabled or down: no new connections. */
   usable: boolean;
+  /**
+   * Slow start (HAProxy `slowstart`): the share of its normal traffic the
+   * server gets while it ramps up after coming back, 0 < share <= 1;
+   * absent means 1. Dynamic methods apply it (capacity: remaining capacity
+   * x share; byrequests: weight x share; leastconn: (active + 1) / (weight
+   * x share) while ramping, HAProxy's leastconn key). maglev does not: a
+   * consistent hash maps each client to one server, and scaling a server's
+   * slots would move other servers' clients; its clients return at once,
+   * as HAProxy ignores slowstart for static algorithms.
+   */
+  readonly share?: number;
 }
 
 /** Whether a new connection may go to `b` (usable and below capacity). */

@@ -8,7 +8,8 @@
  * The comparison is strict, so ties go to the earlier worker; disabled
  * workers neither accumulate nor count in the total. The sum of lbstatus of
  * usable workers stays constant, which is why the schedule repeats.
- * Here "usable" also excludes servers at capacity (they are full).
+ * Here "usable" also excludes servers at capacity (they are full), and a
+ * server in slow start has lbfactor weight x share.
  */
 import { eligible, type Backend, type Selector } from './backend.ts';
 import { smoothPick } from './smooth.ts';
@@ -30,7 +31,7 @@ export class ByRequests implements Selector {
     const w = this.#weights;
     for (let i = 0; i < backends.length; i++) {
       const b = backends[i];
-      w[i] = b !== undefined && eligible(b) ? b.weight : 0;
+      w[i] = b !== undefined && eligible(b) ? b.weight * (b.share ?? 1) : 0;
     }
     return smoothPick(backends.length, this.#status, w);
   }

@@ -5,6 +5,7 @@
  * re-read on every pick, so the spread follows load as it changes, with no
  * randomness: the same state always gives the same choice.
  *
+ * A server in slow start gets its remaining capacity times its share.
  * A server at or above capacity has weight 0 and is skipped; when every
  * server is so, pick() returns -1 and the front node overflows to another
  * cluster (seed 000's "load on each server > capacity").
@@ -32,7 +33,7 @@ export class CapacityProportional implements Selector {
       const remaining = b !== undefined && b.usable ? b.capacity - b.load : 0;
       // An unlimited server counts as weight 1 (validated configs give the
       // capacity method finite capacities).
-      w[i] = remaining > 0 ? (Number.isFinite(remaining) ? remaining : 1) : 0;
+      w[i] = remaining > 0 ? (Number.isFinite(remaining) ? remaining : 1) * (b?.share ?? 1) : 0;
     }
     return smoothPick(backends.length, this.#current, w);
   }

@@ -7,6 +7,20 @@
  */
 import { eligible, type Backend, type Selector } from './backend.ts';
 
+/**
+ * a.active / a.weight < b.active / b.weight, cross-multiplied. A server in
+ * slow start (share < 1) counts as (active + 1) / (weight x share),
+ * HAProxy's leastconn key: with the plain ratio an idle ramping server
+ * (0 active) would win every pick however small its share.
+ */
+function less(a: Backend, b: Backend): boolean {
+  const sa = a.share ?? 1;
+  const sb = b.share ?? 1;
+  const ka = sa < 1 ? a.active + 1 : a.active;
+  const kb = sb < 1 ? b.active + 1 : b.active;
+  return ka * b.weight * sb < kb * a.weight * sa;
+}
+
 export class LeastConnections implements Selector {
   readonly method = 'leastconn';
   #last = -1;
@@ -23,7 +37,7 @@ export class LeastConnections implements Selector {
       const i = (this.#last + k) % n;
       const b = backends[i];
       if (b === undefined || !eligible(b)) continue;
-      if (bestB === undefined || b.active * bestB.weight < bestB.active * b.weight) {
+      if (bestB === undefined || less(b, bestB)) {
         best = i;
         bestB = b;
       }
