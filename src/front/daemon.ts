@@ -53,9 +53,13 @@ import { ConnectionTable, connectionKey } from './connections.ts';
 import { LIVE_STATES, REBUILD_STATES, readKernelFlows } from './conntrack-proc.ts';
 import { FrontControl } from './control.ts';
 import { FrontEngine, HELD } from './engine.ts';
-import { installRules, removeRules, saveTable, saveTableAsync } from './iptables.ts';
+import { saveTable, saveTableAsync } from './iptables.ts';
+import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
+import { listTableAsync, nftLoadAsync } from './nft.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
-import { TEARDOWN_LOG, renderRules } from './rules.ts';
+import { TEARDOWN_LOG } from './rules.ts';
+import { installRuleset, listNft, removeRules, renderRuleset } from './ruleset.ts';
+import { VipGuard, type GuardCount } from './vip-guard.ts';
 import { assertHostReady } from './preflight.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
 import type { FrontStatus } from './status.ts';
@@ -97,6 +101,10 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly admission: FrontAdmission;
   /** Installs our rules, reads them back, and reinstalls them when someone removes or changes them. */
   readonly rules: RulesHealth;
+  /** The daemon-down fallback's contents: rewritten when the usable servers change (usableChanged). */
+  readonly fallback: FallbackWriter;
+  /** The VIP guard's drop counter, read from each rule check's dump of our nft table. */
+  readonly vipGuard = new VipGuard();
 
   constructor(configFile: string) {
     this.configFile = configFile;
@@ -105,14 +113,24 @@ export class FrontDaemon implements FrontMetricsSource {
     this.systemd = new SystemdNotifier(this.log);
     this.throttle = new FrontThrottle(this.log);
     this.admission = new FrontAdmission(this.log);
+    this.fallback = new FallbackWriter({
+      log: this.log,
+      config: () => this.config,
+      write: (script) => nftLoadAsync(script, 10_000),
+    });
     this.rules = new RulesHealth({
       log: this.log,
-      render: () => renderRules(this.config),
+      // A repair renders the running configuration with the latest usable servers.
+      render: () => renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last()),
       apply: (rules) => {
-        installRules(rules);
+        installRuleset(rules);
       },
-      save: (table) => saveTable(table),
-      saveAsync: (table, timeoutMs) => saveTableAsync(table, timeoutMs),
+      save: (table) => (table === 'nft' ? listNft() : saveTable(table)),
+      saveAsync: (table, timeoutMs) => (table === 'nft' ? listTableAsync(timeoutMs) : saveTableAsync(table, timeoutMs)),
+      fallback: () => this.fallback.state(),
+      onNftDump: (list) => {
+        this.vipGuard.read(list);
+      },
       periodMs: () => this.config.rules.checkSeconds * 1000,
       failuresBeforeDead: () => this.config.rules.restartAfterFailures,
     });
@@ -194,7 +212,8 @@ export class FrontDaemon implements FrontMetricsSource {
         this.log.error({ err }, 'log group error');
       },
     });
-    this.rules.install(renderRules(this.config));
+    this.fallback.installed(this.engine.services);
+    this.rules.install(renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last()));
     this.#queue = NfQueue.open({
       queue: this.config.queue,
       // Packets wait here for their verdict: those of one batch, plus the
@@ -317,7 +336,8 @@ export class FrontDaemon implements FrontMetricsSource {
       for (const o of ns.overflow) o.decided = os?.overflow.find((x) => x.cluster === o.cluster)?.decided ?? 0;
       ns.overflowed = os?.overflowed ?? 0;
     }
-    this.rules.install(renderRules(next));
+    this.fallback.installed(services);
+    this.rules.install(renderRuleset(next, this.fallback.spread(), this.vipGuard.last()));
     this.engine.setServices(services);
     const layout = shapingLayoutKey(next);
     if (layout !== this.#shapingLayout) this.#rebuildShaper(next, old, layout);
@@ -375,6 +395,11 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.engine.services;
   }
 
+  /** The usable servers may have changed: the fallback map follows (coalesced; nothing written if they did not). */
+  usableChanged(): void {
+    this.fallback.update(this.engine.services);
+  }
+
   async #rebuildFromKernel(): Promise<number> {
     const flows = await readKernelFlows();
     const now = performance.now();
@@ -391,8 +416,8 @@ export class FrontDaemon implements FrontMetricsSource {
           if (j < 0) break;
           target = OVERFLOW_BASE + j;
         }
-        const key = connectionKey(s, f.client, f.clientPort);
-        if (this.table.lookup(key) < 0 && this.table.create(key, s, target, now) >= 0) {
+        const key = connectionKey(f.client, f.clientPort);
+        if (this.table.lookup(s, key) < 0 && this.table.create(key, s, target, now) >= 0) {
           const srv = svc.servers[target];
           if (srv) srv.active++;
           n++;
@@ -412,15 +437,19 @@ export class FrontDaemon implements FrontMetricsSource {
       this.log.error({ err: (err as Error).message }, 'reconcile skipped: cannot read the kernel flows');
       return;
     }
-    const live = new Set<number>();
+    // Per service index, the live flows' keys.
+    const live = new Map<number, Set<number>>();
     const services = this.engine.services;
     for (const f of flows) {
       if (!LIVE_STATES.has(f.state)) continue;
       const s = services.findIndex((x) => x.vip === f.dst && x.port === f.dstPort && x.protocol === protocolNumber(f.protocol));
-      if (s >= 0) live.add(connectionKey(s, f.client, f.clientPort));
+      if (s < 0) continue;
+      let keys = live.get(s);
+      if (keys === undefined) live.set(s, (keys = new Set()));
+      keys.add(connectionKey(f.client, f.clientPort));
     }
     // Records younger than one period may not have reached the kernel's table yet.
-    const freed = this.table.reconcile((k) => live.has(k), performance.now() - this.config.connections.reconcileSeconds * 1000);
+    const freed = this.table.reconcile((s, k) => live.get(s)?.has(k) === true, performance.now() - this.config.connections.reconcileSeconds * 1000);
     if (freed > 0) this.log.info({ freed }, 'records freed: kernel flows gone');
   }
 
@@ -434,6 +463,14 @@ export class FrontDaemon implements FrontMetricsSource {
 
   kernelQueue(): KernelQueueStats | undefined {
     return readKernelQueue(this.config.queue);
+  }
+
+  vipGuardCount(): GuardCount {
+    return this.vipGuard.last();
+  }
+
+  fallbackStatus(): FallbackWriterStatus {
+    return this.fallback.status();
   }
 
   rulesHealth(): RulesHealthStatus {
@@ -467,6 +504,8 @@ export class FrontDaemon implements FrontMetricsSource {
       records: { active: this.table.active, recycled: this.table.recycled, ...this.table.counts },
       admin: { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 },
       rules: this.rules.status(),
+      vipGuard: { ...this.vipGuard.last() },
+      fallback: this.fallback.status(),
       queue: this.#queue?.stats(),
       log: this.#log?.stats(),
       ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),
@@ -490,6 +529,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.watchdog.stop();
     // Before the rules go: a check returning after this repairs nothing.
     this.rules.stop();
+    this.fallback.stop();
     for (const t of this.#timers) clearInterval(t);
     this.#ops?.close();
     for (const t of this.#schedulers) t.close();

@@ -12,7 +12,8 @@
  *                      accept with its mark (the kernel DNATs by mark);
  *                      retransmitted: same record, same mark
  *  client FIN / RST    record -> recycle list (teardown(); or decide() for
- *                      one the kernel has no flow for: then accepted)
+ *                      one the kernel has no flow for: then accepted if it
+ *                      had a live record, else dropped: teardownNoRecord)
  *  server RST          same, keyed by the client the reset goes to
  *  other non-SYN       (kernel has no flow for it) record -> accept with its
  *                      mark; no record -> drop (seed 000)
@@ -57,9 +58,11 @@ export class EngineCounters {
   loggedMalformed = 0;
   resumed = 0;
   noRecord = 0;
+  /** FINs and RSTs queued to a service with no flow and no live record: dropped (they would loop). */
+  teardownNoRecord = 0;
   /** Packets the rules should not have queued (not TCP/UDP, not to a VIP, no such UDP service), accepted or dropped. */
   unexpected = 0;
-  /** The part of `unexpected` that was dropped (drops by reason: malformed, noTarget, noRecord, this). */
+  /** The part of `unexpected` that was dropped (drops by reason: malformed, noTarget, noRecord, teardownNoRecord, this). */
   unexpectedDropped = 0;
   /** Checkpoints: SYNs held, rejected (reset or dropped), retransmits of held SYNs dropped, held verdicts given later. */
   shapingHeld = 0;
@@ -129,7 +132,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
       this.onSettled(id, Verdict.Drop, 0);
       return;
     }
-    const v = newConnection(this, s, svc, connectionKey(s, src, port), src, now);
+    const v = newConnection(this, s, svc, connectionKey(src, port), src, now);
     this.counters.shapingSettled++;
     this.onSettled(id, v, this.mark);
   }
@@ -157,14 +160,14 @@ export class FrontEngine implements ShapingHost, Forwarder {
       const svc = services[s];
       if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort || svc.protocol !== IpProtocol.Udp) continue;
       this.counters.udpFlows++;
-      const key = connectionKey(s, info.src, info.srcPort);
-      const known = this.#table.lookup(key);
-      if (known >= 0 && this.#table.isActive(key)) {
+      const key = connectionKey(info.src, info.srcPort);
+      const known = this.#table.lookup(s, key);
+      if (known >= 0 && this.#table.isActive(s, key)) {
         this.counters.resumed++;
         this.mark = destinationMark(s, known);
         return Verdict.Accept;
       }
-      if (known >= 0) this.#table.remove(key);
+      if (known >= 0) this.#table.remove(s, key);
       return newConnection(this, s, svc, key, info.src, now);
     }
     // No UDP service here (a reload removed it): nothing to steer it to.
@@ -209,7 +212,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
     for (let s = 0; s < services.length; s++) {
       const svc = services[s];
       if (svc === undefined || svc.serverAt(info.src, info.srcPort) < 0) continue;
-      if (this.#table.finish(connectionKey(s, info.dst, info.dstPort), now)) this.counters.serverResets++;
+      if (this.#table.finish(s, connectionKey(info.dst, info.dstPort), now)) this.counters.serverResets++;
       return true;
     }
     return false;
@@ -243,7 +246,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
     for (let s = 0; s < services.length; s++) {
       const svc = services[s];
       if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort || svc.protocol !== IpProtocol.Tcp) continue;
-      if (this.#table.finish(connectionKey(s, info.src, info.srcPort), now)) c.finishes++;
+      if (this.#table.finish(s, connectionKey(info.src, info.srcPort), now)) c.finishes++;
       return;
     }
     if ((flags & TcpFlag.Rst) === 0 || !this.#serverReset(now)) c.unexpected++;

@@ -4,9 +4,11 @@
  * Someone else may flush them at any time (`iptables -t mangle -F`, a
  * firewall reload: Debian's stock /etc/nftables.conf begins with `flush
  * ruleset`), and steering then ends silently. Every `rules.checkSeconds`
- * this reads `iptables-save -t TABLE` for each table with chains of ours
- * and compares our part of it with the set read back right after the last
- * install (rules-check.ts). On a difference it reinstalls the running
+ * this reads `iptables-save -t TABLE` for each table with chains of ours,
+ * and `nft list table ip sluice` (our nft table, with its sets and maps),
+ * and compares our part of each with the set read back right after the
+ * last install (rules-check.ts); the fallback map, which fallback.ts
+ * rewrites between installs, by its element count. On a difference it reinstalls the running
  * configuration's rules through the same install as start and reload
  * (atomic per table), logs the event once at warn with counts of what was
  * missing or changed, and counts it.
@@ -32,19 +34,31 @@
  */
 import type { Logger } from '../log/logger.ts';
 import type { Liveness } from '../systemd/watchdog.ts';
-import { NO_DAMAGE, addDamage, compareOwned, isDamaged, ownedPart, readBack, tablesOf, type OwnedPart, type RulesDamage, type Table } from './rules-check.ts';
-import type { RenderedRules } from './rules.ts';
+import { NO_DAMAGE, addDamage, compareOwned, fallbackCountOf, isDamaged, partOf, readBack, tablesOf, type OwnedPart, type RulesDamage, type Table } from './rules-check.ts';
+import type { RuleSet } from './ruleset.ts';
+
+/** What the fallback writer last wrote (fallback.ts): the map's element count, and a generation bumped by each write. */
+export interface FallbackState {
+  readonly elements: number;
+  readonly generation: number;
+  /** A write is in flight: the map's contents are not judged. */
+  readonly writing: boolean;
+}
 
 export interface RulesHealthDeps {
   readonly log: Logger;
   /** The running configuration's rules (rendered when a repair needs them). */
-  readonly render: () => RenderedRules;
-  /** Installs `rules` (iptables.ts installRules): synchronous, throws on failure. */
-  readonly apply: (rules: RenderedRules) => void;
-  /** iptables-save of one table, synchronously (the read-back after an install). */
+  readonly render: () => RuleSet;
+  /** Installs `rules` (ruleset.ts installRuleset): synchronous, throws on failure. */
+  readonly apply: (rules: RuleSet) => void;
+  /** iptables-save of one table, or `nft list table` for `nft`, synchronously (the read-back after an install). */
   readonly save: (table: Table) => string;
-  /** iptables-save of one table off the event loop, failing after `timeoutMs`. */
+  /** The same off the event loop, failing after `timeoutMs`. */
   readonly saveAsync: (table: Table, timeoutMs: number) => Promise<string>;
+  /** The fallback map's expected contents (undefined: not checked). */
+  readonly fallback?: () => FallbackState | undefined;
+  /** Each dump of our nft table (the VIP guard's counter is read from it: no extra command). */
+  readonly onNftDump?: (list: string) => void;
   /** The check period (rules.checkSeconds, read at each scheduling: a reload changes it). */
   readonly periodMs: () => number;
   /** Failed repairs in a row after which liveness() says not alive (rules.restartAfterFailures). */
@@ -94,7 +108,7 @@ export class RulesHealth {
    * reload, repair). Throws what the install or the read-back throws; the
    * expected set is then unknown, and the next check reinstalls.
    */
-  install(rules: RenderedRules): void {
+  install(rules: RuleSet): void {
     this.#generation++;
     this.#expected = undefined;
     this.#deps.apply(rules);
@@ -149,6 +163,7 @@ export class RulesHealth {
     // The last install failed (a reload's, or a repair's): nothing to compare with; install again.
     if (expected === undefined) return this.#repair(NO_DAMAGE, []);
     const timeoutMs = Math.max(1000, this.#deps.periodMs());
+    const fbBefore = this.#deps.fallback?.();
     const actual = new Map<Table, string>();
     try {
       // One table after the other: one child process at a time.
@@ -168,10 +183,18 @@ export class RulesHealth {
       this.#checkFailing = false;
       this.#deps.log.info('rule check: the rules can be read again');
     }
+    const nftDump = actual.get('nft');
+    if (nftDump !== undefined) this.#deps.onNftDump?.(nftDump);
     let damage = NO_DAMAGE;
     const tables: Table[] = [];
     for (const [t, want] of expected) {
-      const d = compareOwned(want, ownedPart(actual.get(t) ?? ''));
+      let d = compareOwned(want, partOf(t, actual.get(t) ?? ''));
+      // The fallback map's elements, by count, unless a write ran during the dump.
+      const fbAfter = this.#deps.fallback?.();
+      if (t === 'nft' && fbBefore !== undefined && fbAfter !== undefined && !fbBefore.writing && !fbAfter.writing && fbBefore.generation === fbAfter.generation) {
+        const missing = fbAfter.elements - fallbackCountOf(actual.get(t) ?? '');
+        if (missing !== 0) d = addDamage(d, { ...NO_DAMAGE, missingRules: Math.max(0, missing), unexpectedRules: Math.max(0, -missing) });
+      }
       if (isDamaged(d)) tables.push(t);
       damage = addDamage(damage, d);
     }
