@@ -17,7 +17,7 @@
  * neither damage nor ours to restore or remove.
  */
 import { SluiceError } from '../errors/errors.ts';
-import { CHAINS, type OwnedChain } from './rules.ts';
+import { CHAINS, LEGACY_CHAINS, type OwnedChain } from './rules.ts';
 import type { RuleSet } from './ruleset.ts';
 
 /**
@@ -43,7 +43,9 @@ export interface OwnedPart {
   readonly jumps: readonly string[];
 }
 
-const OURS: ReadonlySet<string> = new Set(Object.values(CHAINS).map((c: OwnedChain) => c.chain));
+// Earlier versions' chains are ours too (a dump may still hold them); a
+// chain the expected set lacks is never judged (compareOwned).
+const OURS: ReadonlySet<string> = new Set([...(Object.values(CHAINS) as OwnedChain[]), ...LEGACY_CHAINS].map((c) => c.chain));
 
 /** Our chains and jumps from the output of `iptables-save -t TABLE` (one table). */
 export function ownedPart(save: string): OwnedPart {

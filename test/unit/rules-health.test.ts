@@ -9,7 +9,8 @@ import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import type { Table } from '../../src/front/rules-check.ts';
 import { RulesHealth } from '../../src/front/rules-health.ts';
-import { renderRules, type RenderedRules } from '../../src/front/rules.ts';
+import { configuredSpread } from '../../src/front/nft.ts';
+import { renderRuleset, type RuleSet } from '../../src/front/ruleset.ts';
 import { componentLogger, type Logger } from '../../src/log/logger.ts';
 
 const CONFIG = `
@@ -22,7 +23,11 @@ services:
     servers:
       - { name: s1a, address: 198.18.201.11, capacity: 100 }
 `;
-const rules = renderRules(parseConfig(frontConfigSchema, CONFIG, 'x'));
+function render(text: string): RuleSet {
+  const cfg = parseConfig(frontConfigSchema, text, 'x');
+  return renderRuleset(cfg, configuredSpread(cfg));
+}
+const rules = render(CONFIG);
 
 /**
  * A fake iptables: install() writes each table's save output as the
@@ -38,17 +43,19 @@ class FakeIptables {
   hold: Promise<void> | undefined;
   release: () => void = () => undefined;
 
-  apply(r: RenderedRules): void {
+  apply(r: RuleSet): void {
     if (this.failInstall) throw new Error('iptables-restore: line 2 failed');
     this.installs++;
-    for (const t of ['mangle', 'nat'] as const) {
+    for (const t of ['mangle', 'filter'] as const) {
       const lines = [`*${t}`];
-      for (const c of r.chains.filter((x) => x.table === t)) {
+      for (const c of r.iptables.chains.filter((x) => x.table === t)) {
         lines.push(`:${c.chain} - [0:0]`, `-A ${c.hook} -j ${c.chain}`);
-        for (const rule of r.byChain[c.chain] ?? []) lines.push(`-A ${c.chain} ${rule}`);
+        for (const rule of r.iptables.byChain[c.chain] ?? []) lines.push(`-A ${c.chain} ${rule}`);
       }
       this.tables.set(t, [...lines, 'COMMIT', ''].join('\n'));
     }
+    // nft lists a table with tabs: a block head at one, its lines at two.
+    this.tables.set('nft', r.nft.table.replace(/^    /gm, '\t\t').replace(/^  /gm, '\t'));
   }
 
   save(t: Table): string {
@@ -132,7 +139,7 @@ describe('rule check: repair', () => {
     assert.match(w.msg, /reinstalled/);
     assert.deepEqual(w.fields['tables'], ['mangle']);
     assert.equal(w.fields['missingJumps'], 1);
-    assert.equal(w.fields['missingRules'], rules.byChain['SLUICE_QUEUE']?.length);
+    assert.equal(w.fields['missingRules'], rules.iptables.byChain['SLUICE_QUEUE']?.length);
   });
 
   it('a deleted ruleset (nft flush ruleset) is reinstalled', async () => {
@@ -143,9 +150,47 @@ describe('rule check: repair', () => {
     assert.equal(health.status().repaired, 1);
   });
 
+  it('our nft table deleted alone is reinstalled; a chain of it flushed too', async () => {
+    const { ipt, health, logs } = setup();
+    ipt.tables.delete('nft');
+    assert.equal(await health.check(), 'repaired');
+    assert.deepEqual(logs[0]?.fields['tables'], ['nft']);
+    ipt.tables.set('nft', (ipt.tables.get('nft') ?? '').replace(/\t\tip daddr @vips[^\n]*\n/, '').replace(/(\t\t)meta mark != \S+ ip daddr @vips[^\n]*\n/, ''));
+    assert.equal(await health.check(), 'repaired');
+    assert.equal(await health.check(), 'intact');
+    assert.equal(health.status().repaired, 2);
+  });
+
+  it('the fallback map is judged by its element count, unless a write ran during the dump', async () => {
+    const ipt = new FakeIptables();
+    let fb = { elements: 256, generation: 1, writing: false };
+    const health = new RulesHealth({
+      log: recordingLogger([]),
+      render: () => rules,
+      apply: (r) => {
+        ipt.apply(r);
+      },
+      save: (t) => ipt.save(t),
+      saveAsync: (t) => ipt.saveAsync(t),
+      fallback: () => fb,
+      periodMs: () => 2000,
+      failuresBeforeDead: () => 3,
+    });
+    health.install(rules);
+    // The fake lists the rendering on one line per map: write the count the way nft lists elements.
+    const withElements = (n: number): string => (ipt.tables.get('nft') ?? '').replace(/(\tmap fallback \{)[^\n]*/, `$1\n\t\telements = { ${Array.from({ length: n }, (_, k) => `198.19.1.1 . tcp . 80 . ${String(k)} : 198.18.201.11 . 80`).join(', ')} }\n\t}`);
+    ipt.tables.set('nft', withElements(256));
+    assert.equal(await health.check(), 'intact');
+    ipt.tables.set('nft', withElements(0)); // nft flush map ip sluice fallback
+    fb = { ...fb, writing: true };
+    assert.equal(await health.check(), 'intact', 'a write in flight: not judged');
+    fb = { ...fb, writing: false };
+    assert.equal(await health.check(), 'repaired');
+  });
+
   it('a foreign rule added to a built-in chain is left alone', async () => {
     const { ipt, health } = setup();
-    ipt.tables.set('nat', (ipt.tables.get('nat') ?? '').replace('COMMIT', '-A PREROUTING -p udp -j ACCEPT\nCOMMIT'));
+    ipt.tables.set('mangle', (ipt.tables.get('mangle') ?? '').replace('COMMIT', '-A PREROUTING -p udp -j ACCEPT\nCOMMIT'));
     assert.equal(await health.check(), 'intact');
     assert.equal(ipt.installs, 1);
   });
@@ -157,7 +202,7 @@ describe('rule check: races', () => {
     ipt.holdNext();
     const inFlight = health.check();
     // The reload installs another set while the dump of the old one is in flight.
-    const reloaded = renderRules(parseConfig(frontConfigSchema, CONFIG.replace('capacity: 100 }', 'capacity: 100 }\n      - { name: s1b, address: 198.18.201.12, capacity: 100 }'), 'x'));
+    const reloaded = render(CONFIG.replace('capacity: 100 }', 'capacity: 100 }\n      - { name: s1b, address: 198.18.201.12, capacity: 100 }'));
     health.install(reloaded);
     ipt.release();
     assert.equal(await inFlight, 'superseded');
