@@ -22,6 +22,9 @@
  *              group (the daemon recycles its record; nothing waits).
  *   nat_pre    (dstnat - 1: before any other nat rule) DNAT by the verdict's
  *              mark: one lookup in map `targets` (mark -> address . port).
+ *              The mark is copied to the flow's conntrack mark (once per
+ *              connection: nat chains see a flow's first packet only), so
+ *              `conntrack -L` shows each flow's decision.
  *              A SYN or new UDP flow still carrying QUEUE_MARK (the daemon
  *              is away, or the fail-open queue was full) is DNATed by
  *              map `fallback`: jhash of the source over FALLBACK_SLOTS
@@ -155,7 +158,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     '  }',
     '  chain nat_pre {',
     '    type nat hook prerouting priority dstnat - 1; policy accept;',
-    `    meta mark & 0xff000000 == 0x51000000 meta l4proto { tcp, udp } dnat ip to meta mark map @targets`,
+    `    meta mark & 0xff000000 == 0x51000000 meta l4proto { tcp, udp } ct mark set meta mark dnat ip to meta mark map @targets`,
     ...(fb.length > 0
       ? [
           `    meta mark ${q} ${synOnly} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
