@@ -14,8 +14,9 @@
  *              returns at once, as the first rules of the old iptables
  *              queue chain did; a packet to a service (set `services`,
  *              keyed VIP . protocol . port) goes to `to_service`; a
- *              server's RST (set `server_ports`, from the LAN interface)
- *              is logged to the NFLOG group.
+ *              server's RST (a reply from the LAN interface in a flow
+ *              whose conntrack mark is one of our decisions) is logged to
+ *              the NFLOG group.
  *   to_service a SYN, a new UDP flow, or a TCP packet the kernel has no
  *              flow for gets QUEUE_MARK (the iptables NFQUEUE rule matches
  *              it); a FIN or RST of a known flow is logged to the NFLOG
@@ -108,9 +109,6 @@ function elements(list: readonly string[]): string {
 export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { packets: number; bytes: number } = { packets: 0, bytes: 0 }): RenderedNft {
   const vips = [...new Set(cfg.services.map((s) => s.vip))];
   const services = cfg.services.map((s) => `${s.vip} . ${s.protocol} . ${String(s.port)}`);
-  const serverPorts = [
-    ...new Set(cfg.services.filter((s) => s.protocol === 'tcp').flatMap((svc) => svc.servers.map((srv) => `${srv.address} . ${String(srv.port ?? svc.port)}`))),
-  ];
   const targets: string[] = [];
   const overflow: string[] = [];
   cfg.services.forEach((svc, si) => {
@@ -130,7 +128,6 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     `  counter ${GUARD_COUNTER} { packets ${String(guard.packets)} bytes ${String(guard.bytes)} }`,
     `  set vips { type ipv4_addr;${elements(vips)} }`,
     `  set services { type ipv4_addr . inet_proto . inet_service;${elements(services)} }`,
-    `  set server_ports { type ipv4_addr . inet_service;${elements(serverPorts)} }`,
     `  set overflow_marks { type mark;${elements(overflow)} }`,
     `  map targets { type mark : ipv4_addr . inet_service;${elements(targets)} }`,
     `  map fallback { typeof ip daddr . meta l4proto . th dport . numgen inc mod ${String(FALLBACK_SLOTS)} : ip daddr . th dport;${elements(fb)} }`,
@@ -143,7 +140,9 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     '    meta l4proto udp ct state established return',
     '    ct direction reply tcp flags & rst == 0 return',
     '    ip daddr . meta l4proto . th dport @services goto to_service',
-    `    iifname ${JSON.stringify(cfg.lanInterface)} ip saddr . tcp sport @server_ports tcp flags & rst == rst ${log}`,
+    // A server's reset: a reply from the LAN in a flow the daemon decided
+    // (its conntrack mark is a decision of ours: nat_pre copies it).
+    `    iifname ${JSON.stringify(cfg.lanInterface)} ct direction reply ct mark & 0xff000000 == 0x51000000 ct mark != ${q} tcp flags & rst == rst ${log}`,
     '  }',
     '  chain to_service {',
     // Queued (a verdict decides them): a SYN, a new UDP flow, and any TCP
@@ -183,7 +182,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
   return {
     script,
     table,
-    elements: { vips: vips.length, services: services.length, server_ports: serverPorts.length, overflow_marks: overflow.length, targets: targets.length, fallback: fb.length },
+    elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, fallback: fb.length },
   };
 }
 

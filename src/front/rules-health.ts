@@ -59,6 +59,8 @@ export interface RulesHealthDeps {
   readonly fallback?: () => FallbackState | undefined;
   /** Each dump of our nft table (the VIP guard's counter is read from it: no extra command). */
   readonly onNftDump?: (list: string) => void;
+  /** Monotonic clock in ms (tests inject one). */
+  readonly now?: () => number;
   /** The check period (rules.checkSeconds, read at each scheduling: a reload changes it). */
   readonly periodMs: () => number;
   /** Failed repairs in a row after which liveness() says not alive (rules.restartAfterFailures). */
@@ -78,7 +80,18 @@ export interface RulesHealthStatus {
   readonly failingRepairs: number;
   /** When the last repair happened (ISO 8601), or null. */
   readonly lastRepair: string | null;
+  /** How long the last dump of our nft table took (ms): it sets how often that table is checked (NFT_CHECK_SHARE). */
+  readonly nftDumpMs: number;
 }
+
+/**
+ * The largest share of the time the check spends dumping our nft table:
+ * after a dump that took d ms, the next waits until d / NFT_CHECK_SHARE ms
+ * have passed. A small table (milliseconds) is dumped every period; one of
+ * 10^5..10^6 elements every few minutes, so its repair may take that long
+ * (the iptables tables are still checked every period).
+ */
+export const NFT_CHECK_SHARE = 0.1;
 
 export type CheckOutcome = 'intact' | 'repaired' | 'repair-failed' | 'check-failed' | 'superseded' | 'skipped';
 
@@ -98,9 +111,16 @@ export class RulesHealth {
   #repairFailures = 0;
   #checkFailures = 0;
   #lastRepair: string | null = null;
+  /** Not before this time (ms, deps.now) is our nft table dumped again (see NFT_CHECK_SHARE). */
+  #nftDueAt = 0;
+  #nftDumpMs = 0;
 
   constructor(deps: RulesHealthDeps) {
     this.#deps = deps;
+  }
+
+  #now(): number {
+    return this.#deps.now?.() ?? performance.now();
   }
 
   /**
@@ -166,8 +186,24 @@ export class RulesHealth {
     const fbBefore = this.#deps.fallback?.();
     const actual = new Map<Table, string>();
     try {
-      // One table after the other: one child process at a time.
-      for (const t of expected.keys()) actual.set(t, await this.#deps.saveAsync(t, timeoutMs));
+      // One table after the other: one child process at a time. Our nft
+      // table only when due: every nft command loads the whole table's
+      // elements first, which takes seconds for a large one (measured:
+      // ~8 s for 1,000 services x 256 servers, ~16 s for a full listing),
+      // so the dump's share of the time is kept below NFT_CHECK_SHARE.
+      for (const t of expected.keys()) {
+        if (t === 'nft') {
+          if (this.#now() < this.#nftDueAt) continue;
+          const t0 = this.#now();
+          actual.set(t, await this.#deps.saveAsync(t, Math.max(timeoutMs, 60_000)));
+          const t1 = this.#now();
+          this.#nftDumpMs = t1 - t0;
+          // A dump that costs less than the share of a period is simply done every period.
+          this.#nftDueAt = this.#nftDumpMs / NFT_CHECK_SHARE > this.#deps.periodMs() ? t0 + this.#nftDumpMs / NFT_CHECK_SHARE : 0;
+          continue;
+        }
+        actual.set(t, await this.#deps.saveAsync(t, timeoutMs));
+      }
     } catch (err) {
       if (generation !== this.#generation || this.#stopped) return 'superseded';
       this.#checkFailures++;
@@ -188,11 +224,13 @@ export class RulesHealth {
     let damage = NO_DAMAGE;
     const tables: Table[] = [];
     for (const [t, want] of expected) {
-      let d = compareOwned(want, partOf(t, actual.get(t) ?? ''));
+      const dump = actual.get(t);
+      if (dump === undefined) continue; // not dumped this time (our nft table, not due)
+      let d = compareOwned(want, partOf(t, dump));
       // The fallback map's elements, by count, unless a write ran during the dump.
       const fbAfter = this.#deps.fallback?.();
       if (t === 'nft' && fbBefore !== undefined && fbAfter !== undefined && !fbBefore.writing && !fbAfter.writing && fbBefore.generation === fbAfter.generation) {
-        const missing = fbAfter.elements - fallbackCountOf(actual.get(t) ?? '');
+        const missing = fbAfter.elements - fallbackCountOf(dump);
         if (missing !== 0) d = addDamage(d, { ...NO_DAMAGE, missingRules: Math.max(0, missing), unexpectedRules: Math.max(0, -missing) });
       }
       if (isDamaged(d)) tables.push(t);
@@ -240,6 +278,7 @@ export class RulesHealth {
       checkFailures: this.#checkFailures,
       failingRepairs: this.#failingRepairs,
       lastRepair: this.#lastRepair,
+      nftDumpMs: Math.round(this.#nftDumpMs),
     };
   }
 }

@@ -121,7 +121,7 @@ describe('rule check: repair', () => {
     assert.equal(await health.check(), 'intact');
     assert.equal(ipt.installs, 1);
     assert.deepEqual(logs, []);
-    assert.deepEqual({ ...health.status(), lastRepair: null }, { checks: 2, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null });
+    assert.deepEqual({ ...health.status(), lastRepair: null }, { checks: 2, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0 });
   });
 
   it('a flushed table is reinstalled, counted, and logged once with counts', async () => {
@@ -186,6 +186,49 @@ describe('rule check: repair', () => {
     assert.equal(await health.check(), 'intact', 'a write in flight: not judged');
     fb = { ...fb, writing: false };
     assert.equal(await health.check(), 'repaired');
+  });
+
+  it('a large nft table is dumped at most NFT_CHECK_SHARE of the time; the iptables tables every check', async () => {
+    const ipt = new FakeIptables();
+    let now = 0;
+    const dumped: string[] = [];
+    const health = new RulesHealth({
+      log: recordingLogger([]),
+      render: () => rules,
+      apply: (r) => {
+        ipt.apply(r);
+      },
+      save: (t) => ipt.save(t),
+      saveAsync: async (t) => {
+        dumped.push(t);
+        if (t === 'nft') now += 1000; // a dump that takes 1 s
+        return ipt.save(t);
+      },
+      now: () => now,
+      periodMs: () => 2000,
+      failuresBeforeDead: () => 3,
+    });
+    health.install(rules);
+    const seen: string[][] = [];
+    for (let i = 0; i < 12; i++) {
+      dumped.length = 0;
+      assert.equal(await health.check(), 'intact');
+      seen.push([...dumped]);
+      now += 2000; // the period
+    }
+    // 1 s of dump -> at least 10 s from one dump's start to the next: every fifth check (2 s periods, plus the dump's own second).
+    const withNft = seen.map((d, i) => (d.includes('nft') ? i : -1)).filter((i) => i >= 0);
+    assert.deepEqual(withNft, [0, 5, 10]);
+    assert.ok(seen.every((d) => d.includes('mangle')));
+    assert.equal(health.status().nftDumpMs, 1000);
+    // A deleted nft table is found at its next due check, and repaired.
+    ipt.tables.delete('nft');
+    const outcomes: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      outcomes.push(await health.check());
+      now += 2000;
+    }
+    assert.deepEqual(outcomes.filter((o) => o === 'repaired').length, 1);
   });
 
   it('a foreign rule added to a built-in chain is left alone', async () => {
