@@ -20,7 +20,7 @@ import { run } from '../testbed/sh.ts';
 const { values } = parseArgs({ options: { services: { type: 'string', default: '1000' }, servers: { type: 'string', default: '256' }, prefix: { type: 'string', default: 'rib' } } });
 const services = Number(values.services);
 const servers = Number(values.servers);
-const ns = `${values.prefix ?? 'rib'}-rules`;
+const ns = `${values.prefix}-rules`;
 
 function ms(t0: bigint): string {
   return `${(Number(process.hrtime.bigint() - t0) / 1e6).toFixed(0)} ms`;

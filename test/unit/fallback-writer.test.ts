@@ -142,9 +142,9 @@ describe('FallbackWriter', () => {
     const writer = new FallbackWriter({
       log: silent,
       config: () => cfg,
-      write: async (s) => {
+      write: (s) => {
         writes.push(s);
-        if (fail) throw new Error('nft: table absent');
+        return fail ? Promise.reject(new Error('nft: table absent')) : Promise.resolve();
       },
       minIntervalMs: 0,
     });

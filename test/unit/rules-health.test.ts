@@ -55,7 +55,7 @@ class FakeIptables {
       this.tables.set(t, [...lines, 'COMMIT', ''].join('\n'));
     }
     // nft lists a table with tabs: a block head at one, its lines at two.
-    this.tables.set('nft', r.nft.table.replace(/^    /gm, '\t\t').replace(/^  /gm, '\t'));
+    this.tables.set('nft', r.nft.table.replace(/^ {4}/gm, '\t\t').replace(/^ {2}/gm, '\t'));
   }
 
   save(t: Table): string {
@@ -199,10 +199,10 @@ describe('rule check: repair', () => {
         ipt.apply(r);
       },
       save: (t) => ipt.save(t),
-      saveAsync: async (t) => {
+      saveAsync: (t) => {
         dumped.push(t);
         if (t === 'nft') now += 1000; // a dump that takes 1 s
-        return ipt.save(t);
+        return Promise.resolve(ipt.save(t));
       },
       now: () => now,
       periodMs: () => 2000,
