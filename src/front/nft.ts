@@ -95,6 +95,8 @@ export interface RenderedNft {
   readonly table: string;
   /** Elements per set or map (tests, the rule check's counts). */
   readonly elements: Readonly<Record<string, number>>;
+  /** Lines per chain (its hook line and rules), as `nft list` prints them (the rule check's read-back). */
+  readonly chainSizes: Readonly<Record<string, number>>;
 }
 
 function elements(list: readonly string[]): string {
@@ -176,6 +178,14 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     '}',
   ];
   const table = lines.join('\n') + '\n';
+  const chainSizes: Record<string, number> = {};
+  let chain: string | undefined;
+  for (const l of lines) {
+    const head = /^ {2}chain (\S+) \{$/.exec(l);
+    if (head) chain = head[1];
+    else if (l === '  }') chain = undefined;
+    else if (chain !== undefined) chainSizes[chain] = (chainSizes[chain] ?? 0) + 1;
+  }
   // Declaring the table first makes the delete valid when it is absent;
   // the three statements are one transaction.
   const script = `table ${NFT_FAMILY} ${NFT_TABLE}\ndelete table ${NFT_FAMILY} ${NFT_TABLE}\n${table}`;
@@ -183,6 +193,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     script,
     table,
     elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, fallback: fb.length },
+    chainSizes,
   };
 }
 

@@ -189,6 +189,24 @@ export function ownedNftPart(list: string): OwnedPart {
   return { chains, jumps: [] };
 }
 
+/** Elements per set or map (by name) of an ownedNftPart (the fallback map's are not in it). */
+export function elementCountsOf(part: OwnedPart): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [key, lines] of part.chains) {
+    const [kind, name = ''] = key.split(' ');
+    if (kind !== 'set' && kind !== 'map') continue;
+    const text = lines.join(' ');
+    const at = text.indexOf('elements = {');
+    if (at < 0) {
+      out.set(name, 0);
+      continue;
+    }
+    // Elements hold no comma of their own (addresses, ports, marks, concatenations).
+    out.set(name, text.slice(at).split(',').length);
+  }
+  return out;
+}
+
 /** Our part of one table's dump: iptables-save output, or `nft list table` for `nft`. */
 export function partOf(table: Table, dump: string): OwnedPart {
   return table === 'nft' ? ownedNftPart(dump) : ownedPart(dump);
@@ -205,6 +223,17 @@ export function readBack(rules: RuleSet, table: Table, save: string): OwnedPart 
   if (table === 'nft') {
     const part = ownedNftPart(save);
     for (const c of NFT_CHAINS) if (!part.chains.has(`chain ${c}`)) throw new RulesReadBackError(`nft table: chain ${c} absent right after installing it`);
+    for (const [c, want] of Object.entries(rules.nft.chainSizes)) {
+      const got = part.chains.get(`chain ${c}`)?.length ?? 0;
+      if (got !== want) throw new RulesReadBackError(`nft table: chain ${c} holds ${String(got)} lines right after installing ${String(want)}`);
+    }
+    // Every set and map as full as rendered (the fallback map, rewritten by fallback.ts, is checked by count elsewhere).
+    const counts = elementCountsOf(part);
+    for (const [name, want] of Object.entries(rules.nft.elements)) {
+      if (name === 'fallback') continue;
+      const got = counts.get(name) ?? 0;
+      if (got !== want) throw new RulesReadBackError(`nft table: ${name} holds ${String(got)} elements right after installing ${String(want)}`);
+    }
     return part;
   }
   const part = ownedPart(save);

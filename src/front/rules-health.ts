@@ -98,7 +98,14 @@ export type CheckOutcome = 'intact' | 'repaired' | 'repair-failed' | 'check-fail
 export class RulesHealth {
   readonly #deps: RulesHealthDeps;
   /** The read-back of the last install, per table; undefined while the last install failed. */
-  #expected: ReadonlyMap<Table, OwnedPart> | undefined;
+  #expected: Map<Table, OwnedPart> | undefined;
+  /**
+   * The last install's rules while our nft table has not been read back
+   * yet: its read-back is the next check's dump (asynchronous), because an
+   * nft command takes seconds on a large table and an install must not
+   * block the packet loop that long.
+   */
+  #nftPending: RuleSet | undefined;
   #generation = 0;
   #running = false;
   #stopped = false;
@@ -131,10 +138,16 @@ export class RulesHealth {
   install(rules: RuleSet): void {
     this.#generation++;
     this.#expected = undefined;
+    this.#nftPending = undefined;
     this.#deps.apply(rules);
     const expected = new Map<Table, OwnedPart>();
-    for (const t of tablesOf(rules)) expected.set(t, readBack(rules, t, this.#deps.save(t)));
+    for (const t of tablesOf(rules)) {
+      if (t === 'nft') continue;
+      expected.set(t, readBack(rules, t, this.#deps.save(t)));
+    }
     this.#expected = expected;
+    this.#nftPending = rules;
+    this.#nftDueAt = 0;
   }
 
   /** Starts the periodic check (after the first install). */
@@ -191,9 +204,10 @@ export class RulesHealth {
       // elements first, which takes seconds for a large one (measured:
       // ~8 s for 1,000 services x 256 servers, ~16 s for a full listing),
       // so the dump's share of the time is kept below NFT_CHECK_SHARE.
-      for (const t of expected.keys()) {
+      const nftPending = this.#nftPending;
+      for (const t of [...(nftPending !== undefined || expected.has('nft') ? (['nft'] as const) : []), ...[...expected.keys()].filter((x) => x !== 'nft')]) {
         if (t === 'nft') {
-          if (this.#now() < this.#nftDueAt) continue;
+          if (nftPending === undefined && this.#now() < this.#nftDueAt) continue;
           const t0 = this.#now();
           actual.set(t, await this.#deps.saveAsync(t, Math.max(timeoutMs, 60_000)));
           const t1 = this.#now();
@@ -223,6 +237,19 @@ export class RulesHealth {
     if (nftDump !== undefined) this.#deps.onNftDump?.(nftDump);
     let damage = NO_DAMAGE;
     const tables: Table[] = [];
+    const pending = this.#nftPending;
+    if (pending !== undefined && nftDump !== undefined) {
+      // The install's read-back of our nft table: adopted if it has the
+      // rendering's shape (its chains, its sets and maps as full as
+      // rendered), else reinstalled.
+      try {
+        expected.set('nft', readBack(pending, 'nft', nftDump));
+        this.#nftPending = undefined;
+      } catch {
+        damage = addDamage(damage, { ...NO_DAMAGE, missingChains: nftDump === '' ? 1 : 0, missingRules: 1 });
+        tables.push('nft');
+      }
+    }
     for (const [t, want] of expected) {
       const dump = actual.get(t);
       if (dump === undefined) continue; // not dumped this time (our nft table, not due)

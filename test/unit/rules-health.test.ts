@@ -30,6 +30,22 @@ function render(text: string): RuleSet {
 const rules = render(CONFIG);
 
 /**
+ * The rendered table as `nft list table` prints it: tabs, a block head at
+ * one, its lines at two, a one-line set or map declaration split into
+ * its statements.
+ */
+function nftListing(table: string): string {
+  return table
+    .split('\n')
+    .map((l) => {
+      const m = /^ {2}(set|map|counter) (\S+) \{ (.*) \}$/.exec(l);
+      if (m) return `\t${m[1] ?? ''} ${m[2] ?? ''} {\n${(m[3] ?? '').split('; ').map((x) => `\t\t${x.replace(/;$/, '')}`).join('\n')}\n\t}`;
+      return l.replace(/^ {4}/, '\t\t').replace(/^ {2}/, '\t');
+    })
+    .join('\n');
+}
+
+/**
  * A fake iptables: install() writes each table's save output as the
  * rendering itself (iptables-save's own normalisation does not matter
  * here: the check compares iptables' output with iptables' output).
@@ -54,8 +70,7 @@ class FakeIptables {
       }
       this.tables.set(t, [...lines, 'COMMIT', ''].join('\n'));
     }
-    // nft lists a table with tabs: a block head at one, its lines at two.
-    this.tables.set('nft', r.nft.table.replace(/^ {4}/gm, '\t\t').replace(/^ {2}/gm, '\t'));
+    this.tables.set('nft', nftListing(r.nft.table));
   }
 
   save(t: Table): string {
