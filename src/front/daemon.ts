@@ -337,7 +337,13 @@ export class FrontDaemon implements FrontMetricsSource {
       ns.overflowed = os?.overflowed ?? 0;
     }
     this.fallback.installed(services);
-    this.rules.install(renderRuleset(next, this.fallback.spread(), this.vipGuard.last()));
+    try {
+      this.rules.install(renderRuleset(next, this.fallback.spread(), this.vipGuard.last()));
+    } catch (err) {
+      // The running services stay: so does the fallback's state (a repair renders it with the running configuration).
+      this.fallback.installed(old);
+      throw err;
+    }
     this.engine.setServices(services);
     const layout = shapingLayoutKey(next);
     if (layout !== this.#shapingLayout) this.#rebuildShaper(next, old, layout);

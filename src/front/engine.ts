@@ -30,6 +30,7 @@
 import { ConnectionTable, connectionKey } from './connections.ts';
 import { type Decision, type Forwarder, destinationMark, forwardRequest, newConnection, selectTarget, shapedVerdict } from './forward_request.ts';
 import type { ServiceRuntime } from './service.ts';
+import { ServiceIndex } from './service-index.ts';
 import { IpProtocol, PacketInfo, ParseStatus, TcpFlag, parseIPv4, parseStatusName } from '../packet/ipv4.ts';
 import { Verdict, type VerdictCode } from '../nfqueue/layout.ts';
 import type { Shaper, ShapingHost } from '../shaping/shaper.ts';
@@ -78,6 +79,8 @@ export class FrontEngine implements ShapingHost, Forwarder {
   /** Mark to set with the verdict decide() just returned (0: leave the packet's mark). */
   mark = 0;
   #services: readonly ServiceRuntime[];
+  /** (VIP, port, protocol) -> service index: a lookup that does not grow with the number of services. */
+  #index: ServiceIndex;
   readonly #table: ConnectionTable;
   readonly #info = new PacketInfo();
   #shaper: Shaper | undefined;
@@ -86,6 +89,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
 
   constructor(services: readonly ServiceRuntime[], table: ConnectionTable, shaper?: Shaper) {
     this.#services = services;
+    this.#index = new ServiceIndex(services);
     this.#table = table;
     this.setShaper(shaper);
   }
@@ -143,6 +147,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
 
   /** Swaps in reloaded services (same indexes for the same names: see daemon). */
   setServices(services: readonly ServiceRuntime[]): void {
+    this.#index = new ServiceIndex(services);
     this.#services = services;
   }
 
@@ -155,10 +160,9 @@ export class FrontEngine implements ShapingHost, Forwarder {
    */
   #udp(now: number): VerdictCode {
     const info = this.#info;
-    const services = this.#services;
-    for (let s = 0; s < services.length; s++) {
-      const svc = services[s];
-      if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort || svc.protocol !== IpProtocol.Udp) continue;
+    const s = this.#index.find(info.dst, info.dstPort, IpProtocol.Udp);
+    const svc = s >= 0 ? this.#services[s] : undefined;
+    if (svc !== undefined) {
       this.counters.udpFlows++;
       const key = connectionKey(info.src, info.srcPort);
       const known = this.#table.lookup(s, key);
@@ -194,12 +198,9 @@ export class FrontEngine implements ShapingHost, Forwarder {
       return Verdict.Drop;
     }
     const flags = info.tcpFlags;
-    const services = this.#services;
-    for (let s = 0; s < services.length; s++) {
-      const svc = services[s];
-      if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort || svc.protocol !== IpProtocol.Tcp) continue;
-      return forwardRequest(this, s, svc, info, now, id);
-    }
+    const s = this.#index.find(info.dst, info.dstPort, IpProtocol.Tcp);
+    const svc = s >= 0 ? this.#services[s] : undefined;
+    if (svc !== undefined) return forwardRequest(this, s, svc, info, now, id);
     // Not to a VIP: a server's reset toward a client.
     if ((flags & TcpFlag.Rst) === 0 || !this.#serverReset(now)) c.unexpected++;
     return Verdict.Accept;
@@ -242,10 +243,8 @@ export class FrontEngine implements ShapingHost, Forwarder {
       c.unexpected++;
       return;
     }
-    const services = this.#services;
-    for (let s = 0; s < services.length; s++) {
-      const svc = services[s];
-      if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort || svc.protocol !== IpProtocol.Tcp) continue;
+    const s = this.#index.find(info.dst, info.dstPort, IpProtocol.Tcp);
+    if (s >= 0) {
       if (this.#table.finish(s, connectionKey(info.src, info.srcPort), now)) c.finishes++;
       return;
     }
