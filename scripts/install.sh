@@ -19,7 +19,8 @@ fi
 # systemd-analyze (the units' test) and systemd-sysusers (deploy/install.sh).
 # etcd-server, etcd-client: the admission test elects its coordinator with a
 # real etcd (run in a namespace with its own data directory).
-# nftables: the rules-healing test flushes the ruleset with `nft flush
+# nftables: the front node loads its own table (`table ip sluice`) with
+# `nft -f`, and the rules-healing test flushes the ruleset with `nft flush
 # ruleset`, as Debian's stock /etc/nftables.conf does on a firewall reload
 # (the package's service stays disabled: nothing is loaded at install).
 APT_PKGS=(ca-certificates python3 make g++ pkg-config libnetfilter-queue-dev libmnl-dev libsystemd-dev

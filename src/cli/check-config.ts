@@ -37,7 +37,8 @@ import { dnsConfigSchema } from '../dns/config.ts';
 import { loadZones } from '../dns/daemon.ts';
 import { frontConfigSchema } from '../front/config.ts';
 import { runPreflight, systemHost, type CheckResult, type HostReader } from '../front/preflight.ts';
-import { renderRules } from '../front/rules.ts';
+import { configuredSpread } from '../front/nft.ts';
+import { renderRuleset } from '../front/ruleset.ts';
 import { masterConfigSchema } from '../throttle/config.ts';
 import { UsageError, type Command } from './command.ts';
 
@@ -102,9 +103,10 @@ export function checkRole(role: Role, text: string, file: string): readonly Conf
     // Pure string building today; checked so that a future failure here
     // is reported by the checker rather than at the daemon's start.
     try {
-      renderRules(cfg as z.output<typeof frontConfigSchema>);
+      const front = cfg as z.output<typeof frontConfigSchema>;
+      renderRuleset(front, configuredSpread(front));
     } catch (err) {
-      return [{ path: '', message: `the iptables rules cannot be rendered: ${(err as Error).message}` }];
+      return [{ path: '', message: `the rules (iptables and nft table) cannot be rendered: ${(err as Error).message}` }];
     }
   }
   return [];

@@ -1,6 +1,9 @@
 /**
  * Connection records (seed 000's forward_request, forward_request.ts),
- * keyed by virtual service, client address and client port.
+ * keyed by virtual service, client address and client port: the key
+ * (connectionKey: address and port, 48 bits, exact in a double) and the
+ * service index (up to 0xffe, marks.ts) are stored and compared side by
+ * side (key-index.ts), so neither limits the other.
  *
  *   SYN  -> create(): record with the chosen server and a timestamp
  *           (a retransmitted SYN finds the record: same server)
@@ -25,9 +28,9 @@
  */
 import { KeyIndex } from './key-index.ts';
 
-/** Key of (virtual service index < 32, IPv4 u32, port u16): exact in a double (< 2^53). */
-export function connectionKey(service: number, client: number, port: number): number {
-  return (service * 0x100000000 + (client >>> 0)) * 0x10000 + (port & 0xffff);
+/** Key of (IPv4 u32, port u16): exact in a double (< 2^48); the service index goes beside it. */
+export function connectionKey(client: number, port: number): number {
+  return (client >>> 0) * 0x10000 + (port & 0xffff);
 }
 
 export const RecordState = { Free: 0, Active: 1, Recycled: 2 } as const;
@@ -45,7 +48,7 @@ export class ConnectionTable {
   readonly capacity: number;
   readonly #index: KeyIndex;
   readonly #key: Float64Array;
-  readonly #service: Uint8Array;
+  readonly #service: Uint16Array;
   readonly #server: Int32Array;
   readonly #created: Float64Array;
   readonly #finished: Float64Array;
@@ -71,8 +74,8 @@ export class ConnectionTable {
     this.#recycleMs = recycleMs;
     this.#events = events;
     this.#key = new Float64Array(capacity);
-    this.#index = new KeyIndex(capacity, this.#key);
-    this.#service = new Uint8Array(capacity);
+    this.#service = new Uint16Array(capacity);
+    this.#index = new KeyIndex(capacity, this.#key, this.#service);
     this.#server = new Int32Array(capacity);
     this.#created = new Float64Array(capacity);
     this.#finished = new Float64Array(capacity);
@@ -89,15 +92,15 @@ export class ConnectionTable {
     return this.#index.size;
   }
 
-  /** The server of an existing record, or -1. */
-  lookup(key: number): number {
-    const slot = this.#index.get(key);
+  /** The server of an existing record of service `service`, or -1. */
+  lookup(service: number, key: number): number {
+    const slot = this.#index.get(key, service);
     return slot < 0 ? -1 : (this.#server[slot] ?? -1);
   }
 
   /** Whether the record of `key` is active (not recycled). */
-  isActive(key: number): boolean {
-    const slot = this.#index.get(key);
+  isActive(service: number, key: number): boolean {
+    const slot = this.#index.get(key, service);
     return slot >= 0 && this.#state[slot] === RecordState.Active;
   }
 
@@ -118,15 +121,15 @@ export class ConnectionTable {
     this.#created[slot] = now;
     this.#finished[slot] = 0;
     this.#state[slot] = RecordState.Active;
-    this.#index.set(key, slot);
+    this.#index.set(key, service, slot);
     this.active++;
     this.counts.created++;
     return slot;
   }
 
   /** FIN or RST seen: the record goes to the recycle list. False if unknown or already recycled. */
-  finish(key: number, now: number): boolean {
-    const slot = this.#index.get(key);
+  finish(service: number, key: number, now: number): boolean {
+    const slot = this.#index.get(key, service);
     if (slot < 0 || this.#state[slot] !== RecordState.Active) return false;
     this.#state[slot] = RecordState.Recycled;
     this.#finished[slot] = now;
@@ -146,8 +149,8 @@ export class ConnectionTable {
   }
 
   /** Removes a record now, whatever its state (e.g. a new SYN reusing a recycled port). */
-  remove(key: number): void {
-    const slot = this.#index.get(key);
+  remove(service: number, key: number): void {
+    const slot = this.#index.get(key, service);
     if (slot < 0) return;
     if (this.#state[slot] === RecordState.Active) {
       this.active--;
@@ -180,14 +183,14 @@ export class ConnectionTable {
 
   /**
    * Frees active records created before `olderThan` whose key the kernel no
-   * longer has (`present(key)` false): the flow ended without a FIN or RST we
-   * saw, or timed out in conntrack. Young records are kept: their flow may
-   * not be in the kernel's table yet.
+   * longer has (`present(service, key)` false): the flow ended without a FIN
+   * or RST we saw, or timed out in conntrack. Young records are kept: their
+   * flow may not be in the kernel's table yet.
    */
-  reconcile(present: (key: number) => boolean, olderThan: number): number {
+  reconcile(present: (service: number, key: number) => boolean, olderThan: number): number {
     let n = 0;
     for (let slot = 0; slot < this.capacity; slot++) {
-      if (this.#state[slot] !== RecordState.Active || (this.#created[slot] ?? 0) >= olderThan || present(this.#key[slot] ?? -1)) continue;
+      if (this.#state[slot] !== RecordState.Active || (this.#created[slot] ?? 0) >= olderThan || present(this.#service[slot] ?? 0, this.#key[slot] ?? -1)) continue;
       this.active--;
       this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1, slot);
       this.#release(slot);
@@ -208,13 +211,13 @@ export class ConnectionTable {
    * Re-points every record after a reload: fn(service, server) gives the new
    * [service, server] or undefined when that server or service is gone (the
    * record is then dropped from tracking; its kernel flow continues).
-   * Keys embed the service index, so records are re-keyed too.
+   * The service index is part of a record's identity in the index, so
+   * records whose service moved are re-indexed too.
    */
   remap(fn: (service: number, server: number) => readonly [number, number] | undefined): void {
-    const moves: [slot: number, newKey: number][] = [];
+    const moves: [slot: number, newService: number][] = [];
     for (let slot = 0; slot < this.capacity; slot++) {
       if (this.#state[slot] === RecordState.Free) continue;
-      const key = this.#key[slot] ?? -1;
       const to = fn(this.#service[slot] ?? 0, this.#server[slot] ?? -1);
       if (to === undefined) {
         if (this.#state[slot] === RecordState.Active) this.active--;
@@ -224,20 +227,16 @@ export class ConnectionTable {
       }
       const [svc, srv] = to;
       this.#server[slot] = srv;
-      if (svc !== this.#service[slot]) {
-        const port = key % 0x10000;
-        const client = Math.floor(key / 0x10000) % 0x100000000;
-        moves.push([slot, connectionKey(svc, client, port)]);
-        this.#service[slot] = svc;
-      }
+      if (svc !== this.#service[slot]) moves.push([slot, svc]);
     }
-    // Every old key leaves the index before any slot's key changes (the
-    // index reads keys[] while it shifts entries); the service mapping is
-    // one-to-one, so no new key equals another record's key.
-    for (const [slot] of moves) this.#index.delete(this.#key[slot] ?? -1);
-    for (const [slot, newKey] of moves) {
-      this.#key[slot] = newKey;
-      this.#index.set(newKey, slot);
+    // Every old entry leaves the index before any slot's service changes
+    // (the index reads keys[] and tags[] while it shifts entries); the
+    // service mapping is one-to-one, so no new (key, service) equals
+    // another record's.
+    for (const [slot] of moves) this.#index.delete(this.#key[slot] ?? -1, this.#service[slot] ?? 0);
+    for (const [slot, svc] of moves) {
+      this.#service[slot] = svc;
+      this.#index.set(this.#key[slot] ?? -1, svc, slot);
     }
   }
 
@@ -274,7 +273,7 @@ export class ConnectionTable {
   }
 
   #release(slot: number): void {
-    this.#index.delete(this.#key[slot] ?? -1);
+    this.#index.delete(this.#key[slot] ?? -1, this.#service[slot] ?? 0);
     this.#state[slot] = RecordState.Free;
     this.#gen[slot] = ((this.#gen[slot] ?? 0) + 1) >>> 0;
     this.#free[this.#freeTop++] = slot;

@@ -76,6 +76,12 @@ export interface FrontControlStatus {
 export interface ServicesSource {
   readonly config: Readonly<FrontConfig>;
   readonly services: readonly ServiceRuntime[];
+  /**
+   * The usable servers may have changed (an agent fell silent or came
+   * back, a reload re-applied the live state): the daemon rewrites the
+   * fallback map if they did (fallback.ts FallbackWriter.update).
+   */
+  usableChanged?(): void;
 }
 
 export class FrontControl {
@@ -127,6 +133,7 @@ export class FrontControl {
       await this.node.bindPull(cfg.agents.listen, 'agents', cfg.agents.allow, {
         load_report: (m) => {
           this.estimator?.receiveServerLoad(m.body, this.#src.services, performance.now());
+          this.#src.usableChanged?.();
         },
         request_rate: (m) => {
           receiveRequestRate(this.clients, m.body, performance.now());
@@ -247,6 +254,7 @@ export class FrontControl {
     this.clusters.configure(this.#src.services);
     this.clusters.applyTo(this.#src.services, now);
     this.estimator?.applyTo(this.#src.services, now);
+    this.#src.usableChanged?.();
   }
 
   /**
@@ -268,6 +276,7 @@ export class FrontControl {
     const now = performance.now();
     const services = this.#src.services;
     this.estimator?.tick(services, now);
+    this.#src.usableChanged?.();
     this.clusters.applyTo(services, now);
     const f = clusterLoadOf(services);
     const why = this.reporter.due(f, now);

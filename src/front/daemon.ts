@@ -68,9 +68,13 @@ import { ConnectionTable, connectionKey } from './connections.ts';
 import { LIVE_STATES, REBUILD_STATES, readKernelFlows } from './conntrack-proc.ts';
 import { FrontControl } from './control.ts';
 import { FrontEngine, HELD } from './engine.ts';
-import { installRules, saveTable, saveTableAsync } from './iptables.ts';
+import { saveTable, saveTableAsync } from './iptables.ts';
+import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
+import { listTableAsync, nftLoadAsync } from './nft.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
-import { TEARDOWN_LOG, renderRules } from './rules.ts';
+import { TEARDOWN_LOG } from './rules.ts';
+import { installRuleset, listNft, renderRuleset } from './ruleset.ts';
+import { VipGuard, type GuardCount } from './vip-guard.ts';
 import { assertHostReady } from './preflight.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
 import { HealthChecker } from './health/checker.ts';
@@ -161,6 +165,10 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly #selectorBuilt = new WeakMap<ServiceRuntime, string>();
   #lastRebuild = -Infinity;
   #rebuildTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The daemon-down fallback's contents: rewritten when the usable servers change (usableChanged). */
+  readonly fallback: FallbackWriter;
+  /** The VIP guard's drop counter, read from each rule check's dump of our nft table. */
+  readonly vipGuard = new VipGuard();
 
   constructor(configFile: string) {
     this.configFile = configFile;
@@ -171,14 +179,24 @@ export class FrontDaemon implements FrontMetricsSource {
     this.systemd = new SystemdNotifier(this.log);
     this.throttle = new FrontThrottle(this.log);
     this.admission = new FrontAdmission(this.log);
+    this.fallback = new FallbackWriter({
+      log: this.log,
+      config: () => this.config,
+      write: (script) => nftLoadAsync(script, 10_000),
+    });
     this.rules = new RulesHealth({
       log: this.log,
-      render: () => renderRules(this.config),
+      // A repair renders the running configuration with the latest usable servers.
+      render: () => renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last()),
       apply: (rules) => {
-        installRules(rules);
+        installRuleset(rules);
       },
-      save: (table) => saveTable(table),
-      saveAsync: (table, timeoutMs) => saveTableAsync(table, timeoutMs),
+      save: (table) => (table === 'nft' ? listNft() : saveTable(table)),
+      saveAsync: (table, timeoutMs) => (table === 'nft' ? listTableAsync(timeoutMs) : saveTableAsync(table, timeoutMs)),
+      fallback: () => this.fallback.state(),
+      onNftDump: (list) => {
+        this.vipGuard.read(list);
+      },
       periodMs: () => this.config.rules.checkSeconds * 1000,
       failuresBeforeDead: () => this.config.rules.restartAfterFailures,
     });
@@ -252,8 +270,9 @@ export class FrontDaemon implements FrontMetricsSource {
    * SELECTOR_REBUILD_MIN_MS), and send cluster_load now rather than at the
    * next period, so DNS learns within one check interval that capacity
    * went (a cluster with no usable server reports serversUp 0: down for
-   * DNS). The daemon-down fallback (the set of usable servers the kernel
-   * spreads over while the daemon is away) is to be written from here too.
+   * DNS), and rewrite the daemon-down fallback map (the usable servers the
+   * kernel spreads new connections over while the daemon is away;
+   * fallback.ts coalesces writes and skips an unchanged set).
    */
   usableSetChanged(): void {
     this.usableChanges++;
@@ -262,6 +281,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.#rebuildSelectors(now);
     this.#refreshShares(now);
     this.#control?.sendClusterLoadNow(now);
+    this.fallback.update(this.engine.services);
   }
 
   #rebuildSelectors(now: number): void {
@@ -352,7 +372,8 @@ export class FrontDaemon implements FrontMetricsSource {
       },
     });
     const rebuilt = (await this.#rebuildFromKernel(false)).added;
-    this.rules.install(renderRules(this.config));
+    this.fallback.installed(this.engine.services);
+    this.rules.install(renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last()));
     this.#queue = NfQueue.open({
       queue: this.config.queue,
       // Packets wait here for their verdict: those of one batch, plus the
@@ -493,7 +514,14 @@ export class FrontDaemon implements FrontMetricsSource {
       for (const o of ns.overflow) o.decided = os?.overflow.find((x) => x.cluster === o.cluster)?.decided ?? 0;
       ns.overflowed = os?.overflowed ?? 0;
     }
-    this.rules.install(renderRules(next));
+    this.fallback.installed(services);
+    try {
+      this.rules.install(renderRuleset(next, this.fallback.spread(), this.vipGuard.last()));
+    } catch (err) {
+      // The running services stay: so does the fallback's state (a repair renders it with the running configuration).
+      this.fallback.installed(old);
+      throw err;
+    }
     this.engine.setServices(services);
     const layout = shapingLayoutKey(next);
     if (layout !== this.#shapingLayout) this.#rebuildShaper(next, old, layout);
@@ -590,6 +618,15 @@ export class FrontDaemon implements FrontMetricsSource {
   }
 
   /**
+   * The control plane's hook after each agent report and tick (the usable
+   * servers may have changed): the fallback map follows (coalesced; nothing
+   * written if they did not). Health transitions go through usableSetChanged().
+   */
+  usableChanged(): void {
+    this.fallback.update(this.engine.services);
+  }
+
+  /**
    * Adopts the kernel's live flows to our VIPs as records (a restart: the
    * previous daemon's table is gone, the kernel's flows are not). With
    * `correct`, a record whose target differs from the server the kernel
@@ -613,10 +650,10 @@ export class FrontDaemon implements FrontMetricsSource {
           if (j < 0) break;
           target = OVERFLOW_BASE + j;
         }
-        const key = connectionKey(s, f.client, f.clientPort);
-        const known = this.table.lookup(key);
-        if (known >= 0 && (!correct || known === target || !this.table.isActive(key))) break;
-        if (known >= 0) this.table.remove(key); // released(): its old server's count drops
+        const key = connectionKey(f.client, f.clientPort);
+        const known = this.table.lookup(s, key);
+        if (known >= 0 && (!correct || known === target || !this.table.isActive(s, key))) break;
+        if (known >= 0) this.table.remove(s, key); // released(): its old server's count drops
         if (this.table.create(key, s, target, now) >= 0) {
           const srv = svc.servers[target];
           if (srv) srv.active++;
@@ -640,15 +677,19 @@ export class FrontDaemon implements FrontMetricsSource {
       this.log.error({ err: (err as Error).message }, 'reconcile skipped: cannot read the kernel flows');
       return;
     }
-    const live = new Set<number>();
+    // Per service index, the live flows' keys.
+    const live = new Map<number, Set<number>>();
     const services = this.engine.services;
     for (const f of flows) {
       if (!LIVE_STATES.has(f.state)) continue;
       const s = services.findIndex((x) => x.vip === f.dst && x.port === f.dstPort && x.protocol === protocolNumber(f.protocol));
-      if (s >= 0) live.add(connectionKey(s, f.client, f.clientPort));
+      if (s < 0) continue;
+      let keys = live.get(s);
+      if (keys === undefined) live.set(s, (keys = new Set()));
+      keys.add(connectionKey(f.client, f.clientPort));
     }
     // Records younger than one period may not have reached the kernel's table yet.
-    const freed = this.table.reconcile((k) => live.has(k), performance.now() - this.config.connections.reconcileSeconds * 1000);
+    const freed = this.table.reconcile((s, k) => live.get(s)?.has(k) === true, performance.now() - this.config.connections.reconcileSeconds * 1000);
     if (freed > 0) this.log.info({ freed }, 'records freed: kernel flows gone');
   }
 
@@ -662,6 +703,14 @@ export class FrontDaemon implements FrontMetricsSource {
 
   kernelQueue(): KernelQueueStats | undefined {
     return readKernelQueue(this.config.queue);
+  }
+
+  vipGuardCount(): GuardCount {
+    return this.vipGuard.last();
+  }
+
+  fallbackStatus(): FallbackWriterStatus {
+    return this.fallback.status();
   }
 
   rulesHealth(): RulesHealthStatus {
@@ -696,6 +745,8 @@ export class FrontDaemon implements FrontMetricsSource {
       records: { active: this.table.active, recycled: this.table.recycled, adopted: this.adopted, corrected: this.corrected, ...this.table.counts },
       admin: { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 },
       rules: this.rules.status(),
+      vipGuard: { ...this.vipGuard.last() },
+      fallback: this.fallback.status(),
       queue: this.#queue?.stats(),
       log: this.#log?.stats(),
       ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),
@@ -773,6 +824,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.health.stop();
     if (this.#usablePending) clearImmediate(this.#usablePending);
     clearTimeout(this.#rebuildTimer);
+    this.fallback.stop();
     for (const t of this.#timers) clearInterval(t);
     this.#ops?.close();
     // No queue timer fires after this: the held SYNs are ours to decide.

@@ -12,7 +12,8 @@
  *                      accept with its mark (the kernel DNATs by mark);
  *                      retransmitted: same record, same mark
  *  client FIN / RST    record -> recycle list (teardown(); or decide() for
- *                      one the kernel has no flow for: then accepted)
+ *                      one the kernel has no flow for: then accepted if it
+ *                      had a live record, else dropped: teardownNoRecord)
  *  server RST          same, keyed by the client the reset goes to
  *  other non-SYN       (kernel has no flow for it) record -> accept with its
  *                      mark; no record -> drop (seed 000)
@@ -29,6 +30,7 @@
 import { ConnectionTable, connectionKey } from './connections.ts';
 import { type Decision, type Forwarder, destinationMark, forwardRequest, newConnection, selectTarget, shapedVerdict } from './forward_request.ts';
 import type { ServiceRuntime } from './service.ts';
+import { ServiceIndex } from './service-index.ts';
 import { IpProtocol, PacketInfo, ParseStatus, TcpFlag, parseIPv4, parseStatusName } from '../packet/ipv4.ts';
 import { Verdict, type VerdictCode } from '../nfqueue/layout.ts';
 import type { Shaper, ShapingHost } from '../shaping/shaper.ts';
@@ -57,9 +59,11 @@ export class EngineCounters {
   loggedMalformed = 0;
   resumed = 0;
   noRecord = 0;
+  /** FINs and RSTs queued to a service with no flow and no live record: dropped (they would loop). */
+  teardownNoRecord = 0;
   /** Packets the rules should not have queued (not TCP/UDP, not to a VIP, no such UDP service), accepted or dropped. */
   unexpected = 0;
-  /** The part of `unexpected` that was dropped (drops by reason: malformed, noTarget, noRecord, this). */
+  /** The part of `unexpected` that was dropped (drops by reason: malformed, noTarget, noRecord, teardownNoRecord, this). */
   unexpectedDropped = 0;
   /** Checkpoints: SYNs held, rejected (reset or dropped), retransmits of held SYNs dropped, held verdicts given later. */
   shapingHeld = 0;
@@ -75,6 +79,8 @@ export class FrontEngine implements ShapingHost, Forwarder {
   /** Mark to set with the verdict decide() just returned (0: leave the packet's mark). */
   mark = 0;
   #services: readonly ServiceRuntime[];
+  /** (VIP, port, protocol) -> service index: a lookup that does not grow with the number of services. */
+  #index: ServiceIndex;
   readonly #table: ConnectionTable;
   readonly #info = new PacketInfo();
   #shaper: Shaper | undefined;
@@ -83,6 +89,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
 
   constructor(services: readonly ServiceRuntime[], table: ConnectionTable, shaper?: Shaper) {
     this.#services = services;
+    this.#index = new ServiceIndex(services);
     this.#table = table;
     this.setShaper(shaper);
   }
@@ -129,7 +136,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
       this.onSettled(id, Verdict.Drop, 0);
       return;
     }
-    const v = newConnection(this, s, svc, connectionKey(s, src, port), src, now);
+    const v = newConnection(this, s, svc, connectionKey(src, port), src, now);
     this.counters.shapingSettled++;
     this.onSettled(id, v, this.mark);
   }
@@ -140,6 +147,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
 
   /** Swaps in reloaded services (same indexes for the same names: see daemon). */
   setServices(services: readonly ServiceRuntime[]): void {
+    this.#index = new ServiceIndex(services);
     this.#services = services;
   }
 
@@ -152,19 +160,18 @@ export class FrontEngine implements ShapingHost, Forwarder {
    */
   #udp(now: number): VerdictCode {
     const info = this.#info;
-    const services = this.#services;
-    for (let s = 0; s < services.length; s++) {
-      const svc = services[s];
-      if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort || svc.protocol !== IpProtocol.Udp) continue;
+    const s = this.#index.find(info.dst, info.dstPort, IpProtocol.Udp);
+    const svc = s >= 0 ? this.#services[s] : undefined;
+    if (svc !== undefined) {
       this.counters.udpFlows++;
-      const key = connectionKey(s, info.src, info.srcPort);
-      const known = this.#table.lookup(key);
-      if (known >= 0 && this.#table.isActive(key)) {
+      const key = connectionKey(info.src, info.srcPort);
+      const known = this.#table.lookup(s, key);
+      if (known >= 0 && this.#table.isActive(s, key)) {
         this.counters.resumed++;
         this.mark = destinationMark(s, known);
         return Verdict.Accept;
       }
-      if (known >= 0) this.#table.remove(key);
+      if (known >= 0) this.#table.remove(s, key);
       return newConnection(this, s, svc, key, info.src, now);
     }
     // No UDP service here (a reload removed it): nothing to steer it to.
@@ -191,12 +198,9 @@ export class FrontEngine implements ShapingHost, Forwarder {
       return Verdict.Drop;
     }
     const flags = info.tcpFlags;
-    const services = this.#services;
-    for (let s = 0; s < services.length; s++) {
-      const svc = services[s];
-      if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort || svc.protocol !== IpProtocol.Tcp) continue;
-      return forwardRequest(this, s, svc, info, now, id);
-    }
+    const s = this.#index.find(info.dst, info.dstPort, IpProtocol.Tcp);
+    const svc = s >= 0 ? this.#services[s] : undefined;
+    if (svc !== undefined) return forwardRequest(this, s, svc, info, now, id);
     // Not to a VIP: a server's reset toward a client.
     if ((flags & TcpFlag.Rst) === 0 || !this.#serverReset(now)) c.unexpected++;
     return Verdict.Accept;
@@ -209,7 +213,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
     for (let s = 0; s < services.length; s++) {
       const svc = services[s];
       if (svc === undefined || svc.serverAt(info.src, info.srcPort) < 0) continue;
-      if (this.#table.finish(connectionKey(s, info.dst, info.dstPort), now)) this.counters.serverResets++;
+      if (this.#table.finish(s, connectionKey(info.dst, info.dstPort), now)) this.counters.serverResets++;
       return true;
     }
     return false;
@@ -239,11 +243,9 @@ export class FrontEngine implements ShapingHost, Forwarder {
       c.unexpected++;
       return;
     }
-    const services = this.#services;
-    for (let s = 0; s < services.length; s++) {
-      const svc = services[s];
-      if (svc === undefined || svc.vip !== info.dst || svc.port !== info.dstPort || svc.protocol !== IpProtocol.Tcp) continue;
-      if (this.#table.finish(connectionKey(s, info.src, info.srcPort), now)) c.finishes++;
+    const s = this.#index.find(info.dst, info.dstPort, IpProtocol.Tcp);
+    if (s >= 0) {
+      if (this.#table.finish(s, connectionKey(info.src, info.srcPort), now)) c.finishes++;
       return;
     }
     if ((flags & TcpFlag.Rst) === 0 || !this.#serverReset(now)) c.unexpected++;

@@ -32,8 +32,9 @@
  *  - "write IP address of server in destination field and re-inject": the
  *    verdict Accept with the target's mark (destinationMark); the nat rule
  *    of that mark DNATs the packet and conntrack the rest of the flow
- *    (marks.ts, rules.ts). A FIN or RST is accepted as it is (mark 0): it
- *    ends the connection and needs no server.
+ *    (marks.ts, nft.ts). A FIN or RST of a live record is accepted as it
+ *    is (mark 0): it ends the connection and needs no server. One with no
+ *    record is dropped (counted): it has nowhere to go but back out.
  *  - "select servers in proportion to their remaining capacity": the
  *    service's selection method (select/; `capacity`, select/capacity.ts, is
  *    the seed's; the others are configurable alternatives). Checkpoints
@@ -43,7 +44,8 @@
  *    method finding no eligible server; the least-loaded cluster list is
  *    each overflow target's free capacity, written by LeastLoadedClusters
  *    (least_loaded_clusters.ts) from the other clusters' reports.
- *  - "drop this packet": a non-SYN without a live record (counted).
+ *  - "drop this packet": a non-SYN without a live record (counted: noRecord,
+ *    or teardownNoRecord for a FIN or RST).
  *
  * Hot path: no allocation, no logging, no await; every outcome is a counter
  * of the engine (EngineCounters, engine.ts). The state worked on is the
@@ -67,6 +69,8 @@ export interface ForwardCounters {
   resumed: number;
   finishes: number;
   noRecord: number;
+  /** FINs and RSTs to a service with no flow and no live record: dropped. */
+  teardownNoRecord: number;
   decided: number;
   overflowed: number;
   noTarget: number;
@@ -97,12 +101,12 @@ export function forwardRequest(f: Forwarder, s: number, svc: ServiceRuntime, inf
   const c = f.counters;
   const table = f.table;
   const flags = info.tcpFlags;
-  const key = connectionKey(s, info.src, info.srcPort);
-  const server = table.lookup(key);
+  const key = connectionKey(info.src, info.srcPort);
+  const server = table.lookup(s, key);
   // The connection already exists (a recycled record does not count: its connection has ended).
-  if (server >= 0 && table.isActive(key)) {
+  if (server >= 0 && table.isActive(s, key)) {
     if ((flags & (TcpFlag.Fin | TcpFlag.Rst)) !== 0) {
-      table.finish(key, now);
+      table.finish(s, key, now);
       c.finishes++;
       return Verdict.Accept;
     }
@@ -115,11 +119,17 @@ export function forwardRequest(f: Forwarder, s: number, svc: ServiceRuntime, inf
     f.mark = destinationMark(s, server);
     return Verdict.Accept;
   }
-  // A FIN or RST with nothing to recycle: passed on as it is.
-  if ((flags & (TcpFlag.Fin | TcpFlag.Rst)) !== 0) return Verdict.Accept;
+  // A FIN or RST with nothing to recycle (no flow in the kernel, no live
+  // record): no server to send it to, and accepted unmarked it would leave
+  // the node toward the VIP's route and loop (issue 20 part 5). Dropped and
+  // counted, as the kernel's VIP guard would drop it anyway (nft.ts).
+  if ((flags & (TcpFlag.Fin | TcpFlag.Rst)) !== 0) {
+    c.teardownNoRecord++;
+    return Verdict.Drop;
+  }
   if ((flags & (TcpFlag.Syn | TcpFlag.Ack)) === TcpFlag.Syn) {
     c.syn++;
-    if (server >= 0) table.remove(key); // its port reused after a FIN: a new connection
+    if (server >= 0) table.remove(s, key); // its port reused after a FIN: a new connection
     const shaper = f.shaper;
     if (shaper === undefined) return newConnection(f, s, svc, key, info.src, now);
     const out = shaper.begin(id, key, info.src, info.dstPort, s, now);

@@ -6,7 +6,7 @@
 import { execFile } from 'node:child_process';
 import { CommandFailedError } from '../errors/errors.ts';
 import { runCommand } from '../util/exec.ts';
-import { CHAINS, type OwnedChain, type RenderedRules } from './rules.ts';
+import { CHAINS, LEGACY_CHAINS, type OwnedChain, type RenderedRules } from './rules.ts';
 
 /**
  * Runs an iptables tool, inside network namespace `netns` when given (tests
@@ -49,6 +49,7 @@ function staleJumps(c: OwnedChain): readonly (readonly string[])[] {
  */
 export function installRules(rules: RenderedRules, netns?: string): void {
   ipt(netns, ['iptables-restore', '-w', '--noflush'], rules.restore);
+  for (const c of LEGACY_CHAINS) removeChain(netns, c);
   for (const c of Object.values(CHAINS) as OwnedChain[]) {
     if (!rules.chains.includes(c)) {
       removeChain(netns, c);
@@ -88,9 +89,9 @@ export function saveTableAsync(table: string, timeoutMs: number, netns?: string)
   });
 }
 
-/** Removes our jumps and chains; leaves everything else. */
-export function removeRules(netns?: string): void {
-  for (const c of Object.values(CHAINS) as OwnedChain[]) removeChain(netns, c);
+/** Removes our jumps and chains (and those of earlier versions); leaves everything else. The nft table: ruleset.ts removeRules. */
+export function removeIptablesRules(netns?: string): void {
+  for (const c of [...(Object.values(CHAINS) as OwnedChain[]), ...LEGACY_CHAINS]) removeChain(netns, c);
 }
 
 function removeChain(netns: string | undefined, c: OwnedChain): void {

@@ -34,6 +34,8 @@ import type { KernelQueueStats } from '../metrics/kernel_queue.ts';
 import type { HealthChecker } from './health/checker.ts';
 import { CHECK_OUTCOMES } from './health/result.ts';
 import { HEALTH_STATES, type HealthState } from './health/server-health.ts';
+import type { FallbackWriterStatus } from './fallback.ts';
+import type { GuardCount } from './vip-guard.ts';
 
 /** What the front daemon exposes to its metrics (FrontDaemon implements it). */
 export interface FrontMetricsSource {
@@ -46,6 +48,10 @@ export interface FrontMetricsSource {
   adminCounts(): { handled: number; rejected: number };
   /** The periodic check of our rules (rules-health.ts). */
   rulesHealth(): RulesHealthStatus;
+  /** The VIP guard's kernel drop counter, as last read by the rule check (vip-guard.ts). */
+  vipGuardCount(): GuardCount;
+  /** The daemon-down fallback map's writer (fallback.ts). */
+  fallbackStatus(): FallbackWriterStatus;
   control(): FrontControl | undefined;
   ops(): OpsServer | undefined;
   /** The gatekeeper (distributed throttling) while it runs. */
@@ -110,6 +116,7 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
       [{ reason: 'malformed' }, malformed],
       [{ reason: 'no_target' }, c().noTarget],
       [{ reason: 'no_record' }, c().noRecord],
+      [{ reason: 'teardown_no_record' }, c().teardownNoRecord],
       [{ reason: 'unexpected' }, c().unexpectedDropped],
     ];
   });
@@ -236,6 +243,11 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
 
   // Our rules, read back every rules.checkSeconds (rules-health.ts).
   const rules = (): RulesHealthStatus => src.rulesHealth();
+  counterOf(registry, 'sluice_front_vip_guard_dropped_packets_total', 'Packets to a VIP that got no DNAT decision, dropped by the kernel\'s VIP guard (nft table ip sluice, counter vip_guard_drops); read at each rule check.', () => src.vipGuardCount().packets);
+  counterOf(registry, 'sluice_front_vip_guard_dropped_bytes_total', 'Bytes of those packets.', () => src.vipGuardCount().bytes);
+  counterOf(registry, 'sluice_front_fallback_writes_total', 'Rewrites of the daemon-down fallback map after the usable servers changed.', () => src.fallbackStatus().writes);
+  counterOf(registry, 'sluice_front_fallback_write_failures_total', 'Rewrites of the fallback map that nft refused (the next change or a rule repair writes it again).', () => src.fallbackStatus().writeFailures);
+  gaugeOf(registry, 'sluice_front_fallback_usable_servers', 'Servers the daemon-down fallback spreads new connections over (usable when last written).', () => src.fallbackStatus().usableServers);
   counterOf(registry, 'sluice_front_rules_checks_total', 'Checks of our iptables rules that read and compared them (rules.checkSeconds).', () => rules().checks);
   counterOf(registry, 'sluice_front_rules_repaired_total', 'Checks that found our rules removed or changed by someone else and reinstalled them.', () => rules().repaired);
   counterOf(registry, 'sluice_front_rules_repair_failures_total', 'Reinstalls of our rules that failed (iptables refused); retried every check period.', () => rules().repairFailures);

@@ -13,15 +13,17 @@
  * NAT binding lives in conntrack.
  *
  * Idempotent: with none of our chains present it removes nothing and says
- * so. The removal itself is removeRules() (src/front/iptables.ts), the one
+ * so. The removal itself is removeRules() (src/front/ruleset.ts), the one
  * function that removes everything the front node installs; this module
  * only decides whether to call it and reports what it found before and
  * after.
  */
 import { SluiceError } from '../errors/errors.ts';
-import { removeRules, saveTable } from './iptables.ts';
+import { saveTable } from './iptables.ts';
+import { NFT_FAMILY, NFT_TABLE, hasNftTable } from './nft.ts';
 import { checkBinding, systemHost, type HostReader } from './preflight.ts';
-import { CHAINS, type OwnedChain } from './rules.ts';
+import { CHAINS, LEGACY_CHAINS, type OwnedChain } from './rules.ts';
+import { removeRules } from './ruleset.ts';
 
 /** A front node is bound to the queue (or log group) of the rules: removing them now would not last. */
 export class FrontRunningError extends SluiceError {
@@ -51,6 +53,8 @@ export interface RemoveOptions {
   readonly netns?: string;
   /** Reading and removing (unit tests): default iptables-save and removeRules() in `netns`. */
   readonly save?: (table: string) => string;
+  /** Whether our nft table is present (unit tests): default hasNftTable() in `netns`. */
+  readonly nftPresent?: () => boolean;
   readonly remove?: () => void;
 }
 
@@ -65,7 +69,8 @@ export interface RemoveOutcome {
 export function findChains(save: (table: string) => string): FoundChain[] {
   const out: FoundChain[] = [];
   const texts = new Map<string, string>();
-  for (const c of Object.values(CHAINS) as OwnedChain[]) {
+  // Also the chains of earlier versions (their nat chains), which removeRules() removes too.
+  for (const c of [...(Object.values(CHAINS) as OwnedChain[]), ...LEGACY_CHAINS]) {
     let text = texts.get(c.table);
     if (text === undefined) {
       text = save(c.table);
@@ -101,7 +106,9 @@ export function removeFrontRules(opts: RemoveOptions = {}): RemoveOutcome {
   const host = opts.host ?? systemHost();
   const save = opts.save ?? ((table: string): string => saveTable(table, opts.netns));
   const notes: string[] = [];
+  const nftPresent = opts.nftPresent ?? ((): boolean => hasNftTable(opts.netns));
   const before = findChains(save);
+  const nftBefore = nftPresent();
   const queues = new Set(queuesInRules(before.some((c) => c.table === 'mangle') ? save('mangle') : ''));
   if (opts.queue !== undefined) queues.add(opts.queue);
   const busy: string[] = [];
@@ -123,16 +130,18 @@ export function removeFrontRules(opts: RemoveOptions = {}): RemoveOutcome {
     );
   }
   if (unknown) notes.push('the queue owners are listed in a root-only file: not checked as this user (run as root to be sure no front node runs)');
-  if (before.length === 0) {
+  if (before.length === 0 && !nftBefore) {
     notes.push('no rules of the front node here: nothing to remove');
     return { removed: [], notes };
   }
   if (opts.remove) opts.remove();
   else removeRules(opts.netns);
-  const left = findChains(save);
+  const left = findChains(save).map((c) => `${c.table}/${c.chain}`);
+  if (nftPresent()) left.push(`nft table ${NFT_FAMILY} ${NFT_TABLE}`);
   if (left.length > 0) {
-    throw new RulesNotRemovedError(`rules reappeared right after their removal (${left.map((c) => `${c.table}/${c.chain}`).join(', ')}): some process reinstalls them; stop it and run sluice front --remove-rules again`);
+    throw new RulesNotRemovedError(`rules reappeared right after their removal (${left.join(', ')}): some process reinstalls them; stop it and run sluice front --remove-rules again`);
   }
+  if (nftBefore) notes.push(`removed nft table ${NFT_FAMILY} ${NFT_TABLE} (classification, DNAT map, fallback map, VIP guard)`);
   for (const c of before) notes.push(`removed ${c.table} chain ${c.chain} (${String(c.rules)} rule${c.rules === 1 ? '' : 's'}) and ${String(c.jumps)} jump${c.jumps === 1 ? '' : 's'} to it`);
   notes.push('new connections to the VIPs are no longer steered by this node; established ones continue on their NAT binding');
   return { removed: before, notes };

@@ -17,9 +17,18 @@
  * neither damage nor ours to restore or remove.
  */
 import { SluiceError } from '../errors/errors.ts';
-import { CHAINS, type OwnedChain, type RenderedRules } from './rules.ts';
+import { CHAINS, LEGACY_CHAINS, type OwnedChain } from './rules.ts';
+import type { RuleSet } from './ruleset.ts';
 
-export type Table = OwnedChain['table'];
+/**
+ * An iptables table with chains of ours, or `nft`: sluice's own nft table
+ * (nft.ts), read with `nft list table ip sluice` and compared the same way
+ * (ownedNftPart: each set, map and chain a "chain" of lines).
+ */
+export type Table = OwnedChain['table'] | 'nft';
+
+/** The nft chains our table must hold (the read-back refuses a table without them). */
+const NFT_CHAINS = ['classify', 'to_service', 'nat_pre', 'vip_guard', 'nat_post'] as const;
 
 /** Right after an install, iptables-save did not show the rules just installed (someone changed them meanwhile). */
 export class RulesReadBackError extends SluiceError {
@@ -34,7 +43,9 @@ export interface OwnedPart {
   readonly jumps: readonly string[];
 }
 
-const OURS: ReadonlySet<string> = new Set(Object.values(CHAINS).map((c: OwnedChain) => c.chain));
+// Earlier versions' chains are ours too (a dump may still hold them); a
+// chain the expected set lacks is never judged (compareOwned).
+const OURS: ReadonlySet<string> = new Set([...(Object.values(CHAINS) as OwnedChain[]), ...LEGACY_CHAINS].map((c) => c.chain));
 
 /** Our chains and jumps from the output of `iptables-save -t TABLE` (one table). */
 export function ownedPart(save: string): OwnedPart {
@@ -136,9 +147,69 @@ export function addDamage(a: RulesDamage, b: RulesDamage): RulesDamage {
   };
 }
 
-/** The tables `rules` has chains in, in install order. */
-export function tablesOf(rules: RenderedRules): Table[] {
-  return (['mangle', 'nat', 'filter'] as const).filter((t) => rules.chains.some((c) => c.table === t));
+/** The tables `rules` has parts in, in install order. */
+export function tablesOf(rules: RuleSet): Table[] {
+  return ['nft', ...(['mangle', 'nat', 'filter'] as const).filter((t) => rules.iptables.chains.some((c) => c.table === t))];
+}
+
+/** The fallback map's element count in a `nft list table` output (its elements are compared by count: fallback.ts rewrites them). */
+export function fallbackCountOf(list: string): number {
+  const block = /\bmap fallback \{([\s\S]*?)\n\t\}/.exec(list)?.[1] ?? '';
+  const els = /elements = \{([\s\S]*)\}/.exec(block)?.[1] ?? '';
+  return els.split(' : ').length - 1;
+}
+
+/**
+ * Our nft table's `nft list table` output as an OwnedPart: one entry per
+ * set, map, counter and chain (`set vips`, `chain classify`, ...) with its
+ * lines, trimmed. Counter values are dropped (they move), and so are the
+ * fallback map's elements (rewritten by fallback.ts between installs:
+ * checked by count, fallbackCountOf). An absent table is an empty part.
+ */
+export function ownedNftPart(list: string): OwnedPart {
+  const chains = new Map<string, string[]>();
+  let current: string[] | undefined;
+  let inFallbackElements = false;
+  for (const raw of list.split('\n')) {
+    const line = raw.trim();
+    const head = /^(set|map|chain|counter) (\S+) \{$/.exec(line);
+    if (head !== null && raw.startsWith('\t') && !raw.startsWith('\t\t')) {
+      current = [];
+      chains.set(`${head[1] ?? ''} ${head[2] ?? ''}`, current);
+      inFallbackElements = false;
+      continue;
+    }
+    if (current === undefined || line === '' || line === '}') continue;
+    if (chains.get('map fallback') === current && (inFallbackElements || line.startsWith('elements = '))) {
+      inFallbackElements = !line.endsWith('}');
+      continue;
+    }
+    current.push(line.replace(/packets \d+ bytes \d+/g, 'packets - bytes -'));
+  }
+  return { chains, jumps: [] };
+}
+
+/** Elements per set or map (by name) of an ownedNftPart (the fallback map's are not in it). */
+export function elementCountsOf(part: OwnedPart): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [key, lines] of part.chains) {
+    const [kind, name = ''] = key.split(' ');
+    if (kind !== 'set' && kind !== 'map') continue;
+    const text = lines.join(' ');
+    const at = text.indexOf('elements = {');
+    if (at < 0) {
+      out.set(name, 0);
+      continue;
+    }
+    // Elements hold no comma of their own (addresses, ports, marks, concatenations).
+    out.set(name, text.slice(at).split(',').length);
+  }
+  return out;
+}
+
+/** Our part of one table's dump: iptables-save output, or `nft list table` for `nft`. */
+export function partOf(table: Table, dump: string): OwnedPart {
+  return table === 'nft' ? ownedNftPart(dump) : ownedPart(dump);
 }
 
 /**
@@ -148,11 +219,27 @@ export function tablesOf(rules: RenderedRules): Table[] {
  * from its hook), so a read-back that raced with someone else's change
  * is refused (RulesReadBackError) instead of becoming the reference.
  */
-export function readBack(rules: RenderedRules, table: Table, save: string): OwnedPart {
+export function readBack(rules: RuleSet, table: Table, save: string): OwnedPart {
+  if (table === 'nft') {
+    const part = ownedNftPart(save);
+    for (const c of NFT_CHAINS) if (!part.chains.has(`chain ${c}`)) throw new RulesReadBackError(`nft table: chain ${c} absent right after installing it`);
+    for (const [c, want] of Object.entries(rules.nft.chainSizes)) {
+      const got = part.chains.get(`chain ${c}`)?.length ?? 0;
+      if (got !== want) throw new RulesReadBackError(`nft table: chain ${c} holds ${String(got)} lines right after installing ${String(want)}`);
+    }
+    // Every set and map as full as rendered (the fallback map, rewritten by fallback.ts, is checked by count elsewhere).
+    const counts = elementCountsOf(part);
+    for (const [name, want] of Object.entries(rules.nft.elements)) {
+      if (name === 'fallback') continue;
+      const got = counts.get(name) ?? 0;
+      if (got !== want) throw new RulesReadBackError(`nft table: ${name} holds ${String(got)} elements right after installing ${String(want)}`);
+    }
+    return part;
+  }
   const part = ownedPart(save);
-  for (const c of rules.chains) {
+  for (const c of rules.iptables.chains) {
     if (c.table !== table) continue;
-    const want = rules.byChain[c.chain]?.length ?? 0;
+    const want = rules.iptables.byChain[c.chain]?.length ?? 0;
     const got = part.chains.get(c.chain);
     if (got === undefined) throw new RulesReadBackError(`${table} ${c.chain}: not declared right after installing it`);
     if (got.length !== want) throw new RulesReadBackError(`${table} ${c.chain}: ${got.length} rules right after installing ${want}`);

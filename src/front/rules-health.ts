@@ -4,9 +4,11 @@
  * Someone else may flush them at any time (`iptables -t mangle -F`, a
  * firewall reload: Debian's stock /etc/nftables.conf begins with `flush
  * ruleset`), and steering then ends silently. Every `rules.checkSeconds`
- * this reads `iptables-save -t TABLE` for each table with chains of ours
- * and compares our part of it with the set read back right after the last
- * install (rules-check.ts). On a difference it reinstalls the running
+ * this reads `iptables-save -t TABLE` for each table with chains of ours,
+ * and `nft list table ip sluice` (our nft table, with its sets and maps),
+ * and compares our part of each with the set read back right after the
+ * last install (rules-check.ts); the fallback map, which fallback.ts
+ * rewrites between installs, by its element count. On a difference it reinstalls the running
  * configuration's rules through the same install as start and reload
  * (atomic per table), logs the event once at warn with counts of what was
  * missing or changed, and counts it.
@@ -32,19 +34,33 @@
  */
 import type { Logger } from '../log/logger.ts';
 import type { Liveness } from '../systemd/watchdog.ts';
-import { NO_DAMAGE, addDamage, compareOwned, isDamaged, ownedPart, readBack, tablesOf, type OwnedPart, type RulesDamage, type Table } from './rules-check.ts';
-import type { RenderedRules } from './rules.ts';
+import { NO_DAMAGE, addDamage, compareOwned, fallbackCountOf, isDamaged, partOf, readBack, tablesOf, type OwnedPart, type RulesDamage, type Table } from './rules-check.ts';
+import type { RuleSet } from './ruleset.ts';
+
+/** What the fallback writer last wrote (fallback.ts): the map's element count, and a generation bumped by each write. */
+export interface FallbackState {
+  readonly elements: number;
+  readonly generation: number;
+  /** A write is in flight: the map's contents are not judged. */
+  readonly writing: boolean;
+}
 
 export interface RulesHealthDeps {
   readonly log: Logger;
   /** The running configuration's rules (rendered when a repair needs them). */
-  readonly render: () => RenderedRules;
-  /** Installs `rules` (iptables.ts installRules): synchronous, throws on failure. */
-  readonly apply: (rules: RenderedRules) => void;
-  /** iptables-save of one table, synchronously (the read-back after an install). */
+  readonly render: () => RuleSet;
+  /** Installs `rules` (ruleset.ts installRuleset): synchronous, throws on failure. */
+  readonly apply: (rules: RuleSet) => void;
+  /** iptables-save of one table, or `nft list table` for `nft`, synchronously (the read-back after an install). */
   readonly save: (table: Table) => string;
-  /** iptables-save of one table off the event loop, failing after `timeoutMs`. */
+  /** The same off the event loop, failing after `timeoutMs`. */
   readonly saveAsync: (table: Table, timeoutMs: number) => Promise<string>;
+  /** The fallback map's expected contents (undefined: not checked). */
+  readonly fallback?: () => FallbackState | undefined;
+  /** Each dump of our nft table (the VIP guard's counter is read from it: no extra command). */
+  readonly onNftDump?: (list: string) => void;
+  /** Monotonic clock in ms (tests inject one). */
+  readonly now?: () => number;
   /** The check period (rules.checkSeconds, read at each scheduling: a reload changes it). */
   readonly periodMs: () => number;
   /** Failed repairs in a row after which liveness() says not alive (rules.restartAfterFailures). */
@@ -64,14 +80,32 @@ export interface RulesHealthStatus {
   readonly failingRepairs: number;
   /** When the last repair happened (ISO 8601), or null. */
   readonly lastRepair: string | null;
+  /** How long the last dump of our nft table took (ms): it sets how often that table is checked (NFT_CHECK_SHARE). */
+  readonly nftDumpMs: number;
 }
+
+/**
+ * The largest share of the time the check spends dumping our nft table:
+ * after a dump that took d ms, the next waits until d / NFT_CHECK_SHARE ms
+ * have passed. A small table (milliseconds) is dumped every period; one of
+ * 10^5..10^6 elements every few minutes, so its repair may take that long
+ * (the iptables tables are still checked every period).
+ */
+export const NFT_CHECK_SHARE = 0.1;
 
 export type CheckOutcome = 'intact' | 'repaired' | 'repair-failed' | 'check-failed' | 'superseded' | 'skipped';
 
 export class RulesHealth {
   readonly #deps: RulesHealthDeps;
   /** The read-back of the last install, per table; undefined while the last install failed. */
-  #expected: ReadonlyMap<Table, OwnedPart> | undefined;
+  #expected: Map<Table, OwnedPart> | undefined;
+  /**
+   * The last install's rules while our nft table has not been read back
+   * yet: its read-back is the next check's dump (asynchronous), because an
+   * nft command takes seconds on a large table and an install must not
+   * block the packet loop that long.
+   */
+  #nftPending: RuleSet | undefined;
   #generation = 0;
   #running = false;
   #stopped = false;
@@ -84,9 +118,16 @@ export class RulesHealth {
   #repairFailures = 0;
   #checkFailures = 0;
   #lastRepair: string | null = null;
+  /** Not before this time (ms, deps.now) is our nft table dumped again (see NFT_CHECK_SHARE). */
+  #nftDueAt = 0;
+  #nftDumpMs = 0;
 
   constructor(deps: RulesHealthDeps) {
     this.#deps = deps;
+  }
+
+  #now(): number {
+    return this.#deps.now?.() ?? performance.now();
   }
 
   /**
@@ -94,13 +135,19 @@ export class RulesHealth {
    * reload, repair). Throws what the install or the read-back throws; the
    * expected set is then unknown, and the next check reinstalls.
    */
-  install(rules: RenderedRules): void {
+  install(rules: RuleSet): void {
     this.#generation++;
     this.#expected = undefined;
+    this.#nftPending = undefined;
     this.#deps.apply(rules);
     const expected = new Map<Table, OwnedPart>();
-    for (const t of tablesOf(rules)) expected.set(t, readBack(rules, t, this.#deps.save(t)));
+    for (const t of tablesOf(rules)) {
+      if (t === 'nft') continue;
+      expected.set(t, readBack(rules, t, this.#deps.save(t)));
+    }
     this.#expected = expected;
+    this.#nftPending = rules;
+    this.#nftDueAt = 0;
   }
 
   /** Starts the periodic check (after the first install). */
@@ -149,10 +196,28 @@ export class RulesHealth {
     // The last install failed (a reload's, or a repair's): nothing to compare with; install again.
     if (expected === undefined) return this.#repair(NO_DAMAGE, []);
     const timeoutMs = Math.max(1000, this.#deps.periodMs());
+    const fbBefore = this.#deps.fallback?.();
     const actual = new Map<Table, string>();
     try {
-      // One table after the other: one child process at a time.
-      for (const t of expected.keys()) actual.set(t, await this.#deps.saveAsync(t, timeoutMs));
+      // One table after the other: one child process at a time. Our nft
+      // table only when due: every nft command loads the whole table's
+      // elements first, which takes seconds for a large one (measured:
+      // ~8 s for 1,000 services x 256 servers, ~16 s for a full listing),
+      // so the dump's share of the time is kept below NFT_CHECK_SHARE.
+      const nftPending = this.#nftPending;
+      for (const t of [...(nftPending !== undefined || expected.has('nft') ? (['nft'] as const) : []), ...[...expected.keys()].filter((x) => x !== 'nft')]) {
+        if (t === 'nft') {
+          if (nftPending === undefined && this.#now() < this.#nftDueAt) continue;
+          const t0 = this.#now();
+          actual.set(t, await this.#deps.saveAsync(t, Math.max(timeoutMs, 60_000)));
+          const t1 = this.#now();
+          this.#nftDumpMs = t1 - t0;
+          // A dump that costs less than the share of a period is simply done every period.
+          this.#nftDueAt = this.#nftDumpMs / NFT_CHECK_SHARE > this.#deps.periodMs() ? t0 + this.#nftDumpMs / NFT_CHECK_SHARE : 0;
+          continue;
+        }
+        actual.set(t, await this.#deps.saveAsync(t, timeoutMs));
+      }
     } catch (err) {
       if (generation !== this.#generation || this.#stopped) return 'superseded';
       this.#checkFailures++;
@@ -168,10 +233,33 @@ export class RulesHealth {
       this.#checkFailing = false;
       this.#deps.log.info('rule check: the rules can be read again');
     }
+    const nftDump = actual.get('nft');
+    if (nftDump !== undefined) this.#deps.onNftDump?.(nftDump);
     let damage = NO_DAMAGE;
     const tables: Table[] = [];
+    const pending = this.#nftPending;
+    if (pending !== undefined && nftDump !== undefined) {
+      // The install's read-back of our nft table: adopted if it has the
+      // rendering's shape (its chains, its sets and maps as full as
+      // rendered), else reinstalled.
+      try {
+        expected.set('nft', readBack(pending, 'nft', nftDump));
+        this.#nftPending = undefined;
+      } catch {
+        damage = addDamage(damage, { ...NO_DAMAGE, missingChains: nftDump === '' ? 1 : 0, missingRules: 1 });
+        tables.push('nft');
+      }
+    }
     for (const [t, want] of expected) {
-      const d = compareOwned(want, ownedPart(actual.get(t) ?? ''));
+      const dump = actual.get(t);
+      if (dump === undefined) continue; // not dumped this time (our nft table, not due)
+      let d = compareOwned(want, partOf(t, dump));
+      // The fallback map's elements, by count, unless a write ran during the dump.
+      const fbAfter = this.#deps.fallback?.();
+      if (t === 'nft' && fbBefore !== undefined && fbAfter !== undefined && !fbBefore.writing && !fbAfter.writing && fbBefore.generation === fbAfter.generation) {
+        const missing = fbAfter.elements - fallbackCountOf(dump);
+        if (missing !== 0) d = addDamage(d, { ...NO_DAMAGE, missingRules: Math.max(0, missing), unexpectedRules: Math.max(0, -missing) });
+      }
       if (isDamaged(d)) tables.push(t);
       damage = addDamage(damage, d);
     }
@@ -217,6 +305,7 @@ export class RulesHealth {
       checkFailures: this.#checkFailures,
       failingRepairs: this.#failingRepairs,
       lastRepair: this.#lastRepair,
+      nftDumpMs: Math.round(this.#nftDumpMs),
     };
   }
 }

@@ -1,19 +1,28 @@
 /**
  * The iptables rules `sluice front` owns, rendered from its configuration,
  * installed atomically per table with iptables-restore --noflush, and
- * removed at stop. Only the SLUICE_* chains and the single jump into each
- * are ever touched: other rules in the namespace are left alone.
+ * removed by removeRules (iptables.ts). Only the SLUICE_* chains and the
+ * single jump into each are ever touched: other rules in the namespace are
+ * left alone.
+ *
+ * Since sluice has its own nftables table (nft.ts: classification, DNAT by
+ * mark, fallback, VIP guard), only what nft cannot do here stays in
+ * iptables: the NFQUEUE rule (nft's `queue` statement is not available on
+ * our kernels), one rule matching the QUEUE_MARK that the nft classify
+ * chain sets, and the checkpoints' REJECT (kept with the filter table's
+ * xt REJECT, as before).
  *
  * What each rule is for, and what was verified on this kernel:
  * docs/front-node-design.md.
  */
 import type { FrontConfig } from './config.ts';
-import { REJECT_MARK, fallbackMark, hex, overflowMark, serverMark } from './marks.ts';
+import { QUEUE_MARK, REJECT_MARK, hex } from './marks.ts';
 
 export const CHAINS = {
-  queue: { table: 'mangle', chain: 'SLUICE_QUEUE', hook: 'PREROUTING' },
-  dnat: { table: 'nat', chain: 'SLUICE_DNAT', hook: 'PREROUTING' },
-  snat: { table: 'nat', chain: 'SLUICE_SNAT', hook: 'POSTROUTING' },
+  // The jump tests QUEUE_MARK, set by sluice's nft classify chain (which
+  // runs before iptables' mangle hook): only packets the daemon must decide
+  // enter the chain; its one rule queues them.
+  queue: { table: 'mangle', chain: 'SLUICE_QUEUE', hook: 'PREROUTING', jumpIf: ['-m', 'mark', '--mark', hex(QUEUE_MARK)] },
   // Checkpoint rejections (src/shaping): the daemon accepts the SYN with
   // REJECT_MARK and the kernel answers it with a TCP reset. REJECT exists
   // only in the filter table; a VIP is forwarded (FORWARD) or, if it is on
@@ -24,6 +33,16 @@ export const CHAINS = {
   rejectForward: { table: 'filter', chain: 'SLUICE_REJECT', hook: 'FORWARD', jumpIf: ['-m', 'mark', '--mark', hex(REJECT_MARK)] },
   rejectInput: { table: 'filter', chain: 'SLUICE_REJECT_IN', hook: 'INPUT', jumpIf: ['-m', 'mark', '--mark', hex(REJECT_MARK)] },
 } as const satisfies Record<string, OwnedChain>;
+
+/**
+ * Chains earlier versions installed and this one does not (the nat side is
+ * in the nft table now; the queue chain's jump used to be unconditional).
+ * Ours to remove: after a kill -9 of an old daemon they are still there.
+ */
+export const LEGACY_CHAINS: readonly OwnedChain[] = [
+  { table: 'nat', chain: 'SLUICE_DNAT', hook: 'PREROUTING' },
+  { table: 'nat', chain: 'SLUICE_SNAT', hook: 'POSTROUTING' },
+];
 
 /** A chain we own, and the one rule in its hook that jumps to it. */
 export interface OwnedChain {
@@ -52,18 +71,8 @@ export interface OwnedChain {
  */
 export const TEARDOWN_LOG = { size: 128, threshold: 64, timeoutCentiseconds: 1 } as const;
 
-/** The first rules of the queue chain: established traffic leaves it at once (see renderRules). */
-export const ESTABLISHED_TCP_RETURN = '-p tcp --tcp-flags SYN,FIN,RST NONE -m conntrack --ctstate ESTABLISHED -j RETURN';
-export const ESTABLISHED_UDP_RETURN = '-p udp -m conntrack --ctstate ESTABLISHED -j RETURN';
-/**
- * Replies (server to client) matter to the daemon only when they reset a
- * flow: the SYN-ACK and the server's FIN leave here instead of walking
- * every service's and server's rules.
- */
-export const REPLY_TCP_RETURN = '-p tcp --tcp-flags RST NONE -m conntrack --ctdir REPLY -j RETURN';
-
 export interface RenderedRules {
-  /** iptables-restore input (mangle and nat), flushing and refilling our chains only. */
+  /** iptables-restore input (mangle and filter), flushing and refilling our chains only. */
   readonly restore: string;
   /** Rules per chain, for tests and `status`. */
   readonly byChain: Readonly<Record<string, readonly string[]>>;
@@ -85,104 +94,30 @@ export function resetsClients(cfg: Pick<FrontConfig, 'checkpoints' | 'services'>
   return all.some((cp) => cp.reject === 'rst' && (cp.kind !== 'counter' || cp.action === 'reject'));
 }
 
-/** Servers that receive the fallback spread when the daemon is down: the active ones. */
-export function fallbackServers(svc: FrontConfig['services'][number]): number[] {
-  const out: number[] = [];
-  svc.servers.forEach((s, i) => {
-    if (s.state === 'active') out.push(i);
-  });
-  return out;
-}
-
+/**
+ * The iptables part of the rules: the queue chain (one NFQUEUE rule for
+ * QUEUE_MARK) and, when a checkpoint can reset, the reject chains. The
+ * rest is sluice's nft table (nft.ts), installed beside it.
+ */
 export function renderRules(cfg: FrontConfig): RenderedRules {
-  const q = `-j NFQUEUE --queue-num ${cfg.queue}${cfg.failMode === 'bypass' ? ' --queue-bypass' : ''}`;
-  // NFLOG is not terminating: the packet goes on through the chain (none
-  // of the rules after it match a logged packet) and the kernel forwards
-  // it at once. With the daemon down nobody reads the group and the copy
-  // is discarded; the packet is unaffected either way.
-  const log = `-j NFLOG --nflog-group ${cfg.nflogGroup} --nflog-size ${TEARDOWN_LOG.size} --nflog-threshold ${TEARDOWN_LOG.threshold}`;
-  const queue: string[] = [];
-  const dnat: string[] = [];
-  const snat: string[] = [];
-  // Every packet the front node forwards, in both directions, walks this
-  // chain (mangle PREROUTING), and nearly all of them belong to established
-  // flows the daemon never needs to see. One rule sends those back first:
-  // an established TCP packet without SYN, FIN or RST, and an established
-  // UDP packet, can match none of the rules below (they need SYN, FIN, RST,
-  // or a state other than ESTABLISHED). Without it each data packet was
-  // tested against every service's and server's rules (the interface match
-  // of the server RST rules copies a name per packet): measured as the
-  // largest kernel cost the front node added over plain DNAT. The second
-  // rule does the same for replies without RST (SYN-ACK, the server's
-  // FIN), and each service ends with a RETURN, so that a client's FIN
-  // stops at its service's rules: per connection, the packets that pass
-  // the first rule now test a handful of rules each instead of all.
-  if (cfg.services.some((svc) => svc.protocol === 'tcp')) queue.push(ESTABLISHED_TCP_RETURN, REPLY_TCP_RETURN);
-  if (cfg.services.some((svc) => svc.protocol === 'udp')) queue.push(ESTABLISHED_UDP_RETURN);
-  cfg.services.forEach((svc, si) => {
-    const m = `-d ${svc.vip}/32 -p ${svc.protocol} --dport ${svc.port}`;
-    if (svc.protocol === 'tcp') {
-      // Setup and teardown only. Queued (a verdict decides them): SYN, and
-      // any packet the kernel has no flow for (NEW, or INVALID: the daemon
-      // resumes a known record or drops and counts it, seed 000; a FIN or
-      // RST among them is handled as below, then accepted). Logged (NFLOG:
-      // the daemon only moves the record to its recycle list, nothing
-      // waits for it): FIN and RST of known flows, from the client or
-      // from a server. Order matters: a packet leaves the chain at its
-      // first NFQUEUE rule, so none is both queued and logged.
-      // `! --tcp-flags FIN,RST NONE` is "FIN or RST" in one rule. The
-      // RETURN ends the walk of a packet to this service: no later rule
-      // can match it (other services differ in VIP, port or protocol; the
-      // server rules match replies, which never go to a VIP:port).
-      queue.push(`${m} --tcp-flags SYN,ACK,FIN,RST SYN ${q}`);
-      queue.push(`${m} -m conntrack --ctstate NEW,INVALID ${q}`);
-      queue.push(`${m} ! --tcp-flags FIN,RST NONE ${log}`);
-      queue.push(`${m} -j RETURN`);
-      svc.servers.forEach((srv) => {
-        queue.push(`-i ${cfg.lanInterface} -s ${srv.address}/32 -p tcp --sport ${srv.port ?? svc.port} --tcp-flags RST RST ${log}`);
-      });
-    } else {
-      // UDP: the first packet of each flow; conntrack carries the rest until
-      // the flow times out (no teardown packet exists).
-      queue.push(`${m} -m conntrack --ctstate NEW ${q}`);
-    }
-    const newOnly = svc.protocol === 'tcp' ? ' --tcp-flags SYN,ACK,FIN,RST SYN' : '';
-
-    const fb = fallbackServers(svc);
-    if (cfg.failMode === 'bypass' && fb.length > 0) {
-      // Reached only by SYNs the daemon did not mark (it is down): a static
-      // spread by source address over the active servers.
-      dnat.push(`${m} -m mark --mark 0${newOnly} -j HMARK --hmark-tuple src --hmark-mod ${fb.length} --hmark-offset ${hex(fallbackMark(si, 0))} --hmark-rnd 0x5175`);
-      fb.forEach((srvIndex, slot) => {
-        const srv = svc.servers[srvIndex];
-        if (srv) dnat.push(`${m} -m mark --mark ${hex(fallbackMark(si, slot))} -j DNAT --to-destination ${srv.address}:${srv.port ?? svc.port}`);
-      });
-    }
-    svc.servers.forEach((srv, i) => {
-      dnat.push(`${m} -m mark --mark ${hex(serverMark(si, i))} -j DNAT --to-destination ${srv.address}:${srv.port ?? svc.port}`);
-    });
-    cfg.overflow.forEach((o, oi) => {
-      const mark = hex(overflowMark(si, oi));
-      dnat.push(`${m} -m mark --mark ${mark} -j DNAT --to-destination ${o.vip}:${svc.port}`);
-      // Replies must come back through us: the other cluster answers our uplink.
-      snat.push(`-d ${o.vip}/32 -p ${svc.protocol} --dport ${svc.port} -m mark --mark ${mark} -j SNAT --to-source ${cfg.uplinkAddress}`);
-    });
-  });
-
+  // With --queue-bypass, a packet nobody reads (daemon away) goes on with
+  // QUEUE_MARK: the nft fallback DNATs a SYN by it, the VIP guard drops
+  // the rest (nft.ts).
+  const queue = [`-j NFQUEUE --queue-num ${String(cfg.queue)}${cfg.failMode === 'bypass' ? ' --queue-bypass' : ''}`];
   // Kernel-side reset: no raw socket or packet crafting in the daemon, the
   // reset comes from the VIP with the right sequence numbers, and it costs
   // one mark match per forwarded packet, only while the daemon runs and
   // only if a checkpoint can reset (resetsClients).
   const reject = [`-p tcp -m mark --mark ${hex(REJECT_MARK)} -j REJECT --reject-with tcp-reset`];
-  const chains: OwnedChain[] = [CHAINS.queue, CHAINS.dnat, CHAINS.snat];
-  const byChain: Record<string, readonly string[]> = { [CHAINS.queue.chain]: queue, [CHAINS.dnat.chain]: dnat, [CHAINS.snat.chain]: snat };
+  const chains: OwnedChain[] = [CHAINS.queue];
+  const byChain: Record<string, readonly string[]> = { [CHAINS.queue.chain]: queue };
   if (resetsClients(cfg)) {
     chains.push(CHAINS.rejectForward, CHAINS.rejectInput);
     byChain[CHAINS.rejectForward.chain] = reject;
     byChain[CHAINS.rejectInput.chain] = reject;
   }
   const lines: string[] = [];
-  for (const table of ['mangle', 'nat', 'filter'] as const) {
+  for (const table of ['mangle', 'filter'] as const) {
     const inTable = chains.filter((c) => c.table === table);
     if (inTable.length === 0) continue;
     lines.push(`*${table}`);

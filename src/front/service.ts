@@ -2,8 +2,8 @@
  * Runtime state of one virtual service: its servers as selection-method
  * backends, its selector, and the overflow targets (other clusters).
  *
- * A decision is a target code: 0..0x3e a server index, 0x80 + j overflow
- * target j, -1 nothing available (forward_request.ts selectTarget).
+ * A decision is a target code: 0..0x7fe a server index, OVERFLOW_BASE + j
+ * overflow target j, -1 nothing available (forward_request.ts selectTarget).
  */
 import { InvalidArgumentError } from '../errors/errors.ts';
 import { parseIPv4Address } from '../packet/address.ts';
@@ -13,7 +13,8 @@ import { createSelector, type Backend, type Selector } from './select/index.ts';
 import { type HealthSink, ServerHealth } from './health/server-health.ts';
 import { smoothPick } from './select/smooth.ts';
 
-export const OVERFLOW_BASE = 0x80;
+/** Above every server index the mark layout allows (marks.ts MAX_SERVERS_MARKED). */
+export const OVERFLOW_BASE = 0x800;
 
 /**
  * One server of one service. Capacity has one of two units:

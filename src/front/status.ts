@@ -16,6 +16,8 @@ import type { AdmissionStatus } from './admission.ts';
 import type { ConnectionTable } from './connections.ts';
 import type { FrontControlStatus } from './control.ts';
 import type { RulesHealthStatus } from './rules-health.ts';
+import type { FallbackWriterStatus } from './fallback.ts';
+import type { GuardCount } from './vip-guard.ts';
 import type { EngineCounters } from './engine.ts';
 import type { ServerRuntime } from './service.ts';
 import type { ServerCheckStatus } from './health/checker.ts';
@@ -128,6 +130,10 @@ export interface FrontStatus {
   readonly admin: { readonly handled: number; readonly rejected: number };
   /** The periodic check of our rules (rules-health.ts): checks, repairs, failures. */
   readonly rules: RulesHealthStatus;
+  /** Packets (and bytes) to a VIP that got no DNAT decision, dropped by the kernel's VIP guard: as last read by the rule check. */
+  readonly vipGuard: GuardCount;
+  /** The daemon-down fallback map's writer. */
+  readonly fallback: FallbackWriterStatus;
   /** The NFQUEUE's counters, while it is bound. */
   readonly queue?: Readonly<QueueStats> | undefined;
   /** The NFLOG group's counters, while it is bound. */

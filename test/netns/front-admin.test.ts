@@ -208,7 +208,7 @@ describe('front node policies and administration on real traffic', () => {
     assert.equal(res.code, 0);
     assert.equal(res.sha1, st.blobSha1);
     // The rules a killed daemon leaves behind are its own; remove them for the next test.
-    nsRun(ns, process.execPath, ['-e', `import('${fileURLToPath(new URL('../../src/front/iptables.ts', import.meta.url))}').then((m) => m.removeRules())`]);
+    nsRun(ns, process.execPath, ['-e', `import('${fileURLToPath(new URL('../../src/front/ruleset.ts', import.meta.url))}').then((m) => m.removeRules())`]);
   });
 
   it('overflow: with cluster 1 full, new connections go to clusters 2 and 3 in proportion 1:3 of free capacity', async (t) => {

@@ -90,7 +90,7 @@ describe('sluice front: rules that heal', () => {
     assert.equal(w['missingJumps'], 1);
     assert.ok(Number(w['missingRules']) > 0);
     assert.equal(nsRun(frontNs, 'iptables', ['-t', 'filter', '-S', 'FORWARD']), foreignBefore);
-    assert.match(nsRun(frontNs, 'iptables', ['-t', 'mangle', '-S', 'PREROUTING']), /^-A PREROUTING -j SLUICE_QUEUE$/m);
+    assert.match(nsRun(frontNs, 'iptables', ['-t', 'mangle', '-S', 'PREROUTING']), /^-A PREROUTING -m mark --mark 0x51fff000 -j SLUICE_QUEUE$/m);
     const r = await rules();
     assert.equal(r['repaired'], 1, JSON.stringify(r));
     assert.equal(r['repairFailures'], 0, JSON.stringify(r));
@@ -100,11 +100,23 @@ describe('sluice front: rules that heal', () => {
     nsRun(frontNs, 'nft', ['flush', 'ruleset']);
     const warns = await healed(2);
     assert.equal(warns.length, 2, JSON.stringify(warns));
-    assert.deepEqual(warns[1]?.['tables'], ['mangle', 'nat', 'filter']);
-    for (const [table, chain] of [['mangle', 'SLUICE_QUEUE'], ['nat', 'SLUICE_DNAT'], ['nat', 'SLUICE_SNAT'], ['filter', 'SLUICE_REJECT']] as const) {
-      assert.match(nsRun(frontNs, 'iptables', ['-t', table, '-S']), new RegExp(`^-A \\w+ (-m mark --mark 0x5175ffff )?-j ${chain}$`, 'm'), `${table} jump to ${chain}`);
+    assert.deepEqual(warns[1]?.['tables'], ['nft', 'mangle', 'filter']);
+    for (const [table, chain, mark] of [['mangle', 'SLUICE_QUEUE', '0x51fff000'], ['filter', 'SLUICE_REJECT', '0x51ffffff']] as const) {
+      assert.match(nsRun(frontNs, 'iptables', ['-t', table, '-S']), new RegExp(`^-A \\w+ -m mark --mark ${mark} -j ${chain}$`, 'm'), `${table} jump to ${chain}`);
     }
+    assert.match(nsRun(frontNs, 'nft', ['list', 'table', 'ip', 'sluice']), /chain vip_guard/);
     const r = await rules();
     assert.equal(r['repaired'], 2, JSON.stringify(r));
+  });
+
+  it('a set or map of our nft table emptied (the DNAT map, the fallback map): reinstalled', async () => {
+    nsRun(frontNs, 'nft', ['flush', 'map', 'ip', 'sluice', 'targets']);
+    let warns = await healed(3);
+    assert.deepEqual(warns[2]?.['tables'], ['nft']);
+    assert.match(nsRun(frontNs, 'nft', ['list', 'map', 'ip', 'sluice', 'targets']), /0x51000002 : 198\.18\.201\.12 \. 80/);
+    nsRun(frontNs, 'nft', ['flush', 'map', 'ip', 'sluice', 'fallback']);
+    warns = await healed(4);
+    assert.deepEqual(warns[3]?.['tables'], ['nft']);
+    assert.match(nsRun(frontNs, 'nft', ['list', 'map', 'ip', 'sluice', 'fallback']), / : 198\.18\.201\.1[12] \. 80/);
   });
 });

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError, parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
-import { MARK_TAG, MAX_OVERFLOW_TARGETS, MAX_SERVERS_MARKED, MAX_SERVICES_MARKED, REJECT_MARK, fallbackMark, overflowMark, serverMark } from '../../src/front/marks.ts';
+import { MARK_TAG, MARK_TAG_MASK, MAX_OVERFLOW_TARGETS, MAX_SERVERS_MARKED, MAX_SERVICES_MARKED, QUEUE_MARK, REJECT_MARK, decodeMark, overflowMark, serverMark } from '../../src/front/marks.ts';
 
 /** The i-th address of 10.0.0.0/8 (i < 2^24). */
 const addr = (i: number): string => `10.${String((i >> 16) & 0xff)}.${String((i >> 8) & 0xff)}.${String(i & 0xff)}`;
@@ -54,8 +54,9 @@ const cases: { name: string; services: number; servers: number; overflow: number
     overflow: MAX_OVERFLOW_TARGETS + 1,
     refused: { path: 'overflow', message: new RegExp(`^at most ${String(MAX_OVERFLOW_TARGETS)} overflow clusters \\(the packet mark's overflow field`) },
   },
-  // The old bound: 200 servers per service was accepted and servers 64 and up were mis-steered.
-  { name: '200 servers in a service', services: 1, servers: 200, overflow: 0, refused: { path: 'services[0].servers', message: /^at most 63 servers per service/ } },
+  // Issue 20 part 6: at least 1,000 services and 256 servers per service, each an exact decision.
+  { name: '300 servers in a service', services: 1, servers: 300, overflow: 0 },
+  { name: '1000 services', services: 1000, servers: 2, overflow: 0 },
 ];
 
 describe('front config: the mark layout\'s limits', () => {
@@ -84,17 +85,37 @@ describe('front config: the mark layout\'s limits', () => {
     });
   }
 
-  it('at the limits every mark stays in its own field: server, fallback, overflow, never the reject mark', () => {
-    const service = (m: number): number => (m >>> 8) & 0xff;
-    const target = (m: number): number => m & 0xff;
+  it('the issue\'s floor fits: 1,000 services and 256 servers per service', () => {
+    const floor: [string, number, number][] = [
+      ['services', MAX_SERVICES_MARKED, 1000],
+      ['servers per service', MAX_SERVERS_MARKED, 256],
+    ];
+    for (const [what, limit, atLeast] of floor) assert.ok(limit >= atLeast, `${what}: ${String(limit)}`);
+  });
+
+  it('at the limits every mark stays in its own field: server, overflow, never a special mark', () => {
     const lastService = MAX_SERVICES_MARKED - 1;
-    for (const m of [serverMark(lastService, MAX_SERVERS_MARKED - 1), fallbackMark(lastService, MAX_SERVERS_MARKED - 1), overflowMark(lastService, MAX_OVERFLOW_TARGETS - 1)]) {
-      assert.equal((m & 0xffff0000) >>> 0, MARK_TAG);
-      assert.equal(service(m), lastService);
-      assert.notEqual(m, REJECT_MARK);
+    const table: { mark: number; want: ReturnType<typeof decodeMark> }[] = [
+      { mark: serverMark(0, 0), want: { kind: 'server', service: 0, server: 0 } },
+      { mark: serverMark(lastService, MAX_SERVERS_MARKED - 1), want: { kind: 'server', service: lastService, server: MAX_SERVERS_MARKED - 1 } },
+      { mark: serverMark(999, 299), want: { kind: 'server', service: 999, server: 299 } },
+      { mark: overflowMark(0, 0), want: { kind: 'overflow', service: 0, target: 0 } },
+      { mark: overflowMark(lastService, MAX_OVERFLOW_TARGETS - 1), want: { kind: 'overflow', service: lastService, target: MAX_OVERFLOW_TARGETS - 1 } },
+      { mark: QUEUE_MARK, want: { kind: 'queue' } },
+      { mark: REJECT_MARK, want: { kind: 'reject' } },
+      { mark: 0, want: undefined },
+      { mark: 0x5200_1001, want: undefined },
+      { mark: 0x5100_1000, want: undefined },
+    ];
+    for (const { mark, want } of table) {
+      assert.deepEqual(decodeMark(mark), want, `mark 0x${mark.toString(16)}`);
+      if (want !== undefined) assert.equal((mark & MARK_TAG_MASK) >>> 0, MARK_TAG);
     }
-    assert.equal(target(serverMark(0, MAX_SERVERS_MARKED - 1)), 0x3f, 'the last server is the top of the server field');
-    assert.ok(target(fallbackMark(0, MAX_SERVERS_MARKED - 1)) <= 0x7f, 'every server has a fallback slot');
-    assert.equal(target(overflowMark(0, MAX_OVERFLOW_TARGETS - 1)), 0xbf, 'the last overflow target is the top of the overflow field');
+    const all = new Set<number>([QUEUE_MARK, REJECT_MARK]);
+    for (const s of [0, 1, lastService]) {
+      for (const i of [0, 1, MAX_SERVERS_MARKED - 1]) all.add(serverMark(s, i));
+      for (const o of [0, 1, MAX_OVERFLOW_TARGETS - 1]) all.add(overflowMark(s, o));
+    }
+    assert.equal(all.size, 2 + 3 * 6, 'no two decisions share a mark');
   });
 });

@@ -13,63 +13,81 @@ const C = 0xc6120b02; // 198.18.11.2
 describe('connectionKey', () => {
   it('is exact and distinct over the whole domain corners', () => {
     const keys = [
-      connectionKey(0, 0, 0),
-      connectionKey(0, 0, 1),
-      connectionKey(0, 1, 0),
-      connectionKey(1, 0, 0),
-      connectionKey(31, 0xffffffff, 0xffff),
-      connectionKey(31, 0xffffffff, 0xfffe),
+      connectionKey(0, 0),
+      connectionKey(0, 1),
+      connectionKey(1, 0),
+      connectionKey(0xffffffff, 0xffff),
+      connectionKey(0xffffffff, 0xfffe),
     ];
     assert.equal(new Set(keys).size, keys.length);
-    assert.ok(Number.isSafeInteger(connectionKey(31, 0xffffffff, 0xffff)));
+    assert.ok(Number.isSafeInteger(connectionKey(0xffffffff, 0xffff)));
   });
 });
 
 describe('ConnectionTable', () => {
+  it('keeps records of the same client address and port apart by service, up to the last service index', () => {
+    const { t } = table();
+    const k = connectionKey(C, 40000);
+    t.create(k, 0, 1, 0);
+    t.create(k, 0xffe, 2, 0);
+    t.create(k, 31, 3, 0);
+    assert.equal(t.lookup(0, k), 1);
+    assert.equal(t.lookup(0xffe, k), 2);
+    assert.equal(t.lookup(31, k), 3);
+    assert.equal(t.lookup(32, k), -1);
+    assert.equal(t.finish(0xffe, k, 1), true);
+    assert.equal(t.isActive(0xffe, k), false);
+    assert.equal(t.isActive(0, k), true);
+    t.remap((svc, srv) => (svc === 31 ? [1000, srv] : [svc, srv]));
+    assert.equal(t.lookup(31, k), -1);
+    assert.equal(t.lookup(1000, k), 3);
+    assert.equal(t.lookup(0, k), 1);
+  });
+
   it('SYN creates, retransmitted SYN finds the same server, FIN recycles, sweep frees later', () => {
     const { t, released } = table();
-    const k = connectionKey(0, C, 40000);
+    const k = connectionKey(C, 40000);
     assert.ok(t.create(k, 0, 2, 0) >= 0);
-    assert.equal(t.lookup(k), 2);
+    assert.equal(t.lookup(0, k), 2);
     assert.equal(t.active, 1);
-    assert.equal(t.finish(k, 100), true);
-    assert.equal(t.finish(k, 150), false, 'second FIN is not a second release');
+    assert.equal(t.finish(0, k, 100), true);
+    assert.equal(t.finish(0, k, 150), false, 'second FIN is not a second release');
     assert.deepEqual(released, [[0, 2]]);
-    assert.equal(t.lookup(k), 2, 'recycled records still answer late packets');
+    assert.equal(t.lookup(0, k), 2, 'recycled records still answer late packets');
     assert.equal(t.sweep(1099), 0);
     assert.equal(t.sweep(1100), 1);
-    assert.equal(t.lookup(k), -1);
+    assert.equal(t.lookup(0, k), -1);
     assert.equal(t.size, 0);
   });
 
   it('sweeps in finish order and skips records removed meanwhile', () => {
     const { t } = table(8, 1000);
-    const k = [1, 2, 3].map((p) => connectionKey(0, C, p));
+    const k = [1, 2, 3].map((p) => connectionKey(C, p));
     k.forEach((key, i) => t.create(key, 0, i, 0));
-    t.finish(k[0]!, 10);
-    t.finish(k[1]!, 20);
-    t.finish(k[2]!, 30);
-    t.remove(k[1]!); // reused port: removed before its time
+    t.finish(0, k[0]!, 10);
+    t.finish(0, k[1]!, 20);
+    t.finish(0, k[2]!, 30);
+    t.remove(0, k[1]!); // reused port: removed before its time
     t.create(k[1]!, 0, 5, 40); // and a new connection on it
     assert.equal(t.sweep(1015), 1);
-    assert.equal(t.lookup(k[0]!), -1);
+    assert.equal(t.lookup(0, k[0]!), -1);
     assert.equal(t.sweep(1035), 1, 'the stale ring entry of k[1] is skipped, k[2] freed');
-    assert.equal(t.lookup(k[1]!), 5);
+    assert.equal(t.lookup(0, k[1]!), 5);
     assert.equal(t.active, 1);
   });
 
   it('at the bound: frees the oldest recycled record early, else refuses (counted)', () => {
     const { t } = table(2);
-    const a = connectionKey(0, C, 1);
-    const b = connectionKey(0, C, 2);
-    const c = connectionKey(0, C, 3);
-    const d = connectionKey(0, C, 4);
+    const a = connectionKey(C, 1);
+    const b = connectionKey(C, 2);
+    const c = connectionKey(C, 3);
+    const d = connectionKey(C, 4);
     t.create(a, 0, 0, 0);
     t.create(b, 0, 1, 0);
-    t.finish(a, 5);
+    t.finish(0, a, 5);
     assert.ok(t.create(c, 0, 0, 6) >= 0);
     assert.equal(t.counts.recycledEarly, 1);
-    assert.equal(t.lookup(a), -1);
+    assert.equal(t.lookup(0, a), -1);
     assert.equal(t.create(d, 0, 0, 7), -1);
     assert.equal(t.counts.full, 1);
     assert.equal(t.active, 2, 'active records are never evicted');
@@ -77,32 +95,32 @@ describe('ConnectionTable', () => {
 
   it('reconcile frees old active records whose kernel flow is gone, keeps young ones', () => {
     const { t, released } = table(8);
-    const gone = connectionKey(0, C, 1);
-    const alive = connectionKey(0, C, 2);
-    const young = connectionKey(0, C, 3);
+    const gone = connectionKey(C, 1);
+    const alive = connectionKey(C, 2);
+    const young = connectionKey(C, 3);
     t.create(gone, 0, 0, 0);
     t.create(alive, 0, 1, 0);
     t.create(young, 0, 2, 500);
-    const n = t.reconcile((key) => key === alive, 100);
+    const n = t.reconcile((_s, key) => key === alive, 100);
     assert.equal(n, 1);
     assert.deepEqual(released, [[0, 0]]);
-    assert.equal(t.lookup(gone), -1);
-    assert.equal(t.lookup(alive), 1);
-    assert.equal(t.lookup(young), 2);
+    assert.equal(t.lookup(0, gone), -1);
+    assert.equal(t.lookup(0, alive), 1);
+    assert.equal(t.lookup(0, young), 2);
   });
 
   it('records removed before their sweep never overflow the recycle list', () => {
     const { t } = table(3, 1_000_000);
-    const keep = connectionKey(0, C, 9);
+    const keep = connectionKey(C, 9);
     t.create(keep, 0, 7, 0);
-    t.finish(keep, 0); // one live recycled entry that must survive compaction
+    t.finish(0, keep, 0); // one live recycled entry that must survive compaction
     for (let i = 0; i < 50; i++) {
-      const k = connectionKey(0, C, 100 + (i % 2));
+      const k = connectionKey(C, 100 + (i % 2));
       assert.ok(t.create(k, 0, 1, i) >= 0);
-      assert.equal(t.finish(k, i), true);
-      t.remove(k); // port reused at once: leaves a stale ring entry
+      assert.equal(t.finish(0, k, i), true);
+      t.remove(0, k); // port reused at once: leaves a stale ring entry
     }
-    assert.equal(t.lookup(keep), 7);
+    assert.equal(t.lookup(0, keep), 7);
     assert.equal(t.recycled, 1);
     assert.equal(t.sweep(2_000_000), 1);
     assert.equal(t.size, 0);
@@ -111,10 +129,10 @@ describe('ConnectionTable', () => {
   it('reuses slots: a long churn never exceeds capacity', () => {
     const { t } = table(16, 10);
     for (let i = 0; i < 10_000; i++) {
-      const k = connectionKey(0, C, i & 0xffff);
-      if (t.lookup(k) >= 0) t.remove(k);
+      const k = connectionKey(C, i & 0xffff);
+      if (t.lookup(0, k) >= 0) t.remove(0, k);
       assert.ok(t.create(k, 0, i % 3, i) >= 0, `create ${i}`);
-      t.finish(k, i);
+      t.finish(0, k, i);
       t.sweep(i);
     }
     assert.ok(t.size <= 16);

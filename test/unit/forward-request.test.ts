@@ -50,9 +50,9 @@ type State = 'none' | 'active' | 'recycled';
 type Count = Exclude<keyof EngineCounters, 'malformed' | 'packets'>;
 
 function recordOf(table: ConnectionTable): State {
-  const key = connectionKey(0, parseIPv4Address(CLIENT)!, PORT);
-  if (table.lookup(key) < 0) return 'none';
-  return table.isActive(key) ? 'active' : 'recycled';
+  const key = connectionKey(parseIPv4Address(CLIENT)!, PORT);
+  if (table.lookup(0, key) < 0) return 'none';
+  return table.isActive(0, key) ? 'active' : 'recycled';
 }
 
 function counts(c: EngineCounters): Map<string, number> {
@@ -75,10 +75,11 @@ const cases: [string, number, State, number, number, Partial<Record<Count, numbe
   // A SYN: a new connection (a recycled record is replaced: the port reused after a FIN).
   ['SYN', Syn, 'none', Verdict.Accept, MARK, { syn: 1, decided: 1 }, 'active'],
   ['SYN', Syn, 'recycled', Verdict.Accept, MARK, { syn: 1, decided: 1 }, 'active'],
-  // A FIN or RST with nothing to recycle: passed on as it is.
-  ['FIN', Fin | Ack, 'none', Verdict.Accept, 0, {}, 'none'],
-  ['FIN', Fin | Ack, 'recycled', Verdict.Accept, 0, {}, 'recycled'],
-  ['RST', Rst, 'none', Verdict.Accept, 0, {}, 'none'],
+  // A FIN or RST with nothing to recycle: dropped and counted (accepted
+  // unmarked it would be routed back out toward the VIP and loop).
+  ['FIN', Fin | Ack, 'none', Verdict.Drop, 0, { teardownNoRecord: 1 }, 'none'],
+  ['FIN', Fin | Ack, 'recycled', Verdict.Drop, 0, { teardownNoRecord: 1 }, 'recycled'],
+  ['RST', Rst, 'none', Verdict.Drop, 0, { teardownNoRecord: 1 }, 'none'],
   // Anything else: dropped.
   ['ACK', Ack, 'none', Verdict.Drop, 0, { noRecord: 1 }, 'none'],
   ['ACK', Ack, 'recycled', Verdict.Drop, 0, { noRecord: 1 }, 'recycled'],

@@ -120,12 +120,13 @@ describe('front metrics from the engine and table counters', () => {
   s1c!.health.setSilent(true, 0);
   for (const b of svc.servers) b.refreshUsable();
   svc.overflow[0]!.decided = 2;
-  Object.assign(engine.counters, { packets: 50, syn: 12, synRetransmits: 1, decided: 12, noTarget: 1, noRecord: 5, unexpected: 3, unexpectedDropped: 2, finishes: 6, serverResets: 1, logged: 8, loggedMalformed: 1 });
+  Object.assign(engine.counters, { packets: 50, syn: 12, synRetransmits: 1, decided: 12, noTarget: 1, noRecord: 5, teardownNoRecord: 2, unexpected: 3, unexpectedDropped: 2, finishes: 6, serverResets: 1, logged: 8, loggedMalformed: 1 });
   engine.counters.malformed[ParseStatus.IpOptions] = 2;
-  for (let i = 0; i < 3; i++) table.create(connectionKey(0, 0x0a000001, 1000 + i), 0, 0, 0);
-  table.finish(connectionKey(0, 0x0a000001, 1000), 1);
+  for (let i = 0; i < 3; i++) table.create(connectionKey(0x0a000001, 1000 + i), 0, 0, 0);
+  table.finish(0, connectionKey(0x0a000001, 1000), 1);
   const queue: QueueStats = { packets: 50, batches: 9, maxBatch: 8, verdicts: 50, sendErrors: 0, kernelErrors: 1, overruns: 2, badMessages: 0, recvErrors: 0, lastErrno: 0, truncatedReads: 0, callbackErrors: 0 };
   const log: LogStats = { records: 8, batches: 2, maxBatch: 5, datagrams: 3, overruns: 1, lost: 64, badMessages: 0, recvErrors: 0, lastErrno: 0, truncatedReads: 0, callbackErrors: 0 };
+  const guard = { packets: 7, bytes: 420 };
   const src: FrontMetricsSource = {
     config,
     engine,
@@ -134,7 +135,9 @@ describe('front metrics from the engine and table counters', () => {
     logStats: () => log,
     kernelQueue: () => ({ waiting: 4, queueDropped: 0, userDropped: 3 }),
     adminCounts: () => ({ handled: 2, rejected: 1 }),
-    rulesHealth: () => ({ checks: 40, repaired: 2, repairFailures: 1, checkFailures: 3, failingRepairs: 0, lastRepair: null }),
+    rulesHealth: () => ({ checks: 40, repaired: 2, repairFailures: 1, checkFailures: 3, failingRepairs: 0, lastRepair: null, nftDumpMs: 0 }),
+    vipGuardCount: () => guard,
+    fallbackStatus: () => ({ writes: 4, writeFailures: 1, usableServers: 2, elements: 256 }),
     control: () => undefined,
     ops: () => undefined,
         gatekeeper: () => undefined,
@@ -195,6 +198,12 @@ describe('front metrics from the engine and table counters', () => {
       ['sluice_front_ctl_overrides', {}, 2],
       ['sluice_front_ctl_overrides_stale_total', {}, 1],
       ['sluice_front_state_file_errors_total', {}, 3],
+      ['sluice_front_vip_guard_dropped_packets_total', {}, 7],
+      ['sluice_front_vip_guard_dropped_bytes_total', {}, 420],
+      ['sluice_front_fallback_writes_total', {}, 4],
+      ['sluice_front_fallback_write_failures_total', {}, 1],
+      ['sluice_front_fallback_usable_servers', {}, 2],
+      ['sluice_front_packets_dropped_total', { reason: 'teardown_no_record' }, 2],
     ]);
     // s1a only is usable (s1b drains, s1c is down).
     expectRows(p, [
@@ -212,8 +221,10 @@ describe('front metrics from the engine and table counters', () => {
   it('counters move with the engine between scrapes', async () => {
     s1a!.decided += 5;
     engine.counters.noRecord += 1;
+    guard.packets += 3;
     const p = await scrape(r);
     expectRows(p, [
+      ['sluice_front_vip_guard_dropped_packets_total', {}, 10],
       ['sluice_front_connections_decided_total', { service: 'www', server: 's1a', method: 'capacity' }, 12],
       ['sluice_front_packets_dropped_total', { reason: 'no_record' }, 6],
     ]);
@@ -253,7 +264,7 @@ services:
   const table = new ConnectionTable(100, 1000, { released: () => undefined });
   const engine = new FrontEngine(services, table, makeShaper());
   engine.onSettled = () => undefined;
-  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null }), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined, overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) } };
+  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0 }), vipGuardCount: () => ({ packets: 0, bytes: 0 }), fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined, overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) } };
   const r = new Registry();
   registerFrontMetrics(r, src);
   // Times relative to the clock the metrics read (oldest wait).

@@ -7,6 +7,7 @@ import { agentConfigSchema } from '../../src/agent/config.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { dnsConfigSchema } from '../../src/dns/config.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
+import { configuredSpread, renderNft } from '../../src/front/nft.ts';
 import { renderRules } from '../../src/front/rules.ts';
 import { stateFilePath } from '../../src/front/state-file.ts';
 import { masterConfigSchema } from '../../src/throttle/config.ts';
@@ -32,9 +33,15 @@ overflow:
 
 describe('docs/operations.md', () => {
   it('lists the rules the front node renders for its example configuration', () => {
-    const listing = /```\n(\*mangle\n[\s\S]*?COMMIT\n\*nat\n[\s\S]*?COMMIT\n)```/.exec(DOC)?.[1];
+    const cfg = parseConfig(frontConfigSchema, CONFIG, 'operations.md');
+    const listing = /```\n(\*mangle\n[\s\S]*?COMMIT\n)```/.exec(DOC)?.[1];
     assert.ok(listing !== undefined, 'the iptables-restore listing is in docs/operations.md');
-    assert.equal(listing, renderRules(parseConfig(frontConfigSchema, CONFIG, 'operations.md')).restore, 'update the listing in docs/operations.md from renderRules');
+    assert.equal(listing, renderRules(cfg).restore, 'update the listing in docs/operations.md from renderRules');
+    const nft = /```\n(table ip sluice \{\n[\s\S]*?\n\})\n```/.exec(DOC)?.[1];
+    assert.ok(nft !== undefined, 'the nft table is in docs/operations.md');
+    // Every line but the fallback map's (cut short in the doc) as rendered.
+    const cut = (t: string): string[] => t.split('\n').filter((l) => !l.includes('map fallback') && l !== '');
+    assert.deepEqual(cut(nft), cut(renderNft(cfg, configuredSpread(cfg)).table), 'update the nft listing in docs/operations.md from renderNft');
   });
 });
 

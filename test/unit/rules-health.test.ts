@@ -9,7 +9,8 @@ import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import type { Table } from '../../src/front/rules-check.ts';
 import { RulesHealth } from '../../src/front/rules-health.ts';
-import { renderRules, type RenderedRules } from '../../src/front/rules.ts';
+import { configuredSpread } from '../../src/front/nft.ts';
+import { renderRuleset, type RuleSet } from '../../src/front/ruleset.ts';
 import { componentLogger, type Logger } from '../../src/log/logger.ts';
 
 const CONFIG = `
@@ -22,7 +23,27 @@ services:
     servers:
       - { name: s1a, address: 198.18.201.11, capacity: 100 }
 `;
-const rules = renderRules(parseConfig(frontConfigSchema, CONFIG, 'x'));
+function render(text: string): RuleSet {
+  const cfg = parseConfig(frontConfigSchema, text, 'x');
+  return renderRuleset(cfg, configuredSpread(cfg));
+}
+const rules = render(CONFIG);
+
+/**
+ * The rendered table as `nft list table` prints it: tabs, a block head at
+ * one, its lines at two, a one-line set or map declaration split into
+ * its statements.
+ */
+function nftListing(table: string): string {
+  return table
+    .split('\n')
+    .map((l) => {
+      const m = /^ {2}(set|map|counter) (\S+) \{ (.*) \}$/.exec(l);
+      if (m) return `\t${m[1] ?? ''} ${m[2] ?? ''} {\n${(m[3] ?? '').split('; ').map((x) => `\t\t${x.replace(/;$/, '')}`).join('\n')}\n\t}`;
+      return l.replace(/^ {4}/, '\t\t').replace(/^ {2}/, '\t');
+    })
+    .join('\n');
+}
 
 /**
  * A fake iptables: install() writes each table's save output as the
@@ -38,17 +59,18 @@ class FakeIptables {
   hold: Promise<void> | undefined;
   release: () => void = () => undefined;
 
-  apply(r: RenderedRules): void {
+  apply(r: RuleSet): void {
     if (this.failInstall) throw new Error('iptables-restore: line 2 failed');
     this.installs++;
-    for (const t of ['mangle', 'nat'] as const) {
+    for (const t of ['mangle', 'filter'] as const) {
       const lines = [`*${t}`];
-      for (const c of r.chains.filter((x) => x.table === t)) {
+      for (const c of r.iptables.chains.filter((x) => x.table === t)) {
         lines.push(`:${c.chain} - [0:0]`, `-A ${c.hook} -j ${c.chain}`);
-        for (const rule of r.byChain[c.chain] ?? []) lines.push(`-A ${c.chain} ${rule}`);
+        for (const rule of r.iptables.byChain[c.chain] ?? []) lines.push(`-A ${c.chain} ${rule}`);
       }
       this.tables.set(t, [...lines, 'COMMIT', ''].join('\n'));
     }
+    this.tables.set('nft', nftListing(r.nft.table));
   }
 
   save(t: Table): string {
@@ -114,7 +136,7 @@ describe('rule check: repair', () => {
     assert.equal(await health.check(), 'intact');
     assert.equal(ipt.installs, 1);
     assert.deepEqual(logs, []);
-    assert.deepEqual({ ...health.status(), lastRepair: null }, { checks: 2, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null });
+    assert.deepEqual({ ...health.status(), lastRepair: null }, { checks: 2, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0 });
   });
 
   it('a flushed table is reinstalled, counted, and logged once with counts', async () => {
@@ -132,7 +154,7 @@ describe('rule check: repair', () => {
     assert.match(w.msg, /reinstalled/);
     assert.deepEqual(w.fields['tables'], ['mangle']);
     assert.equal(w.fields['missingJumps'], 1);
-    assert.equal(w.fields['missingRules'], rules.byChain['SLUICE_QUEUE']?.length);
+    assert.equal(w.fields['missingRules'], rules.iptables.byChain['SLUICE_QUEUE']?.length);
   });
 
   it('a deleted ruleset (nft flush ruleset) is reinstalled', async () => {
@@ -143,9 +165,90 @@ describe('rule check: repair', () => {
     assert.equal(health.status().repaired, 1);
   });
 
+  it('our nft table deleted alone is reinstalled; a chain of it flushed too', async () => {
+    const { ipt, health, logs } = setup();
+    ipt.tables.delete('nft');
+    assert.equal(await health.check(), 'repaired');
+    assert.deepEqual(logs[0]?.fields['tables'], ['nft']);
+    ipt.tables.set('nft', (ipt.tables.get('nft') ?? '').replace(/\t\tip daddr @vips[^\n]*\n/, '').replace(/(\t\t)meta mark != \S+ ip daddr @vips[^\n]*\n/, ''));
+    assert.equal(await health.check(), 'repaired');
+    assert.equal(await health.check(), 'intact');
+    assert.equal(health.status().repaired, 2);
+  });
+
+  it('the fallback map is judged by its element count, unless a write ran during the dump', async () => {
+    const ipt = new FakeIptables();
+    let fb = { elements: 256, generation: 1, writing: false };
+    const health = new RulesHealth({
+      log: recordingLogger([]),
+      render: () => rules,
+      apply: (r) => {
+        ipt.apply(r);
+      },
+      save: (t) => ipt.save(t),
+      saveAsync: (t) => ipt.saveAsync(t),
+      fallback: () => fb,
+      periodMs: () => 2000,
+      failuresBeforeDead: () => 3,
+    });
+    health.install(rules);
+    // The fake lists the rendering on one line per map: write the count the way nft lists elements.
+    const withElements = (n: number): string => (ipt.tables.get('nft') ?? '').replace(/(\tmap fallback \{)[^\n]*/, `$1\n\t\telements = { ${Array.from({ length: n }, (_, k) => `198.19.1.1 . tcp . 80 . ${String(k)} : 198.18.201.11 . 80`).join(', ')} }\n\t}`);
+    ipt.tables.set('nft', withElements(256));
+    assert.equal(await health.check(), 'intact');
+    ipt.tables.set('nft', withElements(0)); // nft flush map ip sluice fallback
+    fb = { ...fb, writing: true };
+    assert.equal(await health.check(), 'intact', 'a write in flight: not judged');
+    fb = { ...fb, writing: false };
+    assert.equal(await health.check(), 'repaired');
+  });
+
+  it('a large nft table is dumped at most NFT_CHECK_SHARE of the time; the iptables tables every check', async () => {
+    const ipt = new FakeIptables();
+    let now = 0;
+    const dumped: string[] = [];
+    const health = new RulesHealth({
+      log: recordingLogger([]),
+      render: () => rules,
+      apply: (r) => {
+        ipt.apply(r);
+      },
+      save: (t) => ipt.save(t),
+      saveAsync: (t) => {
+        dumped.push(t);
+        if (t === 'nft') now += 1000; // a dump that takes 1 s
+        return Promise.resolve(ipt.save(t));
+      },
+      now: () => now,
+      periodMs: () => 2000,
+      failuresBeforeDead: () => 3,
+    });
+    health.install(rules);
+    const seen: string[][] = [];
+    for (let i = 0; i < 12; i++) {
+      dumped.length = 0;
+      assert.equal(await health.check(), 'intact');
+      seen.push([...dumped]);
+      now += 2000; // the period
+    }
+    // 1 s of dump -> at least 10 s from one dump's start to the next: every fifth check (2 s periods, plus the dump's own second).
+    const withNft = seen.map((d, i) => (d.includes('nft') ? i : -1)).filter((i) => i >= 0);
+    assert.deepEqual(withNft, [0, 5, 10]);
+    assert.ok(seen.every((d) => d.includes('mangle')));
+    assert.equal(health.status().nftDumpMs, 1000);
+    // A deleted nft table is found at its next due check, and repaired.
+    ipt.tables.delete('nft');
+    const outcomes: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      outcomes.push(await health.check());
+      now += 2000;
+    }
+    assert.deepEqual(outcomes.filter((o) => o === 'repaired').length, 1);
+  });
+
   it('a foreign rule added to a built-in chain is left alone', async () => {
     const { ipt, health } = setup();
-    ipt.tables.set('nat', (ipt.tables.get('nat') ?? '').replace('COMMIT', '-A PREROUTING -p udp -j ACCEPT\nCOMMIT'));
+    ipt.tables.set('mangle', (ipt.tables.get('mangle') ?? '').replace('COMMIT', '-A PREROUTING -p udp -j ACCEPT\nCOMMIT'));
     assert.equal(await health.check(), 'intact');
     assert.equal(ipt.installs, 1);
   });
@@ -157,7 +260,7 @@ describe('rule check: races', () => {
     ipt.holdNext();
     const inFlight = health.check();
     // The reload installs another set while the dump of the old one is in flight.
-    const reloaded = renderRules(parseConfig(frontConfigSchema, CONFIG.replace('capacity: 100 }', 'capacity: 100 }\n      - { name: s1b, address: 198.18.201.12, capacity: 100 }'), 'x'));
+    const reloaded = render(CONFIG.replace('capacity: 100 }', 'capacity: 100 }\n      - { name: s1b, address: 198.18.201.12, capacity: 100 }'));
     health.install(reloaded);
     ipt.release();
     assert.equal(await inFlight, 'superseded');

@@ -3,73 +3,117 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
-import { fallbackMark, overflowMark, serverMark } from '../../src/front/marks.ts';
-import { CHAINS, ESTABLISHED_TCP_RETURN, ESTABLISHED_UDP_RETURN, REPLY_TCP_RETURN, renderRules, resetsClients } from '../../src/front/rules.ts';
+import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from '../../src/front/marks.ts';
+import { FALLBACK_SLOTS, GUARD_COUNTER, configuredSpread, fallbackElements, fallbackUpdateScript, renderNft, type FallbackSpread } from '../../src/front/nft.ts';
+import { CHAINS, renderRules, resetsClients } from '../../src/front/rules.ts';
 
 const text = readFileSync(new URL('../../deploy/examples/front-cluster1.yaml', import.meta.url), 'utf8');
 
+/** `services` services on ports 1000.., `servers` servers each (JSON is YAML). */
+function bigConfig(services: number, servers: number): ReturnType<typeof parseConfig<typeof frontConfigSchema>> {
+  const doc = {
+    cluster: 'c1',
+    uplinkAddress: '198.18.101.2',
+    services: Array.from({ length: services }, (_, si) => ({
+      name: `svc${String(si)}`,
+      vip: '198.19.1.1',
+      port: 1000 + si,
+      method: 'byrequests',
+      servers: Array.from({ length: servers }, (_, k) => ({ name: `s${String(k)}`, address: `10.${String(k >> 8)}.${String(k & 0xff)}.1`, port: 80 })),
+    })),
+  };
+  return parseConfig(frontConfigSchema, JSON.stringify(doc), 'x');
+}
+
 describe('front rules', () => {
-  it('marks: tagged, per service and target, never colliding', () => {
-    const all = new Set<number>();
-    for (let s = 0; s < 31; s++) {
-      for (let i = 0; i < 0x3f; i++) all.add(serverMark(s, i));
-      for (let i = 0; i < 0x40; i++) all.add(fallbackMark(s, i));
-      for (let i = 0; i < 0x40; i++) all.add(overflowMark(s, i));
-    }
-    assert.equal(all.size, 31 * (0x3f + 0x40 + 0x40));
-    assert.equal(serverMark(0, 0), 0x51750001);
-  });
-
-  it('queues setup and teardown packets of each VIP only, one DNAT per server mark', () => {
+  it('iptables keeps one NFQUEUE rule, entered only by packets the nft table marked for the queue', () => {
     const r = renderRules(parseConfig(frontConfigSchema, text, 'x'));
-    const q = '-j NFQUEUE --queue-num 0 --queue-bypass';
-    const log = '-j NFLOG --nflog-group 0 --nflog-size 128 --nflog-threshold 64';
-    const m = '-d 198.19.1.1/32 -p tcp --dport 80';
-    assert.deepEqual(r.byChain['SLUICE_QUEUE'], [
-      // Established packets without SYN, FIN or RST leave first, then replies without RST.
-      ESTABLISHED_TCP_RETURN,
-      REPLY_TCP_RETURN,
-      // Queued: SYN, then anything without a kernel flow; only then are FIN
-      // and RST logged, so no packet is both queued and logged.
-      `${m} --tcp-flags SYN,ACK,FIN,RST SYN ${q}`,
-      `${m} -m conntrack --ctstate NEW,INVALID ${q}`,
-      `${m} ! --tcp-flags FIN,RST NONE ${log}`,
-      `${m} -j RETURN`,
-      ...['11', '12', '13'].map((h) => `-i lan0 -s 198.18.201.${h}/32 -p tcp --sport 80 --tcp-flags RST RST ${log}`),
-    ]);
-    const dnat = r.byChain['SLUICE_DNAT'] ?? [];
-    assert.ok(dnat.includes('-d 198.19.1.1/32 -p tcp --dport 80 -m mark --mark 0x51750002 -j DNAT --to-destination 198.18.201.12:80'));
-    assert.ok(dnat.some((l) => l.includes('HMARK --hmark-tuple src --hmark-mod 3 --hmark-offset 0x51750040')));
-    assert.deepEqual(r.byChain['SLUICE_SNAT'], ['-d 198.19.2.1/32 -p tcp --dport 80 -m mark --mark 0x51750080 -j SNAT --to-source 198.18.101.2']);
+    assert.deepEqual(r.byChain['SLUICE_QUEUE'], ['-j NFQUEUE --queue-num 0 --queue-bypass']);
+    assert.deepEqual(CHAINS.queue.jumpIf, ['-m', 'mark', '--mark', hex(QUEUE_MARK)]);
+    assert.ok(!r.restore.includes('*nat'), 'the nat side is in the nft table');
   });
 
-  it('fail mode drop: no bypass, no fallback spread', () => {
-    const r = renderRules(parseConfig(frontConfigSchema, `${text}\nfailMode: drop\n`, 'x'));
-    assert.ok(!r.restore.includes('--queue-bypass'));
-    assert.ok(!r.restore.includes('HMARK'));
+  it('fail mode drop: no bypass, no fallback map elements nor rules', () => {
+    const cfg = parseConfig(frontConfigSchema, `${text}\nfailMode: drop\n`, 'x');
+    assert.ok(!renderRules(cfg).restore.includes('--queue-bypass'));
+    const n = renderNft(cfg, configuredSpread(cfg));
+    assert.equal(n.elements['fallback'], 0);
+    assert.ok(!n.table.includes('jhash'));
   });
 
-  it('drained servers are left out of the fallback spread, kept for their marks', () => {
-    const r = renderRules(parseConfig(frontConfigSchema, text.replace('capacity: 200 }', 'capacity: 200, state: drain }'), 'x'));
-    const dnat = r.byChain['SLUICE_DNAT'] ?? [];
-    assert.ok(dnat.some((l) => l.includes('--hmark-mod 2 ')));
-    assert.ok(dnat.some((l) => l.includes('--mark 0x51750002 -j DNAT --to-destination 198.18.201.12:80')));
+  it('nft: one set entry per service, one map element per (service, server) and (service, overflow) mark', () => {
+    const cfg = parseConfig(frontConfigSchema, text, 'x');
+    const n = renderNft(cfg, configuredSpread(cfg));
+    assert.ok(n.table.includes('set services { type ipv4_addr . inet_proto . inet_service; elements = { 198.19.1.1 . tcp . 80 } }'));
+    assert.ok(n.table.includes(`${hex(serverMark(0, 1))} : 198.18.201.12 . 80`));
+    assert.ok(n.table.includes(`${hex(overflowMark(0, 0))} : 198.19.2.1 . 80`));
+    assert.ok(n.table.includes(`set overflow_marks { type mark; elements = { ${hex(overflowMark(0, 0))} } }`));
+    assert.ok(n.table.includes('meta mark @overflow_marks snat ip to 198.18.101.2'));
+    assert.ok(n.table.includes(`meta mark != ${hex(REJECT_MARK)} ip daddr @vips counter name ${GUARD_COUNTER} drop`));
+    assert.ok(n.table.includes('dnat ip to meta mark map @targets'));
+    assert.deepEqual(n.elements, { vips: 1, services: 1, overflow_marks: 1, targets: 4, fallback: FALLBACK_SLOTS });
+    // A server's reset is recognised by the flow's conntrack mark (a decision of ours), not by a set of servers.
+    assert.ok(n.table.includes('iifname "lan0" ct direction reply ct mark & 0xff000000 == 0x51000000 ct mark != 0x51fff000 tcp flags & rst == rst log group 0'));
+    // The script replaces our table alone, in one transaction.
+    assert.ok(n.script.startsWith('table ip sluice\ndelete table ip sluice\ntable ip sluice {'));
   });
 
-  it('UDP service: the first packet of each flow is queued; DNAT, fallback and SNAT are per protocol', () => {
-    const r = renderRules(parseConfig(frontConfigSchema, text.replace('    port: 80\n', '    port: 53\n    protocol: udp\n'), 'x'));
-    assert.deepEqual(r.byChain['SLUICE_QUEUE'], [ESTABLISHED_UDP_RETURN, '-d 198.19.1.1/32 -p udp --dport 53 -m conntrack --ctstate NEW -j NFQUEUE --queue-num 0 --queue-bypass']);
-    const dnat = r.byChain['SLUICE_DNAT'] ?? [];
-    assert.ok(dnat.includes('-d 198.19.1.1/32 -p udp --dport 53 -m mark --mark 0x51750002 -j DNAT --to-destination 198.18.201.12:53'));
-    assert.ok(dnat.some((l) => l.startsWith('-d 198.19.1.1/32 -p udp --dport 53 -m mark --mark 0 -j HMARK')));
-    assert.ok(!r.restore.includes('--tcp-flags'));
-    assert.deepEqual(r.byChain['SLUICE_SNAT'], ['-d 198.19.2.1/32 -p udp --dport 53 -m mark --mark 0x51750080 -j SNAT --to-source 198.18.101.2']);
+  // The rules a packet walks do not grow with services or servers: the same
+  // chains, only the sets and maps grow. [services, servers each, elements of targets].
+  const sizes: [number, number][] = [
+    [1, 1],
+    [10, 30],
+    [1000, 4],
+    [2, 300],
+  ];
+  for (const [services, servers] of sizes) {
+    it(`nft: ${String(services)} services x ${String(servers)} servers render the same rules, ${String(services * servers)} map elements`, () => {
+      const cfg = bigConfig(services, servers);
+      const n = renderNft(cfg, configuredSpread(cfg));
+      const rules = n.table.split('\n').filter((l) => l.startsWith('    ') && !l.includes('elements'));
+      const one = renderNft(bigConfig(1, 1), configuredSpread(bigConfig(1, 1)));
+      assert.deepEqual(rules, one.table.split('\n').filter((l) => l.startsWith('    ') && !l.includes('elements')));
+      assert.equal(n.elements['targets'], services * servers);
+      assert.equal(n.elements['services'], services);
+      assert.equal(n.elements['fallback'], services * FALLBACK_SLOTS);
+    });
+  }
+
+  it('fallback: slots spread evenly over the usable servers only, and a service without one has no slots', () => {
+    const cfg = bigConfig(2, 3);
+    const spread: FallbackSpread = [[['10.0.0.1', 80], ['10.0.0.3', 80]], []];
+    const els = fallbackElements(cfg, spread);
+    assert.equal(els.length, FALLBACK_SLOTS);
+    const per = new Map<string, number>();
+    for (const e of els) {
+      const to = e.split(' : ')[1] ?? '';
+      per.set(to, (per.get(to) ?? 0) + 1);
+    }
+    assert.deepEqual([...per.entries()].sort(), [['10.0.0.1 . 80', FALLBACK_SLOTS / 2], ['10.0.0.3 . 80', FALLBACK_SLOTS / 2]]);
+    const update = fallbackUpdateScript(cfg, spread);
+    assert.ok(update.startsWith('flush map ip sluice fallback\nadd element ip sluice fallback { '));
+    assert.equal(fallbackUpdateScript(cfg, [[], []]), 'flush map ip sluice fallback\n');
+  });
+
+  it('drained servers are left out of the fallback spread, kept in the DNAT map', () => {
+    const cfg = parseConfig(frontConfigSchema, text.replace('capacity: 200 }', 'capacity: 200, state: drain }'), 'x');
+    const n = renderNft(cfg, configuredSpread(cfg));
+    assert.ok(!n.table.includes(' : 198.18.201.12 . 80,') || n.table.includes(`${hex(serverMark(0, 1))} : 198.18.201.12 . 80`));
+    const fb = fallbackElements(cfg, configuredSpread(cfg));
+    assert.ok(fb.every((e) => !e.endsWith('198.18.201.12 . 80')));
+    assert.ok(n.table.includes(`${hex(serverMark(0, 1))} : 198.18.201.12 . 80`));
+  });
+
+  it('UDP service: keyed by protocol in the services set', () => {
+    const cfg = parseConfig(frontConfigSchema, text.replace('    port: 80\n', '    port: 53\n    protocol: udp\n'), 'x');
+    const n = renderNft(cfg, configuredSpread(cfg));
+    assert.ok(n.table.includes('elements = { 198.19.1.1 . udp . 53 }'));
+    assert.ok(n.table.includes(`${hex(serverMark(0, 1))} : 198.18.201.12 . 53`));
   });
 
   it('the reject chains are entered only by packets that carry the reject mark', () => {
-    assert.deepEqual(CHAINS.rejectForward.jumpIf, ['-m', 'mark', '--mark', '0x5175ffff']);
-    assert.deepEqual(CHAINS.rejectInput.jumpIf, ['-m', 'mark', '--mark', '0x5175ffff']);
-    assert.equal('jumpIf' in CHAINS.queue, false);
+    assert.deepEqual(CHAINS.rejectForward.jumpIf, ['-m', 'mark', '--mark', '0x51ffffff']);
+    assert.deepEqual(CHAINS.rejectInput.jumpIf, ['-m', 'mark', '--mark', '0x51ffffff']);
   });
 
   // Whether some checkpoint can answer a SYN with a reset (then, and only

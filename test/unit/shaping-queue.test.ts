@@ -8,7 +8,7 @@ import { Outcome, Shaper } from '../../src/shaping/shaper.ts';
 import type { Checkpoint } from '../../src/shaping/checkpoint.ts';
 
 const OUT = ['pass', 'held', 'reject', 'drop', 'notarget', 'retransmit'];
-const OVERFLOW_BASE = 0x80;
+const OVERFLOW_BASE = 0x800;
 
 function rule(r: Record<string, unknown>): CheckpointConfig {
   return checkpointSchema.parse(r);

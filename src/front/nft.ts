@@ -1,0 +1,272 @@
+/**
+ * sluice's own nftables table, `table ip sluice`: classification, DNAT by
+ * mark, the daemon-down fallback, the overflow SNAT and the VIP guard.
+ * Rendered from the configuration (and the usable servers, for the
+ * fallback), loaded with one `nft -f` transaction that deletes and
+ * recreates the table (atomic: a packet sees the old table or the new one),
+ * and never touching another table. Only NFQUEUE stays an iptables rule
+ * (rules.ts): nft's own `queue` statement is not available on our kernels.
+ *
+ * Per packet, nothing grows with the number of services or servers: each
+ * step is one set or map lookup (hash).
+ *
+ *   classify   (prerouting, before iptables' mangle) established traffic
+ *              returns at once, as the first rules of the old iptables
+ *              queue chain did; a packet to a service (set `services`,
+ *              keyed VIP . protocol . port) goes to `to_service`; a
+ *              server's RST (a reply from the LAN interface in a flow
+ *              whose conntrack mark is one of our decisions) is logged to
+ *              the NFLOG group.
+ *   to_service a SYN, a new UDP flow, or a TCP packet the kernel has no
+ *              flow for gets QUEUE_MARK (the iptables NFQUEUE rule matches
+ *              it); a FIN or RST of a known flow is logged to the NFLOG
+ *              group (the daemon recycles its record; nothing waits).
+ *   nat_pre    (dstnat - 1: before any other nat rule) DNAT by the verdict's
+ *              mark: one lookup in map `targets` (mark -> address . port).
+ *              The mark is copied to the flow's conntrack mark (once per
+ *              connection: nat chains see a flow's first packet only), so
+ *              `conntrack -L` shows each flow's decision.
+ *              A SYN or new UDP flow still carrying QUEUE_MARK (the daemon
+ *              is away, or the fail-open queue was full) is DNATed by
+ *              map `fallback`: jhash of the source over FALLBACK_SLOTS
+ *              slots per service, filled with the usable servers
+ *              (fallback.ts rewrites the elements when they change).
+ *   vip_guard  (dstnat + 1: after the DNAT) a packet whose destination is
+ *              still a VIP got no DNAT decision: dropped and counted
+ *              (counter GUARD_COUNTER). Without it such a packet would be
+ *              routed toward the VIP's route, i.e. back out the uplink, and
+ *              loop (issue 20 part 5). A REJECT_MARK SYN is let through: the
+ *              filter table's REJECT answers it.
+ *   nat_post   SNAT of overflowed connections to the uplink address (the
+ *              other cluster must answer us).
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { CommandFailedError } from '../errors/errors.ts';
+import { runCommand } from '../util/exec.ts';
+import type { FrontConfig } from './config.ts';
+import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from './marks.ts';
+import { TEARDOWN_LOG } from './rules.ts';
+
+export const NFT_FAMILY = 'ip';
+export const NFT_TABLE = 'sluice';
+/** The named counter of the VIP guard's drops (`nft list counter ip sluice vip_guard_drops`). */
+export const GUARD_COUNTER = 'vip_guard_drops';
+/**
+ * Fallback slots per service: the source hash picks one, each holds a
+ * usable server. Fixed, so that a change of the usable servers is an
+ * element update, never a rule change. With more usable servers than
+ * slots, the fallback covers FALLBACK_SLOTS of them.
+ */
+export const FALLBACK_SLOTS = 256;
+/** jhash seed of the fallback spread (any constant; the same in every rendering, so a source keeps its slot). */
+const FALLBACK_SEED = 0x5175;
+
+/** The usable servers of each service (by service index), for the fallback: address and port. */
+export type FallbackSpread = readonly (readonly (readonly [address: string, port: number])[])[];
+
+/** The active servers of the configuration (start, reload: before any health is known). */
+export function configuredSpread(cfg: Pick<FrontConfig, 'services'>): FallbackSpread {
+  return cfg.services.map((svc) => svc.servers.filter((s) => s.state === 'active').map((s) => [s.address, s.port ?? svc.port] as const));
+}
+
+/** The fallback map's elements (`key : value`) for `spread`: slot k of a service holds usable server k mod n. */
+export function fallbackElements(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread): string[] {
+  const out: string[] = [];
+  cfg.services.forEach((svc, si) => {
+    const usable = spread[si] ?? [];
+    if (usable.length === 0) return;
+    for (let k = 0; k < FALLBACK_SLOTS; k++) {
+      const [addr, port] = usable[k % usable.length] ?? usable[0] ?? ['0.0.0.0', 0];
+      out.push(`${svc.vip} . ${svc.protocol} . ${String(svc.port)} . ${String(k)} : ${addr} . ${String(port)}`);
+    }
+  });
+  return out;
+}
+
+/** Whether this configuration has a daemon-down fallback (only with --queue-bypass: else a queue without reader drops). */
+export function hasFallback(cfg: Pick<FrontConfig, 'failMode'>): boolean {
+  return cfg.failMode === 'bypass';
+}
+
+export interface RenderedNft {
+  /** The `nft -f` script: creates, deletes and recreates our table in one transaction. */
+  readonly script: string;
+  /** The table's declaration alone (tests, docs). */
+  readonly table: string;
+  /** Elements per set or map (tests, the rule check's counts). */
+  readonly elements: Readonly<Record<string, number>>;
+  /** Lines per chain (its hook line and rules), as `nft list` prints them (the rule check's read-back). */
+  readonly chainSizes: Readonly<Record<string, number>>;
+}
+
+function elements(list: readonly string[]): string {
+  return list.length === 0 ? '' : ` elements = { ${list.join(', ')} }`;
+}
+
+/**
+ * Renders our table. `guard` carries the guard counter's last known values
+ * into the new table, so a reload or repair (which replaces the table)
+ * does not set it back to zero.
+ */
+export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { packets: number; bytes: number } = { packets: 0, bytes: 0 }): RenderedNft {
+  const vips = [...new Set(cfg.services.map((s) => s.vip))];
+  const services = cfg.services.map((s) => `${s.vip} . ${s.protocol} . ${String(s.port)}`);
+  const targets: string[] = [];
+  const overflow: string[] = [];
+  cfg.services.forEach((svc, si) => {
+    svc.servers.forEach((srv, i) => targets.push(`${hex(serverMark(si, i))} : ${srv.address} . ${String(srv.port ?? svc.port)}`));
+    cfg.overflow.forEach((o, oi) => {
+      const mark = hex(overflowMark(si, oi));
+      targets.push(`${mark} : ${o.vip} . ${String(svc.port)}`);
+      overflow.push(mark);
+    });
+  });
+  const fb = hasFallback(cfg) ? fallbackElements(cfg, spread) : [];
+  const log = `log group ${String(cfg.nflogGroup)} snaplen ${String(TEARDOWN_LOG.size)} queue-threshold ${String(TEARDOWN_LOG.threshold)}`;
+  const q = hex(QUEUE_MARK);
+  const synOnly = 'tcp flags & (syn | ack | fin | rst) == syn';
+  const lines = [
+    `table ${NFT_FAMILY} ${NFT_TABLE} {`,
+    `  counter ${GUARD_COUNTER} { packets ${String(guard.packets)} bytes ${String(guard.bytes)} }`,
+    `  set vips { type ipv4_addr;${elements(vips)} }`,
+    `  set services { type ipv4_addr . inet_proto . inet_service;${elements(services)} }`,
+    `  set overflow_marks { type mark;${elements(overflow)} }`,
+    `  map targets { type mark : ipv4_addr . inet_service;${elements(targets)} }`,
+    `  map fallback { typeof ip daddr . meta l4proto . th dport . numgen inc mod ${String(FALLBACK_SLOTS)} : ip daddr . th dport;${elements(fb)} }`,
+    '  chain classify {',
+    '    type filter hook prerouting priority mangle - 10; policy accept;',
+    // Every forwarded packet passes here; nearly all belong to established
+    // flows the daemon never needs to see (no SYN, FIN or RST; an
+    // established UDP flow; a reply without RST): they leave first.
+    '    tcp flags & (syn | fin | rst) == 0 ct state established return',
+    '    meta l4proto udp ct state established return',
+    '    ct direction reply tcp flags & rst == 0 return',
+    '    ip daddr . meta l4proto . th dport @services goto to_service',
+    // A server's reset: a reply from the LAN in a flow the daemon decided
+    // (its conntrack mark is a decision of ours: nat_pre copies it).
+    `    iifname ${JSON.stringify(cfg.lanInterface)} ct direction reply ct mark & 0xff000000 == 0x51000000 ct mark != ${q} tcp flags & rst == rst ${log}`,
+    '  }',
+    '  chain to_service {',
+    // Queued (a verdict decides them): a SYN, a new UDP flow, and any TCP
+    // packet the kernel has no flow for (NEW, or INVALID: the daemon
+    // resumes a known record or drops and counts it; a FIN or RST among
+    // them recycles a live record or is dropped). Logged: FIN and RST of
+    // known flows. The order makes each packet either queued or logged.
+    `    ${synOnly} meta mark set ${q} return`,
+    `    meta l4proto udp ct state new meta mark set ${q} return`,
+    `    meta l4proto tcp ct state new,invalid meta mark set ${q} return`,
+    `    tcp flags & (fin | rst) != 0 ${log}`,
+    '  }',
+    '  chain nat_pre {',
+    '    type nat hook prerouting priority dstnat - 1; policy accept;',
+    `    meta mark & 0xff000000 == 0x51000000 meta l4proto { tcp, udp } ct mark set meta mark dnat ip to meta mark map @targets`,
+    ...(fb.length > 0
+      ? [
+          `    meta mark ${q} ${synOnly} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
+          `    meta mark ${q} meta l4proto udp dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
+        ]
+      : []),
+    '  }',
+    '  chain vip_guard {',
+    '    type filter hook prerouting priority dstnat + 1; policy accept;',
+    `    meta mark != ${hex(REJECT_MARK)} ip daddr @vips counter name ${GUARD_COUNTER} drop`,
+    '  }',
+    '  chain nat_post {',
+    '    type nat hook postrouting priority srcnat - 1; policy accept;',
+    `    meta mark @overflow_marks snat ip to ${cfg.uplinkAddress}`,
+    '  }',
+    '}',
+  ];
+  const table = lines.join('\n') + '\n';
+  const chainSizes: Record<string, number> = {};
+  let chain: string | undefined;
+  for (const l of lines) {
+    const head = /^ {2}chain (\S+) \{$/.exec(l);
+    if (head) chain = head[1];
+    else if (l === '  }') chain = undefined;
+    else if (chain !== undefined) chainSizes[chain] = (chainSizes[chain] ?? 0) + 1;
+  }
+  // Declaring the table first makes the delete valid when it is absent;
+  // the three statements are one transaction.
+  const script = `table ${NFT_FAMILY} ${NFT_TABLE}\ndelete table ${NFT_FAMILY} ${NFT_TABLE}\n${table}`;
+  return {
+    script,
+    table,
+    elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, fallback: fb.length },
+    chainSizes,
+  };
+}
+
+/** The `nft -f` script that replaces the fallback map's elements (one transaction: flush and add). */
+export function fallbackUpdateScript(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread): string {
+  const els = fallbackElements(cfg, spread);
+  const lines = [`flush map ${NFT_FAMILY} ${NFT_TABLE} fallback`];
+  // Chunks keep each line of the script short for nft's parser.
+  for (let i = 0; i < els.length; i += 4096) lines.push(`add element ${NFT_FAMILY} ${NFT_TABLE} fallback { ${els.slice(i, i + 4096).join(', ')} }`);
+  return lines.join('\n') + '\n';
+}
+
+function argvIn(netns: string | undefined, args: readonly string[]): string[] {
+  return netns === undefined ? [...args] : ['ip', 'netns', 'exec', netns, ...args];
+}
+
+/** Loads `script` with `nft -f -` (synchronously: start, reload and repair install synchronously). */
+export function nftLoad(script: string, netns?: string): void {
+  const [cmd = 'nft', ...rest] = argvIn(netns, ['nft', '-f', '-']);
+  runCommand(cmd, rest, script);
+}
+
+/** Loads `script` off the event loop (the fallback writer), failing after `timeoutMs`. */
+export function nftLoadAsync(script: string, timeoutMs: number, netns?: string): Promise<void> {
+  return nftAsync(['-f', '-'], timeoutMs, netns, script).then(() => undefined);
+}
+
+/** `nft list table ip sluice`, synchronously (the read-back right after an install). */
+export function listTable(netns?: string): string {
+  const [cmd = 'nft', ...rest] = argvIn(netns, ['nft', 'list', 'table', NFT_FAMILY, NFT_TABLE]);
+  return execFileSyncBig(cmd, rest);
+}
+
+/** The same without blocking the event loop (the periodic check); an absent table is an empty string. */
+export async function listTableAsync(timeoutMs: number, netns?: string): Promise<string> {
+  try {
+    return await nftAsync(['list', 'table', NFT_FAMILY, NFT_TABLE], timeoutMs, netns);
+  } catch (err) {
+    if (err instanceof CommandFailedError && /No such file or directory/.test(err.message)) return '';
+    throw err;
+  }
+}
+
+/** Deletes our table if present; leaves every other table alone. */
+export function removeNftTable(netns?: string): void {
+  nftLoad(`table ${NFT_FAMILY} ${NFT_TABLE}\ndelete table ${NFT_FAMILY} ${NFT_TABLE}\n`, netns);
+}
+
+/** Whether our table exists (`nft list tables`: names only). */
+export function hasNftTable(netns?: string): boolean {
+  const [cmd = 'nft', ...rest] = argvIn(netns, ['nft', 'list', 'tables', NFT_FAMILY]);
+  return execFileSyncBig(cmd, rest).split('\n').some((l) => l.trim() === `table ${NFT_FAMILY} ${NFT_TABLE}`);
+}
+
+/** A table with 10^5..10^6 elements lists to tens of MB: past execFileSync's 1 MiB default. */
+function execFileSyncBig(cmd: string, args: readonly string[]): string {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000, maxBuffer: 512 << 20 });
+  } catch (err) {
+    const e = err as { stderr?: unknown };
+    throw new CommandFailedError(`${cmd} ${args.join(' ')}`, typeof e.stderr === 'string' ? e.stderr : '', { cause: err });
+  }
+}
+
+function nftAsync(args: readonly string[], timeoutMs: number, netns: string | undefined, input?: string): Promise<string> {
+  const [cmd = 'nft', ...rest] = argvIn(netns, ['nft', ...args]);
+  return new Promise((resolve, reject) => {
+    const child = execFile(cmd, rest, { encoding: 'utf8', timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 512 << 20 }, (err, stdout, stderr) => {
+      if (err) {
+        const why = err.killed ? `killed after ${String(timeoutMs)} ms` : stderr;
+        reject(new CommandFailedError(`${cmd} ${rest.join(' ')}`, why, { cause: err }));
+      } else resolve(stdout);
+    });
+    if (input !== undefined) child.stdin?.end(input);
+  });
+}

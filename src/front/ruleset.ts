@@ -1,0 +1,45 @@
+/**
+ * Everything `sluice front` installs in the kernel, as one unit: the
+ * iptables chains (rules.ts, iptables.ts: the NFQUEUE rule and the
+ * checkpoints' REJECT) and sluice's nftables table (nft.ts:
+ * classification, DNAT, fallback, VIP guard). Start, reload and repair
+ * install it with installRuleset; removeRules removes all of it, and is the
+ * one function for that (the daemon's stop, `--remove-rules`, tests).
+ *
+ * Order: the nft table first (it sets QUEUE_MARK and DNATs by the
+ * verdict's mark), then the iptables chains (the NFQUEUE rule that matches
+ * QUEUE_MARK). Between the two loads of a first install, a packet marked
+ * for the queue finds no NFQUEUE rule yet and meets the nft fallback or
+ * the VIP guard: never an unsteered packet routed out.
+ */
+import type { FrontConfig } from './config.ts';
+import { installRules as installIptables, removeIptablesRules } from './iptables.ts';
+import { listTable, nftLoad, removeNftTable, renderNft, type FallbackSpread, type RenderedNft } from './nft.ts';
+import { renderRules, type RenderedRules } from './rules.ts';
+
+export interface RuleSet {
+  readonly iptables: RenderedRules;
+  readonly nft: RenderedNft;
+}
+
+/** Renders both parts; `guard` carries the VIP guard counter's last values into the new table. */
+export function renderRuleset(cfg: FrontConfig, spread: FallbackSpread, guard?: { packets: number; bytes: number }): RuleSet {
+  return { iptables: renderRules(cfg), nft: renderNft(cfg, spread, guard) };
+}
+
+/** Installs both parts (each atomic on its own), nft first. Throws CommandFailedError. */
+export function installRuleset(rules: RuleSet, netns?: string): void {
+  nftLoad(rules.nft.script, netns);
+  installIptables(rules.iptables, netns);
+}
+
+/** Removes everything the front node installs: our iptables chains and jumps (also those of earlier versions), and our nft table. Idempotent. */
+export function removeRules(netns?: string): void {
+  removeIptablesRules(netns);
+  removeNftTable(netns);
+}
+
+/** Our nft table as `nft list table` prints it (the read-back). */
+export function listNft(netns?: string): string {
+  return listTable(netns);
+}

@@ -1,0 +1,44 @@
+/**
+ * The VIP guard's drop counter (nft.ts: packets to a VIP that got no DNAT
+ * decision, dropped in the kernel), read from the dump of our nft table
+ * that each rule check takes anyway (rules-health.ts): no command per
+ * scrape, no work per packet. Status and /metrics show the last values
+ * read, at most one check period old.
+ *
+ * A reload or repair replaces the table, and renders the counter with the
+ * last values read (renderNft's `guard`), so the count does not go back
+ * to zero; drops between the last read and the replacement are lost.
+ */
+import { GUARD_COUNTER } from './nft.ts';
+
+const COUNTER = new RegExp(`counter ${GUARD_COUNTER} \\{\\s*packets (\\d+) bytes (\\d+)`);
+
+export interface GuardCount {
+  readonly packets: number;
+  readonly bytes: number;
+}
+
+/** The guard counter's values in a `nft list table ip sluice` output, or undefined if absent. */
+export function guardCountOf(list: string): GuardCount | undefined {
+  const m = COUNTER.exec(list);
+  if (m === null) return undefined;
+  return { packets: Number(m[1]), bytes: Number(m[2]) };
+}
+
+export class VipGuard {
+  #last: GuardCount = { packets: 0, bytes: 0 };
+  /** Reads that found the counter (rule checks with our table present). */
+  reads = 0;
+
+  /** Takes the counter from a dump of our table (absent table or counter: the last values stay). */
+  read(list: string): void {
+    const c = guardCountOf(list);
+    if (c === undefined) return;
+    this.#last = c;
+    this.reads++;
+  }
+
+  last(): GuardCount {
+    return this.#last;
+  }
+}

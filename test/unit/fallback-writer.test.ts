@@ -1,0 +1,167 @@
+/**
+ * The daemon-down fallback's writer (src/front/fallback.ts): writes only
+ * when the usable servers changed, at most one write per interval and one
+ * at a time, always ending with the latest state; elements over usable
+ * servers only.
+ */
+import assert from 'node:assert/strict';
+import { describe, it, mock } from 'node:test';
+import { parseConfig } from '../../src/config/load.ts';
+import { frontConfigSchema } from '../../src/front/config.ts';
+import { FallbackWriter } from '../../src/front/fallback.ts';
+import { FALLBACK_SLOTS } from '../../src/front/nft.ts';
+import { pino } from 'pino';
+import { ServiceRuntime } from '../../src/front/service.ts';
+
+const silent = pino({ level: 'silent' });
+const buildServices = (c: typeof cfg): ServiceRuntime[] => c.services.map((s, i) => new ServiceRuntime(i, s, c.overflow));
+
+const cfg = parseConfig(
+  frontConfigSchema,
+  `
+cluster: c1
+uplinkAddress: 198.18.101.2
+services:
+  - name: www
+    vip: 198.19.1.1
+    port: 80
+    method: byrequests
+    servers:
+      - { name: s1a, address: 198.18.201.11 }
+      - { name: s1b, address: 198.18.201.12 }
+      - { name: s1c, address: 198.18.201.13 }
+`,
+  'x',
+);
+
+function setup(): { writer: FallbackWriter; writes: string[]; finish: () => void; clock: { now: number } } {
+  const writes: string[] = [];
+  const clock = { now: 1000 };
+  let pending: (() => void) | undefined;
+  const writer = new FallbackWriter({
+    log: silent,
+    config: () => cfg,
+    write: (script) => {
+      writes.push(script);
+      return new Promise<void>((r) => (pending = r));
+    },
+    minIntervalMs: 100,
+    now: () => clock.now,
+  });
+  return {
+    writer,
+    writes,
+    clock,
+    finish: () => {
+      const p = pending;
+      pending = undefined;
+      p?.();
+    },
+  };
+}
+
+const flush = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+/** The servers a fallback script spreads over, with their slot counts. */
+function targets(script: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of script.matchAll(/ : (\S+) \. 80/g)) out[m[1] ?? ''] = (out[m[1] ?? ''] ?? 0) + 1;
+  return out;
+}
+
+describe('FallbackWriter', () => {
+  it('writes only on a change of the usable servers, over the usable ones, evenly', async () => {
+    const { writer, writes, finish } = setup();
+    const services = buildServices(cfg);
+    writer.installed(services);
+    writer.update(services);
+    assert.equal(writes.length, 0, 'nothing changed since the install');
+    const b = services[0]?.servers[1];
+    assert.ok(b);
+    b.health.setSilent(true, 0);
+    b.refreshUsable();
+    writer.update(services);
+    assert.equal(writes.length, 1);
+    assert.deepEqual(targets(writes[0] ?? ''), { '198.18.201.11': FALLBACK_SLOTS / 2, '198.18.201.13': FALLBACK_SLOTS / 2 });
+    assert.ok(writes[0]?.startsWith('flush map ip sluice fallback\n'));
+    finish();
+    await flush();
+    assert.equal(writer.status().writes, 1);
+    assert.equal(writer.state().elements, FALLBACK_SLOTS);
+    assert.equal(writer.status().usableServers, 2);
+  });
+
+  it('coalesces a burst: one write in flight, then one with the latest state, not before the interval', async () => {
+    mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      const { writer, writes, finish, clock } = setup();
+      const services = buildServices(cfg);
+      writer.installed(services);
+      const [a, b, c] = services[0]?.servers ?? [];
+      assert.ok(a && b && c);
+      const flip = (srv: typeof a, down: boolean): void => {
+        srv.health.setSilent(down, 0);
+        srv.refreshUsable();
+        writer.update(services);
+      };
+      flip(a, true); // write 1 starts
+      flip(b, true); // during write 1: pending
+      flip(b, false);
+      flip(c, true); // the latest: a and c down, only b usable
+      assert.equal(writes.length, 1, 'one write at a time');
+      assert.equal(writer.state().writing, true);
+      clock.now += 10;
+      finish();
+      await flush();
+      assert.equal(writes.length, 1, 'not within 100 ms of the last write');
+      clock.now += 100;
+      mock.timers.tick(100);
+      await flush();
+      assert.equal(writes.length, 2);
+      assert.deepEqual(targets(writes[1] ?? ''), { '198.18.201.12': FALLBACK_SLOTS }, 'the latest state');
+      finish();
+      await flush();
+      assert.equal(writer.state().writing, false);
+      // No usable server: the map is emptied (the guard drops what the fallback cannot place).
+      clock.now += 1000;
+      flip(b, true);
+      assert.equal(writes.length, 3);
+      assert.equal(writes[2], 'flush map ip sluice fallback\n');
+      finish();
+      await flush();
+      assert.equal(writer.state().elements, 0);
+    } finally {
+      mock.timers.reset();
+    }
+  });
+
+  it('a failed write is counted and the next change writes again', async () => {
+    const services = buildServices(cfg);
+    let fail = true;
+    const writes: string[] = [];
+    const writer = new FallbackWriter({
+      log: silent,
+      config: () => cfg,
+      write: (s) => {
+        writes.push(s);
+        return fail ? Promise.reject(new Error('nft: table absent')) : Promise.resolve();
+      },
+      minIntervalMs: 0,
+    });
+    writer.installed(services);
+    const a = services[0]?.servers[0];
+    assert.ok(a);
+    a.health.setSilent(true, 0);
+    a.refreshUsable();
+    writer.update(services);
+    await flush();
+    assert.equal(writer.status().writeFailures, 1);
+    fail = false;
+    a.health.setSilent(false, 0);
+    a.refreshUsable();
+    writer.update(services);
+    await flush();
+    assert.equal(writer.status().writes, 1);
+    assert.equal(writes.length, 2);
+  });
+});
