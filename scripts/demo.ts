@@ -50,7 +50,8 @@ function nsExec(ns: string, cmd: string, args: string[], timeoutMs = 5000): Prom
 console.log('Bringing up the demo site...');
 const st = up({ prefix: values.prefix, serverCpus: 0.25 });
 console.log(describePlan(st.plan));
-const daemons: Daemon[] = startSite(st);
+// Health checks on, as a real site runs: a killed nginx is taken out within 2 s (front check) and shows on the dashboard.
+const daemons: Daemon[] = startSite(st, { healthChecks: true });
 console.log(`\nStarted ${daemons.length} Sluice daemons (logs in ${st.runDir}/*.log).`);
 // The live web view; it prints its URL (errors, e.g. a port in use, on stderr).
 const sources = [...st.plan.clusters.map((k) => `front${k.index}=unix:${join(st.runDir, `front${k.index}.sock`)}`), `dns=unix:${join(st.runDir, 'dns.sock')}`];

@@ -31,6 +31,12 @@ export interface SiteOptions {
   readonly loadSeconds?: number;
   /** TTL of steered answers. */
   readonly ttl?: number;
+  /**
+   * Health checks on (the demo): the front node checks each server over
+   * HTTP every second (fall 2, rise 2, 10 s slow start) and each agent
+   * checks its own nginx over TCP every second.
+   */
+  readonly healthChecks?: boolean;
 }
 
 export function zoneText(st: TestbedState): string {
@@ -82,7 +88,7 @@ services:
     vip: ${k.vip}
     port: 80
     method: capacity
-    servers:
+${o.healthChecks === true ? '    health: { kind: http, path: /, intervalSeconds: 1, timeoutSeconds: 0.5, rise: 2, fall: 2, slowStartSeconds: 10 }\n' : ''}    servers:
 ${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address} }`).join('\n')}
 overflow:
 ${others.map((x) => `  - { cluster: c${x.index}, vip: ${x.vip} }`).join('\n') || '  []'}
@@ -117,7 +123,8 @@ requestRateSeconds: 5
 utilization: ${cg !== undefined ? `{ source: cgroup, cgroup: ${cg} }` : '{ source: connections, maxConnections: 100 }'}
 accessLog: { path: ${join(st.runDir, `nginx-${s.id}.access.log`)}, format: nginx-combined, pollSeconds: 0.5 }
 adminSocket: ${join(st.runDir, `agent-${s.id}.sock`)}
-http: { listen: '127.0.0.1:${OPS_PORTS.agent}' }
+stateFile: { path: ${join(st.runDir, `agent-${s.id}.state`)} }
+${o.healthChecks === true ? `health: { kind: tcp, address: ${s.address}, port: 80, intervalSeconds: 1, timeoutSeconds: 0.5, rise: 2, fall: 2 }\n` : ''}http: { listen: '127.0.0.1:${OPS_PORTS.agent}' }
 `;
 }
 
