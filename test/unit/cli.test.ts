@@ -40,10 +40,25 @@ function listedCommands(): string[] {
 
 function sluiceAsync(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(BIN, args, { encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) => {
+    execFile(BIN, args, { encoding: 'utf8', timeout: 120_000 }, (err, stdout, stderr) => {
       resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr });
     });
   });
+}
+
+/** Runs the tasks, at most `width` at a time; results in task order. */
+async function inPool<T>(tasks: readonly (() => Promise<T>)[], width: number): Promise<T[]> {
+  const out: T[] = new Array<T>(tasks.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < tasks.length) {
+      const i = next++;
+      const task = tasks[i];
+      if (task) out[i] = await task();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(width, tasks.length) }, worker));
+  return out;
 }
 
 describe('sluice <command> --help', () => {
@@ -62,7 +77,10 @@ describe('sluice <command> --help', () => {
     [name, [name, '-h']],
   ] as const);
   it(`prints the command's usage on stdout and exits 0, for every command (${cases.length} cases)`, async () => {
-    const [results, helps] = await Promise.all([Promise.all(cases.map(([, args]) => sluiceAsync(args))), Promise.all(commands.map((name) => sluiceAsync(['help', name])))]);
+    // A few at a time: each loads the whole CLI, and 36 at once on a busy
+    // 2-core machine took over a minute each (the timeout, not a failure).
+    const results = await inPool(cases.map(([, args]) => () => sluiceAsync(args)), 4);
+    const helps = await inPool(commands.map((name) => () => sluiceAsync(['help', name])), 4);
     const helpOf = new Map(commands.map((name, i) => [name, helps[i]!.stdout]));
     cases.forEach(([name, args], i) => {
       const r = results[i]!;
