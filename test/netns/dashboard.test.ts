@@ -10,7 +10,9 @@
  * connections/s of the traffic, and the page draws a chart per cluster and
  * a sparkline per server. Then a server's agent is killed: its front node
  * says the server is down, the page shows it down and the history has its
- * transition. Last a front node stops: the page shows its cluster down and
+ * transition. The site runs with the demo's health checks: nginx is killed
+ * on another server whose agent lives, and the front node's check takes it
+ * out; the page shows it down within seconds. Last a front node stops: the page shows its cluster down and
  * goes on; started again, its counters' reset is seen in the history.
  */
 import assert from 'node:assert/strict';
@@ -44,6 +46,19 @@ async function numberOf(page: Page, selector: string): Promise<number | null> {
 
 const clusterSel = (name: string, testid: string): string => `[data-testid="cluster"][data-name="${name}"] [data-testid="${testid}"]`;
 
+/** The demo's site: health checks on (a killed nginx is taken out by the front node's check). */
+const SITE = { healthChecks: true } as const;
+
+/** Whether a process still exists (signal 0 tests without sending anything). */
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 describe('sluice dashboard in Chromium', () => {
   let daemons: Daemon[] = [];
   let dashboard: ChildProcessWithoutNullStreams | undefined;
@@ -53,7 +68,7 @@ describe('sluice dashboard in Chromium', () => {
 
   before(async () => {
     const st = tb();
-    daemons = startSite(st);
+    daemons = startSite(st, SITE);
     const sockets = [...st.plan.clusters.map((k) => join(st.runDir, `front${k.index}.sock`)), join(st.runDir, 'dns.sock')];
     for (const s of sockets) {
       await until(async () => (await adminRequest(s, { cmd: 'status' }, 1000).catch(() => ({ ok: false }))).ok === true, `${s} answers status`, 30_000, 200);
@@ -209,6 +224,20 @@ describe('sluice dashboard in Chromium', () => {
     assert.match(decodeURIComponent((await victimSpark.getAttribute('src')) ?? ''), /<line [^>]*stroke="#f85149"/, 'a down marker on the sparkline');
     assert.deepEqual(consoleErrors, []);
 
+    // nginx is killed on another server while its agent runs: the front node's health check takes it out (fall 2 at 1 s) and the page shows it down within seconds.
+    const dead = k1.servers[0]!;
+    const nginxPid = st.nginxPids[dead.id];
+    assert.ok(nginxPid !== undefined);
+    process.kill(nginxPid, 'SIGTERM');
+    await until(() => !pidAlive(nginxPid), `nginx of ${dead.id} exits`, 15_000, 100);
+    const deadHealth = async (): Promise<string | undefined> => {
+      const r = await adminRequest(join(st.runDir, `front${k1.index}.sock`), { cmd: 'status' }, 1000).catch(() => undefined);
+      return (r?.status as FrontStatus | undefined)?.services[0]?.servers.find((s) => s.name === dead.id)?.health?.state;
+    };
+    await until(async () => (await deadHealth()) === 'down', `front${k1.index}'s health check says ${dead.id} is down`, 30_000, 250);
+    await page.locator(`[data-testid="cluster"][data-name="c${k1.index}"] [data-testid="server"][data-name="${dead.id}"][data-state="down"]`).waitFor({ timeout: 15_000 });
+    await until(async () => ((await history()).clusters.find((c) => c.name === `c${k1.index}`)?.servers.find((s) => s.name === dead.id)?.events ?? []).some((e) => e.to === 'down'), `the history has ${dead.id}'s transition to down`, 15_000, 250);
+
     mkdirSync(join(SCREENSHOT, '..'), { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
 
@@ -223,7 +252,7 @@ describe('sluice dashboard in Chromium', () => {
     // It starts again: its counters start from 0, which the history counts as a reset (not a negative rate).
     const stopped = (await history()).clusters.find((c) => c.name === `c${last.index}`);
     assert.ok(stopped, 'the stopped cluster keeps its history');
-    daemons.push(startDaemon(st, last.front.name, 'front', `front${last.index}`, frontConfig(st, last)));
+    daemons.push(startDaemon(st, last.front.name, 'front', `front${last.index}`, frontConfig(st, last, SITE)));
     await page.locator(`[data-testid="cluster"][data-name="c${last.index}"][data-front="up"]`).waitFor({ timeout: 30_000 });
     await until(async () => ((await history()).clusters.find((c) => c.name === `c${last.index}`)?.resets ?? 0) > stopped.resets, `c${last.index}'s counter reset is seen`, 15_000, 250);
     const restarted = (await history()).clusters.find((c) => c.name === `c${last.index}`);
