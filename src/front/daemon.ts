@@ -40,7 +40,7 @@
  *   SIGTERM held SYNs get their verdict (decided without checkpoints),
  *           unbind, close the ops HTTP server, exit 0. The rules STAY, as
  *           after a crash: with failMode bypass the queue rules let new
- *           connections through to the HMARK fallback spread while no
+ *           connections through to the nft fallback map (usable servers) while no
  *           daemon is bound, and established ones continue in the kernel.
  *           The next start adopts rules and flows. Removing the rules is
  *           its own step: `sluice front --remove-rules` (src/cli/front.ts).
