@@ -59,6 +59,8 @@ export interface ProbeCounts {
   readonly fallback: number;
   /** SYNs still addressed to the VIP after our nat and guard chains: they met no DNAT and no guard. */
   readonly escaped: number;
+  /** SYNs conntrack found invalid (before our classify chain): no flow, so no NAT for them. */
+  readonly invalid: number;
 }
 
 /**
@@ -81,9 +83,14 @@ table ip ${PROBE_TABLE} {
   counter dnated { }
   counter fallback { }
   counter escaped { }
+  counter invalid { }
   chain first {
     type filter hook prerouting priority raw; policy accept;
     ip daddr ${VIP} ${SYN} counter name seen
+  }
+  chain tracked {
+    type filter hook prerouting priority mangle - 20; policy accept;
+    ip daddr ${VIP} ${SYN} ct state invalid counter name invalid
   }
   chain last {
     type filter hook prerouting priority dstnat + 2; policy accept;
@@ -103,7 +110,7 @@ table ip ${PROBE_TABLE} {
       assert.ok(m, `no counter ${name} in table ip ${PROBE_TABLE}:\n${out}`);
       return Number(m[1]);
     };
-    return { seen: get('seen'), dnated: get('dnated'), fallback: get('fallback'), escaped: get('escaped') };
+    return { seen: get('seen'), dnated: get('dnated'), fallback: get('fallback'), escaped: get('escaped'), invalid: get('invalid') };
   }
 
   /** The counters once no SYN arrives any more (the sender stopped): two reads 200 ms apart agree. */
