@@ -92,7 +92,7 @@ describe('sluice front: hitless stop, restart and reload', () => {
     await front?.stop();
   });
 
-  it('reinstalling over existing rules is atomic: during 300 reinstalls (nft -f of our table, iptables-restore of the queue chain) under a SYN flood, every SYN is DNATed and none misses the queue rule; the same flood does meet a non-atomic delete-then-load and flush-then-restore', async (t) => {
+  it('reinstalling over existing rules is atomic: during 300 reinstalls (nft -f of our table, iptables-restore of the queue chain) under a SYN flood, no SYN misses the queue rule or leaves undecided (DNATed or dropped, never routed out); the same flood does meet a non-atomic delete-then-load and flush-then-restore', async (t) => {
     const st = testbed();
     const cfg = loadConfig(frontConfigSchema, configFile);
     const rules = renderRuleset(cfg, configuredSpread(cfg));
