@@ -30,7 +30,8 @@
  *              is away, or the fail-open queue was full) is DNATed by
  *              map `fallback`: jhash of the source over FALLBACK_SLOTS
  *              slots per service, filled with the usable servers
- *              (fallback.ts rewrites the elements when they change).
+ *              (fallback.ts rewrites the elements when they change),
+ *              counted by counter FALLBACK_COUNTER.
  *   vip_guard  (dstnat + 1: after the DNAT) a packet whose destination is
  *              still a VIP got no DNAT decision: dropped and counted
  *              (counter GUARD_COUNTER). Without it such a packet would be
@@ -51,6 +52,14 @@ export const NFT_FAMILY = 'ip';
 export const NFT_TABLE = 'sluice';
 /** The named counter of the VIP guard's drops (`nft list counter ip sluice vip_guard_drops`). */
 export const GUARD_COUNTER = 'vip_guard_drops';
+/**
+ * The named counter of the fallback's DNATs (`nft list counter ip sluice
+ * fallback_flows`): new flows (a SYN, a new UDP flow) the kernel sent to a
+ * server with no daemon's verdict. It starts at zero with every install
+ * (start, reload, repair: the table is replaced); the kernel keeps it, so
+ * it shows what happened while no daemon was bound, which no daemon can.
+ */
+export const FALLBACK_COUNTER = 'fallback_flows';
 /**
  * Fallback slots per service: the source hash picks one, each holds a
  * usable server. Fixed, so that a change of the usable servers is an
@@ -128,6 +137,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
   const lines = [
     `table ${NFT_FAMILY} ${NFT_TABLE} {`,
     `  counter ${GUARD_COUNTER} { packets ${String(guard.packets)} bytes ${String(guard.bytes)} }`,
+    `  counter ${FALLBACK_COUNTER} { packets 0 bytes 0 }`,
     `  set vips { type ipv4_addr;${elements(vips)} }`,
     `  set services { type ipv4_addr . inet_proto . inet_service;${elements(services)} }`,
     `  set overflow_marks { type mark;${elements(overflow)} }`,
@@ -162,8 +172,8 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     `    meta mark & 0xff000000 == 0x51000000 meta l4proto { tcp, udp } ct mark set meta mark dnat ip to meta mark map @targets`,
     ...(fb.length > 0
       ? [
-          `    meta mark ${q} ${synOnly} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
-          `    meta mark ${q} meta l4proto udp dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
+          `    meta mark ${q} ${synOnly} counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
+          `    meta mark ${q} meta l4proto udp counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
         ]
       : []),
     '  }',

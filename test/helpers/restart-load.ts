@@ -1,15 +1,18 @@
 /**
  * What the hitless restart tests (front-restart, front-systemd) measure a
  * front node with: a paced stream of new connections, rate-limited
- * downloads hashed as they arrive, a raw SYN sender, and the kernel's
- * counters on our rules.
+ * downloads hashed as they arrive, a raw SYN sender, the kernel's
+ * counters on our rules, and a counting nft table of the test's own.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { FALLBACK_COUNTER, NFT_TABLE } from '../../src/front/nft.ts';
+import { QUEUE_MARK, hex } from '../../src/front/marks.ts';
 import { nsRun } from './testbed.ts';
+import { sleep } from './wait.ts';
 
 /** The testbed's first VIP (cluster 1), port 80. */
 export const VIP = '198.19.1.1';
@@ -24,19 +27,108 @@ export function ruleCount(ns: string, table: string, chain: string, re: RegExp):
   return Number(line.trim().split(/\s+/)[0]);
 }
 
-/** The kernel's counter on the jump into our queue chain. */
+/** The kernel's counter on the jump into our queue chain (iptables mangle PREROUTING: never replaced by an install). */
 export const jumpCount = (ns: string): number => ruleCount(ns, 'mangle', 'PREROUTING', /SLUICE_QUEUE/);
-/** The kernel's counter on the fallback spread (SYNs no daemon marked). */
-export const hmarkCount = (ns: string): number => ruleCount(ns, 'nat', 'SLUICE_DNAT', /HMARK/);
+
+/** Packets of the named counter `name` of nft table `ip TABLE` (`nft list counter`). */
+export function nftCounter(ns: string, table: string, name: string): number {
+  const out = nsRun(ns, 'nft', ['list', 'counter', 'ip', table, name]);
+  const m = /packets (\d+) bytes \d+/.exec(out);
+  assert.ok(m, `no counter ${name} in table ip ${table}:\n${out}`);
+  return Number(m[1]);
+}
 
 /**
- * A counting rule of the test's, first in nat PREROUTING (inserted after
- * the daemon's jump exists, which is then never moved): SYNs to the VIP
- * that no daemon marked (the fallback decides them). Our chains' counters
- * restart at each install; this one does not.
+ * The kernel's counter on our fallback's DNATs (new flows no daemon
+ * decided). Our table, and with it this counter, is replaced by every
+ * install (start, reload, repair): compare values read between two
+ * installs only.
  */
-export const UNMARKED = ['-d', `${VIP}/32`, '-p', 'tcp', '--dport', '80', '--tcp-flags', 'SYN,ACK,FIN,RST', 'SYN', '-m', 'mark', '--mark', '0'];
-export const fallbackSyns = (ns: string): number => ruleCount(ns, 'nat', 'PREROUTING', /dpt:80 flags:0x17\/0x02 mark match 0x0$/);
+export const fallbackCount = (ns: string): number => nftCounter(ns, NFT_TABLE, FALLBACK_COUNTER);
+
+const PROBE_TABLE = 'sluice_test_probe';
+const SYN = 'tcp dport 80 tcp flags & (syn | ack | fin | rst) == syn';
+
+/** Totals of a SynProbe's counters. */
+export interface ProbeCounts {
+  /** SYNs to VIP:80 arriving (first hook of all: raw priority). */
+  readonly seen: number;
+  /** SYNs of flows to the VIP that left prerouting DNATed (after our nat and guard chains). */
+  readonly dnated: number;
+  /** Of those, SYNs that still carried QUEUE_MARK: decided by the fallback, not by a daemon. */
+  readonly fallback: number;
+  /** SYNs still addressed to the VIP after our nat and guard chains: they met no DNAT and no guard. */
+  readonly escaped: number;
+  /** SYNs conntrack found invalid (before our classify chain): no flow, so no NAT for them. */
+  readonly invalid: number;
+}
+
+/**
+ * A counting table of the test's own (\`table ip sluice_test_probe\`), never
+ * touched by the daemon's installs, so its counters see across every
+ * reinstall, restart and removal of ours: a chain at the raw priority
+ * counts the SYNs to the VIP that arrive, a chain after our nat_pre
+ * (dstnat - 1) and vip_guard (dstnat + 1) counts how they leave. A SYN
+ * the guard dropped is seen and never leaves: seen - dnated - escaped.
+ */
+export class SynProbe {
+  readonly ns: string;
+
+  constructor(ns: string) {
+    this.ns = ns;
+    const script = `table ip ${PROBE_TABLE}
+delete table ip ${PROBE_TABLE}
+table ip ${PROBE_TABLE} {
+  counter seen { }
+  counter dnated { }
+  counter fallback { }
+  counter escaped { }
+  counter invalid { }
+  chain first {
+    type filter hook prerouting priority raw; policy accept;
+    ip daddr ${VIP} ${SYN} counter name seen
+  }
+  chain tracked {
+    type filter hook prerouting priority mangle - 20; policy accept;
+    ip daddr ${VIP} ${SYN} ct state invalid counter name invalid
+  }
+  chain last {
+    type filter hook prerouting priority dstnat + 2; policy accept;
+    ct original ip daddr ${VIP} ip daddr != ${VIP} ${SYN} meta mark ${hex(QUEUE_MARK)} counter name fallback
+    ct original ip daddr ${VIP} ip daddr != ${VIP} ${SYN} counter name dnated
+    ip daddr ${VIP} ${SYN} counter name escaped
+  }
+}
+`;
+    nsRun(ns, 'nft', ['-f', '-'], script);
+  }
+
+  read(): ProbeCounts {
+    const out = nsRun(this.ns, 'nft', ['list', 'table', 'ip', PROBE_TABLE]);
+    const get = (name: string): number => {
+      const m = new RegExp(`counter ${name} \\{\\s*packets (\\d+)`).exec(out);
+      assert.ok(m, `no counter ${name} in table ip ${PROBE_TABLE}:\n${out}`);
+      return Number(m[1]);
+    };
+    return { seen: get('seen'), dnated: get('dnated'), fallback: get('fallback'), escaped: get('escaped'), invalid: get('invalid') };
+  }
+
+  /** The counters once no SYN arrives any more (the sender stopped): two reads 200 ms apart agree. */
+  async settled(): Promise<ProbeCounts> {
+    let last = this.read();
+    for (let i = 0; i < 50; i++) {
+      await sleep(200);
+      const now = this.read();
+      if (now.seen === last.seen && now.dnated === last.dnated && now.escaped === last.escaped) return now;
+      last = now;
+    }
+    assert.fail(`SYNs still arriving 10 s after the sender stopped: ${JSON.stringify(last)}`);
+  }
+
+  remove(): void {
+    nsRun(this.ns, 'nft', ['-f', '-'], `table ip ${PROBE_TABLE}\ndelete table ip ${PROBE_TABLE}\n`);
+  }
+}
 
 /** The paced client (5 new connections/s, each a full HTTP request), read by tallies. */
 export class PacedLoad {

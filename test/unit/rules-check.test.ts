@@ -37,6 +37,10 @@ const NFT = `table ip sluice {
 		packets 0 bytes 0
 	}
 
+	counter fallback_flows {
+		packets 0 bytes 0
+	}
+
 	set vips {
 		type ipv4_addr
 		elements = { 198.19.1.1 }
@@ -82,8 +86,8 @@ const NFT = `table ip sluice {
 	chain nat_pre {
 		type nat hook prerouting priority dstnat - 1; policy accept;
 		meta mark 0x51000000/8 meta l4proto { tcp, udp } ct mark set meta mark dnat ip to meta mark map @targets
-		meta mark 0x51fff000 tcp flags syn / fin,syn,rst,ack dnat ip to ip daddr . meta l4proto . tcp dport . jhash ip saddr mod 256 seed 0x5175 map @fallback
-		meta mark 0x51fff000 dnat ip to ip daddr . meta l4proto . udp dport . jhash ip saddr mod 256 seed 0x5175 map @fallback
+		meta mark 0x51fff000 tcp flags syn / fin,syn,rst,ack counter name "fallback_flows" dnat ip to ip daddr . meta l4proto . tcp dport . jhash ip saddr mod 256 seed 0x5175 map @fallback
+		meta mark 0x51fff000 meta l4proto udp counter name "fallback_flows" dnat ip to ip daddr . meta l4proto . udp dport . jhash ip saddr mod 256 seed 0x5175 map @fallback
 	}
 
 	chain vip_guard {
@@ -189,10 +193,10 @@ describe('rule check: comparison with the read-back set', () => {
 describe('rule check: our nft table', () => {
   const cases: [string, string, Partial<RulesDamage>][] = [
     ['intact', NFT, {}],
-    ['intact, counters moved', NFT.replace('packets 0 bytes 0', 'packets 12 bytes 720'), {}],
+    ['intact, counters moved (the guard\'s, the fallback\'s)', NFT.replace('packets 0 bytes 0', 'packets 12 bytes 720').replace('packets 0 bytes 0', 'packets 3 bytes 180'), {}],
     ['intact, the fallback map rewritten (checked by count, not here)', NFT.replace('tcp . 80 . 255 : 198.18.201.12', 'tcp . 80 . 255 : 198.18.201.11'), {}],
     // nft flush ruleset: the table is gone.
-    ['a deleted table', '', { missingChains: 11, missingRules: 28 }],
+    ['a deleted table', '', { missingChains: 12, missingRules: 29 }],
     ['a flushed chain', NFT.replace(/(chain classify \{\n\t\ttype[^\n]*\n)[\s\S]*?(\n\t\})/, '$1$2'), { missingRules: 5 }],
     ['an element gone from the DNAT map', NFT.replace(', 0x51000002 : 198.18.201.12 . 80', ''), { missingRules: 1, unexpectedRules: 1 }],
     ['a VIP gone from the guard set', NFT.replace('elements = { 198.19.1.1 }', ''), { missingRules: 1 }],

@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from '../../src/front/marks.ts';
-import { FALLBACK_SLOTS, GUARD_COUNTER, configuredSpread, fallbackElements, fallbackUpdateScript, renderNft, type FallbackSpread } from '../../src/front/nft.ts';
+import { FALLBACK_COUNTER, FALLBACK_SLOTS, GUARD_COUNTER, configuredSpread, fallbackElements, fallbackUpdateScript, renderNft, type FallbackSpread } from '../../src/front/nft.ts';
 import { CHAINS, renderRules, resetsClients } from '../../src/front/rules.ts';
 
 const text = readFileSync(new URL('../../deploy/examples/front-cluster1.yaml', import.meta.url), 'utf8');
@@ -51,6 +51,9 @@ describe('front rules', () => {
     assert.ok(n.table.includes('meta mark @overflow_marks snat ip to 198.18.101.2'));
     assert.ok(n.table.includes(`meta mark != ${hex(REJECT_MARK)} ip daddr @vips counter name ${GUARD_COUNTER} drop`));
     assert.ok(n.table.includes('dnat ip to meta mark map @targets'));
+    // The kernel counts the fallback's DNATs (TCP and UDP): what happened while no daemon was bound.
+    assert.ok(n.table.includes(`  counter ${FALLBACK_COUNTER} { packets 0 bytes 0 }`));
+    assert.equal(n.table.split(`counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash`).length - 1, 2);
     assert.deepEqual(n.elements, { vips: 1, services: 1, overflow_marks: 1, targets: 4, fallback: FALLBACK_SLOTS });
     // A server's reset is recognised by the flow's conntrack mark (a decision of ours), not by a set of servers.
     assert.ok(n.table.includes('iifname "lan0" ct direction reply ct mark & 0xff000000 == 0x51000000 ct mark != 0x51fff000 tcp flags & rst == rst log group 0'));
