@@ -96,12 +96,13 @@ describe('sluice front: no packet to a VIP loops (fuzz)', () => {
   /** One fuzz run with curls alongside; returns the kernel's and the clients' figures. */
   async function fuzz(seed: number): Promise<FuzzRun> {
     const tx0 = await settledTx();
-    let stop = false;
+    // An object, not a let: the loop reads what the fuzz run's end writes.
+    const run = { stop: false };
     let curls = 0;
     let curlFailures = 0;
     const curling = (async () => {
       // Bounded: at most 200 requests, ending with the fuzz run.
-      for (let i = 0; i < 200 && !stop; i++) {
+      for (let i = 0; i < 200 && !run.stop; i++) {
         const r = await nsRunAsync(client, 'curl', ['-s', '-o', '/dev/null', '-w', '%{http_code}', '--connect-timeout', '5', '-m', '10', `http://${VIP}/`]);
         curls++;
         if (r.code !== 0 || r.stdout !== '200') curlFailures++;
@@ -109,7 +110,7 @@ describe('sluice front: no packet to a VIP loops (fuzz)', () => {
       }
     })();
     const r = await nsRunAsync(client, process.execPath, [FUZZ, VIP, '80', String(PACKETS), String(seed), '120', ...sources]);
-    stop = true;
+    run.stop = true;
     await curling;
     assert.equal(r.code, 0, r.stderr);
     const out = JSON.parse(r.stdout) as { sent: number; errors: number; byKind: Record<string, number> };
