@@ -73,7 +73,7 @@ import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
 import { listTableAsync, nftLoadAsync } from './nft.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG } from './rules.ts';
-import { installRuleset, listNft, renderRuleset } from './ruleset.ts';
+import { installRuleset, listNft, renderRuleset, type RuleSet } from './ruleset.ts';
 import { VipGuard, type GuardCount } from './vip-guard.ts';
 import { assertHostReady } from './preflight.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
@@ -165,6 +165,8 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly #selectorBuilt = new WeakMap<ServiceRuntime, string>();
   #lastRebuild = -Infinity;
   #rebuildTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The rules this process installed last (installRuleset's element-only update). */
+  #installed: RuleSet | undefined;
   /** The daemon-down fallback's contents: rewritten when the usable servers change (usableChanged). */
   readonly fallback: FallbackWriter;
   /** The VIP guard's drop counter, read from each rule check's dump of our nft table. */
@@ -188,8 +190,12 @@ export class FrontDaemon implements FrontMetricsSource {
       log: this.log,
       // A repair renders the running configuration with the latest usable servers.
       render: () => renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last()),
-      apply: (rules) => {
-        installRuleset(rules);
+      // Over the rules this process installed last, a reload or ctl change
+      // replaces only set and map elements (installRuleset); a repair, or
+      // the first install, replaces the whole table.
+      apply: (rules, whole) => {
+        installRuleset(rules, undefined, whole ? undefined : this.#installed);
+        this.#installed = rules;
       },
       save: (table) => (table === 'nft' ? listNft() : saveTable(table)),
       saveAsync: (table, timeoutMs) => (table === 'nft' ? listTableAsync(timeoutMs) : saveTableAsync(table, timeoutMs)),

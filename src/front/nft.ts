@@ -100,6 +100,18 @@ export function hasFallback(cfg: Pick<FrontConfig, 'failMode'>): boolean {
 export interface RenderedNft {
   /** The `nft -f` script: creates, deletes and recreates our table in one transaction. */
   readonly script: string;
+  /**
+   * The table without its elements and counter values: two renderings with
+   * the same structure differ only in set and map contents, and the second
+   * can be installed over the first by `update` alone.
+   */
+  readonly structure: string;
+  /**
+   * The `nft -f` script that replaces every set's and map's elements in
+   * one transaction (flush and add), leaving chains, hooks and counters in
+   * place. Valid only over a table of the same `structure`.
+   */
+  readonly update: string;
   /** The table's declaration alone (tests, docs). */
   readonly table: string;
   /** Elements per set or map (tests, the rule check's counts). */
@@ -199,12 +211,30 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
   // Declaring the table first makes the delete valid when it is absent;
   // the three statements are one transaction.
   const script = `table ${NFT_FAMILY} ${NFT_TABLE}\ndelete table ${NFT_FAMILY} ${NFT_TABLE}\n${table}`;
+  const structure = lines.map((l) => l.replace(/ elements = \{ .* \} \}$/, ' }').replace(/ \{ packets \d+ bytes \d+ \}$/, ' {}')).join('\n') + '\n';
+  const update = [
+    ...elementUpdate('set', 'vips', vips),
+    ...elementUpdate('set', 'services', services),
+    ...elementUpdate('set', 'overflow_marks', overflow),
+    ...elementUpdate('map', 'targets', targets),
+    ...elementUpdate('map', 'fallback', fb),
+  ].join('\n') + '\n';
   return {
     script,
+    structure,
+    update,
     table,
     elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, fallback: fb.length },
     chainSizes,
   };
+}
+
+/** Lines that replace the elements of one set or map (part of one `nft -f` transaction). */
+function elementUpdate(kind: 'set' | 'map', name: string, els: readonly string[]): string[] {
+  const lines = [`flush ${kind} ${NFT_FAMILY} ${NFT_TABLE} ${name}`];
+  // Chunks keep each line of the script short for nft's parser.
+  for (let i = 0; i < els.length; i += 4096) lines.push(`add element ${NFT_FAMILY} ${NFT_TABLE} ${name} { ${els.slice(i, i + 4096).join(', ')} }`);
+  return lines;
 }
 
 /** The `nft -f` script that replaces the fallback map's elements (one transaction: flush and add). */

@@ -50,7 +50,7 @@ export interface RulesHealthDeps {
   /** The running configuration's rules (rendered when a repair needs them). */
   readonly render: () => RuleSet;
   /** Installs `rules` (ruleset.ts installRuleset): synchronous, throws on failure. */
-  readonly apply: (rules: RuleSet) => void;
+  readonly apply: (rules: RuleSet, whole: boolean) => void;
   /** iptables-save of one table, or `nft list table` for `nft`, synchronously (the read-back after an install). */
   readonly save: (table: Table) => string;
   /** The same off the event loop, failing after `timeoutMs`. */
@@ -135,11 +135,11 @@ export class RulesHealth {
    * reload, repair). Throws what the install or the read-back throws; the
    * expected set is then unknown, and the next check reinstalls.
    */
-  install(rules: RuleSet): void {
+  install(rules: RuleSet, whole = false): void {
     this.#generation++;
     this.#expected = undefined;
     this.#nftPending = undefined;
-    this.#deps.apply(rules);
+    this.#deps.apply(rules, whole);
     const expected = new Map<Table, OwnedPart>();
     for (const t of tablesOf(rules)) {
       if (t === 'nft') continue;
@@ -273,7 +273,8 @@ export class RulesHealth {
   /** Reinstalls the running rules; synchronous, in the same turn as the comparison. */
   #repair(damage: RulesDamage, tables: readonly Table[]): CheckOutcome {
     try {
-      this.install(this.#deps.render());
+      // Whole: an element update over a damaged table would leave the damage.
+      this.install(this.#deps.render(), true);
     } catch (err) {
       this.#repairFailures++;
       this.#failingRepairs++;

@@ -107,6 +107,25 @@ describe('front rules', () => {
     assert.ok(n.table.includes(`${hex(serverMark(0, 1))} : 198.18.201.12 . 80`));
   });
 
+  it('structure: a change of servers or services keeps it (an element update suffices), a change of chains does not', () => {
+    const base = renderNft(bigConfig(2, 3), configuredSpread(bigConfig(2, 3)), { packets: 5, bytes: 300 });
+    const more = renderNft(bigConfig(3, 4), configuredSpread(bigConfig(3, 4)));
+    assert.equal(more.structure, base.structure, 'more services and servers: same chains');
+    assert.doesNotMatch(base.structure, /elements =|packets 5/, 'no elements and no counter values in the structure');
+    const drop = bigConfig(2, 3);
+    const dropped = renderNft({ ...drop, failMode: 'drop' }, configuredSpread(drop));
+    assert.notEqual(dropped.structure, base.structure, 'fail mode drop: no fallback rules, another structure');
+    const lan = renderNft({ ...drop, lanInterface: 'lan9' }, configuredSpread(drop));
+    assert.notEqual(lan.structure, base.structure, 'another LAN interface: another classify chain');
+    // The update flushes and refills every set and map, and nothing else.
+    const lines = more.update.trim().split('\n');
+    assert.deepEqual(lines.filter((l) => l.startsWith('flush ')).map((l) => l.split(' ').slice(1, 2).concat(l.split(' ').slice(-1)).join(' ')), ['set vips', 'set services', 'set overflow_marks', 'map targets', 'map fallback']);
+    assert.ok(lines.every((l) => l.startsWith('flush ') || l.startsWith('add element ')), more.update);
+    const added = (name: string): number => lines.filter((l) => l.startsWith(`add element ip sluice ${name} `)).reduce((n, l) => n + l.split(' : ').length - 1 + (name === 'vips' || name === 'services' || name === 'overflow_marks' ? l.split(',').length : 0), 0);
+    assert.equal(added('targets'), more.elements['targets']);
+    assert.equal(added('services'), more.elements['services']);
+  });
+
   it('UDP service: keyed by protocol in the services set', () => {
     const cfg = parseConfig(frontConfigSchema, text.replace('    port: 80\n', '    port: 53\n    protocol: udp\n'), 'x');
     const n = renderNft(cfg, configuredSpread(cfg));
