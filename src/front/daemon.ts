@@ -194,8 +194,9 @@ export class FrontDaemon implements FrontMetricsSource {
       // replaces only set and map elements (installRuleset); a repair, or
       // the first install, replaces the whole table.
       apply: (rules, whole) => {
-        installRuleset(rules, undefined, whole ? undefined : this.#installed);
+        const elements = installRuleset(rules, undefined, whole ? undefined : this.#installed);
         this.#installed = rules;
+        return elements;
       },
       save: (table) => (table === 'nft' ? listNft() : saveTable(table)),
       saveAsync: (table, timeoutMs) => (table === 'nft' ? listTableAsync(timeoutMs) : saveTableAsync(table, timeoutMs)),

@@ -50,7 +50,8 @@ export interface RulesHealthDeps {
   /** The running configuration's rules (rendered when a repair needs them). */
   readonly render: () => RuleSet;
   /** Installs `rules` (ruleset.ts installRuleset): synchronous, throws on failure. */
-  readonly apply: (rules: RuleSet, whole: boolean) => void;
+  /** Returns whether only the nft elements were replaced (installRuleset). */
+  readonly apply: (rules: RuleSet, whole: boolean) => boolean;
   /** iptables-save of one table, or `nft list table` for `nft`, synchronously (the read-back after an install). */
   readonly save: (table: Table) => string;
   /** The same off the event loop, failing after `timeoutMs`. */
@@ -82,6 +83,10 @@ export interface RulesHealthStatus {
   readonly lastRepair: string | null;
   /** How long the last dump of our nft table took (ms): it sets how often that table is checked (NFT_CHECK_SHARE). */
   readonly nftDumpMs: number;
+  /** Installs that replaced the whole nft table (start, repair, a change of its chains). */
+  readonly wholeInstalls: number;
+  /** Installs that replaced only its sets' and maps' elements (reloads, ctl changes). */
+  readonly elementUpdates: number;
 }
 
 /**
@@ -135,11 +140,15 @@ export class RulesHealth {
    * reload, repair). Throws what the install or the read-back throws; the
    * expected set is then unknown, and the next check reinstalls.
    */
+  #wholeInstalls = 0;
+  #elementUpdates = 0;
+
   install(rules: RuleSet, whole = false): void {
     this.#generation++;
     this.#expected = undefined;
     this.#nftPending = undefined;
-    this.#deps.apply(rules, whole);
+    if (this.#deps.apply(rules, whole)) this.#elementUpdates++;
+    else this.#wholeInstalls++;
     const expected = new Map<Table, OwnedPart>();
     for (const t of tablesOf(rules)) {
       if (t === 'nft') continue;
@@ -307,6 +316,8 @@ export class RulesHealth {
       failingRepairs: this.#failingRepairs,
       lastRepair: this.#lastRepair,
       nftDumpMs: Math.round(this.#nftDumpMs),
+      wholeInstalls: this.#wholeInstalls,
+      elementUpdates: this.#elementUpdates,
     };
   }
 }

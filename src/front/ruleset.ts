@@ -40,9 +40,9 @@ export function renderRuleset(cfg: FrontConfig, spread: FallbackSpread, guard?: 
  * in the swap (test/netns/front-restart.test.ts; the client retransmits
  * them). If the element update fails (the table is gone or changed), the
  * whole table is replaced. Without `over` (start, repair) the table is
- * always replaced whole.
+ * always replaced whole. Returns whether only the elements were replaced.
  */
-export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet): void {
+export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet): boolean {
   let done = false;
   if (over !== undefined && over.nft.structure === rules.nft.structure) {
     try {
@@ -54,6 +54,7 @@ export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet): 
   }
   if (!done) nftLoad(rules.nft.script, netns);
   installIptables(rules.iptables, netns);
+  return done;
 }
 
 /** Removes everything the front node installs: our iptables chains and jumps (also those of earlier versions), and our nft table. Idempotent. */

@@ -68,6 +68,8 @@ describe('sluice ctl changes survive reload and restart', () => {
     assert.equal(server(s1, 's1c')?.decided, 10, 'the daemon counted what the clients saw');
     assert.deepEqual(server(s1, 's1c')?.override, { kind: 'add' });
     assert.equal(`${server(s1, 's1c')?.address ?? ''}:${String(server(s1, 's1c')?.port)}`, '198.18.201.13:80');
+    // The change replaced only the nft table's elements (its chains and hooks stayed); the start alone replaced it whole.
+    assert.deepEqual([s1.rules.wholeInstalls, s1.rules.elementUpdates > 0], [1, true], JSON.stringify(s1.rules));
 
     // Connections/s from the daemon's own counters: seen while a burst runs.
     const running = burst(client, 300, 2);

@@ -119,6 +119,7 @@ function setup(failuresBeforeDead = 3): { ipt: FakeIptables; health: RulesHealth
     render: () => rules,
     apply: (r) => {
       ipt.apply(r);
+      return false;
     },
     save: (t) => ipt.save(t),
     saveAsync: (t) => ipt.saveAsync(t),
@@ -136,7 +137,7 @@ describe('rule check: repair', () => {
     assert.equal(await health.check(), 'intact');
     assert.equal(ipt.installs, 1);
     assert.deepEqual(logs, []);
-    assert.deepEqual({ ...health.status(), lastRepair: null }, { checks: 2, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0 });
+    assert.deepEqual({ ...health.status(), lastRepair: null }, { checks: 2, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 1, elementUpdates: 0 });
   });
 
   it('a flushed table is reinstalled, counted, and logged once with counts', async () => {
@@ -184,6 +185,7 @@ describe('rule check: repair', () => {
       render: () => rules,
       apply: (r) => {
         ipt.apply(r);
+        return false;
       },
       save: (t) => ipt.save(t),
       saveAsync: (t) => ipt.saveAsync(t),
@@ -212,6 +214,7 @@ describe('rule check: repair', () => {
       render: () => rules,
       apply: (r) => {
         ipt.apply(r);
+        return false;
       },
       save: (t) => ipt.save(t),
       saveAsync: (t) => {
