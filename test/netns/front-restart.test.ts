@@ -141,15 +141,34 @@ describe('sluice front: hitless stop, restart and reload', () => {
       // between the raw hook and the end of prerouting, most likely by our
       // guard during the table swap); 0 of ~0.9M with no reinstall. A
       // dropped SYN is retransmitted (1 s later), never routed out. Kept
-      // as a test that fails visibly (todo) until it is understood.
-      await t.test('every SYN of the flood DNATed (none dropped during the swaps)', { todo: 'a few SYNs per 300 nft table swaps are dropped, not DNATed: see the report of branch i20-hitless2' }, () => {
+      // as a test that fails visibly (todo) until it is understood. Only a
+      // start or a repair replaces the whole table now.
+      await t.test('every SYN of the flood DNATed (none dropped during the swaps)', { todo: 'a whole-table swap (start, repair) drops 1-7 SYNs per ~1M over 300 swaps (cause not found; the client retransmits); reloads and ctl changes now update elements only, which lose none (asserted below)' }, () => {
         assert.equal(c.dnated, c.seen, `SYNs not DNATed: ${String(c.seen - c.dnated)} of ${String(c.seen)} (conntrack-invalid: ${String(c.invalid)})`);
       });
+
+      // What a reload or ctl change does since (installRuleset over the
+      // rules this process installed, same chains): only the sets' and
+      // maps' elements replaced, in one transaction; chains and hooks stay.
+      // 300 such updates under the same flood lose no SYN.
+      const updateFile = join(st.runDir, 'front-rules.update.nft');
+      writeFileSync(updateFile, rules.nft.update);
+      flood = synFlood(client, source, 2_000_000);
+      await until(() => syns.read().seen >= c.seen + 1000, 'the SYN flood of the element updates is under way', 30_000);
+      const u = spawnSync('ip', ['netns', 'exec', ns, 'sh', '-c', 'i=0; while [ $i -lt 300 ]; do nft -f "$1" || exit 1; i=$((i+1)); done', 'sh', updateFile], { encoding: 'utf8', timeout: 300_000 });
+      assert.equal(u.status, 0, u.stderr);
+      assert.equal(flood.exitCode, null, 'the flood lasted through every element update');
+      await stopFlood();
+      const e = await syns.settled();
+      t.diagnostic(`300 element updates: ${String(e.seen - c.seen)} SYNs seen, ${String(e.dnated - c.dnated)} DNATed, ${String(e.escaped - c.escaped)} escaped`);
+      assert.ok(e.seen - c.seen >= 1000, 'SYNs arrived during the element updates');
+      assert.equal(e.dnated - c.dnated, e.seen - c.seen, 'every SYN DNATed during 300 element-only updates');
+      assert.equal(e.escaped, c.escaped, 'no SYN escaped during the element updates');
 
       // The probes can fail: the same flood against two loads with a window
       // between them, for each part.
       flood = synFlood(client, source, 2_000_000);
-      await until(() => syns.read().seen >= c.seen + 1000, 'the second SYN flood is under way', 30_000);
+      await until(() => syns.read().seen >= e.seen + 1000, 'the second SYN flood is under way', 30_000);
       const nonAtomic = (script: string): void => {
         const x = spawnSync('ip', ['netns', 'exec', ns, 'sh', '-c', `i=0; while [ $i -lt 20 ]; do ${script} || exit 1; i=$((i+1)); done`, 'sh', nftFile, restoreFile], { encoding: 'utf8', timeout: 120_000 });
         assert.equal(x.status, 0, x.stderr);
@@ -159,7 +178,7 @@ describe('sluice front: hitless stop, restart and reload', () => {
       nonAtomic(`nft delete table ${NFT_FAMILY} ${NFT_TABLE} && nft -f "$1"`);
       await stopFlood();
       const d = await syns.settled();
-      const lost = d.seen - c.seen - (d.dnated - c.dnated);
+      const lost = d.seen - e.seen - (d.dnated - e.dnated);
       t.diagnostic(`20 flush-then-restore of the queue chain: ${String(missedQueue())} SYNs met no queue rule; 20 delete-then-load of our table: ${String(lost)} SYNs not DNATed (${String(d.escaped)} escaped)`);
       assert.ok(missedQueue() > 0, 'a window between flush and refill of the queue chain is seen by the probe');
       assert.ok(lost > 0, 'a window without our table is seen by the probe');
