@@ -33,8 +33,9 @@ export interface SiteOptions {
   readonly ttl?: number;
   /**
    * Health checks on (the demo): the front node checks each server over
-   * HTTP every second (fall 2, rise 2, 10 s slow start) and each agent
-   * checks its own nginx over TCP every second.
+   * HTTP every second (GET /healthz, which nginx answers without logging,
+   * so checks are not client requests; fall 2, rise 2, 10 s slow start)
+   * and each agent checks its own nginx over TCP every second.
    */
   readonly healthChecks?: boolean;
 }
@@ -88,7 +89,7 @@ services:
     vip: ${k.vip}
     port: 80
     method: capacity
-${o.healthChecks === true ? '    health: { kind: http, path: /, intervalSeconds: 1, timeoutSeconds: 0.5, rise: 2, fall: 2, slowStartSeconds: 10 }\n' : ''}    servers:
+${o.healthChecks === true ? '    health: { kind: http, path: /healthz, bodyMatch: ok, intervalSeconds: 1, timeoutSeconds: 0.5, rise: 2, fall: 2, slowStartSeconds: 10 }\n' : ''}    servers:
 ${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address} }`).join('\n')}
 overflow:
 ${others.map((x) => `  - { cluster: c${x.index}, vip: ${x.vip} }`).join('\n') || '  []'}
