@@ -262,7 +262,10 @@ export class FrontDaemon implements FrontMetricsSource {
     const fields = { service, server: t.server, from: t.from, to: t.to, reason: t.reason, check: h.check, agent: h.agent };
     if (t.to === 'up') this.log.info(fields, 'server health changed');
     else this.log.warn(fields, 'server health changed');
-    for (const svc of this.engine.services) for (const b of svc.servers) b.refreshUsable();
+    // Only the runtime that owns this health changes now (one service's
+    // servers scanned); usableSetChanged() re-derives every server once per turn.
+    const owner = this.engine.services.find((x) => x.name === service)?.servers.find((b) => b.health === h);
+    owner?.refreshUsable();
     this.#usablePending ??= setImmediate(() => {
       this.#usablePending = undefined;
       this.usableSetChanged();
