@@ -208,6 +208,8 @@ export class DnsDaemon {
         serversTotal: c.serversTotal,
         reports: c.reports,
         lastReportAgeSeconds: c.reports > 0 ? round((now - c.lastReport) / 1000) : null,
+        source: c.source ?? null,
+        nodes: this.clusters.nodes(c).map((r) => ({ node: r.node, role: r.role, ageSeconds: round((now - r.at) / 1000), fresh: this.clusters.reports.isFresh(r, now), reports: r.reports })),
       })),
       steering: {
         decisions: st.decisions,

@@ -127,9 +127,13 @@ export class Steering {
     const candidates: Candidate[] = [];
     let validUntil = now + this.#memoMs;
     for (const c of p.clusters.clusters) {
-      if (!p.clusters.isUsable(c, now)) continue;
+      const usable = p.clusters.isUsable(c, now);
+      // Any fresh report going stale may change the answer: a usable cluster
+      // may go down, or a pair's master falling silent hands the figures to
+      // its backup (which may have room where the master had none).
+      if (c.reports > 0) validUntil = Math.min(validUntil, p.clusters.staleAt(c) + 1e-3);
+      if (!usable) continue;
       candidates.push({ index: c.index, name: c.name, free: ClusterTable.freeFraction(c), available: c.available });
-      validUntil = Math.min(validUntil, p.clusters.staleAt(c) + 1e-3);
     }
     const rtt = this.#rttScratch;
     const measured = p.rtt.current(prefix.key, now, rtt);
