@@ -28,6 +28,7 @@ export function renderAgentStatus(s: AgentStatus): string {
       ['LOAD REPORTS', 'RATE REPORTS', 'SAMPLE ERRORS', 'UTIL', 'CPU', 'CONNECTIONS'],
       [[String(s.reports.load), String(s.reports.requestRate), String(s.reports.sampleErrors), l === undefined ? '-' : `${(l.utilization * 100).toFixed(0)}%`, l === undefined ? '-' : `${(l.cpu * 100).toFixed(0)}%`, l === undefined ? '-' : String(l.connections)]],
     ),
+    ...(s.fronts && s.fronts.length > 0 ? [table(['FRONT NODE', 'CONNECTED', 'SENT', 'DROPPED', 'CONNECTS', 'DISCONNECTS'], s.fronts.map((f) => [f.endpoint, f.connected ? 'yes' : 'no', String(f.sent), String(f.dropped), String(f.connects), String(f.disconnects)]))] : []),
     `access log ${s.accessLog.path}: ${log || '-'}`,
     ...(s.health ? [renderAgentHealth(s.health)] : []),
   ].join('\n');

@@ -274,7 +274,7 @@ control:
 `;
   it('has defaults', () => {
     const cfg = parseConfig(frontConfigSchema, base, 't');
-    assert.deepEqual({ ...cfg.control?.probe }, { count: 3, spacingMs: 200, timeoutMs: 1000, maxTargets: 4096, maxPerSecond: 200, reportSeconds: 1 });
+    assert.deepEqual({ ...cfg.control?.probe }, { count: 3, spacingMs: 200, timeoutMs: 1000, maxTargets: 4096, maxPerSecond: 200, reportSeconds: 1, dedupSeconds: 10 });
   });
   it('checks bounds', () => {
     assert.throws(() => parseConfig(frontConfigSchema, `${base}  probe: { count: 17 }\n`, 't'));
