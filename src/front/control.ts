@@ -214,7 +214,7 @@ export class FrontControl {
       this.#log.error({ err }, 'RTT probing off: cannot open the ICMP socket; probe requests will be ignored (counted in status)');
       return;
     }
-    this.#prober = new RttProber(this.#src.config.cluster, cfg.probe, this.#pinger, performance.now());
+    this.#prober = new RttProber(this.#src.config.cluster, { ...cfg.probe, dedupMs: cfg.probe.dedupSeconds * 1000 }, this.#pinger, performance.now());
   }
 
   #probeRequest(m: Envelope<'rtt_probe_request'>): void {
