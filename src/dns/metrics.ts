@@ -177,8 +177,9 @@ export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): v
     [{ outcome: 'sent' }, d.probes.sent],
   ]);
   counterOf(registry, 'sluice_dns_probe_requests_sent_total', 'rtt_probe_request messages published to the front nodes.', () => src.control()?.probeRequestsSent ?? 0);
-  counterFrom(registry, 'sluice_dns_rtt_results_total', 'RTT results received: applied, unknown_target (not asked for), unknown_cluster (whole messages from an unconfigured cluster).', ['outcome'], () => [
-    [{ outcome: 'applied' }, d.rtt.results],
+  counterFrom(registry, 'sluice_dns_rtt_results_total', 'RTT results received: applied (asked for by this server), shared (asked for by another DNS server: filed under the target\'s prefix), unknown_target (not filed), unknown_cluster (whole messages from an unconfigured cluster).', ['outcome'], () => [
+    [{ outcome: 'applied' }, d.rtt.results - d.rtt.shared],
+    [{ outcome: 'shared' }, d.rtt.shared],
     [{ outcome: 'unknown_target' }, d.rtt.unknownTargets],
     [{ outcome: 'unknown_cluster' }, src.control()?.unknownClusterResults ?? 0],
   ]);

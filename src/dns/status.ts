@@ -56,6 +56,8 @@ export interface DnsStatus {
     readonly evicted: number;
     readonly results: number;
     readonly unknownTargets: number;
+    /** Results of probes another DNS server asked for, filed under the target's prefix. */
+    readonly shared: number;
     /** The latest measured clients: RTT in ms per cluster name, 'no-reply', or null (not measured). */
     readonly recent: readonly { readonly client: string; readonly rttMs: Readonly<Record<string, number | string | null>> }[];
   };

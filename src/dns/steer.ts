@@ -23,6 +23,7 @@ import type { ClientPrefix } from './client_prefix.ts';
 import { ClusterTable, type ClusterRecord } from './cluster_state.ts';
 import type { DnsConfig } from './config.ts';
 import type { HighRateTable } from './high_rate.ts';
+import { prefixDraw } from './policy/draw.ts';
 import { makePolicy } from './policy/index.ts';
 import type { Candidate, Policy } from './policy/policy.ts';
 import type { ProbeScheduler } from './probe_scheduler.ts';
@@ -63,7 +64,6 @@ export interface SteeringParts {
   readonly sticky: StickyTable;
   readonly probes: ProbeScheduler;
   readonly log: Logger;
-  random(): number;
 }
 
 export class Steering {
@@ -158,7 +158,7 @@ export class Steering {
       order = [stuckCandidate, ...candidates.filter((c) => c !== stuckCandidate)];
       reason = `sticky:${stuckCandidate.name}`;
     } else {
-      const r = sn.policy.rank({ candidates, rtt, measured, random: () => p.random() });
+      const r = sn.policy.rank({ candidates, rtt, measured, draw: (c) => prefixDraw(cfg.name, prefix.key, c.name) });
       order = r.order;
       reason = r.reason;
       scoped = sn.policy.name !== 'capacity' && measured > 0;
