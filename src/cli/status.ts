@@ -159,10 +159,12 @@ export function renderFrontStatus(s: FrontStatus): string {
   if (s.admission) out.push('', renderAdmission(s.admission));
   const k = s.control;
   if (k) {
+    out.push('', `control-plane node ${k.node}, role ${k.role} (reported at once on ${k.roleChanges} role changes)`);
     out.push('', `cluster: capacity ${num(k.cluster.capacity)}/s, load ${num(k.cluster.load)}/s, available ${num(k.cluster.available)}/s, servers up ${k.cluster.serversUp}/${k.cluster.serversTotal}`);
     out.push('', `top clients (requests/s, last pass; ${k.clients.tracked} tracked, ${k.clients.dropped} dropped at the bound)`);
     out.push(k.topClients.length > 0 ? table(['CLIENT', 'RATE'], k.topClients.map((t) => [t.client, num(t.rate, 2)])) : '  (none yet)');
-    if (k.peerClusters.length > 0) out.push('', table(['CLUSTER', 'AVAILABLE', 'CAPACITY', 'AGE', 'FRESH'], k.peerClusters.map((p) => [p.cluster, num(p.available), num(p.capacity), `${num(p.ageSeconds)}s`, p.fresh ? 'yes' : 'no'])));
+    // A pair's figures come from one node (its master while fresh): FIGURES FROM names it, NODES lists node:role:age.
+    if (k.peerClusters.length > 0) out.push('', table(['CLUSTER', 'AVAILABLE', 'CAPACITY', 'AGE', 'FRESH', 'FIGURES FROM', 'NODES'], k.peerClusters.map((p) => [p.cluster, num(p.available), num(p.capacity), `${num(p.ageSeconds)}s`, p.fresh ? 'yes' : 'no', p.source, p.nodes.map((n) => `${n.node}:${n.role}:${num(n.ageSeconds)}s`).join(' ')])));
     out.push('', k.peers.length > 0 ? table(['PEER', 'LAST MESSAGE', 'MESSAGES', 'AGE'], k.peers.map((p) => [p.name, p.lastType, String(p.messages), `${num(p.ageSeconds)}s`])) : 'peers: none yet');
     out.push('', `control: received ${nonZero(k.counters.received)}; rejected ${nonZero(k.counters.rejected)}; send dropped ${k.counters.sendDropped}; handler errors ${k.counters.handlerErrors}`);
     out.push(`handshakes: ${Object.entries(k.zap).map(([d, z]) => `${d} accepted ${z.accepted} refused ${z.refused}`).join('; ') || '-'}`);
