@@ -95,9 +95,10 @@ import { SystemdNotifier } from '../systemd/notify.ts';
 import { QueueLiveness } from '../systemd/queue-liveness.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
 import type { Gatekeeper } from '../throttle/gatekeeper.ts';
+import type { HaRole } from '../control/cluster-reports.ts';
 
 /** Top-level keys a reload cannot apply (the control section has its own rule: restartPart). */
-export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket', 'cluster', 'http', 'stateFile'] as const;
+export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket', 'cluster', 'node', 'http', 'stateFile'] as const;
 
 /** Seconds of the connections/s window in status (samples once a second). */
 export const RATE_WINDOW_SECONDS = 5;
@@ -634,6 +635,16 @@ export class FrontDaemon implements FrontMetricsSource {
    */
   usableChanged(): void {
     this.fallback.update(this.engine.services);
+  }
+
+  /**
+   * This node's HA role, carried by every cluster_load (issue 21). 'single'
+   * until the keepalived integration tracks the node's state; it then
+   * returns 'master' or 'backup' and calls FrontControl.roleChanged() on
+   * each transition.
+   */
+  haRole(): HaRole {
+    return 'single';
   }
 
   /**
