@@ -3,18 +3,24 @@
  *
  *   WAN with per-path delays (client i is near cluster i: 10 ms one way, 40
  *   to the other), 2 clusters of 3 nginx servers (each in its own CPU
- *   cgroup) behind their front nodes (`sluice front`, NFQUEUE steering),
- *   a `sluice agent` next to every server, `sluice dns` in the DNS
- *   namespace, all over the CURVE control plane with the testbed's keys.
+ *   cgroup) behind a pair of front nodes each (`sluice front`, NFQUEUE
+ *   steering; keepalived moves the cluster's uplink and gateway addresses,
+ *   conntrackd replicates the flows), a `sluice agent` next to every server
+ *   reporting to both fronts, two `sluice dns` servers (the zone's NS set),
+ *   all over the CURVE control plane with the testbed's keys.
  *
  * Every client resolves www.example.test at the Sluice DNS server and
  * fetches from the address it gets, twice a second. Every 2 s the demo
- * shows each cluster (capacity, load, servers with their connections and
- * utilization), the DNS server's choice per client prefix with its reason,
- * and what each client got. Ctrl-C, or the end of --duration, prints a
- * summary and tears everything down.
+ * shows each cluster (its front nodes' roles, capacity, load, servers with
+ * their connections and utilization), the DNS servers' choice per client
+ * prefix with its reason, and what each client got. Clients ask the DNS
+ * servers in turn, as resolvers spread over an NS set. Kill the master of a
+ * pair (ip netns pids <prefix>-fr1a | xargs kill -9) and watch the other
+ * take over. Ctrl-C, or the end of --duration, prints a summary and tears
+ * everything down.
  *
  *   scripts/demo.sh [--duration SECONDS] [--keep] [--prefix NAME] [--dashboard HOST:PORT|off]
+ *                   [--fronts-per-cluster 1|2] [--dns-servers 1|2]
  */
 import { execFile, spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -22,7 +28,7 @@ import { parseArgs } from 'node:util';
 import { adminRequest } from '../src/admin/client.ts';
 import { table } from '../src/cli/table.ts';
 import { describePlan } from './testbed/plan.ts';
-import { OPS_PORTS, startSite, stopDaemons, waitForSite, type Daemon } from './testbed/site.ts';
+import { OPS_PORTS, dnsSocket, frontSocket, startSite, stopDaemons, waitForSite, type Daemon } from './testbed/site.ts';
 import { down, up } from './testbed/testbed.ts';
 
 const { values } = parseArgs({
@@ -31,6 +37,8 @@ const { values } = parseArgs({
     dashboard: { type: 'string', default: '127.0.0.1:8080' }, // HOST:PORT of `sluice dashboard`, or off
     keep: { type: 'boolean', default: false },
     prefix: { type: 'string', default: 'demo' },
+    'fronts-per-cluster': { type: 'string', default: '2' },
+    'dns-servers': { type: 'string', default: '2' },
   },
 });
 const duration = values.duration === undefined ? Infinity : Number(values.duration);
@@ -48,16 +56,19 @@ function nsExec(ns: string, cmd: string, args: string[], timeoutMs = 5000): Prom
 }
 
 console.log('Bringing up the demo site...');
-const st = up({ prefix: values.prefix, serverCpus: 0.25 });
+const st = up({ prefix: values.prefix, serverCpus: 0.25, frontsPerCluster: Number(values['fronts-per-cluster']), dnsServers: Number(values['dns-servers']) });
 console.log(describePlan(st.plan));
 // Health checks on, as a real site runs: a killed nginx is taken out within 2 s (front check) and shows on the dashboard.
 const daemons: Daemon[] = startSite(st, { healthChecks: true });
 console.log(`\nStarted ${daemons.length} Sluice daemons (logs in ${st.runDir}/*.log).`);
 // The live web view; it prints its URL (errors, e.g. a port in use, on stderr).
-const sources = [...st.plan.clusters.map((k) => `front${k.index}=unix:${join(st.runDir, `front${k.index}.sock`)}`), `dns=unix:${join(st.runDir, 'dns.sock')}`];
+const sources = [
+  ...st.plan.clusters.flatMap((k) => k.fronts.map((f) => `${k.fronts.length === 1 ? `front${k.index}` : f.id}=unix:${frontSocket(st, k, f)}`)),
+  ...st.plan.dnsServers.map((d) => `${d.id}=unix:${dnsSocket(st, d)}`),
+];
 const dashboard = values.dashboard === 'off' ? undefined : spawn(join(import.meta.dirname, '../bin/sluice'), ['dashboard', '--listen', values.dashboard, ...sources.flatMap((x) => ['--source', x])], { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' } });
-const missing = await waitForSite(st);
-console.log(missing.length === 0 ? 'The site is serving.' : `Still not ready after 30 s: ${missing.join(', ')} (see the logs; going on).`);
+const missing = await waitForSite(st, 60_000);
+console.log(missing.length === 0 ? 'The site is serving.' : `Still not ready after 60 s: ${missing.join(', ')} (see the logs; going on).`);
 console.log(`Metrics and status over HTTP in each namespace: ip netns exec ${st.plan.clusters[0]?.front.name ?? ''} curl -s http://127.0.0.1:${OPS_PORTS.front}/metrics (front; dns :${OPS_PORTS.dns}, agents :${OPS_PORTS.agent}; /status for JSON)`);
 console.log(values.keep ? `(--keep: the site stays up; remove it with: node scripts/testbed/cli.ts down --prefix ${values.prefix})` : 'Ctrl-C to stop (the site is torn down).');
 
@@ -74,14 +85,17 @@ const tally = new Map<string, ClientTally>(st.plan.clients.map((c) => [c.name, {
 
 let stopping = false;
 const started = Date.now();
+/** Which DNS server the next round asks (in turn, as resolvers spread over an NS set). */
+let dnsTurn = 0;
 
 /** One resolve-and-fetch per client (DNS answer, then HTTP to it). */
 async function clientRound(): Promise<void> {
+  const dnsServer = st.plan.dnsServers[dnsTurn++ % st.plan.dnsServers.length] ?? st.plan.dns;
   await Promise.all(
     st.plan.clients.map(async (c) => {
       const t = tally.get(c.name);
       if (!t) return;
-      const answer = (await nsExec(c.name, 'dig', ['+short', '+time=1', '+tries=1', `@${st.plan.dns.address}`, 'www.example.test', 'A']))?.trim().split('\n')[0] ?? '';
+      const answer = (await nsExec(c.name, 'dig', ['+short', '+time=1', '+tries=1', `@${dnsServer.address}`, 'www.example.test', 'A']))?.trim().split('\n')[0] ?? '';
       if (!/^\d+\.\d+\.\d+\.\d+$/.test(answer)) {
         t.failed++;
         t.last = 'no DNS answer';
@@ -103,7 +117,13 @@ async function clientRound(): Promise<void> {
   );
 }
 
+interface HaView {
+  role: string;
+  peer?: { name: string };
+  lastFailover?: { at?: string; from?: string; to?: string } | null;
+}
 interface FrontView {
+  ha?: HaView;
   services?: { servers: { name: string; active: number; decided: number; capacity: number | null; rate?: number }[] }[];
   control?: { servers: { name: string; utilization: number; capacity: number; down: boolean }[]; cluster: { capacity: number; load: number; available: number; serversUp: number; serversTotal: number } };
 }
@@ -127,7 +147,12 @@ const n1 = (x: number | undefined): string => (x === undefined ? '-' : x.toFixed
 async function view(title: string): Promise<void> {
   const out: string[] = [`\n=== ${title} ===`];
   for (const k of st.plan.clusters) {
-    const f = await statusOf<FrontView>(join(st.runDir, `front${k.index}.sock`));
+    // The cluster as its master sees it (a single front is its own master).
+    const views = await Promise.all(k.fronts.map(async (fp) => ({ fp, v: await statusOf<FrontView>(frontSocket(st, k, fp)) })));
+    if (k.fronts.length > 1) {
+      out.push(`cluster c${k.index} front nodes: ${views.map(({ fp, v }) => `${fp.id} ${v ? (v.ha?.role ?? '?') : 'not answering'}${v?.ha?.lastFailover ? ` (last failover ${v.ha.lastFailover.at ?? ''})` : ''}`).join(', ')}`);
+    }
+    const f = (views.find(({ v }) => v?.ha === undefined || v.ha.role === 'master' || v.ha.role === 'single') ?? views[0])?.v;
     if (!f) {
       out.push(`cluster c${k.index}: front node not answering`);
       continue;
@@ -141,11 +166,13 @@ async function view(title: string): Promise<void> {
     });
     out.push(table(['  SERVER', 'ACTIVE', 'DECIDED', 'CAPACITY', 'UTIL', 'STATE'], rows.map((r) => [`  ${r[0] ?? ''}`, ...r.slice(1)])));
   }
-  const d = await statusOf<DnsView>(join(st.runDir, 'dns.sock'));
-  if (d) {
-    out.push(`DNS: clusters ${d.clusters.map((c) => `${c.name} ${c.state}`).join(', ')}; answered ${d.counters['steered'] ?? 0} steered queries`);
-    out.push(table(['  CLIENT PREFIX', 'ANSWER', 'REASON'], d.steering.recent.map((r) => [`  ${r.client}`, r.answer.map((a) => vipCluster.get(a) ?? a).join(','), r.reason])));
-  } else out.push('DNS: not answering');
+  for (const dp of st.plan.dnsServers) {
+    const d = await statusOf<DnsView>(dnsSocket(st, dp));
+    if (d) {
+      out.push(`DNS ${dp.id}: clusters ${d.clusters.map((c) => `${c.name} ${c.state}`).join(', ')}; answered ${d.counters['steered'] ?? 0} steered queries`);
+      out.push(table(['  CLIENT PREFIX', 'ANSWER', 'REASON'], d.steering.recent.map((r) => [`  ${r.client}`, r.answer.map((a) => vipCluster.get(a) ?? a).join(','), r.reason])));
+    } else out.push(`DNS ${dp.id}: not answering`);
+  }
   out.push(table(['CLIENT', 'DNS ANSWERS', 'FETCHED', 'FAILED', 'SERVERS', 'LAST'], [...tally].map(([name, t]) => [name, fmt(t.resolved), String(t.fetched), String(t.failed), fmt(t.servers), t.last])));
   console.log(out.join('\n'));
 }

@@ -136,10 +136,12 @@ export class PacedLoad {
   readonly #lines: string[] = [];
   #waiter: ((l: string) => void) | undefined;
   failures = 0;
+  /** The longest time without a completed connection, over every read (the client's own clock). */
+  maxGapMs = 0;
   readonly tally: Record<string, number> = {};
 
-  constructor(ns: string, source: string) {
-    this.child = spawn('ip', ['netns', 'exec', ns, process.execPath, '--no-warnings', PACED, '--url', `http://${VIP}/`, '--rate', '5', '--sources', source, '--max-seconds', '240'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  constructor(ns: string, source: string, opts: { vip?: string; maxSeconds?: number } = {}) {
+    this.child = spawn('ip', ['netns', 'exec', ns, process.execPath, '--no-warnings', PACED, '--url', `http://${opts.vip ?? VIP}/`, '--rate', '5', '--sources', source, '--max-seconds', String(opts.maxSeconds ?? 240)], { stdio: ['pipe', 'pipe', 'ignore'] });
     createInterface({ input: this.child.stdout! }).on('line', (l) => {
       if (this.#waiter) {
         const w = this.#waiter;
@@ -148,6 +150,9 @@ export class PacedLoad {
       } else this.#lines.push(l);
     });
   }
+
+  /** The longest gap of the last read alone. */
+  lastGapMs = 0;
 
   /** Connections completed since the previous read, added to the totals. */
   async read(): Promise<Record<string, number>> {
@@ -161,8 +166,10 @@ export class PacedLoad {
       };
     });
     this.child.stdin!.write('tally\n');
-    const r = JSON.parse(await line) as { tally: Record<string, number>; failures: number };
+    const r = JSON.parse(await line) as { tally: Record<string, number>; failures: number; maxGapMs: number };
     this.failures += r.failures;
+    this.lastGapMs = r.maxGapMs;
+    this.maxGapMs = Math.max(this.maxGapMs, r.maxGapMs);
     for (const [k, v] of Object.entries(r.tally)) this.tally[k] = (this.tally[k] ?? 0) + v;
     return r.tally;
   }
