@@ -6,13 +6,15 @@
  * conntrackd FTFW + `sluice front` on both nodes), one client, two nginx
  * servers. Each round: a paced stream of 5 new connections/s and
  * `--downloads` rate-limited 50 MiB downloads run through the VIP; once the
- * backup's conntrackd holds the downloads' flows, every process of the
- * master is killed (kill -9: keepalived, conntrackd, sluice front). The
+ * backup's conntrackd holds the downloads' flows, the master's host dies:
+ * every process killed (kill -9: keepalived, conntrackd, sluice front) and
+ * its links down (testbed failNode). The
  * round measures, from the client's one clock, the longest time without a
  * completed new connection (the gap), the new connections that failed, and
  * the downloads that did not complete with the right SHA-1 (flows lost).
- * Then the dead node's processes start again (it comes back as backup: no
- * preemption) and the next round kills the other node.
+ * Then the dead node boots again (reviveNode: links up, processes started;
+ * it comes back as backup: no preemption) and the next round kills the
+ * other node.
  *
  *   node scripts/bench/failover.ts [--rounds 5] [--downloads 10] [--advert 0.3]
  *
@@ -29,7 +31,7 @@ import { adminRequest } from '../../src/admin/client.ts';
 import { table } from '../../src/cli/table.ts';
 import { Download, PacedLoad } from '../../test/helpers/restart-load.ts';
 import type { ClusterPlan, FrontPlan } from '../testbed/plan.ts';
-import { frontSocket, startFront, startSite, stopDaemons, waitForSite, type Daemon } from '../testbed/site.ts';
+import { failNode, frontSocket, reviveNode, startSite, stopDaemons, waitForSite, type Daemon } from '../testbed/site.ts';
 import { down, up } from '../testbed/testbed.ts';
 
 const { values } = parseArgs({
@@ -113,14 +115,7 @@ try {
       });
       await paced.read(); // gaps before the kill are not the failover's
       const adoptedBefore = (await status(backup))?.records?.adopted ?? 0;
-      const pids = spawnSync('ip', ['netns', 'pids', m.name], { encoding: 'utf8' }).stdout.split('\n').map(Number).filter((n) => n > 0);
-      for (const p of pids) {
-        try {
-          process.kill(p, 'SIGKILL');
-        } catch {
-          /* gone */
-        }
-      }
+      failNode(m);
       await until(`${backup.id} takes over`, 20_000, async () => (await status(backup))?.ha?.role === 'master');
       await sleep(6000);
       await paced.read();
@@ -143,7 +138,7 @@ try {
       for (const d of downloads) d.child.kill();
     }
     // The dead node again: it comes back as backup.
-    daemons.push(...startFront(st, k, m, site));
+    daemons.push(...reviveNode(st, k, m, site));
     await until(`${m.id} back as backup`, 60_000, async () => (await status(m))?.ha?.role === 'backup');
     await sleep(2000); // its conntrackd's resync
   }

@@ -267,15 +267,61 @@ export function startKeepalived(st: TestbedState, f: FrontPlan): Daemon {
   return startProcess(st, f.name, `keepalived-${f.id}`, 'keepalived', ['-P', '-n', '-l', '-D', '-f', join(dir, 'keepalived.conf'), '-p', join(dir, 'keepalived.pid'), '-r', join(dir, 'vrrp.pid')]);
 }
 
+/** The daemon name (and log and config file stem) of a front node. */
+export function frontName(k: ClusterPlan, f: FrontPlan): string {
+  return k.fronts.length === 1 ? `front${String(k.index)}` : `front-${f.id}`;
+}
+
+/** Starts the `sluice front` daemon of a node alone (its keepalived and conntrackd, if any, are left as they are). */
+export function startFrontDaemon(st: TestbedState, k: ClusterPlan, f: FrontPlan, o: SiteOptions = {}): Daemon {
+  return startDaemon(st, f.name, 'front', frontName(k, f), frontConfig(st, k, o, f));
+}
+
 /** Starts one front node: for a pair node, conntrackd first and keepalived after the daemon. */
 export function startFront(st: TestbedState, k: ClusterPlan, f: FrontPlan, o: SiteOptions = {}): Daemon[] {
-  const name = k.fronts.length === 1 ? `front${k.index}` : `front-${f.id}`;
+  const name = frontName(k, f);
   const text = frontConfig(st, k, o, f);
   if (k.fronts.length === 1) return [startDaemon(st, f.name, 'front', name, text)];
   const cfgFile = join(st.runDir, `${name}.yaml`);
   writeFileSync(cfgFile, text);
   renderHa(st, f, cfgFile);
   return [startConntrackd(st, f), startDaemon(st, f.name, 'front', name, text), startKeepalived(st, f)];
+}
+
+/**
+ * A pair node's host dies: every process in its namespace is killed
+ * (kill -9: keepalived, conntrackd, sluice front) and its links go down, so
+ * its kernel neither forwards nor answers ARP for the virtual addresses it
+ * still holds (killing the processes alone leaves a kernel that keeps
+ * forwarding with the rules and the fallback in place). Returns the
+ * number of processes killed.
+ */
+export function failNode(f: FrontPlan): number {
+  const pids = (spawnSync('ip', ['netns', 'pids', f.name], { encoding: 'utf8' }).stdout || '')
+    .split('\n')
+    .map(Number)
+    .filter((n) => n > 0);
+  for (const p of pids) {
+    try {
+      process.kill(p, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+  for (const l of ['wan0', 'lan0', 'sync0']) spawnSync('ip', ['-n', f.name, 'link', 'set', l, 'down']);
+  return pids.length;
+}
+
+/**
+ * The dead node boots again: without the virtual addresses (a rebooted
+ * host has none; keepalived adds them when it is master), links up, then
+ * its processes (startFront). With no preemption it comes back as backup.
+ */
+export function reviveNode(st: TestbedState, k: ClusterPlan, f: FrontPlan, o: SiteOptions = {}): Daemon[] {
+  spawnSync('ip', ['-n', f.name, 'addr', 'del', `${k.uplinkAddress}/${String(k.uplinkPrefix)}`, 'dev', 'wan0']);
+  spawnSync('ip', ['-n', f.name, 'addr', 'del', `${k.lanAddress}/24`, 'dev', 'lan0']);
+  for (const l of ['wan0', 'lan0', 'sync0']) spawnSync('ip', ['-n', f.name, 'link', 'set', l, 'up']);
+  return startFront(st, k, f, o);
 }
 
 /** Starts the whole site: DNS servers, front nodes (with their HA parts), agents. */
