@@ -97,7 +97,7 @@ import { Watchdog } from '../systemd/watchdog.ts';
 import type { Gatekeeper } from '../throttle/gatekeeper.ts';
 
 /** Top-level keys a reload cannot apply (the control section has its own rule: restartPart). */
-export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket', 'cluster', 'http', 'stateFile'] as const;
+export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket', 'cluster', 'node', 'http', 'stateFile', 'ha'] as const;
 
 /** Seconds of the connections/s window in status (samples once a second). */
 export const RATE_WINDOW_SECONDS = 5;
