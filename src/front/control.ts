@@ -70,7 +70,7 @@ export interface FrontControlStatus {
   /** ZAP handshakes by domain ("<name>/<socket>"). */
   readonly zap: Readonly<Record<string, DomainCounters>>;
   /** RTT probing: on or off (and why), and while on the prober's counts and queues. */
-  readonly probe: { readonly enabled: boolean; readonly off?: string; readonly ignoredRequests: number; readonly pingerErrors: number } & Partial<ReturnType<RttProber['status']>>;
+  readonly probe: { readonly enabled: boolean; readonly off?: string; readonly ignoredRequests: number; readonly pingerErrors: number; /** Requests ignored as the backup of a pair (absent from older daemons). */ readonly notMaster?: number } & Partial<ReturnType<RttProber['status']>>;
 }
 
 export interface ServicesSource {
@@ -82,6 +82,12 @@ export interface ServicesSource {
    * fallback map if they did (fallback.ts FallbackWriter.update).
    */
   usableChanged?(): void;
+  /**
+   * This node's role in a front-node pair ('single' without one). A backup
+   * ignores rtt_probe_request: the master probes, and its results reach
+   * every DNS server over PUB (two nodes probing would double the echoes).
+   */
+  haRole?(): 'single' | 'master' | 'backup';
 }
 
 export class FrontControl {
@@ -104,6 +110,8 @@ export class FrontControl {
   #probeOff: string | undefined;
   /** Probe requests received while probing is off. */
   #probeIgnored = 0;
+  /** Probe requests ignored because this node is the backup of a pair (the master probes). */
+  #probeNotMaster = 0;
   #pingerErrors = 0;
   #closed = false;
 
@@ -205,6 +213,10 @@ export class FrontControl {
   }
 
   #probeRequest(m: Envelope<'rtt_probe_request'>): void {
+    if (this.#src.haRole?.() === 'backup') {
+      this.#probeNotMaster++;
+      return;
+    }
     if (!this.#prober) {
       this.#probeIgnored++;
       return;
@@ -244,8 +256,8 @@ export class FrontControl {
   }
 
   /** Probe requests ignored because probing is off, and ICMP socket errors (metrics). */
-  get probeCounts(): { ignoredRequests: number; pingerErrors: number } {
-    return { ignoredRequests: this.#probeIgnored, pingerErrors: this.#pingerErrors };
+  get probeCounts(): { ignoredRequests: number; pingerErrors: number; notMaster: number } {
+    return { ignoredRequests: this.#probeIgnored, pingerErrors: this.#pingerErrors, notMaster: this.#probeNotMaster };
   }
 
   /** After start, a reload or an admin change: re-applies live state to the fresh service runtimes. */
@@ -325,6 +337,7 @@ export class FrontControl {
         ...(this.#probeOff !== undefined ? { off: this.#probeOff } : {}),
         ignoredRequests: this.#probeIgnored,
         pingerErrors: this.#pingerErrors,
+        notMaster: this.#probeNotMaster,
         ...this.#prober?.status(),
       },
     };
