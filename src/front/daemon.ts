@@ -65,7 +65,7 @@ import { formatIPv4Address } from '../packet/address.ts';
 import { IpProtocol, parseStatusName } from '../packet/ipv4.ts';
 import { frontConfigSchema, frontNodeName, type FrontConfig } from './config.ts';
 import { parseCidr } from './ha/config.ts';
-import { HaRoleMachine, messageRole, type HaRole, type HaState, type RoleTransition } from './ha/role.ts';
+import { HOOK_ALLOWANCE_MS, HaRoleMachine, messageRole, type HaRole, type HaState, type RoleTransition } from './ha/role.ts';
 import { SyncStateReader } from './ha/sync-state.ts';
 import { AdminServer } from './admin.ts';
 import { ConnectionTable, connectionKey } from './connections.ts';
@@ -187,8 +187,8 @@ export class FrontDaemon implements FrontMetricsSource {
     this.overrides = new OverrideStore(stateFilePath(configFile, file.stateFile), this.log);
     this.config = this.overrides.load(file);
     const ha = this.config.ha;
-    // Role and address may disagree for one detection time (3 adverts) around a takeover.
-    this.ha = new HaRoleMachine(ha !== undefined, 3 * (ha?.advertSeconds ?? 1) * 1000, Date.now());
+    // Role and address may disagree for one detection time (3 adverts) and the hook's run around a takeover.
+    this.ha = new HaRoleMachine(ha !== undefined, 3 * (ha?.advertSeconds ?? 1) * 1000 + HOOK_ALLOWANCE_MS, Date.now());
     this.sync = new SyncStateReader(ha?.files.conntrackd, {
       onChange: (from, to) => {
         if (to.state === 'ok') this.log.info({ from: from.state, sync: to.figures }, 'conntrackd sync state readable');

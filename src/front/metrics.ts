@@ -279,7 +279,7 @@ function registerHaMetrics(registry: Registry, src: FrontMetricsSource): void {
     return HA_ROLES.map((r) => [{ role: r }, r === now ? 1 : 0] as const);
   });
   counterFrom(registry, 'sluice_front_ha_transitions_total', 'Role changes since start, by the role entered (keepalived\'s notify hook, or the address found at start).', ['to'], () => HA_ROLES.filter((r) => r !== 'single').map((r) => [{ to: r }, src.ha?.transitions[r] ?? 0] as const));
-  counterOf(registry, 'sluice_front_ha_role_mismatch_total', 'Times the role and the uplink virtual address disagreed for longer than 3 advert intervals (a notify hook missing or failed).', () => src.ha?.mismatches ?? 0);
+  counterOf(registry, 'sluice_front_ha_role_mismatch_total', 'Times the role and the uplink virtual address disagreed for longer than 3 advert intervals plus 5 s for the notify hook (a hook missing or failed).', () => src.ha?.mismatches ?? 0);
   gaugeOf(registry, 'sluice_front_ha_sync_readable', '1 when the last `conntrackd -s` read gave figures; 0 when it failed (the reason is in status) or without a pair.', () => (src.sync?.state.state === 'ok' ? 1 : 0));
   const figures = (): SyncFigures | undefined => {
     const st = src.sync?.state;

@@ -131,7 +131,7 @@ export interface FrontHaStatus {
   readonly notifies: number;
   /** Whether this host held the uplink virtual address at the last check (null: not checked, no pair). */
   readonly holdsUplinkVirtualAddress: boolean | null;
-  /** Role and address disagree now (longer than 3 advert intervals). */
+  /** Role and address disagree now (longer than 3 advert intervals plus 5 s for the notify hook). */
   readonly mismatch: boolean;
   readonly mismatches: number;
   readonly peer: { readonly name: string; readonly uplinkAddress: string; readonly lanAddress: string; readonly syncAddress: string } | null;

@@ -17,13 +17,20 @@
  *
  * The cross-check (observe()): every second the daemon says whether this
  * host holds the uplink virtual address. A master must, a backup must not.
- * A disagreement that lasts longer than 3 advert intervals (keepalived's
- * own detection time: a shorter one is a takeover in progress, the address
- * moved before the hook ran) is a mismatch: reported once per episode and
- * counted; it ends when they agree again. It changes no role: keepalived
+ * A disagreement that lasts longer than the grace is a mismatch: reported
+ * once per episode and counted; it ends when they agree again. The grace
+ * is 3 advert intervals (keepalived's own detection time) plus
+ * HOOK_ALLOWANCE_MS: keepalived adds the address first and runs the hook
+ * after, and the hook commits conntrackd's caches and starts the CLI
+ * before we hear of it (2.6 s from kill to notify, measured in namespaces
+ * on a busy 2-core machine, 1.7 s of it the hook). A shorter disagreement
+ * is a takeover in progress. It changes no role: keepalived
  * decides, and a mismatch means a hook went missing or failed (its journal
  * lines say why).
  */
+
+/** What the notify hook may take after keepalived moved the address (conntrackd's commit, the CLI's start). */
+export const HOOK_ALLOWANCE_MS = 5000;
 
 /** The states keepalived's hook reports (sluice ha notify). */
 export const HA_STATES = ['master', 'backup', 'fault'] as const;
@@ -76,7 +83,7 @@ export class HaRoleMachine {
   /**
    * `enabled`: the config has an `ha` section (else the role is `single`
    * for good). `graceMs`: how long role and address may disagree before it
-   * is a mismatch (3 × ha.advertSeconds).
+   * is a mismatch (3 × ha.advertSeconds + HOOK_ALLOWANCE_MS).
    */
   constructor(enabled: boolean, graceMs: number, now: number) {
     this.#role = enabled ? 'backup' : 'single';
