@@ -35,8 +35,10 @@ describe('front config', () => {
       .join('\n');
     const cfg = parseConfig(frontConfigSchema, `${exampleText}\n${uncommented}\n`, 'example+ha');
     assert.equal(cfg.node, 'fr1a');
-    assert.equal(cfg.ha?.nodes.length, 2);
-    assert.equal(cfg.ha?.advertSeconds, 0.3);
+    const ha = cfg.ha;
+    assert.ok(ha);
+    assert.equal(ha.nodes.length, 2);
+    assert.equal(ha.advertSeconds, 0.3);
   });
 
   it('the example checkpoints section, uncommented, is valid', () => {
