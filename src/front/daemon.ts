@@ -671,13 +671,13 @@ export class FrontDaemon implements FrontMetricsSource {
    * NATs the flow to is moved to that server: the kernel's binding is what
    * the flow's packets follow.
    */
-  async #rebuildFromKernel(correct: boolean): Promise<{ added: number; corrected: number }> {
+  async #rebuildFromKernel(correct: boolean, states: ReadonlySet<string> = REBUILD_STATES): Promise<{ added: number; corrected: number }> {
     const flows = await readKernelFlows();
     const now = performance.now();
     let added = 0;
     let corrected = 0;
     for (const f of flows) {
-      if (!REBUILD_STATES.has(f.state)) continue;
+      if (!states.has(f.state)) continue;
       const services = this.engine.services;
       for (let s = 0; s < services.length; s++) {
         const svc = services[s];
@@ -791,7 +791,7 @@ export class FrontDaemon implements FrontMetricsSource {
       // A repeat: e.g. this process started while the takeover was under
       // way (address present, commit not yet done). Adoption is idempotent:
       // the flows committed since start get their records now.
-      void this.#rebuildFromKernel(true).then(
+      void this.#rebuildFromKernel(true, LIVE_STATES).then(
         (r) => {
           if (r.added + r.corrected > 0) this.log.info({ adopted: r.added, corrected: r.corrected }, 'ha: master again (repeat notify): records adopted from the committed flows');
         },
@@ -820,7 +820,13 @@ export class FrontDaemon implements FrontMetricsSource {
     this.#control?.sendClusterLoadNow();
     if (t.to !== 'master' || !failover) return;
     const at = new Date(t.at).toISOString();
-    this.#rebuildFromKernel(true).then(
+    // Every live state: conntrackd 1.4.7 commits the replicated TCP flows as
+    // CLOSE_WAIT (measured: ESTABLISHED in the external cache, CLOSE_WAIT
+    // with the 60 s close-wait timeout in the kernel after -c). They carry
+    // traffic all the same; their records matter most for the one that
+    // idles past that timeout: its next packet finds no flow, and the record
+    // sends it to its server again (counted as resumed).
+    this.#rebuildFromKernel(true, LIVE_STATES).then(
       (r) => {
         this.ha.recordFailover({ at, from: t.from, to: t.to, adopted: r.added, corrected: r.corrected });
         this.log.info({ from: t.from, adopted: r.added, corrected: r.corrected }, 'ha: master: connection records rebuilt from the committed flows');
