@@ -23,9 +23,11 @@ fi
 # `nft -f`, and the rules-healing test flushes the ruleset with `nft flush
 # ruleset`, as Debian's stock /etc/nftables.conf does on a firewall reload
 # (the package's service stays disabled: nothing is loaded at install).
+# keepalived, conntrackd: front-node pairs (VRRPv3 and flow sync); the tests
+# and the testbed run them in namespaces with files from `sluice ha render`.
 APT_PKGS=(ca-certificates python3 make g++ pkg-config libnetfilter-queue-dev libmnl-dev libsystemd-dev
   iptables iproute2 nginx-light curl wrk iputils-ping procps bind9-dnsutils dnsperf nsd
-  chromium conntrack systemd redis-server etcd-server etcd-client nftables)
+  chromium conntrack systemd redis-server etcd-server etcd-client nftables keepalived conntrackd)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -55,6 +57,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
   # And etcd: the admission test runs its own etcd in a namespace.
   if [[ " ${missing[*]} " == *" etcd-server "* ]] && command -v systemctl >/dev/null 2>&1; then
     systemctl disable --now etcd >/dev/null 2>&1 || true
+  fi
+  # And keepalived and conntrackd: the pair tests run their own, per
+  # namespace, from rendered files; the distribution's services (the
+  # host's VRRP and flow sync) are not used.
+  if [[ " ${missing[*]} " == *" keepalived "* ]] && command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now keepalived >/dev/null 2>&1 || true
+  fi
+  if [[ " ${missing[*]} " == *" conntrackd "* ]] && command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now conntrackd >/dev/null 2>&1 || true
   fi
 fi
 

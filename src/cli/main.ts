@@ -9,6 +9,7 @@ import { ctlCommand } from './ctl.ts';
 import { dashboardCommand } from './dashboard.ts';
 import { dnsCommand } from './dns.ts';
 import { frontCommand } from './front.ts';
+import { haCommand } from './ha.ts';
 import { keygenCommand } from './keygen.ts';
 import { masterCommand } from './master.ts';
 import { masterProxyCommand } from './master-proxy.ts';
@@ -16,7 +17,7 @@ import { scheduleCommand } from './schedule.ts';
 import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
 
-const commands: readonly Command[] = [frontCommand, dnsCommand, agentCommand, masterCommand, masterProxyCommand, ctlCommand, keygenCommand, scheduleCommand, statusCommand, dashboardCommand, checkConfigCommand, versionCommand];
+const commands: readonly Command[] = [frontCommand, dnsCommand, agentCommand, masterCommand, masterProxyCommand, ctlCommand, keygenCommand, scheduleCommand, statusCommand, dashboardCommand, checkConfigCommand, haCommand, versionCommand];
 
 function usage(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

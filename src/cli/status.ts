@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { adminRequest } from '../admin/client.ts';
 import type { AgentHealthStatus, AgentStatus } from '../agent/status.ts';
 import type { DnsStatus } from '../dns/status.ts';
-import type { FrontServerStatus, FrontServiceStatus, FrontStatus } from '../front/status.ts';
+import type { FrontHaStatus, FrontServerStatus, FrontServiceStatus, FrontStatus } from '../front/status.ts';
 import type { Command } from './command.ts';
 import { renderDnsStatus } from './dns-status.ts';
 import { isMasterStatus, renderMasterStatus } from './master-status.ts';
@@ -59,8 +59,27 @@ function overrideText(o: FrontServerStatus['override'] | undefined): string {
   return `file: ${Object.entries(o.file).map(([k, v]) => `${k}=${v === null ? 'none' : String(v)}`).join(' ')}`;
 }
 
+/** The front-node pair: role, peer, sync state, last failover (nothing for a single node). */
+export function renderHaStatus(h: FrontHaStatus): string[] {
+  if (h.role === 'single' && h.peer === null) return [];
+  const out: string[] = [];
+  const vip = h.holdsUplinkVirtualAddress === null ? '' : h.holdsUplinkVirtualAddress ? ', holds the uplink virtual address' : ', does not hold the uplink virtual address';
+  out.push(`ha: node ${h.node} is ${h.role.toUpperCase()} since ${h.since} (${h.reason})${vip}${h.mismatch ? '; MISMATCH: role and address disagree' : ''}`);
+  if (h.peer) out.push(`  peer ${h.peer.name}: uplink ${h.peer.uplinkAddress}, LAN ${h.peer.lanAddress}, sync ${h.peer.syncAddress}${h.virtual ? `; virtual ${h.virtual.uplink} (uplink), ${h.virtual.lan} (LAN)` : ''}`);
+  const sy = h.sync;
+  if (sy.state === 'ok') {
+    const f = sy.figures;
+    out.push(`  sync ok (${sy.at}${f.device !== null ? `, ${f.device}` : ''}): flows internal ${f.internal}, external ${f.external}; packets sent ${f.packetsSent}, received ${f.packetsReceived}; errors send ${f.sendErrors}, receive ${f.receiveErrors}; lost ${f.lost}, malformed ${f.malformed}`);
+  } else if (sy.state === 'unknown') out.push(`  sync UNKNOWN${sy.at !== null ? ` (${sy.at})` : ''}: ${sy.reason}`);
+  const lf = h.lastFailover;
+  out.push(`  last failover: ${lf ? `${lf.at} ${lf.from} -> ${lf.to}, ${lf.adopted} records adopted from the committed flows${lf.corrected > 0 ? ` (${lf.corrected} corrected)` : ''}` : 'none since start'}; role changes to master ${h.transitions.master}, backup ${h.transitions.backup}, fault ${h.transitions.fault}; mismatches ${h.mismatches}`);
+  return out;
+}
+
 export function renderFrontStatus(s: FrontStatus): string {
   const out: string[] = [];
+  // Older daemons send no ha section.
+  if (s.ha) out.push(...renderHaStatus(s.ha));
   const c = s.counters;
   out.push(`connections: decided ${c.decided}, active records ${s.records.active}, recycled ${s.records.recycled}, dropped without record ${c.noRecord}, overflowed ${c.overflowed}`);
   // Older daemons send no adoption counts.

@@ -54,6 +54,7 @@ img.spark { display:block; }
 .metrics { display:flex; flex-wrap:wrap; gap:18px; margin:10px 0; }
 .metrics .v { font-size:18px; font-variant-numeric:tabular-nums; }
 .metrics .l { color:var(--dim); font-size:11px; }
+.fronts { display:flex; flex-wrap:wrap; gap:4px; }
 .front { border:1px solid var(--accent); border-radius:6px; padding:4px 10px; display:inline-block; font-size:12px; color:var(--accent); }
 .servers { list-style:none; margin:8px 0 0 14px; padding:0 0 0 14px; border-left:2px solid var(--line); }
 .servers li { display:grid; grid-template-columns: 64px 76px minmax(80px, 1fr) 120px auto; gap:8px; align-items:center; padding:4px 0; position:relative; }
@@ -137,6 +138,15 @@ function serverItem(c, s) {
     el('span', { class: 'num' }, [(pct === null ? '\\u2013' : pct.toFixed(0) + '%') + ' of ' + cap + ' \\u00b7 ' + count(s.active) + ' active \\u00b7 ' + fmt(s.connectionsPerSecond) + '/s']),
   ]);
 }
+function frontNodeItem(n) {
+  var text = 'front node \\u00b7 ' + n.source;
+  if (n.node !== null && n.node !== n.source) text += ' (' + n.node + ')';
+  if (n.role !== null && n.role !== 'single') text += ' \\u00b7 ' + n.role.toUpperCase();
+  if (n.peer !== null) text += ' \\u00b7 peer ' + n.peer;
+  if (n.lastFailover !== null) text += ' \\u00b7 last failover ' + new Date(n.lastFailover.at).toLocaleTimeString() + ' (' + n.lastFailover.from + ' \\u2192 ' + n.lastFailover.to + ', ' + n.lastFailover.adopted + ' flows adopted)';
+  if (!n.up) text += ' \\u00b7 not answering';
+  return el('div', { class: 'front', 'data-testid': 'front-node', 'data-name': n.source, 'data-role': n.role === null ? '' : n.role }, [text]);
+}
 function clusterCard(c) {
   var frontState = c.frontUp ? 'up' : 'down';
   var head = el('header', {}, [
@@ -153,7 +163,7 @@ function clusterCard(c) {
     metric('load/s', fmt(c.load), 'cluster-load'),
     metric('servers up', c.serversUp === null ? '\\u2013' : count(c.serversUp) + '/' + count(c.serversTotal), 'cluster-servers-up'),
   ]);
-  var front = el('div', { class: 'front' }, [c.source === null ? 'front node: no source' : 'front node \\u00b7 ' + c.source]);
+  var front = el('div', { class: 'fronts' }, c.source === null ? [el('div', { class: 'front' }, ['front node: no source'])] : c.frontNodes.map(frontNodeItem));
   var chart = chartImg(clusterKey(c.name), 'cluster-chart', 'chart', 'connections/s and utilization of ' + c.name, 480, 120);
   var servers = el('ul', { class: 'servers' }, c.servers.map(function (s) { return serverItem(c, s); }));
   return el('article', { class: 'cluster' + (c.frontUp ? '' : ' down'), 'data-testid': 'cluster', 'data-name': c.name, 'data-front': frontState }, [head, metrics, chart, front, servers]);

@@ -73,8 +73,22 @@ export interface ServerView {
   health: ServerHealthView | null;
 }
 
+/** One front node of a cluster (two in a pair): its role and, in a pair, its peer and last failover. */
+export interface FrontNodeView {
+  source: string;
+  /** Its node name (the cluster's for a single front node; null: an older front node). */
+  node: string | null;
+  up: boolean;
+  /** single, master, backup, fault; null: an older front node or one not answering. */
+  role: string | null;
+  peer: string | null;
+  lastFailover: { at: string; from: string; to: string; adopted: number } | null;
+}
+
 export interface ClusterView {
   name: string;
+  /** Every front node source of this cluster, the one shown first (the master of a pair, when it answers). */
+  frontNodes: FrontNodeView[];
   /** The front node's source, null when only DNS knows the cluster. */
   source: string | null;
   frontUp: boolean;
@@ -220,7 +234,17 @@ export class SiteState {
       if (kind === 'front' && r.status) {
         const s = untrusted<FrontStatus>(r.status);
         const c = frontCluster(r, s);
-        if (!clusters.has(c.name)) clusters.set(c.name, c);
+        const known = clusters.get(c.name);
+        if (!known) clusters.set(c.name, c);
+        else if (r.up && c.frontNodes[0]?.role === 'master' && known.frontNodes[0]?.role !== 'master') {
+          // A pair: the master's figures are the cluster's (the backup decides no connection).
+          c.frontNodes.push(...known.frontNodes);
+          c.frontUp = true;
+          clusters.set(c.name, c);
+        } else {
+          known.frontNodes.push(...c.frontNodes);
+          known.frontUp ||= c.frontUp;
+        }
         if (r.up) for (const t of arr(obj(s.control)?.topClients)) pushRate(topClients, obj(t)?.client, obj(t)?.rate, c.name);
       } else if (kind === 'dns' && r.status) {
         dns.push(dnsView(r, untrusted<DnsStatus>(r.status)));
@@ -311,7 +335,7 @@ function countersOf(status: Readonly<Record<string, unknown>>): Map<string, numb
 const serverKey = (service: string, server: string): string => `server\u0000${service}\u0000${server}`;
 
 function emptyCluster(name: string, source: string | null): ClusterView {
-  return { name, source, frontUp: false, dnsState: null, vips: [], capacity: null, load: null, available: null, serversUp: null, serversTotal: null, decided: null, connectionsPerSecond: null, active: null, overflowed: null, servers: [] };
+  return { name, frontNodes: [], source, frontUp: false, dnsState: null, vips: [], capacity: null, load: null, available: null, serversUp: null, serversTotal: null, decided: null, connectionsPerSecond: null, active: null, overflowed: null, servers: [] };
 }
 
 /** One server of the front node's control section, as received. */
@@ -343,6 +367,17 @@ function healthOf(bo: ServerSeen): ServerHealthView | null {
 function frontCluster(r: SourceRecord, s: Untrusted<FrontStatus>): ClusterView {
   const c = emptyCluster(str(s.cluster) ?? r.name, r.name);
   c.frontUp = r.up;
+  const ha = r.up ? obj(s.ha) : undefined;
+  const lf = obj(ha?.lastFailover);
+  const lfAt = str(lf?.at);
+  c.frontNodes.push({
+    source: r.name,
+    node: str(ha?.node),
+    up: r.up,
+    role: str(ha?.role),
+    peer: str(obj(ha?.peer)?.name),
+    lastFailover: lf && lfAt !== null ? { at: lfAt, from: str(lf.from) ?? '', to: str(lf.to) ?? '', adopted: num(lf.adopted) ?? 0 } : null,
+  });
   if (!r.up) return c;
   const control = obj(s.control);
   const load = obj(control?.cluster);

@@ -9,6 +9,7 @@
  *   {"cmd":"revert","service":"www","server":"s1b"}   drop the server's ctl override
  *   {"cmd":"clear"}                                    drop every ctl override
  *   {"cmd":"reload"}
+ *   {"cmd":"ha","state":"master"|"backup"|"fault"}   keepalived's state (the notify hook, `sluice ha notify`)
  *
  * Changes apply at once. They are not written to the config file; they
  * are kept as overrides of it in the state file (overrides.ts,
@@ -28,6 +29,7 @@ import { validateConfig, ConfigError } from '../config/load.ts';
 import type { Logger } from '../log/logger.ts';
 import { frontConfigSchema, type FrontConfig } from './config.ts';
 import type { ServerChange, ServerFields } from './overrides.ts';
+import { HA_STATES, type HaRole, type HaState } from './ha/role.ts';
 
 export interface AdminTarget {
   readonly log: Logger;
@@ -38,6 +40,8 @@ export interface AdminTarget {
   reload(): boolean;
   /** The front node's status (FrontStatus), passed through as JSON. */
   status(): object;
+  /** keepalived's state for this node (FrontDaemon.haNotify): the role before and after, or why it was refused. */
+  haNotify?(state: HaState): { from: HaRole; to: HaRole; changed: boolean } | string;
 }
 
 export class AdminServer {
@@ -90,9 +94,19 @@ export class AdminServer {
         return this.#commit({ cmd: 'revert', service: r['service'], server: r['server'] }, reject);
       case 'clear':
         return this.#commit({ cmd: 'clear' }, reject);
+      case 'ha':
+        return this.#ha(r, reject);
       default:
-        return reject(`unknown cmd ${JSON.stringify(cmd)}: status, drain, enable, disable, remove, weight, capacity, add, revert, clear, reload`);
+        return reject(`unknown cmd ${JSON.stringify(cmd)}: status, drain, enable, disable, remove, weight, capacity, add, revert, clear, reload, ha`);
     }
+  }
+
+  #ha(r: Record<string, unknown>, reject: (error: string) => Reply): Reply {
+    const state = r['state'];
+    if (typeof state !== 'string' || !HA_STATES.includes(state as HaState)) return reject(`ha takes state ${HA_STATES.join(', ')}`);
+    const out = this.#target.haNotify?.(state as HaState) ?? 'this daemon takes no ha state';
+    if (typeof out === 'string') return reject(out);
+    return { ok: true, ...out };
   }
 
   /** Hands a change to the daemon (which keeps it in the state file and applies it). */

@@ -12,6 +12,7 @@ import { throttleSchema } from '../throttle/config.ts';
 import { admissionSchema } from '../admission/config.ts';
 import { MAX_OVERFLOW_TARGETS, MAX_SERVERS_MARKED, MAX_SERVICES_MARKED } from './marks.ts';
 import { parseStatusSet } from './health/status-set.ts';
+import { checkHa, haSchema } from './ha/config.ts';
 
 /** A checkpoint list (src/shaping/config.ts): evaluated in order, every matching rule applies. */
 const checkpoints = z.array(checkpointSchema).max(32, 'at most 32 checkpoints per list').default([]);
@@ -229,7 +230,7 @@ export const frontConfigSchema = z
       .regex(/^[A-Za-z0-9._:-]{1,64}$/, 'node is 1-64 letters, digits, . _ : - (a control-plane name)')
       .optional()
       .describe(
-        'This front node\'s own name on the control plane: the sender of its messages, which is how the DNS server and the other front nodes tell the two front nodes of a pair apart (each keeps both nodes\' reports and takes the cluster\'s figures from the master\'s). Absent: the `cluster` value, right for a cluster with one front node. The two front nodes of one cluster have the same `cluster` and different `node`. A change needs a restart.',
+        'This front node\'s own name on the control plane: the sender of its messages, which is how the DNS server and the other front nodes tell the two front nodes of a pair apart (each keeps both nodes\' reports and takes the cluster\'s figures from the master\'s). Absent: the `cluster` value, right for a cluster with one front node. The two front nodes of one cluster have the same `cluster` and different `node`. In a pair it must be one of `ha.nodes[].name`. A change needs a restart.',
       ),
     queue: z.int().min(0).max(65535).default(0).describe('NFQUEUE number of this daemon\'s rules; one daemon per queue.'),
     nflogGroup: z
@@ -242,7 +243,7 @@ export const frontConfigSchema = z
       .enum(['bypass', 'drop'], { error: 'failMode is bypass or drop' })
       .default('bypass')
       .describe('While the daemon is not running: `bypass` spreads new connections over the active servers by a static source hash (kernel only); `drop` refuses them. Established connections continue either way.'),
-    uplinkAddress: ipv4.describe('This front node\'s address toward the other clusters (overflowed connections are SNATed to it).'),
+    uplinkAddress: ipv4.describe('This front node\'s address toward the other clusters (overflowed connections are SNATed to it). With `ha`: the uplink virtual address (`ha.uplink.virtualAddress` without its prefix), held by whichever node is master.'),
     lanInterface: z
       .string()
       .regex(/^[A-Za-z0-9_.-]{1,15}$/, 'an interface name (at most 15 characters)')
@@ -314,6 +315,9 @@ export const frontConfigSchema = z
       .describe('Where `sluice ctl` changes (drain, weight, capacity, add, remove) are kept so they survive a reload and a restart (operations.md, "Changes that survive"). Absent: `$STATE_DIRECTORY/front.state.json` under systemd (the unit\'s `StateDirectory=sluice`: /var/lib/sluice), else `<config file>.state.json` beside the config. A change needs a restart.'),
     http: httpSchema.optional().describe('Read-only ops HTTP server: GET /metrics (Prometheus text) and GET /status (the admin socket\'s status as JSON). Absent: none. A change needs a restart.'),
     control: control.optional().describe('The control plane. Without it the front node runs on configured capacities and overflow figures alone.'),
+    ha: haSchema
+      .optional()
+      .describe('A front-node pair (docs/operations.md, "Front-node pairs"): keepalived moves the uplink and LAN virtual addresses, conntrackd replicates the flows; `sluice ha render` writes both daemons\' files from this block (the same on both nodes). Absent: a single front node. A change needs a restart (and a re-render).'),
   })
   .superRefine((cfg, ctx) => {
     if (cfg.control) {
@@ -321,6 +325,7 @@ export const frontConfigSchema = z
       if (cfg.control.maxAgeSeconds < cfg.control.loadSeconds) ctx.addIssue({ code: 'custom', path: ['control', 'maxAgeSeconds'], message: 'must be at least control.loadSeconds, or every load report is dropped as stale' });
     }
     checkCheckpoints(cfg, ctx);
+    checkHa(cfg, ctx);
     const names = new Set<string>();
     const endpoints = new Set<string>();
     cfg.services.forEach((s, i) => {
@@ -397,6 +402,7 @@ function checkCheckpoints(cfg: CheckedConfig, ctx: z.RefinementCtx): void {
 }
 
 export type FrontConfig = z.output<typeof frontConfigSchema>;
+
 export type ServiceConfig = FrontConfig['services'][number];
 export type ServerConfig = ServiceConfig['servers'][number];
 export type HealthConfig = ServiceConfig['health'];

@@ -77,7 +77,7 @@ export interface FrontControlStatus {
   /** ZAP handshakes by domain ("<name>/<socket>"). */
   readonly zap: Readonly<Record<string, DomainCounters>>;
   /** RTT probing: on or off (and why), and while on the prober's counts and queues. */
-  readonly probe: { readonly enabled: boolean; readonly off?: string; readonly ignoredRequests: number; readonly pingerErrors: number } & Partial<ReturnType<RttProber['status']>>;
+  readonly probe: { readonly enabled: boolean; readonly off?: string; readonly ignoredRequests: number; readonly pingerErrors: number; /** Requests ignored as the backup of a pair (absent from older daemons). */ readonly notMaster?: number } & Partial<ReturnType<RttProber['status']>>;
 }
 
 export interface ServicesSource {
@@ -90,8 +90,10 @@ export interface ServicesSource {
    */
   usableChanged?(): void;
   /**
-   * This node's place in its cluster's front-node pair, sent in every
-   * cluster_load ('single' without a pair). Absent: 'single'.
+   * This node's role in a front-node pair ('single' without one). A backup
+   * ignores rtt_probe_request: the master probes, and its results reach
+   * every DNS server over PUB (two nodes probing would double the echoes).
+   * Sent in every cluster_load. Absent: 'single'.
    */
   haRole?(): HaRole;
 }
@@ -116,6 +118,8 @@ export class FrontControl {
   #probeOff: string | undefined;
   /** Probe requests received while probing is off. */
   #probeIgnored = 0;
+  /** Probe requests ignored because this node is the backup of a pair (the master probes). */
+  #probeNotMaster = 0;
   #pingerErrors = 0;
   #closed = false;
 
@@ -218,6 +222,10 @@ export class FrontControl {
   }
 
   #probeRequest(m: Envelope<'rtt_probe_request'>): void {
+    if (this.#src.haRole?.() === 'backup') {
+      this.#probeNotMaster++;
+      return;
+    }
     if (!this.#prober) {
       this.#probeIgnored++;
       return;
@@ -257,8 +265,8 @@ export class FrontControl {
   }
 
   /** Probe requests ignored because probing is off, and ICMP socket errors (metrics). */
-  get probeCounts(): { ignoredRequests: number; pingerErrors: number } {
-    return { ignoredRequests: this.#probeIgnored, pingerErrors: this.#pingerErrors };
+  get probeCounts(): { ignoredRequests: number; pingerErrors: number; notMaster: number } {
+    return { ignoredRequests: this.#probeIgnored, pingerErrors: this.#pingerErrors, notMaster: this.#probeNotMaster };
   }
 
   /** After start, a reload or an admin change: re-applies live state to the fresh service runtimes. */
@@ -370,6 +378,7 @@ export class FrontControl {
         ...(this.#probeOff !== undefined ? { off: this.#probeOff } : {}),
         ignoredRequests: this.#probeIgnored,
         pingerErrors: this.#pingerErrors,
+        notMaster: this.#probeNotMaster,
         ...this.#prober?.status(),
       },
     };

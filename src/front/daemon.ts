@@ -52,6 +52,7 @@
  * and the rules could be reinstalled, when they had to be, within
  * rules.restartAfterFailures checks (rules-health.ts).
  */
+import { networkInterfaces } from 'node:os';
 import { ConfigError, keepRestartKeys, loadConfig } from '../config/load.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
@@ -62,7 +63,10 @@ import { NfLog, type LogStats } from '../nflog/log.ts';
 import { NfQueue, type QueueStats } from '../nfqueue/queue.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import { IpProtocol, parseStatusName } from '../packet/ipv4.ts';
-import { frontConfigSchema, type FrontConfig } from './config.ts';
+import { frontConfigSchema, frontNodeName, type FrontConfig } from './config.ts';
+import { parseCidr } from './ha/config.ts';
+import { HOOK_ALLOWANCE_MS, HaRoleMachine, messageRole, type HaRole, type HaState, type RoleTransition } from './ha/role.ts';
+import { SyncStateReader } from './ha/sync-state.ts';
 import { AdminServer } from './admin.ts';
 import { ConnectionTable, connectionKey } from './connections.ts';
 import { LIVE_STATES, REBUILD_STATES, readKernelFlows } from './conntrack-proc.ts';
@@ -80,7 +84,7 @@ import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
 import { HealthChecker } from './health/checker.ts';
 import { healthKeeper } from './health/keep.ts';
 import { HEALTH_STATES, slowStartShare, type HealthState, type HealthTransition, type ServerHealth } from './health/server-health.ts';
-import type { FrontStatus } from './status.ts';
+import type { FrontHaStatus, FrontStatus } from './status.ts';
 import { FrontThrottle } from './throttle.ts';
 import { FrontAdmission } from './admission.ts';
 import { OverrideStore } from './override-store.ts';
@@ -95,10 +99,9 @@ import { SystemdNotifier } from '../systemd/notify.ts';
 import { QueueLiveness } from '../systemd/queue-liveness.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
 import type { Gatekeeper } from '../throttle/gatekeeper.ts';
-import type { HaRole } from '../control/cluster-reports.ts';
 
 /** Top-level keys a reload cannot apply (the control section has its own rule: restartPart). */
-export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket', 'cluster', 'node', 'http', 'stateFile'] as const;
+export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket', 'cluster', 'node', 'http', 'stateFile', 'ha'] as const;
 
 /** Seconds of the connections/s window in status (samples once a second). */
 export const RATE_WINDOW_SECONDS = 5;
@@ -172,6 +175,10 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly fallback: FallbackWriter;
   /** The VIP guard's drop counter, read from each rule check's dump of our nft table. */
   readonly vipGuard = new VipGuard();
+  /** This node's role in a front-node pair (ha/role.ts): 'single' without `ha`, else keepalived's word via the notify hook. */
+  readonly ha: HaRoleMachine;
+  /** conntrackd's sync figures, read every 5 s off the packet path (ha/sync-state.ts); state 'off' without `ha`. */
+  readonly sync: SyncStateReader;
 
   constructor(configFile: string) {
     this.configFile = configFile;
@@ -179,6 +186,15 @@ export class FrontDaemon implements FrontMetricsSource {
     assertHostReady(file);
     this.overrides = new OverrideStore(stateFilePath(configFile, file.stateFile), this.log);
     this.config = this.overrides.load(file);
+    const ha = this.config.ha;
+    // Role and address may disagree for one detection time (3 adverts) and the hook's run around a takeover.
+    this.ha = new HaRoleMachine(ha !== undefined, 3 * (ha?.advertSeconds ?? 1) * 1000 + HOOK_ALLOWANCE_MS, Date.now());
+    this.sync = new SyncStateReader(ha?.files.conntrackd, {
+      onChange: (from, to) => {
+        if (to.state === 'ok') this.log.info({ from: from.state, sync: to.figures }, 'conntrackd sync state readable');
+        else if (to.state === 'unknown') this.log.warn({ from: from.state, reason: to.reason }, 'conntrackd sync state unknown');
+      },
+    });
     this.systemd = new SystemdNotifier(this.log);
     this.throttle = new FrontThrottle(this.log);
     this.admission = new FrontAdmission(this.log);
@@ -446,7 +462,18 @@ export class FrontDaemon implements FrontMetricsSource {
       this.#ops = new OpsServer({ listen: this.config.http.listen, registry, status: () => this.status(), log: this.log });
       await this.#ops.start();
     }
-    this.log.info({ cluster: this.config.cluster, queue: this.config.queue, services: this.config.services.length, rebuilt, adoptedAfterBind: late.added, corrected: late.corrected }, 'front node ready');
+    if (this.config.ha) {
+      // Restarted alone on the master: keepalived will not notify again, and
+      // the records of the flows it holds were adopted above.
+      if (this.#holdsUplinkVip()) this.#roleTransition(this.ha.adoptRunningMaster(Date.now()), false);
+      this.#timers.push(
+        setInterval(() => {
+          this.#observeVip();
+        }, 1000),
+      );
+      this.sync.start();
+    }
+    this.log.info({ cluster: this.config.cluster, node: frontNodeName(this.config), role: this.ha.role, queue: this.config.queue, services: this.config.services.length, rebuilt, adoptedAfterBind: late.added, corrected: late.corrected }, 'front node ready');
     this.systemd.ready(this.#statusLine());
     const every = this.watchdog.start();
     if (every !== undefined) this.log.info({ everyMs: every }, 'systemd watchdog: WATCHDOG=1 while the packet loop is alive and the rules can be installed');
@@ -638,29 +665,19 @@ export class FrontDaemon implements FrontMetricsSource {
   }
 
   /**
-   * This node's HA role, carried by every cluster_load (issue 21). 'single'
-   * until the keepalived integration tracks the node's state; it then
-   * returns 'master' or 'backup' and calls FrontControl.roleChanged() on
-   * each transition.
-   */
-  haRole(): HaRole {
-    return 'single';
-  }
-
-  /**
    * Adopts the kernel's live flows to our VIPs as records (a restart: the
    * previous daemon's table is gone, the kernel's flows are not). With
    * `correct`, a record whose target differs from the server the kernel
    * NATs the flow to is moved to that server: the kernel's binding is what
    * the flow's packets follow.
    */
-  async #rebuildFromKernel(correct: boolean): Promise<{ added: number; corrected: number }> {
+  async #rebuildFromKernel(correct: boolean, states: ReadonlySet<string> = REBUILD_STATES): Promise<{ added: number; corrected: number }> {
     const flows = await readKernelFlows();
     const now = performance.now();
     let added = 0;
     let corrected = 0;
     for (const f of flows) {
-      if (!REBUILD_STATES.has(f.state)) continue;
+      if (!states.has(f.state)) continue;
       const services = this.engine.services;
       for (let s = 0; s < services.length; s++) {
         const svc = services[s];
@@ -755,11 +772,115 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.#ops;
   }
 
+  /** The role as cluster_load carries it (a node in fault is not master). */
+  haRole(): 'single' | 'master' | 'backup' {
+    return messageRole(this.ha.role);
+  }
+
+  /**
+   * keepalived's new state for this node, from the notify hook (the admin
+   * command {"cmd":"ha","state":...}), sent after conntrackd committed the
+   * replicated flows. Returns the role before and after, or why it was refused.
+   */
+  haNotify(state: HaState): { from: HaRole; to: HaRole; changed: boolean } | string {
+    if (this.config.ha === undefined) return 'this front node has no ha section (role single): only the nodes of a pair take a VRRP state';
+    const from = this.ha.role;
+    const t = this.ha.notify(state, `keepalived: ${state.toUpperCase()} (notify hook)`, Date.now());
+    if (t) this.#roleTransition(t);
+    else if (state === 'master') {
+      // A repeat: e.g. this process started while the takeover was under
+      // way (address present, commit not yet done). Adoption is idempotent:
+      // the flows committed since start get their records now.
+      void this.#rebuildFromKernel(true, LIVE_STATES).then(
+        (r) => {
+          if (r.added + r.corrected > 0) this.log.info({ adopted: r.added, corrected: r.corrected }, 'ha: master again (repeat notify): records adopted from the committed flows');
+        },
+        (err: unknown) => {
+          this.log.error({ err: (err as Error).message }, 'ha: records not rebuilt from the kernel flows');
+        },
+      );
+    }
+    return { from, to: this.ha.role, changed: t !== undefined };
+  }
+
+  /**
+   * One role transition: logged once and counted (by the machine), DNS told
+   * at once (cluster_load with the role). On becoming master the records
+   * are rebuilt from the kernel's flows, which the hook committed before
+   * telling us, through the restart path. On becoming backup the table is
+   * kept: a flow that comes back finds its record; records whose kernel flow
+   * ends are freed by reconcile. `failover` false: the role found at start
+   * (the records were just adopted; nothing moved).
+   */
+  #roleTransition(t: RoleTransition | undefined, failover = true): void {
+    if (t === undefined) return;
+    const fields = { from: t.from, to: t.to, reason: t.reason };
+    if (t.to === 'master') this.log.info(fields, 'ha role changed');
+    else this.log.warn(fields, 'ha role changed');
+    this.#control?.sendClusterLoadNow();
+    if (t.to !== 'master' || !failover) return;
+    const at = new Date(t.at).toISOString();
+    // Every live state: conntrackd 1.4.7 commits the replicated TCP flows as
+    // CLOSE_WAIT (measured: ESTABLISHED in the external cache, CLOSE_WAIT
+    // with the 60 s close-wait timeout in the kernel after -c). They carry
+    // traffic all the same; their records matter most for the one that
+    // idles past that timeout: its next packet finds no flow, and the record
+    // sends it to its server again (counted as resumed).
+    this.#rebuildFromKernel(true, LIVE_STATES).then(
+      (r) => {
+        this.ha.recordFailover({ at, from: t.from, to: t.to, adopted: r.added, corrected: r.corrected });
+        this.log.info({ from: t.from, adopted: r.added, corrected: r.corrected }, 'ha: master: connection records rebuilt from the committed flows');
+      },
+      (err: unknown) => {
+        this.ha.recordFailover({ at, from: t.from, to: t.to, adopted: 0, corrected: 0 });
+        this.log.error({ err: (err as Error).message }, 'ha: master, but the records were not rebuilt: the kernel flows could not be read (reconcile and FIN/RST keep the table; capacity counts are low until then)');
+      },
+    );
+  }
+
+  /** Whether this host holds the uplink virtual address now (os.networkInterfaces(): one netlink dump, once a second). */
+  #holdsUplinkVip(): boolean {
+    const ha = this.config.ha;
+    const vip = ha === undefined ? undefined : parseCidr(ha.uplink.virtualAddress)?.address;
+    if (vip === undefined) return false;
+    return Object.values(networkInterfaces()).some((addrs) => addrs?.some((a) => a.family === 'IPv4' && a.address === vip) === true);
+  }
+
+  #observeVip(): void {
+    const e = this.ha.observe(this.#holdsUplinkVip(), performance.now());
+    if (e === undefined) return;
+    const fields = { role: e.role, holdsUplinkVirtualAddress: e.holdsVip, forMs: Math.round(e.forMs) };
+    if (e.kind === 'began') this.log.error(fields, 'ha role mismatch: keepalived\'s address and the role the notify hook gave disagree (a hook missing or failed? see journalctl -t sluice-ha)');
+    else this.log.info(fields, 'ha role mismatch ended');
+  }
+
+  #haStatus(): FrontHaStatus {
+    const ha = this.config.ha;
+    const me = frontNodeName(this.config);
+    const peer = ha?.nodes.find((n) => n.name !== me);
+    return {
+      node: me,
+      role: this.ha.role,
+      reason: this.ha.reason,
+      since: new Date(this.ha.since).toISOString(),
+      transitions: { ...this.ha.transitions },
+      notifies: this.ha.notifies,
+      holdsUplinkVirtualAddress: this.ha.holdsVip ?? null,
+      mismatch: this.ha.mismatched,
+      mismatches: this.ha.mismatches,
+      peer: peer ? { name: peer.name, uplinkAddress: peer.uplinkAddress, lanAddress: peer.lanAddress, syncAddress: peer.syncAddress } : null,
+      virtual: ha ? { uplink: ha.uplink.virtualAddress, lan: ha.lan.virtualAddress } : null,
+      sync: this.sync.state,
+      lastFailover: this.ha.lastFailover ?? null,
+    };
+  }
+
   status(): FrontStatus {
     const now = performance.now();
     const { malformed, ...counters } = this.engine.counters;
     return {
       cluster: this.config.cluster,
+      ha: this.#haStatus(),
       uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),
       counters,
       malformed: Object.fromEntries(parseStatusName.map((n, i) => [n, malformed[i] ?? 0] as const).filter(([, v]) => v !== 0)),
@@ -843,6 +964,7 @@ export class FrontDaemon implements FrontMetricsSource {
     // A check in flight must not reinstall anything after this.
     this.rules.stop();
     this.health.stop();
+    this.sync.stop();
     if (this.#usablePending) clearImmediate(this.#usablePending);
     clearTimeout(this.#rebuildTimer);
     this.fallback.stop();

@@ -36,6 +36,8 @@ import { CHECK_OUTCOMES } from './health/result.ts';
 import { HEALTH_STATES, type HealthState } from './health/server-health.ts';
 import type { FallbackWriterStatus } from './fallback.ts';
 import type { GuardCount } from './vip-guard.ts';
+import { HA_ROLES, type HaRoleMachine } from './ha/role.ts';
+import type { SyncFigures, SyncStateReader } from './ha/sync-state.ts';
 
 /** What the front daemon exposes to its metrics (FrontDaemon implements it). */
 export interface FrontMetricsSource {
@@ -64,6 +66,9 @@ export interface FrontMetricsSource {
   /** The active health checks and the transitions counted by the daemon (absent: no checks, e.g. unit tests). */
   readonly health?: HealthChecker;
   readonly healthTransitions?: Readonly<Record<HealthState, number>>;
+  /** The role in a front-node pair and conntrackd's sync figures (absent: unit tests). */
+  readonly ha?: HaRoleMachine;
+  readonly sync?: SyncStateReader;
 }
 
 /** Peer clusters exposed at most (peers are whoever reports cluster_load; keep the series bounded). */
@@ -253,6 +258,7 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   counterOf(registry, 'sluice_front_rules_repair_failures_total', 'Reinstalls of our rules that failed (iptables refused); retried every check period.', () => rules().repairFailures);
   counterOf(registry, 'sluice_front_rules_check_failures_total', 'Checks that could not read our rules (iptables-save failed or timed out).', () => rules().checkFailures);
 
+  registerHaMetrics(registry, src);
   registerShapingMetrics(registry, () => src.engine.shaper);
   registerThrottleMetrics(registry, () => src.gatekeeper());
   registerFrontControlMetrics(registry, () => src.control());
@@ -261,6 +267,44 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
 }
 
 const AGENT_HEALTH_SERIES = [...AGENT_HEALTH, 'none'] as const;
+
+/**
+ * The front-node pair (src/front/ha/): the role (1 for the current one),
+ * its changes, the role/address mismatches, and conntrackd's figures as
+ * last read (every 5 s; absent while unknown, so a stale value never shows).
+ */
+function registerHaMetrics(registry: Registry, src: FrontMetricsSource): void {
+  gaugeFrom(registry, 'sluice_front_ha_role', 'This node\'s role in a front-node pair: 1 for the current role (single without an ha section).', ['role'], () => {
+    const now = src.ha?.role ?? 'single';
+    return HA_ROLES.map((r) => [{ role: r }, r === now ? 1 : 0] as const);
+  });
+  counterFrom(registry, 'sluice_front_ha_transitions_total', 'Role changes since start, by the role entered (keepalived\'s notify hook, or the address found at start).', ['to'], () => HA_ROLES.filter((r) => r !== 'single').map((r) => [{ to: r }, src.ha?.transitions[r] ?? 0] as const));
+  counterOf(registry, 'sluice_front_ha_role_mismatch_total', 'Times the role and the uplink virtual address disagreed for longer than 3 advert intervals plus 5 s for the notify hook (a hook missing or failed).', () => src.ha?.mismatches ?? 0);
+  gaugeOf(registry, 'sluice_front_ha_sync_readable', '1 when the last `conntrackd -s` read gave figures; 0 when it failed (the reason is in status) or without a pair.', () => (src.sync?.state.state === 'ok' ? 1 : 0));
+  const figures = (): SyncFigures | undefined => {
+    const st = src.sync?.state;
+    return st?.state === 'ok' ? st.figures : undefined;
+  };
+  gaugeFrom(registry, 'sluice_front_ha_sync_flows', 'Flows in conntrackd\'s caches: internal (this node\'s, replicated to the peer), external (the peer\'s, committed at a takeover).', ['cache'], () => {
+    const f = figures();
+    return f ? [[{ cache: 'internal' }, f.internal], [{ cache: 'external' }, f.external]] : [];
+  });
+  gaugeFrom(registry, 'sluice_front_ha_sync_packets', 'Sync packets conntrackd sent and received since it started (its own counter: a conntrackd restart resets it).', ['direction'], () => {
+    const f = figures();
+    return f ? [[{ direction: 'sent' }, f.packetsSent], [{ direction: 'received' }, f.packetsReceived]] : [];
+  });
+  gaugeFrom(registry, 'sluice_front_ha_sync_errors', 'Sync send and receive errors, and malformed and lost messages (lost ones FTFW resends), since conntrackd started.', ['kind'], () => {
+    const f = figures();
+    return f
+      ? [
+          [{ kind: 'send' }, f.sendErrors],
+          [{ kind: 'receive' }, f.receiveErrors],
+          [{ kind: 'malformed' }, f.malformed],
+          [{ kind: 'lost' }, f.lost],
+        ]
+      : [];
+  });
+}
 
 /** Agent reports, client-rate table, peer clusters and RTT probes (present with a control section). */
 function registerFrontControlMetrics(registry: Registry, control: () => FrontControl | undefined): void {
@@ -293,6 +337,7 @@ function registerFrontControlMetrics(registry: Registry, control: () => FrontCon
   const probe = (): NonNullable<FrontControl['prober']>['counters'] | undefined => control()?.prober?.counters;
   counterOf(registry, 'sluice_front_probe_requests_total', 'rtt_probe_request messages taken by the prober.', () => probe()?.requests ?? 0);
   counterOf(registry, 'sluice_front_probe_requests_ignored_total', 'rtt_probe_request messages ignored because probing is off.', () => control()?.probeCounts.ignoredRequests ?? 0);
+  counterOf(registry, 'sluice_front_probe_requests_not_master_total', 'rtt_probe_request messages ignored because this node is the backup of a pair (the master probes).', () => control()?.probeCounts.notMaster ?? 0);
   counterFrom(registry, 'sluice_front_probe_targets_total', 'Probe targets: requested, deduped (already pending), cached (finished less than probe.dedupSeconds ago: its result is reported again, no probe), dropped (too many pending), finished.', ['outcome'], () => {
     const p = probe();
     return p

@@ -10,7 +10,8 @@
  *   ip_forward     net.ipv4.ip_forward = 1: steered packets are forwarded.
  *   lan_interface  `lanInterface` exists in this namespace.
  *   rp_filter      0 on the LAN interface and on the uplink interface (the
- *                  one holding `uplinkAddress`), the effective value being
+ *                  one holding `uplinkAddress`; with `ha`, `ha.uplink.interface`:
+ *                  the virtual address is absent on the backup), the effective value being
  *                  max(conf.all, conf.IF): otherwise the kernel drops the
  *                  replies rewritten back to the VIP (measured; see
  *                  docs/operations.md).
@@ -31,6 +32,13 @@
  *                  be sent from an address the node does not have (every
  *                  check would fail, and every server would go down).
  *                  Only run when some service sets a source.
+ *   ha_interfaces  with `ha`: the uplink, LAN and sync interfaces exist here.
+ *   ha_addresses   with `ha`: this node's uplink, LAN and sync addresses
+ *                  (its `ha.nodes[]` entry) are on those interfaces:
+ *                  keepalived sends its adverts from them, conntrackd its
+ *                  updates (the virtual addresses are keepalived's to add).
+ *   ha_binaries    with `ha`: keepalived and conntrackd are installed (the
+ *                  notify hook runs conntrackd; the daemon reads its state).
  *
  * One error class for all of them (PreflightError, ERR_SLUICE_PREFLIGHT)
  * carrying the list of failures: an operator fixes every failed check in
@@ -44,13 +52,14 @@
  * here is synchronous and runs once, off the packet path.
  */
 import { spawnSync } from 'node:child_process';
-import { closeSync, openSync, readFileSync, readSync, readdirSync, readlinkSync } from 'node:fs';
+import { accessSync, closeSync, constants, openSync, readFileSync, readSync, readdirSync, readlinkSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { SluiceError } from '../errors/errors.ts';
 import type { FrontConfig } from './config.ts';
+import type { HaConfig } from './ha/config.ts';
 
-export const PREFLIGHT_CHECKS = ['ip_forward', 'lan_interface', 'rp_filter', 'conntrack', 'queue', 'nflog_group', 'health_source'] as const;
+export const PREFLIGHT_CHECKS = ['ip_forward', 'lan_interface', 'rp_filter', 'conntrack', 'queue', 'nflog_group', 'health_source', 'ha_interfaces', 'ha_addresses', 'ha_binaries'] as const;
 export type PreflightCheck = (typeof PREFLIGHT_CHECKS)[number];
 
 export interface CheckResult {
@@ -93,6 +102,8 @@ export interface HostReader {
   bindings(kind: 'queue' | 'log'): string | undefined;
   /** The process holding a netfilter netlink socket with this port id, when this user can see it. */
   netlinkOwner(portid: number): SocketOwner | undefined;
+  /** The path of an executable of this name (PATH, then /usr/sbin and /sbin), if any. */
+  command(name: string): string | undefined;
 }
 
 export interface SocketOwner {
@@ -135,10 +146,11 @@ export function checkLanInterface(cfg: Pick<FrontConfig, 'lanInterface'>, host: 
 }
 
 /** rp_filter 0 on the LAN and uplink interfaces (effective value: max of conf.all and conf.IF). */
-export function checkRpFilter(cfg: Pick<FrontConfig, 'lanInterface' | 'uplinkAddress'>, host: HostReader): CheckResult {
+export function checkRpFilter(cfg: Pick<FrontConfig, 'lanInterface' | 'uplinkAddress'> & { readonly ha?: HaConfig | undefined }, host: HostReader): CheckResult {
   const ifs = new Set<string>();
   if (host.interfaces().includes(cfg.lanInterface)) ifs.add(cfg.lanInterface);
-  const uplink = host.interfaceWith(cfg.uplinkAddress);
+  // In a pair the uplink address is the virtual one, on the master only: the interface is named instead.
+  const uplink = cfg.ha ? (host.interfaces().includes(cfg.ha.uplink.interface) ? cfg.ha.uplink.interface : undefined) : host.interfaceWith(cfg.uplinkAddress);
   if (uplink !== undefined) ifs.add(uplink);
   const all = Number(host.sysctl('net/ipv4/conf/all/rp_filter') ?? 0);
   const bad: string[] = [];
@@ -225,7 +237,58 @@ export function checkBinding(kind: 'queue' | 'log', num: number, host: HostReade
   };
 }
 
-type PreflightConfig = Pick<FrontConfig, 'lanInterface' | 'uplinkAddress' | 'queue' | 'nflogGroup'> & { readonly services?: readonly { readonly name: string; readonly health?: { readonly kind: string; readonly source?: string | undefined } }[] };
+type PreflightConfig = Pick<FrontConfig, 'lanInterface' | 'uplinkAddress' | 'queue' | 'nflogGroup'> & {
+  readonly services?: readonly { readonly name: string; readonly health?: { readonly kind: string; readonly source?: string | undefined } }[];
+  readonly cluster?: string;
+  readonly node?: string | undefined;
+  readonly ha?: HaConfig | undefined;
+};
+
+/** The pair's interfaces exist here (uplink, LAN, sync). */
+export function checkHaInterfaces(ha: HaConfig, host: HostReader): CheckResult {
+  const all = host.interfaces();
+  const want = [
+    ['ha.uplink.interface', ha.uplink.interface],
+    ['ha.lan.interface', ha.lan.interface],
+    ['ha.sync.interface', ha.sync.interface],
+  ] as const;
+  const missing = want.filter(([, n]) => !all.includes(n));
+  if (missing.length === 0) return { check: 'ha_interfaces', ok: true, detail: `uplink ${ha.uplink.interface}, LAN ${ha.lan.interface} and sync ${ha.sync.interface} exist` };
+  return {
+    check: 'ha_interfaces',
+    ok: false,
+    detail: `${missing.map(([k, n]) => `${k} ${n}`).join(', ')}: no such interface in this network namespace (it has ${all.join(', ') || 'none'}): create it, or name the right one in the ha section (the same on both nodes); over the LAN, the sync interface is the LAN interface`,
+  };
+}
+
+/** This node's own addresses are on the pair's interfaces. */
+export function checkHaAddresses(ha: HaConfig, me: string, host: HostReader): CheckResult {
+  const self = ha.nodes.find((n) => n.name === me);
+  if (self === undefined) return { check: 'ha_addresses', ok: false, detail: `node ${me} is not in ha.nodes: set the top-level node to this host's entry` };
+  const want = [
+    ['uplinkAddress', self.uplinkAddress, ha.uplink.interface],
+    ['lanAddress', self.lanAddress, ha.lan.interface],
+    ['syncAddress', self.syncAddress, ha.sync.interface],
+  ] as const;
+  const wrong = want.flatMap(([k, a, ifname]) => {
+    const on = host.interfaceWith(a);
+    return on === ifname ? [] : [`${k} ${a} is ${on === undefined ? 'on no interface here' : `on ${on}`}, not on ${ifname}`];
+  });
+  if (wrong.length === 0) return { check: 'ha_addresses', ok: true, detail: `node ${me}: ${self.uplinkAddress} on ${ha.uplink.interface}, ${self.lanAddress} on ${ha.lan.interface}, ${self.syncAddress} on ${ha.sync.interface}` };
+  return {
+    check: 'ha_addresses',
+    ok: false,
+    detail: `node ${me} (ha.nodes entry): ${wrong.join('; ')}: keepalived sends its adverts and conntrackd its updates from these addresses; add them (e.g. \`ip addr add ADDRESS/PREFIX dev IF\`, and in the host's network config), or fix this node's entry`,
+  };
+}
+
+/** keepalived and conntrackd are installed. */
+export function checkHaBinaries(host: HostReader): CheckResult {
+  const found = (['keepalived', 'conntrackd'] as const).map((n) => [n, host.command(n)] as const);
+  const missing = found.filter(([, p]) => p === undefined).map(([n]) => n);
+  if (missing.length === 0) return { check: 'ha_binaries', ok: true, detail: found.map(([n, p]) => `${n} ${String(p)}`).join(', ') };
+  return { check: 'ha_binaries', ok: false, detail: `${missing.join(' and ')} not found: a front-node pair runs keepalived (VRRP) and conntrackd (flow sync); install them with \`apt-get install ${missing.join(' ')}\` (scripts/install.sh does)` };
+}
 
 /** Each health check source address is on an interface here; undefined when no service sets one. */
 export function checkHealthSource(cfg: PreflightConfig, host: HostReader): CheckResult | undefined {
@@ -242,9 +305,10 @@ export function checkHealthSource(cfg: PreflightConfig, host: HostReader): Check
   };
 }
 
-/** Every check, in PREFLIGHT_CHECKS order (health_source only when a service sets a source). */
+/** Every check, in PREFLIGHT_CHECKS order (health_source only when a service sets a source; ha_* only with `ha`). */
 export function runPreflight(cfg: PreflightConfig, host: HostReader, opts: BindingOptions = {}): CheckResult[] {
   const source = checkHealthSource(cfg, host);
+  const ha = cfg.ha;
   return [
     checkIpForward(host),
     checkLanInterface(cfg, host),
@@ -253,6 +317,7 @@ export function runPreflight(cfg: PreflightConfig, host: HostReader, opts: Bindi
     checkBinding('queue', cfg.queue, host, opts),
     checkBinding('log', cfg.nflogGroup, host, opts),
     ...(source ? [source] : []),
+    ...(ha ? [checkHaInterfaces(ha, host), checkHaAddresses(ha, cfg.node ?? cfg.cluster ?? '', host), checkHaBinaries(host)] : []),
   ];
 }
 
@@ -335,6 +400,18 @@ export function systemHost(): HostReader {
         if (code === 'EACCES' || code === 'EPERM') return undefined;
         throw err;
       }
+    },
+    command(name) {
+      const dirs = [...(process.env['PATH'] ?? '').split(':').filter((d) => d.startsWith('/')), '/usr/sbin', '/sbin'];
+      for (const d of dirs) {
+        try {
+          accessSync(`${d}/${name}`, constants.X_OK);
+          return `${d}/${name}`;
+        } catch {
+          // not here
+        }
+      }
+      return undefined;
     },
     netlinkOwner(portid) {
       // /proc/net/netlink: sk Eth Pid(port id) Groups Rmem Wmem Dump Locks Drops Inode

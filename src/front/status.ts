@@ -23,6 +23,8 @@ import type { ServerRuntime } from './service.ts';
 import type { ServerCheckStatus } from './health/checker.ts';
 import type { AgentHealth, CheckState, HealthState } from './health/server-health.ts';
 import type { OverridesStatus } from './override-store.ts';
+import type { Failover, HaRole } from './ha/role.ts';
+import type { SyncState } from './ha/sync-state.ts';
 import type { ServerOverrideStatus } from './overrides.ts';
 
 /** A server's health (src/front/health/server-health.ts): the combined state and its sources. */
@@ -114,8 +116,36 @@ export interface FrontHealthStatus {
   readonly selectorRebuilds: number;
 }
 
+/** This node's place in a front-node pair (src/front/ha/); role 'single' and no peer without `ha`. */
+export interface FrontHaStatus {
+  /** This node's name (the config's `node`, else the cluster's). */
+  readonly node: string;
+  readonly role: HaRole;
+  /** Why it has this role (keepalived's notify, or the start). */
+  readonly reason: string;
+  /** ISO time of the last role change (the start if none). */
+  readonly since: string;
+  /** Role changes since start, by the role entered. */
+  readonly transitions: Readonly<Record<HaRole, number>>;
+  /** Notify commands received (repeats included). */
+  readonly notifies: number;
+  /** Whether this host held the uplink virtual address at the last check (null: not checked, no pair). */
+  readonly holdsUplinkVirtualAddress: boolean | null;
+  /** Role and address disagree now (longer than 3 advert intervals plus 5 s for the notify hook). */
+  readonly mismatch: boolean;
+  readonly mismatches: number;
+  readonly peer: { readonly name: string; readonly uplinkAddress: string; readonly lanAddress: string; readonly syncAddress: string } | null;
+  readonly virtual: { readonly uplink: string; readonly lan: string } | null;
+  /** conntrackd's figures as last read ('off' without a pair). */
+  readonly sync: SyncState;
+  /** The last time this node became master from another role (null: never since start). */
+  readonly lastFailover: Failover | null;
+}
+
 export interface FrontStatus {
   readonly cluster: string;
+  /** Absent from daemons older than front-node pairs. */
+  readonly ha?: FrontHaStatus;
   readonly uptimeSeconds: number;
   /** The engine's counters (malformed packets are counted by parse status in `malformed`). */
   readonly counters: Readonly<Omit<EngineCounters, 'malformed'>>;

@@ -26,6 +26,21 @@ describe('front config', () => {
     assert.equal(cfg.overflow[0]?.vip, '198.19.2.1');
   });
 
+  it('the example ha section, uncommented, is valid (and renders)', () => {
+    const block = exampleText.split('# --- ha example begin\n')[1]!.split('# --- ha example end')[0]!;
+    const uncommented = block
+      .split('\n')
+      .filter((l) => l.startsWith('# '))
+      .map((l) => l.slice(2))
+      .join('\n');
+    const cfg = parseConfig(frontConfigSchema, `${exampleText}\n${uncommented}\n`, 'example+ha');
+    assert.equal(cfg.node, 'fr1a');
+    const ha = cfg.ha;
+    assert.ok(ha);
+    assert.equal(ha.nodes.length, 2);
+    assert.equal(ha.advertSeconds, 0.3);
+  });
+
   it('the example checkpoints section, uncommented, is valid', () => {
     const block = exampleText.split('# --- checkpoints example begin\n')[1]!.split('# --- checkpoints example end')[0]!;
     const uncommented = block

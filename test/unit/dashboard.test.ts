@@ -50,6 +50,29 @@ function cluster(s: DashboardState, name: string): ClusterView {
 }
 
 describe('dashboard state', () => {
+  it('a front-node pair: one cluster, both nodes listed with role, peer and last failover; the master\'s figures shown', () => {
+    const st = new SiteState([
+      { name: 'fr1b', address: 'unix:/b' },
+      { name: 'fr1a', address: 'unix:/a' },
+    ]);
+    const ha = (node: string, role: string, peer: string, lastFailover: unknown = null): Record<string, unknown> => ({ ha: { node, role, peer: { name: peer }, lastFailover } });
+    st.record('fr1b', 0, { status: front('c1', { a: 0 }, ha('fr1b', 'backup', 'fr1a')) });
+    st.record('fr1a', 0, { status: front('c1', { a: 42 }, ha('fr1a', 'master', 'fr1b', { at: '2026-01-01T00:00:00.000Z', from: 'backup', to: 'master', adopted: 7, corrected: 0 })) });
+    const v = st.view(0);
+    assert.equal(v.clusters.length, 1);
+    const c1 = cluster(v, 'c1');
+    assert.equal(c1.decided, 42, 'the master\'s figures');
+    assert.equal(c1.source, 'fr1a');
+    assert.deepEqual(
+      c1.frontNodes.map((n) => [n.source, n.role, n.peer, n.lastFailover?.adopted ?? null]),
+      [
+        ['fr1a', 'master', 'fr1b', 7],
+        ['fr1b', 'backup', 'fr1a', null],
+      ],
+    );
+    assert.match(pageHtml('site'), /'data-testid': 'front-node', 'data-name': n\.source, 'data-role'/);
+  });
+
   it('connections per second come from counter deltas over the window, per cluster and per server', () => {
     const st = new SiteState([{ name: 'f1', address: 'unix:/x' }]);
     st.record('f1', 0, { status: front('c1', { a: 10, b: 0 }) });

@@ -39,6 +39,7 @@ import {
 } from '../../src/errors/errors.ts';
 import { ConntrackReadError } from '../../src/front/conntrack-proc.ts';
 import { PingerUnavailableError } from '../../src/front/icmp_echo.ts';
+import { HaMissingError } from '../../src/front/ha/render.ts';
 import { PreflightError } from '../../src/front/preflight.ts';
 import { FrontRunningError, RulesNotRemovedError } from '../../src/front/remove-rules.ts';
 import { RulesReadBackError } from '../../src/front/rules-check.ts';
@@ -82,6 +83,7 @@ const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [HttpListenError, 'ERR_SLUICE_HTTP_LISTEN', ['m']],
   [ConntrackReadError, 'ERR_SLUICE_CONNTRACK_READ', ['m']],
   [PreflightError, 'ERR_SLUICE_PREFLIGHT', [[{ check: 'ip_forward', ok: false, detail: 'd' }]]],
+  [HaMissingError, 'ERR_SLUICE_HA_MISSING', ['m']],
   [RulesReadBackError, 'ERR_SLUICE_RULES_READ_BACK', ['m']],
   [PingerUnavailableError, 'ERR_SLUICE_PINGER_UNAVAILABLE', ['m']],
   [RedisNoReplyError, 'ERR_SLUICE_REDIS_NO_REPLY', ['m']],

@@ -19,6 +19,7 @@ interface Fake {
   queue: string | undefined;
   log: string | undefined;
   owners: Record<number, SocketOwner>;
+  commands: Record<string, string>;
 }
 
 const good = (): Fake => ({
@@ -36,6 +37,7 @@ const good = (): Fake => ({
   queue: '',
   log: '',
   owners: {},
+  commands: { keepalived: '/usr/sbin/keepalived', conntrackd: '/usr/sbin/conntrackd' },
 });
 
 function host(f: Fake): HostReader {
@@ -47,6 +49,7 @@ function host(f: Fake): HostReader {
     conntrackNetlink: () => f.netlink,
     bindings: (k) => (k === 'queue' ? f.queue : f.log),
     netlinkOwner: (p) => f.owners[p],
+    command: (n) => f.commands[n],
   };
 }
 
@@ -182,4 +185,60 @@ describe('front preflight: health check source', () => {
   it('kind none: its source is not checked', () => {
     assert.ok(runPreflight({ ...CFG, services: [svc('198.18.201.99', 'none')] }, host(good())).every((r) => r.check !== 'health_source'));
   });
+});
+
+describe('front preflight: a front-node pair (ha)', () => {
+  const HA_CFG = {
+    ...CFG,
+    uplinkAddress: '198.18.101.10',
+    cluster: 'c1',
+    node: 'fr1a',
+    ha: {
+      nodes: [
+        { name: 'fr1a', priority: 150, uplinkAddress: '198.18.101.2', lanAddress: '198.18.201.2', syncAddress: '198.18.151.1' },
+        { name: 'fr1b', priority: 100, uplinkAddress: '198.18.101.3', lanAddress: '198.18.201.3', syncAddress: '198.18.151.2' },
+      ],
+      uplink: { interface: 'wan0', virtualAddress: '198.18.101.10/24', routerId: 51 },
+      lan: { interface: 'lan0', virtualAddress: '198.18.201.1/24', routerId: 52 },
+      advertSeconds: 1,
+      preempt: false,
+      preemptDelaySeconds: 30,
+      sync: { interface: 'sync0', port: 3780 },
+      files: { keepalived: '/k', conntrackd: '/c', conntrackdSocket: '/s', conntrackdLock: '/l', conntrackdLog: '/g', notify: '/n' },
+    },
+  };
+  /** The backup: the virtual address is not here; the node's own addresses are. */
+  const pairHost = (): Fake => {
+    const f = good();
+    f.interfaces = ['lo', 'wan0', 'lan0', 'sync0'];
+    f.addresses = { '198.18.101.2': 'wan0', '198.18.201.2': 'lan0', '198.18.151.1': 'sync0' };
+    f.sysctl['net/ipv4/conf/sync0/rp_filter'] = '0';
+    return f;
+  };
+
+  it('a backup host passes: rp_filter finds the uplink by ha.uplink.interface, not by the absent virtual address', () => {
+    const f = pairHost();
+    f.sysctl['net/ipv4/conf/wan0/rp_filter'] = '0';
+    const r = runPreflight(HA_CFG, host(f));
+    assert.deepEqual(r.filter((x) => !x.ok), []);
+    assert.deepEqual(r.map((x) => x.check).slice(-3), ['ha_interfaces', 'ha_addresses', 'ha_binaries']);
+    assert.match(r.find((x) => x.check === 'rp_filter')?.detail ?? '', /on lan0, wan0/);
+  });
+
+  const cases: { name: string; change: (f: Fake) => void; check: string; detail: RegExp }[] = [
+    { name: 'the sync interface does not exist', change: (f) => (f.interfaces = ['lo', 'wan0', 'lan0']), check: 'ha_interfaces', detail: /ha\.sync\.interface sync0: no such interface/ },
+    { name: 'this node\'s sync address is not on the sync interface', change: (f) => delete f.addresses['198.18.151.1'], check: 'ha_addresses', detail: /syncAddress 198\.18\.151\.1 is on no interface here, not on sync0/ },
+    { name: 'this node\'s uplink address is on the wrong interface', change: (f) => (f.addresses['198.18.101.2'] = 'lan0'), check: 'ha_addresses', detail: /uplinkAddress 198\.18\.101\.2 is on lan0, not on wan0/ },
+    { name: 'conntrackd is not installed', change: (f) => delete f.commands['conntrackd'], check: 'ha_binaries', detail: /conntrackd not found.*apt-get install conntrackd/ },
+    { name: 'rp_filter on the uplink interface of a backup', change: (f) => (f.sysctl['net/ipv4/conf/wan0/rp_filter'] = '1'), check: 'rp_filter', detail: /wan0: 1/ },
+  ];
+  for (const c of cases) {
+    it(`refuses: ${c.name}`, () => {
+      const f = pairHost();
+      c.change(f);
+      const failed = runPreflight(HA_CFG, host(f)).filter((r) => !r.ok);
+      assert.deepEqual(failed.map((r) => r.check), [c.check]);
+      assert.match(failed[0]?.detail ?? '', c.detail);
+    });
+  }
 });

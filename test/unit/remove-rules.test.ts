@@ -58,6 +58,7 @@ function host(queueTable: string | undefined): HostReader {
     sysctl: () => undefined,
     interfaces: () => [],
     interfaceWith: () => undefined,
+    command: () => undefined,
     conntrackProc: () => 'readable',
     conntrackNetlink: () => 'allowed',
     bindings: (kind) => (kind === 'queue' ? queueTable : ''),
