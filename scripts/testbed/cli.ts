@@ -3,6 +3,7 @@
  *
  *   testbed up     [--prefix P] [--clients N] [--clusters N] [--servers N]
  *                  [--extra-addresses N] [--delay I:K=MS ...] [--blob-mib N]
+ *                  [--fronts-per-cluster 1|2] [--dns-servers 1|2]
  *   testbed down   [--prefix P]
  *   testbed status [--prefix P]
  *   testbed plan   [options of up]     print the topology without building it
@@ -12,7 +13,8 @@ import { describePlan, planTestbed, type TestbedOptions } from './plan.ts';
 import { down, status, up } from './testbed.ts';
 
 const USAGE = `usage: testbed up|down|status|plan [--prefix P] [--clients N] [--clusters N] [--servers N]
-                 [--extra-addresses N] [--delay CLIENT:CLUSTER=MS ...] [--blob-mib N]`;
+                 [--extra-addresses N] [--delay CLIENT:CLUSTER=MS ...] [--blob-mib N]
+                 [--fronts-per-cluster 1|2] [--dns-servers 1|2]`;
 
 function main(argv: string[]): number {
   const { values, positionals } = parseArgs({
@@ -26,6 +28,8 @@ function main(argv: string[]): number {
       'extra-addresses': { type: 'string' },
       delay: { type: 'string', multiple: true },
       'blob-mib': { type: 'string' },
+      'fronts-per-cluster': { type: 'string' },
+      'dns-servers': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -51,6 +55,8 @@ function main(argv: string[]): number {
     ...(values.servers !== undefined ? { serversPerCluster: num(values.servers) } : {}),
     ...(values['extra-addresses'] !== undefined ? { extraClientAddresses: num(values['extra-addresses']) } : {}),
     ...(values['blob-mib'] !== undefined ? { blobMiB: num(values['blob-mib']) } : {}),
+    ...(values['fronts-per-cluster'] !== undefined ? { frontsPerCluster: num(values['fronts-per-cluster']) } : {}),
+    ...(values['dns-servers'] !== undefined ? { dnsServers: num(values['dns-servers']) } : {}),
     delaysMs,
   } as TestbedOptions;
   switch (cmd) {

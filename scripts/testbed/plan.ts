@@ -13,6 +13,21 @@
  *   cluster k LAN 198.18.(200+k).0/24: front .1 (bridge lan0), servers .11, .12, ...
  *   cluster k VIPs 198.19.k.0/24, routed by the WAN to front k
  *
+ * With frontsPerCluster 2 (issue 21, front-node pairs with keepalived and
+ * conntrackd) each cluster has two front nodes, fr<k>a and fr<k>b:
+ *
+ *   wan ── bridge up<k> ──┬─ fr<k>a ─┬── lan<k> (bridge namespace) ── s<k>a s<k>b ...
+ *                         └─ fr<k>b ─┘
+ *                              └─ sync0 (a veth between the two fronts)
+ *
+ *   uplink segment 198.18.(100+k).0/24: WAN .1, node a .2, node b .3, and the
+ *                  VRRP virtual address .10 (the WAN routes the VIPs there)
+ *   LAN            198.18.(200+k).0/24: node a .2, node b .3, and the VRRP
+ *                  virtual address .1 (the servers' default gateway)
+ *   sync link      198.18.(150+k).0/30: node a .1, node b .2
+ *
+ * With dnsServers 2 a second DNS server dns2 has 198.18.3.2/24 (WAN .1).
+ *
  * Namespaces are named `<prefix>-<role>`; veth pairs are created directly
  * inside the namespaces, so nothing ever appears in the host's namespace.
  */
@@ -35,11 +50,15 @@ export interface TestbedOptions {
    * server its own CPU utilization for the agents (namespaces share /proc/stat).
    */
   readonly serverCpus?: number;
+  /** Front nodes per cluster: 1, or 2 (an active/backup pair with keepalived and conntrackd). */
+  readonly frontsPerCluster?: number;
+  /** Authoritative DNS servers (the zone's NS set): 1 or 2. */
+  readonly dnsServers?: number;
 }
 
 export interface NsPlan {
   readonly name: string;
-  readonly role: 'wan' | 'client' | 'dns' | 'front' | 'server';
+  readonly role: 'wan' | 'client' | 'dns' | 'front' | 'server' | 'lan';
 }
 
 export interface ClientPlan extends NsPlan {
@@ -62,11 +81,36 @@ export interface ServerPlan extends NsPlan {
   readonly frontIf: string;
 }
 
+/** One front node of a cluster. */
+export interface FrontPlan extends NsPlan {
+  readonly role: 'front';
+  /** fr<k> (a single front) or fr<k>a / fr<k>b (a pair): its control-plane name and key file name. */
+  readonly id: string;
+  /** This node's own address on the uplink (its control PUB listens here). */
+  readonly uplinkAddress: string;
+  /** This node's own address on the LAN (the agents push here). */
+  readonly lanAddress: string;
+  /** Pair only: this node's address on the sync link (conntrackd). */
+  readonly syncAddress?: string;
+  /** Pair only: VRRP priority (node a higher). */
+  readonly priority?: number;
+}
+
+/** A cluster's DNS-visible plan. A pair's virtual addresses are the cluster's uplinkAddress and lanAddress. */
 export interface ClusterPlan {
   readonly index: number;
-  readonly front: NsPlan & { readonly role: 'front' };
+  /** The first front node (the only one without a pair). */
+  readonly front: FrontPlan;
+  /** Every front node of the cluster (1 or 2). */
+  readonly fronts: readonly FrontPlan[];
+  /** Pair only: the LAN switch namespace (a bridge joining both fronts and the servers). */
+  readonly lanSwitch?: NsPlan & { readonly role: 'lan' };
+  /** The address the WAN routes the VIPs to: the front's uplink address, or a pair's VRRP virtual address. */
   readonly uplinkAddress: string;
+  /** Prefix length of the uplink segment (24). */
+  readonly uplinkPrefix: number;
   readonly wanSideAddress: string;
+  /** The servers' gateway: the front's LAN address, or a pair's VRRP virtual address. */
   readonly lanAddress: string;
   readonly lanNetwork: string;
   readonly vipNetwork: string;
@@ -74,6 +118,15 @@ export interface ClusterPlan {
   readonly vip: string;
   readonly wanIf: string;
   readonly servers: readonly ServerPlan[];
+}
+
+export interface DnsPlan extends NsPlan {
+  readonly role: 'dns';
+  /** dns, dns2: its control-plane name and key file name. */
+  readonly id: string;
+  readonly address: string;
+  readonly gateway: string;
+  readonly wanIf: string;
 }
 
 export interface DelayPlan {
@@ -85,7 +138,9 @@ export interface DelayPlan {
 export interface TestbedPlan {
   readonly prefix: string;
   readonly wan: NsPlan & { readonly role: 'wan' };
-  readonly dns: NsPlan & { readonly role: 'dns'; readonly address: string; readonly gateway: string; readonly wanIf: string };
+  /** The first DNS server (dnsServers[0]). */
+  readonly dns: DnsPlan;
+  readonly dnsServers: readonly DnsPlan[];
   readonly clients: readonly ClientPlan[];
   readonly clusters: readonly ClusterPlan[];
   readonly delays: readonly DelayPlan[];
@@ -120,6 +175,8 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
   const nServers = count('serversPerCluster', opts.serversPerCluster, 3, 1, 26);
   const extra = count('extraClientAddresses', opts.extraClientAddresses, 0, 0, 200);
   const blobMiB = count('blobMiB', opts.blobMiB, 0, 0, 1024);
+  const nFronts = count('frontsPerCluster', opts.frontsPerCluster, 1, 1, 2);
+  const nDns = count('dnsServers', opts.dnsServers, 1, 1, 2);
   const serverCpus = opts.serverCpus ?? 0;
   if (!Number.isFinite(serverCpus) || serverCpus < 0 || serverCpus > 64) throw new InvalidArgumentError(`serverCpus must be between 0 and 64, got ${String(opts.serverCpus)}`);
 
@@ -152,16 +209,35 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
         frontIf: `sv${letter}`,
       });
     }
+    const up = `198.18.${100 + k}`;
+    const pair = nFronts === 2;
+    const fronts: FrontPlan[] = pair
+      ? (['a', 'b'] as const).map((n, i) => ({
+          name: `${p}-fr${k}${n}`,
+          role: 'front' as const,
+          id: `fr${k}${n}`,
+          uplinkAddress: `${up}.${2 + i}`,
+          lanAddress: `${lan}.${2 + i}`,
+          syncAddress: `198.18.${150 + k}.${1 + i}`,
+          priority: i === 0 ? 150 : 100,
+        }))
+      : [{ name: `${p}-fr${k}`, role: 'front', id: `fr${k}`, uplinkAddress: `${up}.2`, lanAddress: `${lan}.1` }];
+    const front = fronts[0];
+    if (front === undefined) throw new InvalidArgumentError('no front node planned');
     clusters.push({
       index: k,
-      front: { name: `${p}-fr${k}`, role: 'front' },
-      uplinkAddress: `198.18.${100 + k}.2`,
-      wanSideAddress: `198.18.${100 + k}.1`,
+      front,
+      fronts,
+      ...(pair ? { lanSwitch: { name: `${p}-lan${k}`, role: 'lan' as const } } : {}),
+      uplinkAddress: pair ? `${up}.10` : `${up}.2`,
+      uplinkPrefix: 24,
+      wanSideAddress: `${up}.1`,
       lanAddress: `${lan}.1`,
       lanNetwork: `${lan}.0/24`,
       vipNetwork: `198.19.${k}.0/24`,
       vip: `198.19.${k}.1`,
-      wanIf: `fr${k}`,
+      // The WAN's interface toward the cluster: the front's veth, or the pair's uplink bridge.
+      wanIf: pair ? `up${k}` : `fr${k}`,
       servers,
     });
   }
@@ -182,10 +258,21 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
       throw new InvalidArgumentError(`delay key "${key}" names no client:cluster pair of this testbed`);
     }
   }
+  const dnsServers: DnsPlan[] = Array.from({ length: nDns }, (_, i) => ({
+    name: i === 0 ? `${p}-dns` : `${p}-dns${i + 1}`,
+    role: 'dns' as const,
+    id: i === 0 ? 'dns' : `dns${i + 1}`,
+    address: `198.18.${2 + i}.2`,
+    gateway: `198.18.${2 + i}.1`,
+    wanIf: i === 0 ? 'dns' : `dns${i + 1}`,
+  }));
+  const dns = dnsServers[0];
+  if (dns === undefined) throw new InvalidArgumentError('no DNS server planned');
   return {
     prefix: p,
     wan: { name: `${p}-wan`, role: 'wan' },
-    dns: { name: `${p}-dns`, role: 'dns', address: '198.18.2.2', gateway: '198.18.2.1', wanIf: 'dns' },
+    dns,
+    dnsServers,
     clients,
     clusters,
     delays,
@@ -197,7 +284,7 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
 
 /** Every namespace of the plan, routers first. */
 export function namespacesOf(plan: TestbedPlan): NsPlan[] {
-  return [plan.wan, plan.dns, ...plan.clients, ...plan.clusters.flatMap((c) => [c.front, ...c.servers])];
+  return [plan.wan, ...plan.dnsServers, ...plan.clients, ...plan.clusters.flatMap((c) => [...(c.lanSwitch ? [c.lanSwitch] : []), ...c.fronts, ...c.servers])];
 }
 
 /** The text diagram of a plan (for `testbed status` and the docs). */
@@ -205,9 +292,13 @@ export function describePlan(plan: TestbedPlan): string {
   const lines: string[] = [];
   lines.push(`testbed ${plan.prefix}: WAN router ${plan.wan.name}`);
   for (const c of plan.clients) lines.push(`  client ${c.name} ${c.address}${c.extraAddresses.length > 0 ? ` (+${c.extraAddresses.length} aliases)` : ''}`);
-  lines.push(`  dns    ${plan.dns.name} ${plan.dns.address}`);
+  for (const d of plan.dnsServers) lines.push(`  dns    ${d.name} ${d.address}`);
   for (const k of plan.clusters) {
-    lines.push(`  cluster ${k.index}: front ${k.front.name} uplink ${k.uplinkAddress}, LAN ${k.lanNetwork}, VIPs ${k.vipNetwork}`);
+    if (k.fronts.length === 1) lines.push(`  cluster ${k.index}: front ${k.front.name} uplink ${k.uplinkAddress}, LAN ${k.lanNetwork}, VIPs ${k.vipNetwork}`);
+    else {
+      lines.push(`  cluster ${k.index}: front pair, uplink virtual ${k.uplinkAddress}, LAN gateway ${k.lanAddress} (${k.lanNetwork}), VIPs ${k.vipNetwork}`);
+      for (const f of k.fronts) lines.push(`    front ${f.name} uplink ${f.uplinkAddress}, LAN ${f.lanAddress}, sync ${f.syncAddress ?? ''}, priority ${String(f.priority ?? 0)}`);
+    }
     for (const s of k.servers) lines.push(`    server ${s.id} ${s.name} ${s.address}`);
   }
   lines.push('  one-way delays (ms), client -> cluster:');

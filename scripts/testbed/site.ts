@@ -8,19 +8,29 @@
  * front subscribes to the DNS server (probe requests) and to the other
  * fronts (overflow); the DNS server subscribes to every front.
  *
+ * A front-node pair (testbed --fronts-per-cluster 2): each node's agents
+ * listen on its own LAN address, its PUB on its own uplink address; both
+ * run keepalived and conntrackd from `sluice ha render` (files in
+ * <runDir>/ha-<node>/), started before (conntrackd) and after (keepalived)
+ * the front daemon, so the notify hook finds the daemon's admin socket.
+ * Every agent pushes to both nodes; every DNS server subscribes to every
+ * node, and every node to every DNS server.
+ *
  * Every daemon serves GET /metrics and /status on its namespace's loopback
  * (OPS_PORTS; each namespace has its own 127.0.0.1, so one port per kind):
  *   ip netns exec <prefix>-fr1 curl -s http://127.0.0.1:9100/metrics
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { openSync, closeSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { adminRequest } from '../../src/admin/client.ts';
-import type { ClusterPlan, ServerPlan } from './plan.ts';
+import type { ClusterPlan, DnsPlan, FrontPlan, ServerPlan } from './plan.ts';
 import type { TestbedState } from './testbed.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
+/** keepalived's notify hook, shipped in deploy/ (the testbed runs it from the checkout). */
+const HA_NOTIFY = fileURLToPath(new URL('../../deploy/ha/sluice-ha-notify', import.meta.url));
 
 /** The ops HTTP port of each daemon kind, on 127.0.0.1 of its namespace. */
 export const OPS_PORTS = { front: 9100, dns: 9101, agent: 9102 } as const;
@@ -38,23 +48,46 @@ export interface SiteOptions {
    * and each agent checks its own nginx over TCP every second.
    */
   readonly healthChecks?: boolean;
+  /** Front-node pairs: VRRP advertisement interval (failover after about 3 of them). */
+  readonly advertSeconds?: number;
+}
+
+/** The admin socket of a front node: front<k>.sock for a single front (as before pairs), front-<id>.sock in a pair. */
+export function frontSocket(st: TestbedState, k: ClusterPlan, f: FrontPlan = k.front): string {
+  return join(st.runDir, k.fronts.length === 1 ? `front${k.index}.sock` : `front-${f.id}.sock`);
+}
+
+/** The admin socket of a DNS server: dns.sock, dns2.sock. */
+export function dnsSocket(st: TestbedState, d: DnsPlan = st.plan.dns): string {
+  return join(st.runDir, `${d.id}.sock`);
+}
+
+/** Where a pair node's keepalived and conntrackd files live. */
+export function haDir(st: TestbedState, f: FrontPlan): string {
+  return join(st.runDir, `ha-${f.id}`);
+}
+
+/** Every front node of the site with its cluster. */
+export function frontNodes(st: TestbedState): { k: ClusterPlan; f: FrontPlan }[] {
+  return st.plan.clusters.flatMap((k) => k.fronts.map((f) => ({ k, f })));
 }
 
 export function zoneText(st: TestbedState): string {
   return `$ORIGIN example.test.
 $TTL 1h
 @    IN SOA ns1 hostmaster ( 2026112101 1h 15m 1w 60 )
-     IN NS  ns1
-ns1  IN A   ${st.plan.dns.address}
+${st.plan.dnsServers.map((_d, i) => `     IN NS  ns${String(i + 1)}`).join('\n')}
+${st.plan.dnsServers.map((d, i) => `ns${String(i + 1)}  IN A   ${d.address}`).join('\n')}
 www  60 IN A ${st.plan.clusters[0]?.vip ?? '198.19.1.1'}
 ${st.plan.clusters.map((k) => `c${k.index}   IN A   ${k.vip}`).join('\n')}
 `;
 }
 
-export function dnsConfig(st: TestbedState, o: SiteOptions = {}): string {
+export function dnsConfig(st: TestbedState, o: SiteOptions = {}, d: DnsPlan = st.plan.dns): string {
   const keys = st.keysDir;
-  const a = st.plan.dns.address;
-  return `name: dns
+  const a = d.address;
+  const fronts = frontNodes(st);
+  return `name: ${d.id}
 listen: ["${a}:53"]
 zones: [{ file: ${join(st.runDir, 'example.test.zone')} }]
 clusters:
@@ -65,24 +98,45 @@ steering:
   downAfterIntervals: 3
 probe: { count: 3, intervalSeconds: 0.5, retrySeconds: 30 }
 rrl: { enabled: true, responsesPerSecond: 200 }
-adminSocket: ${join(st.runDir, 'dns.sock')}
+adminSocket: ${dnsSocket(st, d)}
 http: { listen: '127.0.0.1:${OPS_PORTS.dns}' }
 control:
-  keyFile: ${join(keys, 'dns.key')}
+  keyFile: ${join(keys, `${d.id}.key`)}
   publish:
     listen: tcp://${a}:7300
-    allow: [${st.plan.clusters.map((k) => join(keys, `fr${k.index}.pub`)).join(', ')}]
+    allow: [${fronts.map(({ f }) => join(keys, `${f.id}.pub`)).join(', ')}]
   subscribe:
-${st.plan.clusters.map((k) => `    - { endpoint: 'tcp://${k.uplinkAddress}:7102', publicKey: ${join(keys, `fr${k.index}.pub`)} }`).join('\n')}
+${fronts.map(({ f }) => `    - { endpoint: 'tcp://${f.uplinkAddress}:7102', publicKey: ${join(keys, `${f.id}.pub`)} }`).join('\n')}
 `;
 }
 
-export function frontConfig(st: TestbedState, k: ClusterPlan, o: SiteOptions = {}): string {
+export function frontConfig(st: TestbedState, k: ClusterPlan, o: SiteOptions = {}, f: FrontPlan = k.front): string {
   const keys = st.keysDir;
   const others = st.plan.clusters.filter((x) => x.index !== k.index);
+  const otherFronts = others.flatMap((x) => x.fronts);
+  const pair = k.fronts.length > 1;
+  const dir = haDir(st, f);
+  const ha = pair
+    ? `node: ${f.id}
+ha:
+  nodes:
+${k.fronts.map((n) => `    - { name: ${n.id}, priority: ${String(n.priority ?? 100)}, uplinkAddress: ${n.uplinkAddress}, lanAddress: ${n.lanAddress}, syncAddress: ${n.syncAddress ?? ''} }`).join('\n')}
+  uplink: { interface: wan0, virtualAddress: ${k.uplinkAddress}/${String(k.uplinkPrefix)}, routerId: ${String(10 + k.index)} }
+  lan: { interface: lan0, virtualAddress: ${k.lanAddress}/24, routerId: ${String(20 + k.index)} }
+  advertSeconds: ${String(o.advertSeconds ?? 0.3)}
+  preempt: false
+  sync: { interface: sync0, port: 3780 }
+  files:
+    keepalived: ${join(dir, 'keepalived.conf')}
+    conntrackd: ${join(dir, 'conntrackd.conf')}
+    conntrackdSocket: ${join(dir, 'conntrackd.ctl')}
+    conntrackdLock: ${join(dir, 'conntrackd.lock')}
+    notify: ${HA_NOTIFY}
+`
+    : '';
   return `cluster: c${k.index}
-uplinkAddress: ${k.uplinkAddress}
-adminSocket: ${join(st.runDir, `front${k.index}.sock`)}
+${ha}uplinkAddress: ${k.uplinkAddress}
+adminSocket: ${frontSocket(st, k, f)}
 http: { listen: '127.0.0.1:${OPS_PORTS.front}' }
 services:
   - name: www
@@ -94,16 +148,16 @@ ${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address} }`).join(
 overflow:
 ${others.map((x) => `  - { cluster: c${x.index}, vip: ${x.vip} }`).join('\n') || '  []'}
 control:
-  keyFile: ${join(keys, `fr${k.index}.key`)}
+  keyFile: ${join(keys, `${f.id}.key`)}
   agents:
-    listen: tcp://${k.lanAddress}:7101
+    listen: tcp://${f.lanAddress}:7101
     allow: [${k.servers.map((s) => join(keys, `${s.id}.pub`)).join(', ')}]
   publish:
-    listen: tcp://${k.uplinkAddress}:7102
-    allow: [${[join(keys, 'dns.pub'), ...others.map((x) => join(keys, `fr${x.index}.pub`))].join(', ')}]
+    listen: tcp://${f.uplinkAddress}:7102
+    allow: [${[...st.plan.dnsServers.map((d) => join(keys, `${d.id}.pub`)), ...otherFronts.map((x) => join(keys, `${x.id}.pub`))].join(', ')}]
   subscribe:
-    - { endpoint: 'tcp://${st.plan.dns.address}:7300', publicKey: ${join(keys, 'dns.pub')} }
-${others.map((x) => `    - { endpoint: 'tcp://${x.uplinkAddress}:7102', publicKey: ${join(keys, `fr${x.index}.pub`)} }`).join('\n')}
+${st.plan.dnsServers.map((d) => `    - { endpoint: 'tcp://${d.address}:7300', publicKey: ${join(keys, `${d.id}.pub`)} }`).join('\n')}
+${otherFronts.map((x) => `    - { endpoint: 'tcp://${x.uplinkAddress}:7102', publicKey: ${join(keys, `${x.id}.pub`)} }`).join('\n')}
   loadSeconds: ${o.loadSeconds ?? 2}
   estimate: { initialCapacity: 100 }
   requestRate: { passSeconds: 5, factor: 3 }
@@ -117,7 +171,11 @@ export function agentConfig(st: TestbedState, k: ClusterPlan, s: ServerPlan, o: 
   const cg = st.cgroups[s.id];
   return `name: ${s.id}
 address: ${s.address}
-front: { endpoint: 'tcp://${k.lanAddress}:7101', publicKey: ${join(keys, `fr${k.index}.pub`)} }
+${
+    k.fronts.length === 1
+      ? `front: { endpoint: 'tcp://${k.front.lanAddress}:7101', publicKey: ${join(keys, `${k.front.id}.pub`)} }`
+      : `fronts:\n${k.fronts.map((f) => `  - { endpoint: 'tcp://${f.lanAddress}:7101', publicKey: ${join(keys, `${f.id}.pub`)} }`).join('\n')}`
+  }
 control: { keyFile: ${join(keys, `${s.id}.key`)} }
 loadSeconds: ${o.loadSeconds ?? 2}
 requestRateSeconds: 5
@@ -174,23 +232,69 @@ export async function stopDaemons(daemons: readonly Daemon[]): Promise<void> {
   );
 }
 
-/** Starts the whole site: DNS, front nodes, agents. */
+/** Starts a program (not sluice) in a namespace, in the foreground, output to a log file: stopped with the daemons. */
+export function startProcess(st: TestbedState, ns: string, name: string, cmd: string, args: readonly string[]): Daemon {
+  const log = join(st.runDir, `${name}.log`);
+  const fd = openSync(log, 'a');
+  try {
+    const child = spawn('ip', ['netns', 'exec', ns, cmd, ...args], { stdio: ['ignore', fd, fd] });
+    return { name, child, log };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * A pair node's HA parts, from `sluice ha render` of its front config:
+ * conntrackd (foreground, so it is stopped with the site) before the front
+ * daemon starts, keepalived after it (see startSite).
+ */
+export function renderHa(st: TestbedState, f: FrontPlan, frontConfigFile: string): void {
+  mkdirSync(haDir(st, f), { recursive: true, mode: 0o755 });
+  const r = spawnSync(BIN, ['ha', 'render', '--config', frontConfigFile, '--out', haDir(st, f)], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`sluice ha render for ${f.id} failed: ${r.stderr || r.stdout}`);
+}
+
+export function startConntrackd(st: TestbedState, f: FrontPlan): Daemon {
+  rmSync(join(haDir(st, f), 'conntrackd.lock'), { force: true });
+  return startProcess(st, f.name, `conntrackd-${f.id}`, 'conntrackd', ['-C', join(haDir(st, f), 'conntrackd.conf')]);
+}
+
+export function startKeepalived(st: TestbedState, f: FrontPlan): Daemon {
+  const dir = haDir(st, f);
+  // -P: VRRP only; -n: no fork (stopped with the site); -l -D: log to the
+  // console, detailed; own pid files so two instances share one host.
+  return startProcess(st, f.name, `keepalived-${f.id}`, 'keepalived', ['-P', '-n', '-l', '-D', '-f', join(dir, 'keepalived.conf'), '-p', join(dir, 'keepalived.pid'), '-r', join(dir, 'vrrp.pid')]);
+}
+
+/** Starts one front node: for a pair node, conntrackd first and keepalived after the daemon. */
+export function startFront(st: TestbedState, k: ClusterPlan, f: FrontPlan, o: SiteOptions = {}): Daemon[] {
+  const name = k.fronts.length === 1 ? `front${k.index}` : `front-${f.id}`;
+  const text = frontConfig(st, k, o, f);
+  if (k.fronts.length === 1) return [startDaemon(st, f.name, 'front', name, text)];
+  const cfgFile = join(st.runDir, `${name}.yaml`);
+  writeFileSync(cfgFile, text);
+  renderHa(st, f, cfgFile);
+  return [startConntrackd(st, f), startDaemon(st, f.name, 'front', name, text), startKeepalived(st, f)];
+}
+
+/** Starts the whole site: DNS servers, front nodes (with their HA parts), agents. */
 export function startSite(st: TestbedState, o: SiteOptions = {}): Daemon[] {
   writeFileSync(join(st.runDir, 'example.test.zone'), zoneText(st));
-  const out: Daemon[] = [startDaemon(st, st.plan.dns.name, 'dns', 'dns', dnsConfig(st, o))];
+  const out: Daemon[] = st.plan.dnsServers.map((d) => startDaemon(st, d.name, 'dns', d.id, dnsConfig(st, o, d)));
   for (const k of st.plan.clusters) {
-    out.push(startDaemon(st, k.front.name, 'front', `front${k.index}`, frontConfig(st, k, o)));
+    for (const f of k.fronts) out.push(...startFront(st, k, f, o));
     for (const s of k.servers) out.push(startDaemon(st, s.name, 'agent', `agent-${s.id}`, agentConfig(st, k, s, o)));
   }
   return out;
 }
 
 /**
- * Waits until the site is serving: the DNS server and every front node
- * answer on their admin sockets and the DNS server has a load report from
+ * Waits until the site is serving: every DNS server and every front node
+ * answer on their admin sockets, each DNS server has a load report from
  * every cluster (so the first client query is steered, not refused or
- * answered blind). Polls every 200 ms, gives up after `timeoutMs`; returns
- * what is still missing (empty when ready).
+ * answered blind), and each pair has a master. Polls every 200 ms, gives
+ * up after `timeoutMs`; returns what is still missing (empty when ready).
  */
 export async function waitForSite(st: TestbedState, timeoutMs = 30_000): Promise<string[]> {
   const deadline = Date.now() + timeoutMs;
@@ -198,13 +302,20 @@ export async function waitForSite(st: TestbedState, timeoutMs = 30_000): Promise
   while (Date.now() < deadline) {
     missing = [];
     for (const k of st.plan.clusters) {
-      const r = await adminRequest(join(st.runDir, `front${k.index}.sock`), { cmd: 'status' }, 1000).catch(() => undefined);
-      if (r?.ok !== true) missing.push(`front${k.index}`);
+      let masters = 0;
+      for (const f of k.fronts) {
+        const r = await adminRequest(frontSocket(st, k, f), { cmd: 'status' }, 1000).catch(() => undefined);
+        if (r?.ok !== true) missing.push(f.id);
+        else if ((r.status as { ha?: { role?: string } }).ha?.role === 'master') masters++;
+      }
+      if (k.fronts.length > 1 && masters !== 1) missing.push(`cluster c${k.index}: ${String(masters)} masters`);
     }
-    const d = await adminRequest(join(st.runDir, 'dns.sock'), { cmd: 'status' }, 1000).catch(() => undefined);
-    const clusters = (d?.ok === true ? (d.status as { clusters?: { name: string; state: string }[] }).clusters : undefined) ?? [];
-    if (d?.ok !== true) missing.push('dns');
-    else for (const c of clusters) if (c.state !== 'up') missing.push(`dns: cluster ${c.name} ${c.state}`);
+    for (const dp of st.plan.dnsServers) {
+      const d = await adminRequest(dnsSocket(st, dp), { cmd: 'status' }, 1000).catch(() => undefined);
+      const clusters = (d?.ok === true ? (d.status as { clusters?: { name: string; state: string }[] }).clusters : undefined) ?? [];
+      if (d?.ok !== true) missing.push(dp.id);
+      else for (const c of clusters) if (c.state !== 'up') missing.push(`${dp.id}: cluster ${c.name} ${c.state}`);
+    }
     if (missing.length === 0) return missing;
     await new Promise((r) => setTimeout(r, 200));
   }

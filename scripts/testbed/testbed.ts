@@ -28,7 +28,8 @@ export interface TestbedState {
   readonly blobSha1?: string;
   /**
    * CURVE key pairs for every daemon host: <keysDir>/<name>.key and .pub,
-   * names fr<k> (front nodes), the server ids (agents) and dns.
+   * names fr<k> (front nodes; fr<k>a and fr<k>b for a pair), the server
+   * ids (agents), dns and dns2.
    */
   readonly keysDir: string;
   /** Each server's cgroup (below the hierarchy root) when serverCpus > 0. */
@@ -126,11 +127,23 @@ function build(plan: TestbedPlan): TestbedState {
     wanLines.push(`link add ${c.wanIf} type veth peer name wan0 netns ${c.name}`);
     wanLines.push(`addr add ${c.gateway}/24 dev ${c.wanIf}`, `link set ${c.wanIf} up`);
   }
-  wanLines.push(`link add ${plan.dns.wanIf} type veth peer name wan0 netns ${plan.dns.name}`);
-  wanLines.push(`addr add ${plan.dns.gateway}/24 dev ${plan.dns.wanIf}`, `link set ${plan.dns.wanIf} up`);
+  for (const d of plan.dnsServers) {
+    wanLines.push(`link add ${d.wanIf} type veth peer name wan0 netns ${d.name}`);
+    wanLines.push(`addr add ${d.gateway}/24 dev ${d.wanIf}`, `link set ${d.wanIf} up`);
+  }
   for (const k of plan.clusters) {
-    wanLines.push(`link add ${k.wanIf} type veth peer name wan0 netns ${k.front.name}`);
-    wanLines.push(`addr add ${k.wanSideAddress}/24 dev ${k.wanIf}`, `link set ${k.wanIf} up`);
+    if (k.fronts.length === 1) {
+      wanLines.push(`link add ${k.wanIf} type veth peer name wan0 netns ${k.front.name}`);
+      wanLines.push(`addr add ${k.wanSideAddress}/24 dev ${k.wanIf}`, `link set ${k.wanIf} up`);
+    } else {
+      // A pair: one uplink segment (a bridge in the WAN namespace) that both
+      // fronts join, so the VRRP virtual address can move between them.
+      wanLines.push(`link add ${k.wanIf} type bridge`, `addr add ${k.wanSideAddress}/24 dev ${k.wanIf}`, `link set ${k.wanIf} up`);
+      for (const [i, f] of k.fronts.entries()) {
+        const port = `${k.wanIf}p${String(i + 1)}`;
+        wanLines.push(`link add ${port} type veth peer name wan0 netns ${f.name}`, `link set ${port} master ${k.wanIf}`, `link set ${port} up`);
+      }
+    }
     wanLines.push(`route add ${k.lanNetwork} via ${k.uplinkAddress}`, `route add ${k.vipNetwork} via ${k.uplinkAddress}`);
   }
   ipBatch(wan, wanLines);
@@ -143,22 +156,52 @@ function build(plan: TestbedPlan): TestbedState {
       `route add default via ${c.gateway}`,
     ]);
   }
-  ipBatch(plan.dns.name, [`addr add ${plan.dns.address}/24 dev wan0`, 'link set wan0 up', `route add default via ${plan.dns.gateway}`]);
+  for (const d of plan.dnsServers) ipBatch(d.name, [`addr add ${d.address}/24 dev wan0`, 'link set wan0 up', `route add default via ${d.gateway}`]);
 
   for (const k of plan.clusters) {
-    const fr = k.front.name;
-    const lines = [
-      `addr add ${k.uplinkAddress}/24 dev wan0`,
-      'link set wan0 up',
-      `route add default via ${k.wanSideAddress}`,
-      'link add lan0 type bridge',
-      `addr add ${k.lanAddress}/24 dev lan0`,
-      'link set lan0 up',
-    ];
-    for (const s of k.servers) {
-      lines.push(`link add ${s.frontIf} type veth peer name eth0 netns ${s.name}`, `link set ${s.frontIf} master lan0`, `link set ${s.frontIf} up`);
+    if (k.fronts.length === 1) {
+      const fr = k.front.name;
+      const lines = [
+        `addr add ${k.uplinkAddress}/24 dev wan0`,
+        'link set wan0 up',
+        `route add default via ${k.wanSideAddress}`,
+        'link add lan0 type bridge',
+        `addr add ${k.lanAddress}/24 dev lan0`,
+        'link set lan0 up',
+      ];
+      for (const s of k.servers) {
+        lines.push(`link add ${s.frontIf} type veth peer name eth0 netns ${s.name}`, `link set ${s.frontIf} master lan0`, `link set ${s.frontIf} up`);
+      }
+      ipBatch(fr, lines);
+    } else {
+      // A pair: the LAN is a bridge in its own namespace (a switch) joining
+      // both fronts' lan0 and the servers; the fronts are joined by sync0.
+      const sw = k.lanSwitch?.name ?? '';
+      // "lanbr", not "br": ip(8) reads "br" as an abbreviation of "broadcast".
+      const lines = ['link add lanbr type bridge', 'link set lanbr up'];
+      for (const [i, f] of k.fronts.entries()) {
+        const port = `front${String(i + 1)}`;
+        lines.push(`link add ${port} type veth peer name lan0 netns ${f.name}`, `link set ${port} master lanbr`, `link set ${port} up`);
+      }
+      for (const s of k.servers) {
+        lines.push(`link add ${s.frontIf} type veth peer name eth0 netns ${s.name}`, `link set ${s.frontIf} master lanbr`, `link set ${s.frontIf} up`);
+      }
+      ipBatch(sw, lines);
+      const [a, b] = k.fronts;
+      if (a === undefined || b === undefined) throw new Error(`cluster ${String(k.index)}: a pair needs two fronts`);
+      ipBatch(a.name, [`link add sync0 type veth peer name sync0 netns ${b.name}`]);
+      for (const f of k.fronts) {
+        ipBatch(f.name, [
+          `addr add ${f.uplinkAddress}/${String(k.uplinkPrefix)} dev wan0`,
+          'link set wan0 up',
+          `route add default via ${k.wanSideAddress}`,
+          `addr add ${f.lanAddress}/24 dev lan0`,
+          'link set lan0 up',
+          `addr add ${f.syncAddress ?? ''}/30 dev sync0`,
+          'link set sync0 up',
+        ]);
+      }
     }
-    ipBatch(fr, lines);
     for (const s of k.servers) {
       ipBatch(s.name, [`addr add ${s.address}/24 dev eth0`, 'link set eth0 up', `route add default via ${s.gateway}`]);
     }
@@ -176,11 +219,19 @@ function build(plan: TestbedPlan): TestbedState {
       'net.ipv4.conf.lan0.rp_filter': '0',
       'net.ipv4.tcp_timestamps': '2',
     };
+    if (k.fronts.length > 1) settings['net.ipv4.conf.sync0.rp_filter'] = '0';
     // br_netfilter is built in here: keep bridged LAN frames out of iptables
     // so only routed traffic meets the front node's rules.
-    if (existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables')) settings['net.bridge.bridge-nf-call-iptables'] = '0';
-    sysctl(k.front.name, settings);
+    const brNf = existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables');
+    if (brNf) settings['net.bridge.bridge-nf-call-iptables'] = '0';
+    for (const f of k.fronts) sysctl(f.name, settings);
+    if (k.lanSwitch && brNf) sysctl(k.lanSwitch.name, { 'net.bridge.bridge-nf-call-iptables': '0' });
     for (const s of k.servers) sysctl(s.name, { 'net.core.somaxconn': '4096', 'net.ipv4.tcp_max_syn_backlog': '4096' });
+  }
+  if (existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables') && plan.clusters.some((k) => k.fronts.length > 1)) {
+    // The pairs' uplink bridges live in the WAN namespace: its delay rules
+    // must see routed packets only, not bridged frames.
+    sysctl(wan, { 'net.bridge.bridge-nf-call-iptables': '0' });
   }
   for (const c of plan.clients) {
     sysctl(c.name, { 'net.ipv4.ip_local_port_range': '1024 65000', 'net.ipv4.tcp_tw_reuse': '1', 'net.ipv4.tcp_timestamps': '2' });
@@ -238,10 +289,10 @@ function build(plan: TestbedPlan): TestbedState {
   // Keys for every daemon host (the demo and tests configure CURVE with them).
   const keysDir = join(dir, 'keys');
   for (const k of plan.clusters) {
-    writeKeyPair(keysDir, `fr${k.index}`, { force: true });
+    for (const f of k.fronts) writeKeyPair(keysDir, f.id, { force: true });
     for (const s of k.servers) writeKeyPair(keysDir, s.id, { force: true });
   }
-  writeKeyPair(keysDir, 'dns', { force: true });
+  for (const d of plan.dnsServers) writeKeyPair(keysDir, d.id, { force: true });
   const st: TestbedState = { plan, runDir: dir, delayPid, nginxPids, keysDir, cgroups, ...(blobSha1 !== undefined ? { blobSha1 } : {}) };
   return st;
 }

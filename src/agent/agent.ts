@@ -1,7 +1,8 @@
 /**
  * `sluice agent`: on every server, reports load (every loadSeconds) and
- * per-client request counts (every requestRateSeconds) to the cluster's
- * front node over the control plane (seed 000: the inputs of
+ * per-client request counts (every requestRateSeconds) to every front node
+ * of its cluster (`fronts`, or the one `front`; one socket each, fronts.ts)
+ * over the control plane (seed 000: the inputs of
  * receive_server_load and receive_request_rate). With `http.listen`, a
  * read-only ops HTTP server serves its metrics and status().
  *
@@ -24,14 +25,15 @@
  */
 import { AdminSocket, type CommandHandler } from '../admin/socket.ts';
 import { keepRestartKeys, loadConfig } from '../config/load.ts';
-import { ControlNode, type Sender } from '../control/node.ts';
+import { ControlNode } from '../control/node.ts';
 import { MAX_LIST, type Body } from '../control/messages.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
 import { newRegistry } from '../metrics/collect.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import { AccessLogFollower } from './access-log.ts';
-import { agentConfigSchema, type AgentConfig } from './config.ts';
+import { agentConfigSchema, agentFronts, type AgentConfig } from './config.ts';
+import { FrontFanout, type FrontLinkStatus } from './fronts.ts';
 import { LoadSampler } from './load.ts';
 import { registerAgentMetrics } from './metrics.ts';
 import type { AgentHealthStatus, AgentStatus } from './status.ts';
@@ -43,7 +45,7 @@ import { SystemdNotifier } from '../systemd/notify.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
 
 /** Keys a reload cannot apply: the agent's identity and its control socket. */
-const RESTART_KEYS = ['name', 'address', 'front', 'control', 'http', 'adminSocket'] as const;
+const RESTART_KEYS = ['name', 'address', 'front', 'fronts', 'control', 'http', 'adminSocket'] as const;
 
 /** Reports sent at once on a health change: at most one per this many ms (4 a second). */
 export const MIN_HEALTH_REPORT_GAP_MS = 250;
@@ -59,7 +61,8 @@ export class AgentDaemon {
   readonly log: Logger = componentLogger('agent');
   follower: AccessLogFollower;
   #control: ControlNode | undefined;
-  #sender: Sender | undefined;
+  /** One socket per front node; every report goes to each (fronts.ts). */
+  #sender: FrontFanout | undefined;
   #sampler: LoadSampler | undefined;
   #timers: NodeJS.Timeout[] = [];
   #lastLoad: Body<'load_report'> | undefined;
@@ -107,8 +110,10 @@ export class AgentDaemon {
     await this.checker.start();
     this.#healthChanged(false);
     this.#control = await ControlNode.create(c.name, c.control, this.log);
-    // A (re)connected front node (e.g. just restarted) hears our health at once, not a load interval later.
-    this.#sender = this.#control.connectPush(c.front.endpoint, c.front.publicKey, () => {
+    // A (re)connected front node (e.g. just restarted) hears our health at
+    // once, not a load interval later. The report goes to every front (the
+    // others just hear it early); the pacer bounds it to 4 a second.
+    this.#sender = new FrontFanout(this.#control, agentFronts(c), () => {
       this.#pacer.request(performance.now(), () => {
         this.connectReports++;
         this.#reportLoad();
@@ -123,13 +128,15 @@ export class AgentDaemon {
     this.#admin = new AdminSocket(c.adminSocket, this.log, this.#adminHandler());
     await this.#admin.listen();
     this.#startTimers();
-    this.log.info({ name: c.name, front: c.front.endpoint, utilization: c.utilization.source, accessLog: c.accessLog.path, health: this.health.state, reason: this.health.reason, check: c.health.kind, stateFile: c.stateFile.path }, 'agent ready');
+    this.log.info({ name: c.name, fronts: agentFronts(c).map((f) => f.endpoint), utilization: c.utilization.source, accessLog: c.accessLog.path, health: this.health.state, reason: this.health.reason, check: c.health.kind, stateFile: c.stateFile.path }, 'agent ready');
     this.systemd.ready(this.#statusLine());
     this.watchdog.start();
   }
 
   #statusLine(): string {
-    return `server ${this.config.name} reporting to ${this.config.front.endpoint} (utilization: ${this.config.utilization.source})`;
+    return `server ${this.config.name} reporting to ${agentFronts(this.config)
+      .map((f) => f.endpoint)
+      .join(', ')} (utilization: ${this.config.utilization.source})`;
   }
 
   /** Re-reads the config file; false (and the running configuration kept) when refused. */
@@ -302,6 +309,11 @@ export class AgentDaemon {
     return this.#ops;
   }
 
+  /** Each front node's link: connected, sent, dropped (metrics, status). */
+  fronts(): FrontLinkStatus[] {
+    return this.#sender?.status() ?? [];
+  }
+
   /** The last load report sent (metrics, status). */
   get lastLoad(): Body<'load_report'> | undefined {
     return this.#lastLoad;
@@ -312,7 +324,10 @@ export class AgentDaemon {
     return {
       agent: true,
       name: this.config.name,
-      front: this.config.front.endpoint,
+      front: agentFronts(this.config)
+        .map((f) => f.endpoint)
+        .join(','),
+      fronts: this.fronts(),
       uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),
       reports: { load: this.reportsSent, requestRate: this.requestReportsSent, sampleErrors: this.sampleErrors },
       lastLoad: this.#lastLoad,

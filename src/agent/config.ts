@@ -4,11 +4,14 @@
  * (npm run docs:config regenerates it).
  */
 import { z } from 'zod';
-import { controlBaseSchema, peerSchema, requireKeys } from '../control/config.ts';
+import { controlBaseSchema, peerSchema, requireKeys, type PeerConfig } from '../control/config.ts';
 import { httpSchema } from '../http/config.ts';
 import { parseIPv4Address } from '../packet/address.ts';
 import { UTILIZATION_SOURCES } from './load.ts';
 import { formatRegex } from './access-log.ts';
+
+/** Front nodes an agent reports to at most (a pair, with room to spare: each is one socket). */
+export const MAX_FRONTS = 8;
 
 const ipv4 = z.string().refine((s) => parseIPv4Address(s) !== undefined, 'expected an IPv4 address like 198.18.201.11');
 
@@ -19,7 +22,17 @@ export const agentConfigSchema = z
       .regex(/^[A-Za-z0-9._:-]{1,64}$/, 'expected 1-64 characters of A-Z a-z 0-9 . _ : -')
       .describe('The server\'s name as the front node\'s config lists it (`services[].servers[].name`).'),
     address: ipv4.describe('The server\'s IPv4 address (as in the front node\'s config).'),
-    front: peerSchema.describe('The front node\'s control endpoint (its `control.agents.listen`) and public key.'),
+    front: peerSchema
+      .optional()
+      .describe('The front node\'s control endpoint (its `control.agents.listen`) and public key, for a cluster with one front node. Exactly one of `front` and `fronts`.'),
+    fronts: z
+      .array(peerSchema)
+      .min(1, 'list at least one front node (or use `front:` for a single one)')
+      .max(MAX_FRONTS, `at most ${String(MAX_FRONTS)} front nodes`)
+      .optional()
+      .describe(
+        `Every front node of the cluster (a keepalived pair: both), each with its control endpoint (its \`control.agents.listen\`) and public key, 1 to ${String(MAX_FRONTS)}, endpoints unique. Every report goes to every one of them over its own socket, so the backup knows the servers as well as the master when it takes over; a front node that is down costs the others nothing. Exactly one of \`front\` and \`fronts\`.`,
+      ),
     control: controlBaseSchema
       .default({ plaintext: false, maxMessageBytes: 1024 * 1024, maxAgeSeconds: 30 })
       .describe('Our side of the control plane: our key pair (`keyFile`, required unless `plaintext`) and the receive limits.'),
@@ -102,7 +115,26 @@ export const agentConfigSchema = z
     http: httpSchema.optional().describe('Read-only ops HTTP server: GET /metrics (Prometheus text) and GET /status (the admin socket\'s status as JSON). Absent: none. A change needs a restart.'),
   })
   .superRefine((c, ctx) => {
-    requireKeys(c.control, ctx, [{ path: ['front'], peer: c.front }]);
+    if (c.front !== undefined && c.fronts !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['fronts'], message: 'give either front (one front node) or fronts (a list, e.g. both nodes of a pair), not both: move front into the fronts list' });
+    } else if (c.front === undefined && c.fronts === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['fronts'], message: 'required: the front nodes to report to, as fronts: [{ endpoint, publicKey }, ...] (or front: { endpoint, publicKey } for a single one)' });
+    }
+    const seen = new Set<string>();
+    c.fronts?.forEach((f, i) => {
+      if (seen.has(f.endpoint)) ctx.addIssue({ code: 'custom', path: ['fronts', i, 'endpoint'], message: `${f.endpoint} is listed twice: list each front node once` });
+      seen.add(f.endpoint);
+    });
+    requireKeys(
+      c.control,
+      ctx,
+      c.fronts !== undefined ? c.fronts.map((peer, i) => ({ path: ['fronts', i], peer })) : c.front !== undefined ? [{ path: ['front'], peer: c.front }] : [],
+    );
   });
 
 export type AgentConfig = z.output<typeof agentConfigSchema>;
+
+/** The front nodes an agent reports to: `fronts`, or the single `front` (the schema guarantees exactly one). */
+export function agentFronts(c: Pick<AgentConfig, 'front' | 'fronts'>): readonly PeerConfig[] {
+  return c.fronts ?? (c.front !== undefined ? [c.front] : []);
+}

@@ -10,6 +10,7 @@ import type { Body } from '../control/messages.ts';
 import type { AccessLogFollower } from './access-log.ts';
 import type { AgentConfig } from './config.ts';
 import type { CheckCounters } from './health-check.ts';
+import type { FrontLinkStatus } from './fronts.ts';
 import { REPORTED_HEALTH, type ReportedHealth } from './health.ts';
 import type { OperatorCounters } from './operator-state.ts';
 import type { ControlNode } from '../control/node.ts';
@@ -31,6 +32,8 @@ export interface AgentParts {
   readonly connectReports: number;
   readonly operator: { readonly counters: Readonly<OperatorCounters> };
   readonly checker: { readonly counters: Readonly<CheckCounters> };
+  /** Each front node's link (at most MAX_FRONTS). */
+  fronts(): readonly FrontLinkStatus[];
 }
 
 export interface AgentMetricsSource {
@@ -61,6 +64,11 @@ export function registerAgentMetrics(registry: Registry, src: AgentMetricsSource
     [{ event: 'written' }, d.operator.counters.written],
     [{ event: 'rejected' }, d.operator.counters.rejected],
   ]);
+  // Per front node (labels bounded: at most 8 endpoints, from the config).
+  gaugeFrom(registry, 'sluice_agent_front_connected', 'Whether the socket to each front node is connected (1) or not (0).', ['endpoint'], () => d.fronts().map((f) => [{ endpoint: f.endpoint }, f.connected ? 1 : 0] as const));
+  counterFrom(registry, 'sluice_agent_front_messages_total', 'Messages to each front node, by outcome: sent (delivered to its socket) or dropped (not connected, or its backlog full; the other fronts are not affected).', ['endpoint', 'outcome'], () =>
+    d.fronts().flatMap((f) => [[{ endpoint: f.endpoint, outcome: 'sent' }, f.sent] as const, [{ endpoint: f.endpoint, outcome: 'dropped' }, f.dropped] as const]),
+  );
   counterOf(registry, 'sluice_agent_load_sample_errors_total', 'Load samples that failed (no report that interval).', () => d.sampleErrors);
   // Labelled by server so that before the first report there is no series at all (rather than a 0).
   const lastOf = (k: 'utilization' | 'cpu' | 'connections' | 'memoryUsed' | 'load1') => (): Sample<'server'>[] => [[{ server: d.config.name }, d.lastLoad?.[k] ?? NaN]];

@@ -9,6 +9,7 @@
 import type { Body } from '../control/messages.ts';
 import type { ControlCounters } from '../control/node.ts';
 import type { FollowerCounters } from './access-log.ts';
+import type { FrontLinkStatus } from './fronts.ts';
 import type { CheckCounters, CheckKind, CheckResultState } from './health-check.ts';
 import type { ReportedHealth } from './health.ts';
 import type { OperatorCounters, OperatorVerb } from './operator-state.ts';
@@ -32,8 +33,10 @@ export interface AgentStatus {
   /** Always true: tells an agent's status from the other daemons'. */
   readonly agent: true;
   readonly name: string;
-  /** The front node's endpoint it reports to. */
+  /** The front nodes' endpoints it reports to, comma-separated. */
   readonly front: string;
+  /** Each front node: its endpoint, whether it is connected, messages sent and dropped (absent from agents older than issue 21). */
+  readonly fronts?: readonly FrontLinkStatus[] | undefined;
   readonly uptimeSeconds: number;
   readonly reports: { readonly load: number; readonly requestRate: number; readonly sampleErrors: number };
   /** The last load report sent; absent before the first. */

@@ -16,6 +16,9 @@ export function renderDnsStatus(s: DnsStatus): string {
   out.push(`queries: ${kv(s.counters)}`);
   out.push(`rejected queries: ${kv(s.rejects)}`);
   out.push('', table(['CLUSTER', 'STATE', 'VIPS', 'CAPACITY', 'LOAD', 'AVAILABLE', 'SERVERS', 'REPORT AGE'], s.clusters.map((c) => [c.name, c.state, c.vips.join(','), n1(c.capacity), n1(c.load), n1(c.available), `${c.serversUp}/${c.serversTotal}`, c.lastReportAgeSeconds === null ? '-' : `${n1(c.lastReportAgeSeconds)}s`])));
+  // A pair (or more) of front nodes per cluster: who reports, in which role, and whose figures are shown.
+  const nodes = s.clusters.flatMap((c) => c.nodes.map((n) => [c.name, n.node, n.role, n.node === c.source ? 'yes' : '', `${n1(n.ageSeconds)}s`, n.fresh ? 'yes' : 'no', String(n.reports)]));
+  if (nodes.length > 0) out.push('', table(['CLUSTER', 'FRONT NODE', 'ROLE', 'FIGURES', 'AGE', 'FRESH', 'REPORTS'], nodes));
   out.push('', `steering: ${s.steering.decisions} decisions; by reason ${kv(s.steering.reasons)}`);
   out.push(s.steering.recent.length > 0 ? table(['CLIENT', 'NAME', 'ANSWER', 'CLUSTERS', 'REASON', 'AGE'], s.steering.recent.map((d) => [d.client, d.name, d.answer.join(','), d.clusters.join(',') || '-', d.reason, `${n1(d.ageSeconds)}s`])) : '  (no steered answers yet)');
   const names = s.clusters.map((c) => c.name);

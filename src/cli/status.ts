@@ -28,6 +28,7 @@ export function renderAgentStatus(s: AgentStatus): string {
       ['LOAD REPORTS', 'RATE REPORTS', 'SAMPLE ERRORS', 'UTIL', 'CPU', 'CONNECTIONS'],
       [[String(s.reports.load), String(s.reports.requestRate), String(s.reports.sampleErrors), l === undefined ? '-' : `${(l.utilization * 100).toFixed(0)}%`, l === undefined ? '-' : `${(l.cpu * 100).toFixed(0)}%`, l === undefined ? '-' : String(l.connections)]],
     ),
+    ...(s.fronts && s.fronts.length > 0 ? [table(['FRONT NODE', 'CONNECTED', 'SENT', 'DROPPED', 'CONNECTS', 'DISCONNECTS'], s.fronts.map((f) => [f.endpoint, f.connected ? 'yes' : 'no', String(f.sent), String(f.dropped), String(f.connects), String(f.disconnects)]))] : []),
     `access log ${s.accessLog.path}: ${log || '-'}`,
     ...(s.health ? [renderAgentHealth(s.health)] : []),
   ].join('\n');
@@ -177,10 +178,12 @@ export function renderFrontStatus(s: FrontStatus): string {
   if (s.admission) out.push('', renderAdmission(s.admission));
   const k = s.control;
   if (k) {
+    out.push('', `control-plane node ${k.node}, role ${k.role} (reported at once on ${k.roleChanges} role changes)`);
     out.push('', `cluster: capacity ${num(k.cluster.capacity)}/s, load ${num(k.cluster.load)}/s, available ${num(k.cluster.available)}/s, servers up ${k.cluster.serversUp}/${k.cluster.serversTotal}`);
     out.push('', `top clients (requests/s, last pass; ${k.clients.tracked} tracked, ${k.clients.dropped} dropped at the bound)`);
     out.push(k.topClients.length > 0 ? table(['CLIENT', 'RATE'], k.topClients.map((t) => [t.client, num(t.rate, 2)])) : '  (none yet)');
-    if (k.peerClusters.length > 0) out.push('', table(['CLUSTER', 'AVAILABLE', 'CAPACITY', 'AGE', 'FRESH'], k.peerClusters.map((p) => [p.cluster, num(p.available), num(p.capacity), `${num(p.ageSeconds)}s`, p.fresh ? 'yes' : 'no'])));
+    // A pair's figures come from one node (its master while fresh): FIGURES FROM names it, NODES lists node:role:age.
+    if (k.peerClusters.length > 0) out.push('', table(['CLUSTER', 'AVAILABLE', 'CAPACITY', 'AGE', 'FRESH', 'FIGURES FROM', 'NODES'], k.peerClusters.map((p) => [p.cluster, num(p.available), num(p.capacity), `${num(p.ageSeconds)}s`, p.fresh ? 'yes' : 'no', p.source, p.nodes.map((n) => `${n.node}:${n.role}:${num(n.ageSeconds)}s`).join(' ')])));
     out.push('', k.peers.length > 0 ? table(['PEER', 'LAST MESSAGE', 'MESSAGES', 'AGE'], k.peers.map((p) => [p.name, p.lastType, String(p.messages), `${num(p.ageSeconds)}s`])) : 'peers: none yet');
     out.push('', `control: received ${nonZero(k.counters.received)}; rejected ${nonZero(k.counters.rejected)}; send dropped ${k.counters.sendDropped}; handler errors ${k.counters.handlerErrors}`);
     out.push(`handshakes: ${Object.entries(k.zap).map(([d, z]) => `${d} accepted ${z.accepted} refused ${z.refused}`).join('; ') || '-'}`);

@@ -12,7 +12,11 @@
  * sender that does not send it, and one that does not know it rejects it
  * as `schema` (bodies are strict), so receivers are upgraded first. So far:
  * load_report's `health` and `healthReason` (agents of issue 20; a report
- * without them means the agent says nothing about health). Types are added by adding a schema
+ * without them means the agent says nothing about health); cluster_load's
+ * `role` (front nodes of issue 21; absent means 'single', a front node
+ * that is not one of a pair). Upgrade the DNS servers and every front node
+ * that subscribes to another before the front nodes that send `role`.
+ * Types are added by adding a schema
  * to MESSAGE_SCHEMAS: the admission and throttling messages of later issues
  * land here beside these, and every receiver rejects types it was not built
  * for as `unknown`.
@@ -83,6 +87,14 @@ export const clusterLoad = z.strictObject({
   available: nonNeg,
   serversUp: count,
   serversTotal: count,
+  /**
+   * The sender's place in its cluster's front-node pair (keepalived's
+   * state): 'master' takes the traffic, 'backup' stands by, 'single' is a
+   * front node without a pair. Receivers take a cluster's figures from its
+   * master (src/control/cluster-reports.ts). Optional within version 1:
+   * absent means 'single' (front nodes older than issue 21).
+   */
+  role: z.enum(['single', 'master', 'backup']).optional(),
 });
 
 /** front node -> DNS (seed 000: send_request_rate). */

@@ -49,22 +49,50 @@ function zeroes<K extends string>(keys: readonly K[]): Record<K, number> {
   return Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>;
 }
 
-/** Bounded sender over one socket: sends are serialised, a backlog beyond 64 is dropped. */
+/** Messages queued on one Sender and not yet attempted, at most; more are dropped (counted). */
+export const SENDER_BACKLOG = 64;
+
+/**
+ * A connecting socket's link to its one peer, from the socket's events:
+ * connected once the handshake passed, until the connection drops.
+ */
+export interface PeerLink {
+  readonly endpoint: string;
+  connected: boolean;
+  /** Handshakes that passed (the first connection and every reconnection). */
+  connects: number;
+  disconnects: number;
+}
+
+/**
+ * Bounded sender over one socket: sends are serialised, a backlog beyond
+ * SENDER_BACKLOG is dropped. Each sender has its own chain and backlog, so
+ * a socket whose peer is gone (its sends fail at once or pile up) never
+ * delays another sender's messages. Counts are kept per sender (here) and
+ * per node (ControlNode.counters).
+ */
 export class Sender {
   readonly #node: ControlNode;
   readonly #socket: Push | Publisher;
   #chain: Promise<void> = Promise.resolve();
   #pending = 0;
+  /** Messages this sender delivered to its socket, and dropped (backlog full, socket closed, no peer). */
+  sent = 0;
+  dropped = 0;
+  /** Connecting senders only (connectPush): the link to the peer. */
+  readonly link: PeerLink | undefined;
 
-  constructor(node: ControlNode, socket: Push | Publisher) {
+  constructor(node: ControlNode, socket: Push | Publisher, link?: PeerLink) {
     this.#node = node;
     this.#socket = socket;
+    this.link = link;
   }
 
   /** Queues one message; false when it was dropped at once. */
   send<T extends MessageType>(type: T, body: Body<T>): boolean {
-    if (this.#socket.closed || this.#pending >= 64) {
+    if (this.#socket.closed || this.#pending >= SENDER_BACKLOG) {
       this.#node.counters.sendDropped++;
+      this.dropped++;
       return false;
     }
     const frames = encodeMessage(type, this.#node.name, body);
@@ -73,14 +101,21 @@ export class Sender {
       try {
         await this.#socket.send(frames);
         this.#node.counters.sent[type]++;
+        this.sent++;
       } catch {
         // EAGAIN: no peer connected (immediate) or high-water mark reached.
         this.#node.counters.sendDropped++;
+        this.dropped++;
       } finally {
         this.#pending--;
       }
     });
     return true;
+  }
+
+  /** Messages queued and not yet attempted. */
+  get pending(): number {
+    return this.#pending;
   }
 
   /** Resolves when every queued send has been attempted (tests, shutdown). */
@@ -179,14 +214,19 @@ export class ControlNode {
   connectPush(endpoint: string, serverKeyRef: string | undefined, onHandshake?: () => void): Sender {
     const sock = new Push({ ...this.curve.client(serverKeyRef), immediate: true, sendTimeout: 0, sendHighWaterMark: 1000 });
     this.curve.watch(sock, `push ${endpoint}`);
-    if (onHandshake) {
-      sock.events.on('handshake', () => {
-        onHandshake();
-      });
-    }
+    const link: PeerLink = { endpoint, connected: false, connects: 0, disconnects: 0 };
+    sock.events.on('handshake', () => {
+      link.connected = true;
+      link.connects++;
+      onHandshake?.();
+    });
+    sock.events.on('disconnect', () => {
+      if (link.connected) link.disconnects++;
+      link.connected = false;
+    });
     this.#sockets.push(sock);
     sock.connect(endpoint);
-    return new Sender(this, sock);
+    return new Sender(this, sock, link);
   }
 
   /** Connecting SUB to a peer's PUB, subscribed to the types handled. */

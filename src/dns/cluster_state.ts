@@ -10,8 +10,17 @@
  * The configured clusters are the only ones: a report naming another cluster
  * is counted and ignored (a typo on a front node must not add a target).
  *
+ * A cluster may be served by a pair of front nodes (issue 21): the table
+ * keeps each node's last report (ClusterReports, keyed by the sender's
+ * name) and derives the record's figures from one of them, the master's
+ * while it is fresh (src/control/cluster-reports.ts has the rules). The
+ * record's figures are refreshed on every report and whenever isUp() or
+ * isUsable() is asked, so a master that falls silent hands the cluster to
+ * its backup without waiting for a report.
+ *
  * Times are performance.now() milliseconds, injected for tests.
  */
+import { ClusterReports, type NodeReport } from '../control/cluster-reports.ts';
 import type { Body } from '../control/messages.ts';
 
 export interface ClusterConfig {
@@ -29,49 +38,81 @@ export interface ClusterRecord {
   available: number;
   serversUp: number;
   serversTotal: number;
+  /** Reports received over every node of the cluster. */
   reports: number;
+  /** When the latest report of any node arrived. */
   lastReport: number;
+  /** The node the figures come from now (undefined before the first report). */
+  source: string | undefined;
+  /** When the figures or up/down may next change without a report (a fresh report goes stale). */
+  nextStaleAt: number;
 }
 
 export class ClusterTable {
   readonly clusters: readonly ClusterRecord[];
   readonly #byName: Map<string, ClusterRecord>;
-  readonly #staleMs: number;
+  /** Every front node's last report, per configured cluster. */
+  readonly reports: ClusterReports;
   unknownReports = 0;
 
   constructor(configs: readonly ClusterConfig[], reportSeconds: number, downAfterIntervals: number) {
-    this.clusters = configs.map((c, index) => ({ index, name: c.name, vips: c.vips, capacity: 0, load: 0, available: 0, serversUp: 0, serversTotal: 0, reports: 0, lastReport: -Infinity }));
+    this.clusters = configs.map((c, index) => ({ index, name: c.name, vips: c.vips, capacity: 0, load: 0, available: 0, serversUp: 0, serversTotal: 0, reports: 0, lastReport: -Infinity, source: undefined, nextStaleAt: -Infinity }));
     this.#byName = new Map(this.clusters.map((c) => [c.name, c]));
-    this.#staleMs = reportSeconds * downAfterIntervals * 1000;
+    this.reports = new ClusterReports(reportSeconds * downAfterIntervals * 1000);
   }
 
   byName(name: string): ClusterRecord | undefined {
     return this.#byName.get(name);
   }
 
-  receive(body: Body<'cluster_load'>, now: number): boolean {
+  /**
+   * Applies one front node's report. `from` is the envelope's sender (the
+   * front's `node`); it defaults to the cluster's name, which is what a
+   * front node without a `node` key sends.
+   */
+  receive(body: Body<'cluster_load'>, now: number, from: string = body.cluster): boolean {
     const c = this.#byName.get(body.cluster);
     if (!c) {
       this.unknownReports++;
       return false;
     }
-    c.capacity = body.capacity;
-    c.load = body.load;
-    c.available = body.available;
-    c.serversUp = body.serversUp;
-    c.serversTotal = body.serversTotal;
+    this.reports.receive(from, body, now);
     c.reports++;
     c.lastReport = now;
+    this.#refresh(c, now);
     return true;
   }
 
-  /** When this cluster goes down unless another report arrives. */
+  /** The cluster's reporting nodes (status, metrics). */
+  nodes(c: ClusterRecord): readonly NodeReport[] {
+    return this.reports.nodes(c.name);
+  }
+
+  /** When this cluster's view next changes unless another report arrives (a fresh report goes stale). */
   staleAt(c: ClusterRecord): number {
-    return c.lastReport + this.#staleMs;
+    return c.nextStaleAt;
   }
 
   isUp(c: ClusterRecord, now: number): boolean {
-    return c.reports > 0 && now - c.lastReport <= this.#staleMs && c.serversUp > 0;
+    this.#refresh(c, now);
+    return c.reports > 0 && this.reports.isUp(c.name, now);
+  }
+
+  /**
+   * Re-derives the record's figures from the report they come from now;
+   * with every node silent, the latest report's figures stay on show.
+   */
+  #refresh(c: ClusterRecord, now: number): void {
+    if (c.reports === 0) return;
+    const r = this.reports.source(c.name, now) ?? this.reports.latest(c.name);
+    if (!r) return;
+    c.capacity = r.capacity;
+    c.load = r.load;
+    c.available = r.available;
+    c.serversUp = r.serversUp;
+    c.serversTotal = r.serversTotal;
+    c.source = r.node;
+    c.nextStaleAt = this.reports.nextStaleAt(c.name, now);
   }
 
   /** Up with free capacity: a steering candidate. */

@@ -56,7 +56,7 @@ export class DnsControl {
     for (const p of cfg.subscribe) {
       node.connectSub(p.endpoint, p.publicKey, {
         cluster_load: (m) => {
-          if (state.clusters.receive(m.body, performance.now())) state.changed();
+          if (state.clusters.receive(m.body, performance.now(), m.from)) state.changed();
         },
         high_rate_clients: (m) => {
           state.highRate.receive(m.body, performance.now());

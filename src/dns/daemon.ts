@@ -115,7 +115,7 @@ export class DnsDaemon {
     const lengths = { ipv4: cfg.steering.ipv4Prefix, ipv6: cfg.steering.ipv6Prefix };
     const now = performance.now();
     this.clusters = new ClusterTable(cfg.clusters, cfg.steering.reportSeconds, cfg.steering.downAfterIntervals);
-    this.rtt = new RttTable(cfg.clusters.length, cfg.steering.maxPrefixes, cfg.steering.rttExpireSeconds);
+    this.rtt = new RttTable(cfg.clusters.length, cfg.steering.maxPrefixes, cfg.steering.rttExpireSeconds, lengths);
     this.highRate = new HighRateTable(cfg.steering.maxPrefixes, cfg.steering.highRateExpireSeconds, lengths);
     this.sticky = new StickyTable(cfg.steering.maxPrefixes, cfg.steering.stickySeconds);
     this.probes = new ProbeScheduler(cfg.probe, now);
@@ -125,7 +125,7 @@ export class DnsDaemon {
   }
 
   #parts(): SteeringParts {
-    return { clusters: this.clusters, rtt: this.rtt, highRate: this.highRate, sticky: this.sticky, probes: this.probes, log: this.log.child({ part: 'steering' }), random: Math.random };
+    return { clusters: this.clusters, rtt: this.rtt, highRate: this.highRate, sticky: this.sticky, probes: this.probes, log: this.log.child({ part: 'steering' }) };
   }
 
   async start(): Promise<void> {
@@ -208,6 +208,8 @@ export class DnsDaemon {
         serversTotal: c.serversTotal,
         reports: c.reports,
         lastReportAgeSeconds: c.reports > 0 ? round((now - c.lastReport) / 1000) : null,
+        source: c.source ?? null,
+        nodes: this.clusters.nodes(c).map((r) => ({ node: r.node, role: r.role, ageSeconds: round((now - r.at) / 1000), fresh: this.clusters.reports.isFresh(r, now), reports: r.reports })),
       })),
       steering: {
         decisions: st.decisions,
@@ -219,6 +221,7 @@ export class DnsDaemon {
         evicted: this.rtt.evicted,
         results: this.rtt.results,
         unknownTargets: this.rtt.unknownTargets,
+        shared: this.rtt.shared,
         recent: this.rtt.recent(20).map(([k, e]) => ({ client: k.slice(2), rttMs: Object.fromEntries(this.clusters.clusters.map((c) => [c.name, fmtRtt(e.rtt[c.index] ?? NaN)])) })),
       },
       highRate: { tracked: this.highRate.size, evicted: this.highRate.evicted, clients: this.highRate.list(now, 20) },

@@ -138,6 +138,20 @@ export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): v
       return CLUSTER_STATES.map((s) => [{ cluster: c.name, state: s }, s === st ? 1 : 0] as const);
     });
   });
+  gaugeFrom(
+    registry,
+    'sluice_dns_cluster_node_report_age_seconds',
+    'Seconds since each front node of a cluster last reported, by its role (a pair shows two nodes; at most 8 per cluster). The cluster is down only when every node\'s age passes reportSeconds × downAfterIntervals.',
+    ['cluster', 'node', 'role'],
+    () => {
+      const now = performance.now();
+      return d.clusters.clusters.flatMap((c) => d.clusters.nodes(c).map((r) => [{ cluster: c.name, node: r.node, role: r.role }, (now - r.at) / 1000] as const));
+    },
+  );
+  gaugeFrom(registry, 'sluice_dns_cluster_node_source', 'The front node whose report the cluster\'s figures come from now (value 1; its master while fresh).', ['cluster', 'node'], () =>
+    d.clusters.clusters.flatMap((c) => (c.source !== undefined ? [[{ cluster: c.name, node: c.source }, 1] as const] : [])),
+  );
+  counterOf(registry, 'sluice_dns_cluster_nodes_replaced_total', 'Front nodes forgotten because a cluster already had 8 reporting (a misconfiguration: two fronts sending under one node name, or more than a pair).', () => d.clusters.reports.replaced);
   counterFrom(registry, 'sluice_dns_cluster_reports_total', 'cluster_load reports applied, by cluster.', ['cluster'], () => perCluster((c) => c.reports));
   counterOf(registry, 'sluice_dns_cluster_reports_unknown_total', 'cluster_load reports naming a cluster not configured.', () => d.clusters.unknownReports);
 
@@ -163,8 +177,9 @@ export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): v
     [{ outcome: 'sent' }, d.probes.sent],
   ]);
   counterOf(registry, 'sluice_dns_probe_requests_sent_total', 'rtt_probe_request messages published to the front nodes.', () => src.control()?.probeRequestsSent ?? 0);
-  counterFrom(registry, 'sluice_dns_rtt_results_total', 'RTT results received: applied, unknown_target (not asked for), unknown_cluster (whole messages from an unconfigured cluster).', ['outcome'], () => [
-    [{ outcome: 'applied' }, d.rtt.results],
+  counterFrom(registry, 'sluice_dns_rtt_results_total', 'RTT results received: applied (asked for by this server), shared (asked for by another DNS server: filed under the target\'s prefix), unknown_target (not filed), unknown_cluster (whole messages from an unconfigured cluster).', ['outcome'], () => [
+    [{ outcome: 'applied' }, d.rtt.results - d.rtt.shared],
+    [{ outcome: 'shared' }, d.rtt.shared],
     [{ outcome: 'unknown_target' }, d.rtt.unknownTargets],
     [{ outcome: 'unknown_cluster' }, src.control()?.unknownClusterResults ?? 0],
   ]);

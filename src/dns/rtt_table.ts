@@ -9,12 +9,22 @@
  * RTT says little about today's path, and an expired prefix is probed again
  * when its clients next ask.
  *
+ * Results name probe targets, not prefixes: a target this server asked for
+ * maps back to the prefix it asked for (expect()). With several DNS servers
+ * (issue 21) a front node publishes every result to all of them, so a
+ * server also receives results of probes another server asked for; given
+ * the prefix lengths, it files those under the target's own prefix
+ * (counted as `shared`) rather than dropping them, so every server learns
+ * the same RTTs from the same reports. Without lengths, or for a target
+ * that is no IPv4 address, they are counted as unknownTargets.
+ *
  * A probe round with no reply (rttMs null) records the cluster as
  * unreachable for that prefix (Infinity): ICMP may be filtered, so it ranks
  * last rather than excluding the cluster.
  */
 import type { Body } from '../control/messages.ts';
 import { Buckets, RTT_SECONDS_BOUNDS } from '../metrics/buckets.ts';
+import { prefixOfAddress, type PrefixLengths } from './client_prefix.ts';
 
 export interface RttEntry {
   /** RTT in ms per cluster index; NaN = no measurement, Infinity = no reply. */
@@ -32,15 +42,19 @@ export class RttTable {
   readonly #clusters: number;
   readonly #max: number;
   readonly #expireMs: number;
+  readonly #lengths: PrefixLengths | undefined;
   evicted = 0;
   results = 0;
   unknownTargets = 0;
+  /** Results for targets another DNS server asked for, filed under the target's prefix (also in `results`). */
+  shared = 0;
   /** Measured RTTs of the results applied, seconds, per cluster index (metrics; no per-client labels). */
   readonly rttSeconds: readonly Buckets[];
   /** Results applied with no reply at all, per cluster index. */
   readonly noReply: Float64Array;
 
-  constructor(clusters: number, maxPrefixes: number, expireSeconds: number) {
+  constructor(clusters: number, maxPrefixes: number, expireSeconds: number, lengths?: PrefixLengths) {
+    this.#lengths = lengths;
     this.rttSeconds = Array.from({ length: clusters }, () => new Buckets(RTT_SECONDS_BOUNDS));
     this.noReply = new Float64Array(clusters);
     this.#clusters = clusters;
@@ -64,10 +78,14 @@ export class RttTable {
   /** Applies a front node's rtt_results for cluster index `ci`. */
   receive(ci: number, body: Body<'rtt_results'>, now: number): void {
     for (const r of body.results) {
-      const key = this.#targets.get(r.target);
+      let key = this.#targets.get(r.target);
       if (key === undefined) {
-        this.unknownTargets++;
-        continue;
+        key = this.#lengths ? prefixOfAddress(r.target, this.#lengths)?.key : undefined;
+        if (key === undefined) {
+          this.unknownTargets++;
+          continue;
+        }
+        this.shared++;
       }
       this.results++;
       if (r.rttMs === null) this.noReply[ci] = (this.noReply[ci] ?? 0) + 1;

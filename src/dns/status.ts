@@ -25,6 +25,10 @@ export interface DnsClusterStatus {
   readonly reports: number;
   /** null before the first report. */
   readonly lastReportAgeSeconds: number | null;
+  /** The front node the figures come from now (its master while fresh); null before the first report. */
+  readonly source: string | null;
+  /** Every front node reporting this cluster (a pair shows two), with its role and report age. */
+  readonly nodes: readonly { readonly node: string; readonly role: 'single' | 'master' | 'backup'; readonly ageSeconds: number; readonly fresh: boolean; readonly reports: number }[];
 }
 
 /** One recent steering decision. */
@@ -52,6 +56,8 @@ export interface DnsStatus {
     readonly evicted: number;
     readonly results: number;
     readonly unknownTargets: number;
+    /** Results of probes another DNS server asked for, filed under the target's prefix. */
+    readonly shared: number;
     /** The latest measured clients: RTT in ms per cluster name, 'no-reply', or null (not measured). */
     readonly recent: readonly { readonly client: string; readonly rttMs: Readonly<Record<string, number | string | null>> }[];
   };

@@ -23,6 +23,7 @@ import type { ClientPrefix } from './client_prefix.ts';
 import { ClusterTable, type ClusterRecord } from './cluster_state.ts';
 import type { DnsConfig } from './config.ts';
 import type { HighRateTable } from './high_rate.ts';
+import { prefixDraw } from './policy/draw.ts';
 import { makePolicy } from './policy/index.ts';
 import type { Candidate, Policy } from './policy/policy.ts';
 import type { ProbeScheduler } from './probe_scheduler.ts';
@@ -63,7 +64,6 @@ export interface SteeringParts {
   readonly sticky: StickyTable;
   readonly probes: ProbeScheduler;
   readonly log: Logger;
-  random(): number;
 }
 
 export class Steering {
@@ -127,9 +127,13 @@ export class Steering {
     const candidates: Candidate[] = [];
     let validUntil = now + this.#memoMs;
     for (const c of p.clusters.clusters) {
-      if (!p.clusters.isUsable(c, now)) continue;
+      const usable = p.clusters.isUsable(c, now);
+      // Any fresh report going stale may change the answer: a usable cluster
+      // may go down, or a pair's master falling silent hands the figures to
+      // its backup (which may have room where the master had none).
+      if (c.reports > 0) validUntil = Math.min(validUntil, p.clusters.staleAt(c) + 1e-3);
+      if (!usable) continue;
       candidates.push({ index: c.index, name: c.name, free: ClusterTable.freeFraction(c), available: c.available });
-      validUntil = Math.min(validUntil, p.clusters.staleAt(c) + 1e-3);
     }
     const rtt = this.#rttScratch;
     const measured = p.rtt.current(prefix.key, now, rtt);
@@ -154,7 +158,7 @@ export class Steering {
       order = [stuckCandidate, ...candidates.filter((c) => c !== stuckCandidate)];
       reason = `sticky:${stuckCandidate.name}`;
     } else {
-      const r = sn.policy.rank({ candidates, rtt, measured, random: () => p.random() });
+      const r = sn.policy.rank({ candidates, rtt, measured, draw: (c) => prefixDraw(cfg.name, prefix.key, c.name) });
       order = r.order;
       reason = r.reason;
       scoped = sn.policy.name !== 'capacity' && measured > 0;

@@ -5,6 +5,12 @@
  * clusters and lose server-side state (sessions, caches) each time.
  *
  * Bounded: at most maxClients entries, the least recently answered evicted.
+ *
+ * This is the one piece of steering state that is each DNS server's own
+ * (what it answered before), not derived from the front nodes' reports:
+ * with several DNS servers, two of them agree on a sticky prefix when they
+ * first answered it from the same reports, and may differ for up to
+ * stickySeconds otherwise (docs/operations.md, "Several DNS servers").
  */
 export class StickyTable {
   readonly #map = new Map<string, { cluster: number; at: number }>();

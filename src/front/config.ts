@@ -209,6 +209,14 @@ const control = controlBaseSchema.extend({
       maxTargets: z.int().min(1).max(65_536).default(4096).describe('Targets queued or being probed at most; more are dropped (counted).'),
       maxPerSecond: z.number().min(1).max(5000).default(200).describe('Echo requests per second over all targets at most, however many requests arrive.'),
       reportSeconds: z.number().min(0.1).max(3600).default(1).describe('Finished results are published this often.'),
+      dedupSeconds: z
+        .number()
+        .min(0)
+        .max(3600)
+        .default(10)
+        .describe(
+          'A target probed less than this many seconds ago is not probed again: its result is published again in the next `rtt_results` instead, so several DNS servers asking for the same client cause one probe. 0: only targets still being probed are deduplicated.',
+        ),
     })
     .prefault({})
     .describe('RTT probes for DNS (receive_probe_for_rtt): the DNS server\'s `rtt_probe_request` targets are pinged (ICMP echo; needs root) and the averaged RTTs published as `rtt_results`. Without a raw ICMP socket probing is off.'),
@@ -217,7 +225,13 @@ const control = controlBaseSchema.extend({
 export const frontConfigSchema = z
   .strictObject({
     cluster: name.describe('This cluster\'s name (reported to DNS and the other front nodes, shown in status).'),
-    node: name.optional().describe('This front node\'s own name (its control-plane name; one of `ha.nodes[].name` in a pair). Absent: the cluster\'s name.'),
+    node: z
+      .string({ error: 'expected a node name' })
+      .regex(/^[A-Za-z0-9._:-]{1,64}$/, 'node is 1-64 letters, digits, . _ : - (a control-plane name)')
+      .optional()
+      .describe(
+        'This front node\'s own name on the control plane: the sender of its messages, which is how the DNS server and the other front nodes tell the two front nodes of a pair apart (each keeps both nodes\' reports and takes the cluster\'s figures from the master\'s). Absent: the `cluster` value, right for a cluster with one front node. The two front nodes of one cluster have the same `cluster` and different `node`. In a pair: one of `ha.nodes[].name`. A change needs a restart.',
+      ),
     queue: z.int().min(0).max(65535).default(0).describe('NFQUEUE number of this daemon\'s rules; one daemon per queue.'),
     nflogGroup: z
       .int()
@@ -328,6 +342,11 @@ export const frontConfigSchema = z
     });
   });
 
+/** The front node's name on the control plane: `node`, else the cluster's name. */
+export function frontNodeName(cfg: Pick<FrontConfig, 'cluster' | 'node'>): string {
+  return cfg.node ?? cfg.cluster;
+}
+
 type CheckedConfig = Pick<z.output<typeof frontConfigSchema>, 'checkpoints' | 'services' | 'overflow' | 'throttle' | 'admission'>;
 
 /**
@@ -383,11 +402,6 @@ function checkCheckpoints(cfg: CheckedConfig, ctx: z.RefinementCtx): void {
 }
 
 export type FrontConfig = z.output<typeof frontConfigSchema>;
-
-/** This front node's name: `node`, or the cluster's name when it is absent. */
-export function frontNodeName(cfg: Pick<FrontConfig, 'node' | 'cluster'>): string {
-  return cfg.node ?? cfg.cluster;
-}
 export type ServiceConfig = FrontConfig['services'][number];
 export type ServerConfig = ServiceConfig['servers'][number];
 export type HealthConfig = ServiceConfig['health'];

@@ -18,13 +18,14 @@
  * either the front node runs on, probe requests are counted as ignored and
  * the reason is logged once at start and shown in status.
  */
-import type { Envelope } from '../control/messages.ts';
+import type { HaRole } from '../control/cluster-reports.ts';
+import type { Body, Envelope } from '../control/messages.ts';
 import { ControlNode, type ControlCounters, type Sender } from '../control/node.ts';
 import type { DomainCounters } from '../control/zap.ts';
 import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
 import { formatIPv4Address } from '../packet/address.ts';
-import type { FrontConfig } from './config.ts';
+import { frontNodeName, type FrontConfig } from './config.ts';
 import { createNetPinger, type Pinger } from './icmp_echo.ts';
 import { LeastLoadedClusters } from './least_loaded_clusters.ts';
 import { RttProber } from './receive_probe_for_rtt.ts';
@@ -64,7 +65,13 @@ export interface FrontControlStatus {
   readonly clients: { readonly tracked: number; readonly dropped: number; readonly expired: number };
   /** The last pass of send_request_rate; absent before the first. */
   readonly lastPass?: PassResult | undefined;
-  readonly peerClusters: readonly { readonly cluster: string; readonly available: number; readonly capacity: number; readonly ageSeconds: number; readonly fresh: boolean }[];
+  /** Our name on the control plane (the front's `node`, else its cluster) and the HA role our cluster_load reports carry. */
+  readonly node: string;
+  readonly role: HaRole;
+  /** cluster_load reports sent at once because our role changed. */
+  readonly roleChanges: number;
+  /** The other clusters as their front nodes report them (a pair: figures from its master's report, `source`). */
+  readonly peerClusters: readonly { readonly cluster: string; readonly available: number; readonly capacity: number; readonly ageSeconds: number; readonly fresh: boolean; readonly source: string; readonly nodes: readonly { readonly node: string; readonly role: HaRole; readonly ageSeconds: number }[] }[];
   readonly peers: readonly { readonly name: string; readonly lastType: string; readonly messages: number; readonly ageSeconds: number }[];
   readonly counters: Readonly<ControlCounters>;
   /** ZAP handshakes by domain ("<name>/<socket>"). */
@@ -83,11 +90,12 @@ export interface ServicesSource {
    */
   usableChanged?(): void;
   /**
-   * This node's role in a front-node pair ('single' without one). A backup
+   * This node's place in its cluster's front-node pair, sent in every
+   * cluster_load ('single' without a pair). Absent: 'single'. A backup
    * ignores rtt_probe_request: the master probes, and its results reach
    * every DNS server over PUB (two nodes probing would double the echoes).
    */
-  haRole?(): 'single' | 'master' | 'backup';
+  haRole?(): HaRole;
 }
 
 export class FrontControl {
@@ -128,7 +136,8 @@ export class FrontControl {
   }
 
   static async start(src: ServicesSource, cfg: ControlConfig, log: Logger): Promise<FrontControl> {
-    const node = await ControlNode.create(src.config.cluster, cfg, log);
+    // Our name on the control plane (each envelope's `from`): the two front nodes of a pair differ here, not in `cluster`.
+    const node = await ControlNode.create(frontNodeName(src.config), cfg, log);
     const fc = new FrontControl(node, src, cfg, log);
     await fc.#bind();
     return fc;
@@ -153,7 +162,7 @@ export class FrontControl {
     for (const p of cfg.subscribe) {
       this.node.connectSub(p.endpoint, p.publicKey, {
         cluster_load: (m) => {
-          this.clusters.receive(m.body, performance.now());
+          this.clusters.receive(m.body, performance.now(), m.from);
           this.clusters.applyTo(this.#src.services, performance.now());
         },
         rtt_probe_request: (m) => {
@@ -209,7 +218,7 @@ export class FrontControl {
       this.#log.error({ err }, 'RTT probing off: cannot open the ICMP socket; probe requests will be ignored (counted in status)');
       return;
     }
-    this.#prober = new RttProber(this.#src.config.cluster, cfg.probe, this.#pinger, performance.now());
+    this.#prober = new RttProber(this.#src.config.cluster, { ...cfg.probe, dedupMs: cfg.probe.dedupSeconds * 1000 }, this.#pinger, performance.now());
   }
 
   #probeRequest(m: Envelope<'rtt_probe_request'>): void {
@@ -279,9 +288,31 @@ export class FrontControl {
     const services = this.#src.services;
     this.clusters.applyTo(services, now);
     const f = clusterLoadOf(services);
-    const vips = [...new Set(services.map((s) => formatIPv4Address(s.vip)))];
-    pub.send('cluster_load', { cluster: this.#src.config.cluster, vips, ...f });
+    pub.send('cluster_load', this.#clusterLoadBody(f));
     this.reporter.sent(f, 'change', now);
+  }
+
+  /**
+   * Our HA role changed (keepalived made us master or backup): the DNS
+   * servers and the other clusters' front nodes take a pair's figures from
+   * its master, so they hear the new role at once, not a report period later.
+   */
+  roleChanged(): void {
+    this.roleChanges++;
+    this.sendClusterLoadNow();
+  }
+
+  /** Role changes reported at once (roleChanged()). */
+  roleChanges = 0;
+
+  /** The role our reports carry now. */
+  get role(): HaRole {
+    return this.#src.haRole?.() ?? 'single';
+  }
+
+  #clusterLoadBody(f: ReturnType<typeof clusterLoadOf>): Body<'cluster_load'> {
+    const vips = [...new Set(this.#src.services.map((s) => formatIPv4Address(s.vip)))];
+    return { cluster: this.#src.config.cluster, vips, ...f, role: this.role };
   }
 
   #tick(): void {
@@ -293,8 +324,7 @@ export class FrontControl {
     const f = clusterLoadOf(services);
     const why = this.reporter.due(f, now);
     if (why && this.#pub) {
-      const vips = [...new Set(services.map((s) => formatIPv4Address(s.vip)))];
-      this.#pub.send('cluster_load', { cluster: this.#src.config.cluster, vips, ...f });
+      this.#pub.send('cluster_load', this.#clusterLoadBody(f));
       this.reporter.sent(f, why, now);
     }
   }
@@ -328,7 +358,18 @@ export class FrontControl {
       topClients: this.clients.top(10).map(([a, rate]) => ({ client: formatIPv4Address(a), rate: round(rate) })),
       clients: { tracked: this.clients.clients.size, dropped: this.clients.dropped, expired: this.clients.expired },
       lastPass: this.lastPass,
-      peerClusters: [...this.clusters.peers.values()].map((p) => ({ cluster: p.cluster, available: round(p.available), capacity: round(p.capacity), ageSeconds: round((now - p.lastReport) / 1000), fresh: this.clusters.isFresh(p, now) })),
+      node: this.node.name,
+      role: this.role,
+      roleChanges: this.roleChanges,
+      peerClusters: [...this.clusters.peersAt(now).values()].map((p) => ({
+        cluster: p.cluster,
+        available: round(p.available),
+        capacity: round(p.capacity),
+        ageSeconds: round((now - p.lastReport) / 1000),
+        fresh: this.clusters.isFresh(p, now),
+        source: p.source,
+        nodes: p.nodes.map((r) => ({ node: r.node, role: r.role, ageSeconds: round((now - r.at) / 1000) })),
+      })),
       peers: [...this.node.peers].map(([name, p]) => ({ name, lastType: p.lastType, messages: p.messages, ageSeconds: round((Date.now() - p.lastSeen) / 1000) })),
       counters: this.node.counters,
       zap: Object.fromEntries(this.node.zap.counters),

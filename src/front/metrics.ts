@@ -338,12 +338,13 @@ function registerFrontControlMetrics(registry: Registry, control: () => FrontCon
   counterOf(registry, 'sluice_front_probe_requests_total', 'rtt_probe_request messages taken by the prober.', () => probe()?.requests ?? 0);
   counterOf(registry, 'sluice_front_probe_requests_ignored_total', 'rtt_probe_request messages ignored because probing is off.', () => control()?.probeCounts.ignoredRequests ?? 0);
   counterOf(registry, 'sluice_front_probe_requests_not_master_total', 'rtt_probe_request messages ignored because this node is the backup of a pair (the master probes).', () => control()?.probeCounts.notMaster ?? 0);
-  counterFrom(registry, 'sluice_front_probe_targets_total', 'Probe targets: requested, deduped (already pending), dropped (too many pending), finished.', ['outcome'], () => {
+  counterFrom(registry, 'sluice_front_probe_targets_total', 'Probe targets: requested, deduped (already pending), cached (finished less than probe.dedupSeconds ago: its result is reported again, no probe), dropped (too many pending), finished.', ['outcome'], () => {
     const p = probe();
     return p
       ? [
           [{ outcome: 'requested' }, p.requested],
           [{ outcome: 'deduped' }, p.deduped],
+          [{ outcome: 'cached' }, p.cached],
           [{ outcome: 'dropped' }, p.dropped],
           [{ outcome: 'finished' }, p.finished],
         ]
@@ -368,6 +369,11 @@ function registerFrontControlMetrics(registry: Registry, control: () => FrontCon
         ]
       : [];
   });
+  gaugeFrom(registry, 'sluice_front_probe_cached_results', 'Finished probe results kept for probe.dedupSeconds (bounded by probe.maxTargets).', [], () => {
+    const p = control()?.prober;
+    return p ? [[{}, p.cachedResults]] : [];
+  });
+  counterOf(registry, 'sluice_front_probe_cache_evictions_total', 'Cached probe results evicted before probe.dedupSeconds passed (probe.maxTargets were cached).', () => probe()?.cacheEvicted ?? 0);
   counterOf(registry, 'sluice_front_probe_socket_errors_total', 'ICMP socket errors of the prober.', () => control()?.probeCounts.pingerErrors ?? 0);
   gaugeFrom(registry, 'sluice_front_probe_pending_targets', 'Probe targets pending, by stage.', ['stage'], () => {
     const s = control()?.prober?.status();

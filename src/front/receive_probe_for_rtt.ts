@@ -14,7 +14,17 @@
  * A target goes through: queued -> sending (its echoes go out `spacingMs`
  * apart) -> awaiting (all sent, some unanswered) -> finished (its result is
  * queued for the report and the target forgotten, so a later request probes
- * it again).
+ * it again, once `dedupMs` have passed).
+ *
+ * Several DNS servers (issue 21) each ask for the clients that query them,
+ * and one client's resolver may query all of them: without more, each
+ * would cost a probe. A finished result is therefore kept `dedupMs`
+ * (probe.dedupSeconds) in a bounded cache; a target asked for again within
+ * that time is not probed but answered from the cache: its result goes
+ * into the next rtt_results report (counted as `cached`). Reports go out on
+ * the PUB socket that every DNS server subscribes to, so the server that
+ * asked second hears the answer too. A result still waiting for its report
+ * is not queued twice.
  *
  * Bounds, so that a flood of probe requests never becomes a flood of ICMP
  * or of memory:
@@ -29,9 +39,11 @@
  *   - at most `slots` targets send at once, as many as the rate can serve
  *     at their spacing, so targets finish in arrival order instead of all
  *     crawling along together;
- *   - at most `maxResults` finished results wait for the report.
+ *   - at most `maxResults` finished results wait for the report;
+ *   - at most `maxTargets` finished results are cached for dedupMs, the
+ *     oldest evicted first.
  * Counters record every target and echo, so status adds up:
- *   requested = deduped + dropped + (targets finished or still pending).
+ *   requested = deduped + cached + dropped + (targets finished or still pending).
  */
 import { MAX_LIST, type Body } from '../control/messages.ts';
 import { Buckets, RTT_SECONDS_BOUNDS } from '../metrics/buckets.ts';
@@ -52,6 +64,11 @@ export interface ProbeOptions {
   readonly burst?: number;
   /** Finished results waiting for the report, at most. Default maxTargets. */
   readonly maxResults?: number;
+  /**
+   * A target that finished less than this long ago (ms) is answered from
+   * its cached result instead of probed again. 0 (the default): no cache.
+   */
+  readonly dedupMs?: number;
 }
 
 export interface ProbeCounters {
@@ -61,6 +78,10 @@ export interface ProbeCounters {
   requested: number;
   /** Targets already queued or in progress when requested again. */
   deduped: number;
+  /** Targets that had finished less than dedupMs ago: answered from the cache, not probed. */
+  cached: number;
+  /** Cached results evicted before dedupMs passed, because maxTargets were cached. */
+  cacheEvicted: number;
   /** Targets refused because maxTargets were pending. */
   dropped: number;
   echoesSent: number;
@@ -98,7 +119,7 @@ interface Echo {
 const MAX_RTT_MS = 60_000;
 
 export class RttProber {
-  readonly counters: ProbeCounters = { requests: 0, requested: 0, deduped: 0, dropped: 0, echoesSent: 0, replies: 0, timeouts: 0, finished: 0, reported: 0, resultsDropped: 0 };
+  readonly counters: ProbeCounters = { requests: 0, requested: 0, deduped: 0, cached: 0, cacheEvicted: 0, dropped: 0, echoesSent: 0, replies: 0, timeouts: 0, finished: 0, reported: 0, resultsDropped: 0 };
   /** Every echo reply's RTT, seconds (metrics: no per-target labels, so bounded whatever the targets). */
   readonly rtt = new Buckets(RTT_SECONDS_BOUNDS);
   readonly #cluster: string;
@@ -122,6 +143,15 @@ export class RttProber {
   readonly #echoes = new Map<number, Echo>();
   #nextEcho = 1;
   #results: ProbeResult[] = [];
+  /** The targets of #results (a cached answer is not queued twice for one report). */
+  #resultTargets = new Set<string>();
+  /**
+   * Finished results by target, oldest finish first (Map order: a target
+   * finishing again is moved to the end); size <= maxTargets.
+   */
+  readonly #recent = new Map<string, { readonly result: ProbeResult; readonly at: number }>();
+  readonly #dedupMs: number;
+  readonly #clock: () => number;
   /** ms between echoes at maxPerSecond. */
   readonly #interval: number;
   /** GCRA: the next echo may leave once now >= #tat - #slack (slack = the burst beyond the first). */
@@ -129,8 +159,15 @@ export class RttProber {
   readonly #slack: number;
   #closed = false;
 
-  constructor(cluster: string, opts: ProbeOptions, pinger: Pinger, now: number) {
+  /**
+   * `clock` (ms, the clock `now` arguments are on) dates results that
+   * finish in a pinger callback, which carries no time: it feeds only the
+   * dedup cache.
+   */
+  constructor(cluster: string, opts: ProbeOptions, pinger: Pinger, now: number, clock: () => number = () => performance.now()) {
     this.#cluster = cluster;
+    this.#dedupMs = opts.dedupMs ?? 0;
+    this.#clock = clock;
     this.#opts = opts;
     this.#pinger = pinger;
     this.#burst = Math.max(1, opts.burst ?? Math.ceil(opts.maxPerSecond / 10));
@@ -143,8 +180,8 @@ export class RttProber {
   }
 
   /** Queues a request's targets (deduped, bounded). Sending starts at the next tick. */
-  receive(body: Body<'rtt_probe_request'>, now: number): { queued: number; deduped: number; dropped: number } {
-    const r = { queued: 0, deduped: 0, dropped: 0 };
+  receive(body: Body<'rtt_probe_request'>, now: number): { queued: number; deduped: number; cached: number; dropped: number } {
+    const r = { queued: 0, deduped: 0, cached: 0, dropped: 0 };
     if (this.#closed) return r;
     this.counters.requests++;
     const count = Math.max(1, Math.min(body.count, this.#opts.count));
@@ -152,6 +189,8 @@ export class RttProber {
       this.counters.requested++;
       if (this.#targets.has(target)) {
         r.deduped++;
+      } else if (this.#fromCache(target, now)) {
+        r.cached++;
       } else if (this.#targets.size >= this.#opts.maxTargets) {
         r.dropped++;
       } else {
@@ -162,8 +201,31 @@ export class RttProber {
       }
     }
     this.counters.deduped += r.deduped;
+    this.counters.cached += r.cached;
     this.counters.dropped += r.dropped;
     return r;
+  }
+
+  /**
+   * A recent result answers the request: queued for the next report unless
+   * it already waits there. False when there is none within dedupMs (an
+   * expired entry is removed).
+   */
+  #fromCache(target: string, now: number): boolean {
+    if (this.#dedupMs <= 0) return false;
+    const c = this.#recent.get(target);
+    if (!c) return false;
+    if (now - c.at >= this.#dedupMs) {
+      this.#recent.delete(target);
+      return false;
+    }
+    if (!this.#resultTargets.has(target)) this.#queueResult(c.result);
+    return true;
+  }
+
+  /** Cached results (status). */
+  get cachedResults(): number {
+    return this.#recent.size;
   }
 
   /** Expires overdue echoes and sends the echo requests that are due and have tokens. */
@@ -211,6 +273,7 @@ export class RttProber {
   drainResults(): Body<'rtt_results'>[] {
     const all = this.#results;
     this.#results = [];
+    this.#resultTargets = new Set();
     const out: Body<'rtt_results'>[] = [];
     for (let i = 0; i < all.length; i += MAX_LIST) out.push({ cluster: this.#cluster, results: all.slice(i, i + MAX_LIST) });
     this.counters.reported += all.length;
@@ -226,7 +289,7 @@ export class RttProber {
     return this.#targets.size;
   }
 
-  status(): ProbeCounters & { queued: number; sending: number; awaiting: number; outstandingEchoes: number; pendingResults: number } {
+  status(): ProbeCounters & { queued: number; sending: number; awaiting: number; outstandingEchoes: number; pendingResults: number; cachedResults: number } {
     const queued = this.#queue.length - this.#head;
     return {
       ...this.counters,
@@ -235,6 +298,7 @@ export class RttProber {
       awaiting: this.#targets.size - queued - this.#sending.size,
       outstandingEchoes: this.#echoes.size,
       pendingResults: this.#results.length,
+      cachedResults: this.#recent.size,
     };
   }
 
@@ -247,6 +311,8 @@ export class RttProber {
     this.#sending.clear();
     this.#echoes.clear();
     this.#results = [];
+    this.#resultTargets.clear();
+    this.#recent.clear();
   }
 
   /** The earliest time the bucket lets the next echo go (may be in the past). */
@@ -307,11 +373,28 @@ export class RttProber {
   #finish(t: Target): void {
     this.#targets.delete(t.target);
     this.counters.finished++;
+    const rttMs = t.received > 0 ? Math.round((t.sumMs / t.received) * 1000) / 1000 : null;
+    const result: ProbeResult = { target: t.target, sent: t.sent, received: t.received, rttMs };
+    if (this.#dedupMs > 0) {
+      this.#recent.delete(t.target);
+      if (this.#recent.size >= this.#opts.maxTargets) {
+        const oldest = this.#recent.entries().next();
+        if (oldest.done !== true) {
+          this.#recent.delete(oldest.value[0]);
+          if (this.#clock() - oldest.value[1].at < this.#dedupMs) this.counters.cacheEvicted++;
+        }
+      }
+      this.#recent.set(t.target, { result, at: this.#clock() });
+    }
+    this.#queueResult(result);
+  }
+
+  #queueResult(result: ProbeResult): void {
     if (this.#results.length >= this.#maxResults) {
       this.counters.resultsDropped++;
       return;
     }
-    const rttMs = t.received > 0 ? Math.round((t.sumMs / t.received) * 1000) / 1000 : null;
-    this.#results.push({ target: t.target, sent: t.sent, received: t.received, rttMs });
+    this.#results.push(result);
+    this.#resultTargets.add(result.target);
   }
 }

@@ -1,6 +1,6 @@
 /**
- * The steering pipeline and its parts with an injected clock and random
- * source: cluster state (reports, staleness, full), the rtt and capacity
+ * The steering pipeline and its parts with an injected clock (chance
+ * draws are a hash of name, prefix and cluster): cluster state (reports, staleness, full), the rtt and capacity
  * policies (table-driven costs), high-rate clients, stickiness, fallback,
  * probe requests (rate limit, retry, bound), RTT expiry and bounds, RRL,
  * client prefixes (source and ECS).
@@ -13,6 +13,7 @@ import { ClusterTable } from '../../src/dns/cluster_state.ts';
 import { dnsConfigSchema, type DnsConfig } from '../../src/dns/config.ts';
 import { HighRateTable } from '../../src/dns/high_rate.ts';
 import { weightedOrder } from '../../src/dns/policy/capacity.ts';
+import { prefixDraw } from '../../src/dns/policy/draw.ts';
 import type { Candidate } from '../../src/dns/policy/policy.ts';
 import { rttPolicy } from '../../src/dns/policy/rtt.ts';
 import { ProbeScheduler } from '../../src/dns/probe_scheduler.ts';
@@ -49,18 +50,12 @@ function load(cluster: string, capacity: number, load_: number, serversUp = 3): 
   return { cluster, vips: [], capacity, load: load_, available: Math.max(0, capacity - load_), serversUp, serversTotal: 3 };
 }
 
-/** A sequence of random numbers, repeated. */
-function seq(...xs: number[]): () => number {
-  let i = 0;
-  return () => xs[i++ % xs.length] ?? 0;
-}
-
-function setup(cfg: DnsConfig, random: () => number = seq(0.5), memoMs = 0): { s: Steering; parts: SteeringParts; clusters: ClusterTable; rtt: RttTable; hr: HighRateTable; probes: ProbeScheduler } {
+function setup(cfg: DnsConfig, memoMs = 0): { s: Steering; parts: SteeringParts; clusters: ClusterTable; rtt: RttTable; hr: HighRateTable; probes: ProbeScheduler } {
   const clusters = new ClusterTable(cfg.clusters, cfg.steering.reportSeconds, cfg.steering.downAfterIntervals);
   const rtt = new RttTable(cfg.clusters.length, 1000, cfg.steering.rttExpireSeconds);
   const hr = new HighRateTable(1000, cfg.steering.highRateExpireSeconds, L);
   const probes = new ProbeScheduler(cfg.probe, 0);
-  const parts: SteeringParts = { clusters, rtt, highRate: hr, sticky: new StickyTable(1000, cfg.steering.stickySeconds), probes, log: pino({ level: 'silent' }), random };
+  const parts: SteeringParts = { clusters, rtt, highRate: hr, sticky: new StickyTable(1000, cfg.steering.stickySeconds), probes, log: pino({ level: 'silent' }) };
   return { s: new Steering(cfg, parts, memoMs), parts, clusters, rtt, hr, probes };
 }
 
@@ -142,14 +137,14 @@ describe('rtt policy: cost = rtt × (1 + w × (1 − free))', () => {
   ];
   for (const [w, [r1, f1], [r2, f2], winner] of rows) {
     it(`w=${w}: c1 ${r1} ms free ${f1}, c2 ${r2} ms free ${f2} -> ${winner}`, () => {
-      const rank = rttPolicy(w).rank({ candidates: [cand(0, f1), cand(1, f2)], rtt: Float64Array.of(r1, r2), measured: [r1, r2].filter((x) => !Number.isNaN(x)).length, random: () => 0 });
+      const rank = rttPolicy(w).rank({ candidates: [cand(0, f1), cand(1, f2)], rtt: Float64Array.of(r1, r2), measured: [r1, r2].filter((x) => !Number.isNaN(x)).length, draw: () => 0.5 });
       assert.equal(rank.order[0]?.name, winner);
     });
   }
   it('no measurement at all: capacity-weighted, said so', () => {
-    const rank = rttPolicy(1).rank({ candidates: [cand(0, 0.25), cand(1, 0.75)], rtt: Float64Array.of(NaN, NaN), measured: 0, random: () => 0.3 });
+    const rank = rttPolicy(1).rank({ candidates: [cand(0, 0.25), cand(1, 0.75)], rtt: Float64Array.of(NaN, NaN), measured: 0, draw: () => 0.3 });
     assert.equal(rank.reason, 'no-rtt:capacity-weighted');
-    assert.equal(rank.order[0]?.name, 'c2'); // 0.3 × 100 = 30 > 25: past c1's share
+    assert.equal(rank.order[0]?.name, 'c2'); // one draw for both: the key −ln(u)/available is smallest for the larger
   });
 });
 
@@ -158,19 +153,35 @@ describe('capacity-weighted order', () => {
     { index: 0, name: 'c1', free: 1, available: 100 },
     { index: 1, name: 'c2', free: 1, available: 300 },
   ];
-  it('draws in proportion to free capacity (exact over a uniform grid)', () => {
-    const wins = new Map<string, number>();
-    for (let i = 0; i < 1000; i++) {
-      const first = weightedOrder(cs, () => (i + 0.5) / 1000)[0]?.name ?? '';
-      wins.set(first, (wins.get(first) ?? 0) + 1);
-    }
-    assert.deepEqual(Object.fromEntries(wins), { c1: 250, c2: 750 });
+  const prefixes = Array.from({ length: 4000 }, (_, i) => `4:10.${i >> 8}.${i & 255}.0/24`);
+  const firstOf = (list: readonly Candidate[], p: string): string => weightedOrder(list, (c) => prefixDraw('www.example.test', p, c.name))[0]?.name ?? '';
+  it('draws in proportion to free capacity over many prefixes (hash of name, prefix, cluster)', () => {
+    const c2 = prefixes.filter((p) => firstOf(cs, p) === 'c2').length / prefixes.length;
+    assert.ok(c2 > 0.72 && c2 < 0.78, `c2 first for ${c2} of the prefixes, expected about 0.75`);
+  });
+  it('exact over a uniform grid of draws (one u for both: c2 first; u for c1 alone decides)', () => {
+    // P(c1 first) = P(−ln u1 / 100 < −ln u2 / 300): with u2 fixed at e^-1, c1 wins when u1 > e^-(1/3).
+    let wins = 0;
+    for (let i = 0; i < 1000; i++) if (weightedOrder(cs, (c) => (c.name === 'c1' ? (i + 0.5) / 1000 : Math.exp(-1)))[0]?.name === 'c1') wins++;
+    assert.equal(wins, 1000 - Math.ceil(1000 * Math.exp(-1 / 3) - 0.5));
   });
   it('without replacement', () => {
-    assert.deepEqual(
-      weightedOrder(cs, seq(0.9, 0.1)).map((c) => c.name),
-      ['c2', 'c1'],
-    );
+    assert.deepEqual(weightedOrder(cs, (c) => (c.name === 'c1' ? 0.999 : 0.001)).map((c) => c.name), ['c1', 'c2']);
+    assert.deepEqual(weightedOrder(cs, (c) => (c.name === 'c1' ? 0.001 : 0.999)).map((c) => c.name), ['c2', 'c1']);
+  });
+  it('stable: 10% more free capacity on c1 moves few prefixes, and only toward c1', () => {
+    const more: Candidate[] = [{ ...cs[0]!, available: 110 }, cs[1]!];
+    let moved = 0;
+    for (const p of prefixes) {
+      const a = firstOf(cs, p);
+      const b = firstOf(more, p);
+      if (a !== b) {
+        moved++;
+        assert.equal(b, 'c1');
+      }
+    }
+    // c1's share goes from 100/400 to 110/410: about 2% of the prefixes move.
+    assert.ok(moved > 0 && moved < prefixes.length * 0.04, `${moved} moved`);
   });
 });
 
@@ -193,7 +204,7 @@ describe('steering pipeline', () => {
   });
 
   it('a client without RTT gets a capacity-weighted answer and a probe request; with RTTs, the nearest usable cluster', () => {
-    const { s, clusters, rtt, probes } = setup(config(), seq(0.1));
+    const { s, clusters, rtt, probes } = setup(config());
     const sn = s.names.get('www.example.test')!;
     clusters.receive(load('c1', 100, 50), 0);
     clusters.receive(load('c2', 100, 50), 0);
@@ -279,7 +290,7 @@ describe('steering pipeline', () => {
   });
 
   it('decisions are memoised until the state changes', () => {
-    const { s, clusters } = setup(config(), seq(0.1, 0.9), 1000);
+    const { s, clusters } = setup(config(), 1000);
     const sn = s.names.get('www.example.test')!;
     clusters.receive(load('c1', 100, 0), 0);
     clusters.receive(load('c2', 100, 0), 0);

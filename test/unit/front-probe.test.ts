@@ -54,7 +54,7 @@ class Sim {
       },
       close: () => undefined,
     };
-    this.prober = new RttProber('c1', { count: 3, spacingMs: 200, timeoutMs: 1000, maxTargets: 4096, maxPerSecond: 200, ...opts }, pinger, 0);
+    this.prober = new RttProber('c1', { count: 3, spacingMs: 200, timeoutMs: 1000, maxTargets: 4096, maxPerSecond: 200, ...opts }, pinger, 0, () => this.now);
   }
 
   #at(at: number, fire: () => void): void {
@@ -136,6 +136,54 @@ describe('receive_probe_for_rtt: one target', () => {
   });
 });
 
+describe('receive_probe_for_rtt: results shared across DNS servers (dedupMs)', () => {
+  // Each row: a first request at 0 (probed: 3 echoes of 20 ms, finished at 420),
+  // the report drained, then a second request (another DNS server) at `again`.
+  const rows: { name: string; dedupMs: number; again: number; drainFirst: boolean; echoes: number; second: 'cached' | 'queued' | 'deduped'; reported: number }[] = [
+    { name: 'within dedupMs: answered from the cache, no new echo, the result reported again', dedupMs: 10_000, again: 5_000, drainFirst: true, echoes: 3, second: 'cached', reported: 1 },
+    { name: 'at dedupMs after the finish: probed again', dedupMs: 10_000, again: 420 + 10_000, drainFirst: true, echoes: 6, second: 'queued', reported: 1 },
+    { name: 'dedupMs 0 (off): probed again at once', dedupMs: 0, again: 5_000, drainFirst: true, echoes: 6, second: 'queued', reported: 1 },
+    { name: 'the result still waits for its report: cached, not queued twice', dedupMs: 10_000, again: 500, drainFirst: false, echoes: 3, second: 'cached', reported: 1 },
+    { name: 'still being probed: deduped as before', dedupMs: 10_000, again: 100, drainFirst: false, echoes: 3, second: 'deduped', reported: 1 },
+  ];
+  for (const row of rows) {
+    it(row.name, () => {
+      const sim = new Sim({ dedupMs: row.dedupMs }, () => 20);
+      sim.request(['198.18.11.2']);
+      if (row.again < 420) {
+        sim.run(row.again, row.again, false);
+      } else {
+        sim.run();
+        assert.equal(sim.now, 420);
+        if (row.drainFirst) assert.equal(sim.results().length, 1);
+        sim.now = row.again;
+      }
+      const r = sim.request(['198.18.11.2']);
+      assert.equal(r[row.second], 1, JSON.stringify(r));
+      sim.run();
+      assert.equal(sim.pings.length, row.echoes);
+      const results = sim.results();
+      assert.equal(results.length, row.reported);
+      assert.deepEqual(results[0], { target: '198.18.11.2', sent: 3, received: 3, rttMs: 20 });
+      const c = sim.prober.counters;
+      assert.equal(c.requested, c.deduped + c.cached + c.dropped + c.finished + sim.prober.pendingTargets, 'the counts add up');
+    });
+  }
+
+  it('the cache is bounded by maxTargets, the oldest evicted (counted)', () => {
+    const sim = new Sim({ dedupMs: 10_000, maxTargets: 2 }, () => 20);
+    for (const t of [T(0), T(1), T(2)]) {
+      sim.request([t]);
+      sim.run();
+    }
+    assert.equal(sim.prober.status().cachedResults, 2);
+    assert.equal(sim.prober.counters.cacheEvicted, 1);
+    sim.results();
+    const r = sim.request([T(0), T(1), T(2)]);
+    assert.deepEqual(r, { queued: 1, deduped: 0, cached: 2, dropped: 0 }, 'the oldest (T0) was evicted and is probed again');
+  });
+});
+
 describe('receive_probe_for_rtt: the request count, capped by the config', () => {
   const rows: [config: number, request: number, echoes: number][] = [
     [3, 1, 1],
@@ -158,9 +206,9 @@ describe('receive_probe_for_rtt: the request count, capped by the config', () =>
 describe('receive_probe_for_rtt: dedupe and bounds', () => {
   it('a target pending or in progress is not added again; a finished one is probed anew', () => {
     const sim = new Sim({}, () => 10);
-    assert.deepEqual(sim.request(['198.18.11.2', '198.18.12.2', '198.18.11.2']), { queued: 2, deduped: 1, dropped: 0 });
+    assert.deepEqual(sim.request(['198.18.11.2', '198.18.12.2', '198.18.11.2']), { queued: 2, deduped: 1, cached: 0, dropped: 0 });
     sim.prober.tick(0); // both in progress now
-    assert.deepEqual(sim.request(['198.18.12.2', '198.18.13.2']), { queued: 1, deduped: 1, dropped: 0 });
+    assert.deepEqual(sim.request(['198.18.12.2', '198.18.13.2']), { queued: 1, deduped: 1, cached: 0, dropped: 0 });
     sim.run();
     assert.equal(sim.pings.length, 9, 'three targets x 3 echoes');
     assert.deepEqual(sim.results().map((r) => r.target), ['198.18.11.2', '198.18.12.2', '198.18.13.2']);
@@ -173,12 +221,12 @@ describe('receive_probe_for_rtt: dedupe and bounds', () => {
 
   it('at most maxTargets pending: the excess is dropped and counted', () => {
     const sim = new Sim({ maxTargets: 3 }, () => 10);
-    assert.deepEqual(sim.request([T(0), T(1), T(2), T(3), T(4)]), { queued: 3, deduped: 0, dropped: 2 });
-    assert.deepEqual(sim.request([T(5)]), { queued: 0, deduped: 0, dropped: 1 });
+    assert.deepEqual(sim.request([T(0), T(1), T(2), T(3), T(4)]), { queued: 3, deduped: 0, cached: 0, dropped: 2 });
+    assert.deepEqual(sim.request([T(5)]), { queued: 0, deduped: 0, cached: 0, dropped: 1 });
     sim.run();
     assert.deepEqual(sim.results().map((r) => r.target), [T(0), T(1), T(2)]);
     assert.equal(sim.prober.counters.dropped, 3);
-    assert.deepEqual(sim.request([T(5)]), { queued: 1, deduped: 0, dropped: 0 }, 'room again once they finished');
+    assert.deepEqual(sim.request([T(5)]), { queued: 1, deduped: 0, cached: 0, dropped: 0 }, 'room again once they finished');
   });
 
   it('at most maxResults wait for the report: the rest are dropped and counted', () => {
@@ -260,7 +308,7 @@ describe('receive_probe_for_rtt: reports', () => {
     sim.run(10, 2000);
     assert.equal(sim.pings.length, 2);
     assert.deepEqual(sim.prober.drainResults(), []);
-    assert.deepEqual(sim.request([T(2)]), { queued: 0, deduped: 0, dropped: 0 });
+    assert.deepEqual(sim.request([T(2)]), { queued: 0, deduped: 0, cached: 0, dropped: 0 });
   });
 });
 
@@ -274,7 +322,7 @@ control:
 `;
   it('has defaults', () => {
     const cfg = parseConfig(frontConfigSchema, base, 't');
-    assert.deepEqual({ ...cfg.control?.probe }, { count: 3, spacingMs: 200, timeoutMs: 1000, maxTargets: 4096, maxPerSecond: 200, reportSeconds: 1 });
+    assert.deepEqual({ ...cfg.control?.probe }, { count: 3, spacingMs: 200, timeoutMs: 1000, maxTargets: 4096, maxPerSecond: 200, reportSeconds: 1, dedupSeconds: 10 });
   });
   it('checks bounds', () => {
     assert.throws(() => parseConfig(frontConfigSchema, `${base}  probe: { count: 17 }\n`, 't'));

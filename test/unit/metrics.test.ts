@@ -394,7 +394,8 @@ adminSocket: ${join(dir, 'dns.sock')}
     for (let i = 0; i < 2; i++) assert.ok(ask('www.example.test') > 0);
     const now = performance.now();
     d.clusters.receive({ cluster: 'c1', vips: [], capacity: 100, load: 10, available: 90, serversUp: 3, serversTotal: 3 }, now);
-    d.clusters.receive({ cluster: 'c2', vips: [], capacity: 100, load: 10, available: 90, serversUp: 3, serversTotal: 3 }, now);
+    d.clusters.receive({ cluster: 'c2', vips: [], capacity: 100, load: 10, available: 90, serversUp: 3, serversTotal: 3, role: 'master' }, now, 'c2-a');
+    d.clusters.receive({ cluster: 'c2', vips: [], capacity: 100, load: 10, available: 95, serversUp: 3, serversTotal: 3, role: 'backup' }, now, 'c2-b');
     d.answerer.steering.changed();
     for (let i = 0; i < 3; i++) assert.ok(ask('www.example.test', 1, `198.18.${20 + i}.2`) > 0);
     ask('ns1.example.test');
@@ -406,6 +407,9 @@ adminSocket: ${join(dir, 'dns.sock')}
     const p = await scrape(r);
     expectRows(p, [
       ['sluice_dns_info', { name: 'dns1' }, 1],
+      ['sluice_dns_cluster_node_source', { cluster: 'c2', node: 'c2-a' }, 1],
+      ['sluice_dns_cluster_available', { cluster: 'c2' }, 90],
+      ['sluice_dns_cluster_nodes_replaced_total', {}, 0],
       ['sluice_dns_queries_total', { transport: 'udp' }, 11],
       ['sluice_dns_responses_total', { rcode: 'NOERROR' }, 7],
       ['sluice_dns_responses_total', { rcode: 'NXDOMAIN' }, 1],
@@ -421,7 +425,7 @@ adminSocket: ${join(dir, 'dns.sock')}
       ['sluice_dns_cluster_capacity', { cluster: 'c1' }, 100],
       ['sluice_dns_cluster_utilization', { cluster: 'c2' }, 0.1],
       ['sluice_dns_cluster_state', { cluster: 'c1', state: 'up' }, 1],
-      ['sluice_dns_cluster_reports_total', { cluster: 'c2' }, 1],
+      ['sluice_dns_cluster_reports_total', { cluster: 'c2' }, 2], // one report from each node of its pair
       ['sluice_dns_admin_requests_total', { result: 'handled' }, 3],
       ['sluice_dns_table_entries', { table: 'rtt' }, 0],
     ]);
@@ -436,15 +440,17 @@ adminSocket: ${join(dir, 'dns.sock')}
     d.rtt.expect('198.18.31.1', '4:198.18.31.0/24');
     d.rtt.receive(0, { cluster: 'c1', results: [{ target: '198.18.30.1', sent: 3, received: 3, rttMs: 20 }, { target: '198.18.31.1', sent: 3, received: 0, rttMs: null }, { target: '203.0.113.9', sent: 3, received: 3, rttMs: 5 }] }, now);
     const p = await scrape(r);
+    // 203.0.113.9 was asked for by another DNS server: filed under its own prefix (shared), not dropped.
     expectRows(p, [
-      ['sluice_dns_rtt_seconds_count', { cluster: 'c1' }, 1],
-      ['sluice_dns_rtt_seconds_bucket', { cluster: 'c1', le: '0.025' }, 1],
-      ['sluice_dns_rtt_seconds_bucket', { cluster: 'c1', le: '0.01' }, 0],
+      ['sluice_dns_rtt_seconds_count', { cluster: 'c1' }, 2],
+      ['sluice_dns_rtt_seconds_bucket', { cluster: 'c1', le: '0.025' }, 2],
+      ['sluice_dns_rtt_seconds_bucket', { cluster: 'c1', le: '0.01' }, 1],
       ['sluice_dns_rtt_seconds_count', { cluster: 'c2' }, 0],
       ['sluice_dns_rtt_no_reply_total', { cluster: 'c1' }, 1],
       ['sluice_dns_rtt_results_total', { outcome: 'applied' }, 2],
-      ['sluice_dns_rtt_results_total', { outcome: 'unknown_target' }, 1],
-      ['sluice_dns_table_entries', { table: 'rtt' }, 2],
+      ['sluice_dns_rtt_results_total', { outcome: 'shared' }, 1],
+      ['sluice_dns_rtt_results_total', { outcome: 'unknown_target' }, 0],
+      ['sluice_dns_table_entries', { table: 'rtt' }, 3],
     ]);
   });
 

@@ -8,10 +8,17 @@ const BENCH_NET = parseIPv4Address('198.18.0.0') ?? 0;
 
 function allAddresses(plan: ReturnType<typeof planTestbed>): string[] {
   return [
-    plan.dns.address,
-    plan.dns.gateway,
+    ...plan.dnsServers.flatMap((d) => [d.address, d.gateway]),
     ...plan.clients.flatMap((c) => [c.address, c.gateway, ...c.extraAddresses]),
-    ...plan.clusters.flatMap((k) => [k.uplinkAddress, k.wanSideAddress, k.lanAddress, k.vip, ...k.servers.map((s) => s.address)]),
+    ...plan.clusters.flatMap((k) => [
+      k.uplinkAddress,
+      k.wanSideAddress,
+      k.lanAddress,
+      k.vip,
+      ...k.servers.map((s) => s.address),
+      // A single front's own addresses are the cluster's; a pair's are their own.
+      ...(k.fronts.length > 1 ? k.fronts.flatMap((f) => [f.uplinkAddress, f.lanAddress, f.syncAddress ?? '']) : []),
+    ]),
   ];
 }
 
@@ -47,6 +54,41 @@ describe('testbed plan', () => {
     for (const n of ifnames) assert.ok(n.length <= 15, n);
   });
 
+  it('front-node pairs and two DNS servers: every address unique, in 198.18.0.0/15, names fit IFNAMSIZ', () => {
+    const plan = planTestbed({ prefix: 'abcdefghijkl', clients: 9, clusters: 9, serversPerCluster: 26, frontsPerCluster: 2, dnsServers: 2 });
+    const addrs = allAddresses(plan);
+    assert.equal(new Set(addrs).size, addrs.length);
+    for (const a of addrs) {
+      const n = parseIPv4Address(a);
+      assert.ok(n !== undefined && inPrefix(n, BENCH_NET, 15), `${a} outside 198.18.0.0/15`);
+    }
+    // wan + 2 dns + 9 clients + 9 × (LAN switch + 2 fronts + 26 servers)
+    assert.equal(namespacesOf(plan).length, 1 + 2 + 9 + 9 * (1 + 2 + 26));
+    for (const ns of namespacesOf(plan)) assert.ok(ns.name.startsWith('abcdefghijkl-'));
+    for (const k of plan.clusters) {
+      assert.ok(`${k.wanIf}p2`.length <= 15);
+      const [a, b] = k.fronts;
+      assert.ok(a && b);
+      // The WAN routes the VIPs to the VRRP virtual address; servers use the LAN virtual address.
+      assert.equal(k.uplinkAddress, `198.18.${String(100 + k.index)}.10`);
+      assert.ok(k.servers.every((s) => s.gateway === k.lanAddress));
+      assert.notEqual(a.priority, b.priority);
+      assert.deepEqual([a.id, b.id], [`fr${String(k.index)}a`, `fr${String(k.index)}b`]);
+    }
+    assert.deepEqual(plan.dnsServers.map((d) => [d.id, d.address]), [['dns', '198.18.2.2'], ['dns2', '198.18.3.2']]);
+  });
+
+  it('one front per cluster by default: the cluster\'s addresses are the front\'s own (as before pairs)', () => {
+    const plan = planTestbed({ prefix: 'tb1' });
+    for (const k of plan.clusters) {
+      assert.equal(k.fronts.length, 1);
+      assert.equal(k.front.uplinkAddress, k.uplinkAddress);
+      assert.equal(k.front.lanAddress, k.lanAddress);
+      assert.equal(k.front.id, `fr${String(k.index)}`);
+      assert.equal(k.lanSwitch, undefined);
+    }
+  });
+
   it('default delays: each client near one cluster (10 ms), far from the other (40 ms)', () => {
     const plan = planTestbed({ prefix: 'tb1' });
     assert.deepEqual(
@@ -74,6 +116,8 @@ describe('testbed plan', () => {
     ['too many servers', { prefix: 'tb1', serversPerCluster: 27 }],
     ['negative delay', { prefix: 'tb1', delaysMs: { '1:1': -1 } }],
     ['delay for a missing cluster', { prefix: 'tb1', delaysMs: { '1:3': 5 } }],
+    ['three fronts per cluster', { prefix: 'tb1', frontsPerCluster: 3 }],
+    ['three DNS servers', { prefix: 'tb1', dnsServers: 3 }],
   ];
   for (const [name, opts] of bad) {
     it(`refuses ${name}`, () => {

@@ -19,8 +19,12 @@ export interface PolicyInput {
   readonly rtt: Float64Array;
   /** How many clusters have a current RTT for this prefix. */
   readonly measured: number;
-  /** Uniform [0, 1) (injected: tests are deterministic). */
-  random(): number;
+  /**
+   * A uniform number in (0, 1) for one candidate, fixed for this client
+   * prefix, steered name and cluster (a hash, steer.ts): a policy that
+   * needs chance draws from it, so every DNS server answers a prefix alike.
+   */
+  draw(c: Candidate): number;
 }
 
 export interface Ranking {

@@ -22,7 +22,7 @@ export function rttPolicy(capacityWeight: number): Policy {
     name: 'rtt',
     rank(input: PolicyInput): Ranking {
       if (input.measured === 0) {
-        return { order: weightedOrder(input.candidates, () => input.random()), reason: 'no-rtt:capacity-weighted' };
+        return { order: weightedOrder(input.candidates, (c) => input.draw(c)), reason: 'no-rtt:capacity-weighted' };
       }
       const cost = (c: Candidate): number => {
         const r = input.rtt[c.index] ?? NaN;
