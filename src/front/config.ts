@@ -230,7 +230,7 @@ export const frontConfigSchema = z
       .regex(/^[A-Za-z0-9._:-]{1,64}$/, 'node is 1-64 letters, digits, . _ : - (a control-plane name)')
       .optional()
       .describe(
-        'This front node\'s own name on the control plane: the sender of its messages, which is how the DNS server and the other front nodes tell the two front nodes of a pair apart (each keeps both nodes\' reports and takes the cluster\'s figures from the master\'s). Absent: the `cluster` value, right for a cluster with one front node. The two front nodes of one cluster have the same `cluster` and different `node`. In a pair it must be one of `ha.nodes[].name`. A change needs a restart.',
+        'This front node\'s own name on the control plane: the sender of its messages, which is how the DNS server and the other front nodes tell the two front nodes of a pair apart (each keeps both nodes\' reports and takes the cluster\'s figures from the master\'s). Absent: the `cluster` value, right for a cluster with one front node. The two front nodes of one cluster have the same `cluster` and different `node`. In a pair: one of `ha.nodes[].name`. A change needs a restart.',
       ),
     queue: z.int().min(0).max(65535).default(0).describe('NFQUEUE number of this daemon\'s rules; one daemon per queue.'),
     nflogGroup: z
@@ -402,7 +402,6 @@ function checkCheckpoints(cfg: CheckedConfig, ctx: z.RefinementCtx): void {
 }
 
 export type FrontConfig = z.output<typeof frontConfigSchema>;
-
 export type ServiceConfig = FrontConfig['services'][number];
 export type ServerConfig = ServiceConfig['servers'][number];
 export type HealthConfig = ServiceConfig['health'];

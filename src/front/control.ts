@@ -90,7 +90,8 @@ export interface ServicesSource {
    */
   usableChanged?(): void;
   /**
-   * This node's role in a front-node pair ('single' without one). A backup
+   * This node's place in its cluster's front-node pair, sent in every
+   * cluster_load ('single' without a pair). Absent: 'single'. A backup
    * ignores rtt_probe_request: the master probes, and its results reach
    * every DNS server over PUB (two nodes probing would double the echoes).
    * Sent in every cluster_load. Absent: 'single'.

@@ -99,6 +99,7 @@ import { SystemdNotifier } from '../systemd/notify.ts';
 import { QueueLiveness } from '../systemd/queue-liveness.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
 import type { Gatekeeper } from '../throttle/gatekeeper.ts';
+import type { HaRole as ReportedRole } from '../control/cluster-reports.ts';
 
 /** Top-level keys a reload cannot apply (the control section has its own rule: restartPart). */
 export const RESTART_KEYS = ['queue', 'nflogGroup', 'connections', 'adminSocket', 'cluster', 'node', 'http', 'stateFile', 'ha'] as const;
@@ -772,8 +773,8 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.#ops;
   }
 
-  /** The role as cluster_load carries it (a node in fault is not master). */
-  haRole(): 'single' | 'master' | 'backup' {
+  /** The role every cluster_load carries (a node in fault is not master: reported as backup). */
+  haRole(): ReportedRole {
     return messageRole(this.ha.role);
   }
 
@@ -817,7 +818,8 @@ export class FrontDaemon implements FrontMetricsSource {
     const fields = { from: t.from, to: t.to, reason: t.reason };
     if (t.to === 'master') this.log.info(fields, 'ha role changed');
     else this.log.warn(fields, 'ha role changed');
-    this.#control?.sendClusterLoadNow();
+    // cluster_load at once with the new role: DNS and the other clusters take a pair's figures from its master.
+    this.#control?.roleChanged();
     if (t.to !== 'master' || !failover) return;
     const at = new Date(t.at).toISOString();
     // Every live state: conntrackd 1.4.7 commits the replicated TCP flows as

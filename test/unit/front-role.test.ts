@@ -71,4 +71,45 @@ describe('front node name and HA role', () => {
       fc.close();
     }
   });
+
+  it('a backup ignores rtt_probe_request (counted as not-master); the master takes them', async () => {
+    const port = 34_000 + Math.floor(Math.random() * 1_000);
+    const dns = await ControlNode.create('dns1', controlBaseSchema.parse({ plaintext: true }), silent);
+    const pub = await dns.bindPub(`tcp://127.0.0.1:${port}`, 'subscribers', []);
+    const cfg = parseConfig(
+      frontConfigSchema,
+      `cluster: c1
+node: c1-b
+uplinkAddress: 198.18.101.2
+services:
+  - { name: www, vip: 198.19.1.1, port: 80, servers: [{ name: s1a, address: 198.18.201.11, capacity: 10 }] }
+control:
+  plaintext: true
+  publish: { listen: 'tcp://127.0.0.1:${port + 1}', allow: [] }
+  subscribe: [{ endpoint: 'tcp://127.0.0.1:${port}' }]
+`,
+      'front.yaml',
+    );
+    const control = cfg.control;
+    assert.ok(control);
+    let role: HaRole = 'backup';
+    const fc = await FrontControl.start({ config: cfg, services: [], haRole: () => role }, control, silent);
+    try {
+      await until(() => {
+        pub.send('rtt_probe_request', { targets: ['198.18.11.2'], count: 1 });
+        return fc.probeCounts.notMaster > 0;
+      }, 'a probe request ignored by the backup', 10_000, 20);
+      const taken = (): number => (fc.prober?.counters.requests ?? 0) + fc.probeCounts.ignoredRequests;
+      assert.equal(taken(), 0, 'the backup neither probed nor counted it as probing off');
+      role = 'master';
+      await until(() => {
+        pub.send('rtt_probe_request', { targets: ['198.18.11.2'], count: 1 });
+        return taken() > 0;
+      }, 'the master takes a probe request', 10_000, 20);
+      assert.equal(fc.status().probe.notMaster, fc.probeCounts.notMaster);
+    } finally {
+      fc.close();
+      dns.close();
+    }
+  });
 });
