@@ -131,6 +131,7 @@ ${k.fronts.map((n) => `    - { name: ${n.id}, priority: ${String(n.priority ?? 1
     conntrackd: ${join(dir, 'conntrackd.conf')}
     conntrackdSocket: ${join(dir, 'conntrackd.ctl')}
     conntrackdLock: ${join(dir, 'conntrackd.lock')}
+    conntrackdLog: ${join(dir, 'conntrackd.log')}
     notify: ${HA_NOTIFY}
 `
     : '';
