@@ -21,7 +21,7 @@
  *
  * Variants (--variant):
  *   plain      `ip route ... nexthop via A nexthop via B` (hash-threshold), no state sync
- *   resilient  a resilient nexthop group (64 buckets, idle_timer 1 s, unbalanced_timer 0):
+ *   resilient  a resilient nexthop group (64 buckets, idle_timer --idle-timer s, unbalanced_timer 0):
  *              a leave re-maps only the leaving node's buckets, a join takes over idle buckets only
  *   sync       plain multipath plus conntrackd on both nodes (FTFW over sync0, both send and
  *              receive, DisableExternalCache on: the peer's entries go straight into the kernel)
@@ -38,7 +38,7 @@
  *
  *   node scripts/bench/active-active.ts --variant plain|resilient|sync --leave withdraw|die
  *        [--runs 3] [--downloads 40] [--blob-mib 20] [--rate 1500k] [--paced-rate 20]
- *        [--event-s 4] [--stall-s 8] [--detect-ms 1000]
+ *        [--event-s 4] [--stall-s 8] [--detect-ms 1000] [--idle-timer 10]
  * AA_DEBUG=1 prints both nodes' conntrack tables, the servers' connection marks and conntrackd
  * statistics around each leave. Wrap in `flock /tmp/sluice-netns.lock` on a shared machine. Merges its
  * results into bench/results/active-active.json (key variant/leave) and
@@ -78,6 +78,7 @@ const { values } = parseArgs({
     'event-s': { type: 'string', default: '4' },
     'stall-s': { type: 'string', default: '8' },
     'detect-ms': { type: 'string', default: '1000' },
+    'idle-timer': { type: 'string', default: '10' },
     table: { type: 'boolean', default: false },
   },
 });
@@ -229,7 +230,10 @@ for _ in range(2): s.send(b'\\xff' * 6 + mac + b'\\x08\\x06' + arp)
 `;
   runIn(ns, 'python3', ['-c', py, ifname, ip]);
 }
-const RES_OPTS = 'type resilient buckets 64 idle_timer 1 unbalanced_timer 0';
+// idle_timer must exceed the flows' own pauses: nginx limit_rate sends about once a second, and
+// with idle_timer 1 a join moved those buckets mid-download (measured: 21 of 40 broke, as plain).
+const idleTimer = Number(values['idle-timer']);
+const RES_OPTS = `type resilient buckets 64 idle_timer ${String(idleTimer)} unbalanced_timer 0`;
 function routeBoth(): void {
   if (variant === 'resilient') {
     // Re-adding node a's nexthop to the group: only buckets idle for idle_timer move to it.
@@ -368,7 +372,9 @@ async function waitFront(f: FrontPlan, timeoutMs = 30_000): Promise<void> {
     if (r?.ok === true) return;
     await sleep(200);
   }
-  throw new Error(`front ${f.id} did not answer within ${String(timeoutMs)} ms; see ${join(st.runDir, `front-${f.id}.log`)}`);
+  // The run directory goes with the teardown: show the end of the daemon's log here.
+  const log = tryRun('tail', ['-n', '15', join(st.runDir, `front-${f.id}.log`)]) ?? '';
+  throw new Error(`front ${f.id} did not answer within ${String(timeoutMs)} ms; its log ends:\n${log}`);
 }
 
 /** sluice front's counters of one node (undefined while it is dead). */
@@ -564,10 +570,10 @@ async function main(): Promise<void> {
   await stopDaemons(daemons);
 
   const file = readResults();
-  const key = `${variant}/${leaveKind}`;
+  const key = variant === 'resilient' ? `resilient idle ${String(idleTimer)}s/${leaveKind}` : `${variant}/${leaveKind}`;
   file.entries[key] = {
     date: new Date().toISOString(),
-    command: `flock /tmp/sluice-netns.lock node scripts/bench/active-active.ts --variant ${variant} --leave ${leaveKind} --runs ${String(runs)} --downloads ${String(nDownloads)} --blob-mib ${String(blobMiB)} --rate ${values.rate} --paced-rate ${String(pacedRate)} --event-s ${values['event-s']} --stall-s ${String(stallS)} --detect-ms ${String(detectMs)}`,
+    command: `flock /tmp/sluice-netns.lock node scripts/bench/active-active.ts --variant ${variant} --leave ${leaveKind} --runs ${String(runs)} --downloads ${String(nDownloads)} --blob-mib ${String(blobMiB)} --rate ${values.rate} --paced-rate ${String(pacedRate)} --event-s ${values['event-s']} --stall-s ${String(stallS)} --detect-ms ${String(detectMs)}${variant === 'resilient' ? ` --idle-timer ${String(idleTimer)}` : ''}`,
     settings: { variant, leave: leaveKind, runs, downloads: nDownloads, blobMiB, rate: values.rate, pacedRate, pacedTimeoutMs: 3000, eventS: eventMs / 1000, stallS, detectMs, curlBoundS: boundS, resilient: variant === 'resilient' ? RES_OPTS : undefined },
     runs: results,
     summary: summarize(results),
