@@ -161,7 +161,7 @@ describe('front-node pairs: keepalived + conntrackd, agents to both fronts, two 
     for (const dp of st.plan.dnsServers) {
       await until(
         async () => {
-          const n = (await dnsStatus(dnsSocket(st, dp)))?.clusters.find((c) => c.name === 'c1')?.nodes?.find((x) => x.node === backup.id);
+          const n = (await dnsStatus(dnsSocket(st, dp)))?.clusters.find((c) => c.name === 'c1')?.nodes.find((x) => x.node === backup.id);
           return n !== undefined && n.fresh && n.ageSeconds < 1.5;
         },
         `${dp.id} hears ${backup.id} again`,
