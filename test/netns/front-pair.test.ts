@@ -282,7 +282,9 @@ describe('front-node pairs: keepalived + conntrackd, agents to both fronts, two 
       const r = await nsRunAsync(client, 'dig', ['+short', '+time=2', '+tries=1', `@${server}`, 'www.example.test', 'A']);
       return r.stdout.trim().split('\n')[0] ?? '';
     };
-    // Loads change: downloads through cluster 1 for the whole run.
+    // Loads change: new connections (5/s) and downloads through cluster 1
+    // for the whole run, so cluster 1's reported load moves between reports.
+    const paced = new PacedLoad(client, st.plan.clients[0]?.address ?? '');
     const downloads = Array.from({ length: 6 }, () => new Download(client, '3M'));
     let same = 0;
     const differ: string[] = [];
@@ -299,6 +301,7 @@ describe('front-node pairs: keepalived + conntrackd, agents to both fronts, two 
         }
       }
     } finally {
+      await paced.stop();
       for (const d of downloads) d.child.kill();
     }
     console.log(`# two DNS servers: ${String(same)}/100 the same answer (within one report interval)`);
