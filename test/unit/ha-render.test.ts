@@ -42,14 +42,22 @@ const lines = (text: string): string[] =>
 describe('ha render: keepalived.conf', () => {
   const rows: { name: string; node: string; extra?: string; has: string[]; hasNot?: string[] }[] = [
     {
-      name: 'node a: its priority, its addresses as source, the peer\'s as unicast peer',
+      name: 'node a: its priority; multicast adverts by default (no unicast peer)',
       node: 'fr1a',
-      has: ['router_id sluice-c1-fr1a', 'vrrp_version 3', 'enable_script_security', 'script_user root', 'priority 150', 'unicast_src_ip 198.18.101.2', '198.18.101.3', 'unicast_src_ip 198.18.201.2', '198.18.201.3', 'advert_int 0.3'],
+      has: ['router_id sluice-c1-fr1a', 'vrrp_version 3', 'enable_script_security', 'script_user root', 'priority 150', 'advert_int 0.3'],
+      hasNot: ['unicast_src_ip 198.18.101.2', 'unicast_peer {', 'priority 100'],
+    },
+    {
+      name: 'node a with ha.unicast: its addresses as source, the peer\'s as unicast peer',
+      node: 'fr1a',
+      extra: '  unicast: true\n',
+      has: ['priority 150', 'unicast_src_ip 198.18.101.2', '198.18.101.3', 'unicast_src_ip 198.18.201.2', '198.18.201.3'],
       hasNot: ['unicast_src_ip 198.18.101.3', 'priority 100'],
     },
     {
-      name: 'node b: the mirror image',
+      name: 'node b with ha.unicast: the mirror image',
       node: 'fr1b',
+      extra: '  unicast: true\n',
       has: ['router_id sluice-c1-fr1b', 'priority 100', 'unicast_src_ip 198.18.101.3', '198.18.101.2', 'unicast_src_ip 198.18.201.3', '198.18.201.2'],
       hasNot: ['priority 150'],
     },

@@ -202,6 +202,7 @@ describe('front preflight: a front-node pair (ha)', () => {
       lan: { interface: 'lan0', virtualAddress: '198.18.201.1/24', routerId: 52 },
       advertSeconds: 1,
       preempt: false,
+      unicast: false,
       preemptDelaySeconds: 30,
       sync: { interface: 'sync0', port: 3780 },
       files: { keepalived: '/k', conntrackd: '/c', conntrackdSocket: '/s', conntrackdLock: '/l', conntrackdLog: '/g', notify: '/n' },

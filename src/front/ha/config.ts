@@ -40,7 +40,7 @@ const haNode = z.strictObject({
     .min(1, 'ha.nodes[].priority is 1..254 (255 is reserved for an address owner)')
     .max(254, 'ha.nodes[].priority is 1..254 (255 is reserved for an address owner)')
     .describe('VRRP priority. The higher one becomes master when both start together; with `preempt: false` a running master keeps the role whatever the priorities.'),
-  uplinkAddress: ipv4.describe('The node\'s own address on the uplink interface (inside `ha.uplink.virtualAddress`\'s prefix): VRRP adverts are sent from it (unicast).'),
+  uplinkAddress: ipv4.describe('The node\'s own address on the uplink interface (inside `ha.uplink.virtualAddress`\'s prefix): VRRP adverts are sent from it (to the multicast group, or to the peer\'s with `ha.unicast`).'),
   lanAddress: ipv4.describe('The node\'s own address on the LAN interface (inside `ha.lan.virtualAddress`\'s prefix): VRRP adverts and health checks are sent from it.'),
   syncAddress: ipv4.describe('The node\'s address on the sync interface: conntrackd sends its flow updates from it to the peer\'s. Over the LAN (no dedicated link): `ha.sync.interface` = the LAN interface and this = `lanAddress`.'),
 });
@@ -75,6 +75,10 @@ export const haSchema = z
       .boolean()
       .default(false)
       .describe('false (default): both nodes start as backup with `nopreempt`, so a returning node stays backup (no second interruption, no flapping). true: the higher priority takes the role back after `preemptDelaySeconds`.'),
+    unicast: z
+      .boolean()
+      .default(false)
+      .describe('false (default): VRRP adverts go to the VRRP multicast group (224.0.0.18) on the uplink and LAN segments, as VRRP does by default. true: unicast from each node\'s address to the peer\'s (`unicast_src_ip`/`unicast_peer`), for networks that drop multicast; measured here: a node whose links came back after its death missed the master\'s unicast adverts for seconds (the master\'s neighbour entry for it had failed) and took the role too (both masters), which multicast does not do.'),
     preemptDelaySeconds: z
       .int({ error: 'ha.preemptDelaySeconds is an integer 0..1000' })
       .min(0, 'ha.preemptDelaySeconds is 0..1000')

@@ -73,10 +73,10 @@ export function renderKeepalived(cfg: Readonly<FrontConfig>, source?: string): s
     `  virtual_router_id ${String(ha[side].routerId)}`,
     `  priority ${String(self.priority)}`,
     `  advert_int ${seconds(ha.advertSeconds)}`,
-    `  unicast_src_ip ${own}`,
-    `  unicast_peer {`,
-    `    ${theirs}`,
-    '  }',
+    // Multicast by default (224.0.0.18, VRRP's own group): no neighbour
+    // entry to resolve, so a peer whose links come back hears the master's
+    // first advert. Unicast only where the network drops multicast.
+    ...(ha.unicast ? [`  unicast_src_ip ${own}`, '  unicast_peer {', `    ${theirs}`, '  }'] : []),
     '  virtual_ipaddress {',
     `    ${ha[side].virtualAddress} dev ${ha[side].interface}`,
     '  }',
