@@ -322,6 +322,10 @@ export function reviveNode(st: TestbedState, k: ClusterPlan, f: FrontPlan, o: Si
   spawnSync('ip', ['-n', f.name, 'addr', 'del', `${k.uplinkAddress}/${String(k.uplinkPrefix)}`, 'dev', 'wan0']);
   spawnSync('ip', ['-n', f.name, 'addr', 'del', `${k.lanAddress}/24`, 'dev', 'lan0']);
   for (const l of ['wan0', 'lan0', 'sync0']) spawnSync('ip', ['-n', f.name, 'link', 'set', l, 'up']);
+  // The kernel dropped the default route with the uplink; a booting host
+  // configures it again (without it the node, once master, forwards toward
+  // the servers but cannot route the replies to the clients).
+  spawnSync('ip', ['-n', f.name, 'route', 'replace', 'default', 'via', k.wanSideAddress]);
   return startFront(st, k, f, o);
 }
 
