@@ -20,7 +20,8 @@
  *     down (polled every 100 ms).
  *  3. The old master comes back: it stays backup (no preemption), the new
  *     master keeps its role, and flows opened before and across its return
- *     complete intact with no failed new connection.
+ *     complete intact with no failed new connection. Then the revived node
+ *     takes over in its turn (a second failover) with every flow kept.
  *  4. The sync link goes down while both nodes are up: both keep their
  *     roles (VRRP runs over the uplink and the LAN), traffic keeps flowing.
  *  5. Two DNS servers answer the same client the same cluster over 100
@@ -248,6 +249,41 @@ describe('front-node pairs: keepalived + conntrackd, agents to both fronts, two 
       await paced.stop();
       for (const d of downloads) d.child.kill();
     }
+  });
+
+  it('the revived node takes over in its turn: a second failover keeps every flow, then the dead node returns as backup', async () => {
+    const st = tb();
+    const master = await masterOf(k1);
+    const revived = k1.fronts.find((f) => f !== master);
+    assert.ok(revived);
+    const paced = new PacedLoad(client, st.plan.clients[0]?.address ?? '');
+    const downloads = Array.from({ length: 10 }, () => new Download(client, '2500K'));
+    try {
+      await until(
+        async () => {
+          const r = await nsRunAsync(revived.name, 'conntrackd', ['-C', `${st.runDir}/ha-${revived.id}/conntrackd.conf`, '-e']);
+          return r.stdout.split('\n').filter((l) => l.includes('ESTABLISHED') && l.includes(`dst=${k1.vip}`)).length >= 10;
+        },
+        `${revived.id} has the 10 downloads in its external cache`,
+        20_000,
+      );
+      await paced.read();
+      failNode(master);
+      await until(async () => (await roleOf(k1, revived)) === 'master', `${revived.id} takes over`, 15_000);
+      await sleep(5000);
+      await paced.read();
+      const codes = await Promise.all(downloads.map((d) => d.done));
+      const bad = downloads.filter((d, i) => d.sha1() !== st.blobSha1 || codes[i] !== 0).length;
+      await paced.read();
+      console.log(`# second failover: gap ${String(paced.maxGapMs)} ms, ${String(paced.failures)} failed new connections, downloads intact ${String(10 - bad)}/10`);
+      assert.equal(bad, 0, `downloads broken: codes ${codes.join(',')}`);
+      assert.ok(paced.maxGapMs <= MAX_GAP_MS, `gap ${String(paced.maxGapMs)} ms`);
+    } finally {
+      await paced.stop();
+      for (const d of downloads) d.child.kill();
+    }
+    daemons.push(...reviveNode(st, k1, master, SITE));
+    await until(async () => (await roleOf(k1, master)) === 'backup', `${master.id} back as backup`, 30_000);
   });
 
   it('the sync link goes down while both nodes are up: roles stay, traffic keeps flowing', async () => {
