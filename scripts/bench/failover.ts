@@ -69,6 +69,8 @@ interface Round {
   intact: number;
   lost: number;
   adoptedRecords: number;
+  /** From the kill to the new master's front node reporting role master (status polled every 100 ms). */
+  toldMasterMs: number;
 }
 
 const st = up({ prefix: values.prefix, clusters: 1, clients: 1, serversPerCluster: 2, frontsPerCluster: 2, blobMiB: 50, delaysMs: { '1:1': 0 } });
@@ -116,7 +118,9 @@ try {
       await paced.read(); // gaps before the kill are not the failover's
       const adoptedBefore = (await status(backup))?.records?.adopted ?? 0;
       failNode(m);
+      const killedAt = performance.now();
       await until(`${backup.id} takes over`, 20_000, async () => (await status(backup))?.ha?.role === 'master');
+      const toldMasterMs = Math.round(performance.now() - killedAt);
       await sleep(6000);
       await paced.read();
       const codes = await Promise.all(downloads.map((d) => d.done));
@@ -131,8 +135,16 @@ try {
         intact,
         lost: nDownloads - intact,
         adoptedRecords: ((await status(backup))?.records?.adopted ?? 0) - adoptedBefore,
+        toldMasterMs,
       });
-      console.log(`round ${String(round)}: killed ${m.id}; gap ${String(paced.maxGapMs)} ms, ${String(paced.failures)} failed new connections, ${String(intact)}/${String(nDownloads)} downloads intact`);
+      console.log(`round ${String(round)}: killed ${m.id}; ${backup.id} told master after ${String(toldMasterMs)} ms; gap ${String(paced.maxGapMs)} ms, ${String(paced.failures)} failed new connections, ${String(intact)}/${String(nDownloads)} downloads intact`);
+      if (paced.maxGapMs > 3000) {
+        // Evidence for a long gap: the new master's and the keepalived logs, kept past the teardown.
+        const keep = join('/tmp', `failover-round${String(round)}-${values.prefix}`);
+        mkdirSync(keep, { recursive: true });
+        for (const f of [`front-${backup.id}.log`, `keepalived-${backup.id}.log`, `keepalived-${m.id}.log`, `conntrackd-${backup.id}.log`]) spawnSync('cp', [join(st.runDir, f), keep]);
+        console.log(`round ${String(round)}: gap over 3 s; logs kept in ${keep}`);
+      }
     } finally {
       await paced.stop();
       for (const d of downloads) d.child.kill();
@@ -140,7 +152,15 @@ try {
     // The dead node again: it comes back as backup.
     daemons.push(...reviveNode(st, k, m, site));
     await until(`${m.id} back as backup`, 60_000, async () => (await status(m))?.ha?.role === 'backup');
-    await sleep(2000); // its conntrackd's resync
+    // Warm again before the next round: it hears every agent (a node made
+    // master before its agents reconnect has no current reports: its
+    // servers count as down) and its conntrackd has resynced.
+    await until(`${m.id} hears its agents`, 30_000, async () => {
+      const s = (await status(m)) as { control?: { servers?: { lastReportAgeSeconds: number | null }[] } } | undefined;
+      const servers = s?.control?.servers ?? [];
+      return servers.length === k.servers.length && servers.every((x) => x.lastReportAgeSeconds !== null && x.lastReportAgeSeconds < 1.5);
+    });
+    await sleep(2000);
   }
 } finally {
   await stopDaemons(daemons);
@@ -162,8 +182,8 @@ const summary = {
 };
 console.log(
   table(
-    ['ROUND', 'KILLED', 'NEW MASTER', 'GAP MS', 'FAILED NEW', 'DOWNLOADS INTACT', 'RECORDS ADOPTED'],
-    results.map((r) => [String(r.round), r.killed, r.newMaster, String(r.gapMs), String(r.failedNew), `${String(r.intact)}/${String(r.downloads)}`, String(r.adoptedRecords)]),
+    ['ROUND', 'KILLED', 'NEW MASTER', 'TOLD MASTER MS', 'GAP MS', 'FAILED NEW', 'DOWNLOADS INTACT', 'RECORDS ADOPTED'],
+    results.map((r) => [String(r.round), r.killed, r.newMaster, String(r.toldMasterMs), String(r.gapMs), String(r.failedNew), `${String(r.intact)}/${String(r.downloads)}`, String(r.adoptedRecords)]),
   ),
 );
 console.log(`median gap ${String(median)} ms (min ${String(summary.minGapMs)}, max ${String(summary.maxGapMs)}); flows lost ${String(summary.flowsLost)}; failed new connections ${String(summary.failedNewConnections)}`);

@@ -158,8 +158,13 @@ export class ControlNode {
         plaintextWarning: 'control plane in PLAINTEXT mode: no encryption and no authentication; anyone who reaches these ports can send reports. Set control.plaintext: false and configure keys.',
         // Larger than the decode limit, so oversized messages are seen and counted.
         maxMessageSize: base.maxMessageBytes * 4,
-        heartbeatInterval: 2000,
-        heartbeatTimeout: 6000,
+        // A peer whose host died (no FIN, no RST) is noticed within 3 s and
+        // then redialled; with 6 s, an agent heard a revived front node only
+        // 6 s after it came back (its TCP retransmissions had backed off), and
+        // that node, made master meanwhile, had marked every server down
+        // ("agent silent"). One heartbeat a second per connection is cheap.
+        heartbeatInterval: 1000,
+        heartbeatTimeout: 3000,
         reconnectInterval: 200,
         // At most 1 s between reconnects: a peer that restarts (a front
         // node's daemon, a DNS server) is heard again within about a

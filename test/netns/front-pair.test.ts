@@ -79,6 +79,19 @@ async function masterOf(k: ClusterPlan): Promise<FrontPlan> {
   return master;
 }
 
+/** Until a front node has a current report (under 1.5 s old) from every agent of its cluster: a warm node. */
+async function hearsAgents(k: ClusterPlan, f: FrontPlan): Promise<void> {
+  await until(
+    async () => {
+      const s = await frontStatus(frontSocket(tb(), k, f));
+      const seen = s?.control?.servers.filter((r) => r.lastReportAgeSeconds !== null && r.lastReportAgeSeconds < 1.5).map((r) => r.name) ?? [];
+      return k.servers.every((x) => seen.includes(x.id));
+    },
+    `${f.id} hears every agent`,
+    20_000,
+  );
+}
+
 /** Polls both DNS servers' view of cluster c1 every 100 ms until stopped; records every state it saw that was not up. */
 class DnsWatch {
   readonly notUp: string[] = [];
@@ -234,6 +247,7 @@ describe('front-node pairs: keepalived + conntrackd, agents to both fronts, two 
       // The old master boots again: links up, every process started.
       daemons.push(...reviveNode(st, k1, old, SITE));
       await until(async () => (await roleOf(k1, old)) === 'backup', `${old.id} back as backup`, 30_000);
+      await hearsAgents(k1, old);
       await sleep(5000); // well past a preemption the config does not ask for
       assert.equal(await roleOf(k1, master), 'master', `${master.id} kept the master role`);
       assert.equal(await roleOf(k1, old), 'backup', `${old.id} stayed backup`);
@@ -284,6 +298,7 @@ describe('front-node pairs: keepalived + conntrackd, agents to both fronts, two 
     }
     daemons.push(...reviveNode(st, k1, master, SITE));
     await until(async () => (await roleOf(k1, master)) === 'backup', `${master.id} back as backup`, 30_000);
+    await hearsAgents(k1, master);
   });
 
   it('the sync link goes down while both nodes are up: roles stay, traffic keeps flowing', async () => {
