@@ -94,7 +94,6 @@ export interface ServicesSource {
    * cluster_load ('single' without a pair). Absent: 'single'. A backup
    * ignores rtt_probe_request: the master probes, and its results reach
    * every DNS server over PUB (two nodes probing would double the echoes).
-   * Sent in every cluster_load. Absent: 'single'.
    */
   haRole?(): HaRole;
 }

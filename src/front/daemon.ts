@@ -180,6 +180,8 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly ha: HaRoleMachine;
   /** conntrackd's sync figures, read every 5 s off the packet path (ha/sync-state.ts); state 'off' without `ha`. */
   readonly sync: SyncStateReader;
+  /** The uplink virtual address ('' without `ha`), parsed once (#holdsUplinkVip). */
+  #uplinkVip: string | undefined;
 
   constructor(configFile: string) {
     this.configFile = configFile;
@@ -792,14 +794,9 @@ export class FrontDaemon implements FrontMetricsSource {
       // A repeat: e.g. this process started while the takeover was under
       // way (address present, commit not yet done). Adoption is idempotent:
       // the flows committed since start get their records now.
-      void this.#rebuildFromKernel(true, LIVE_STATES).then(
-        (r) => {
-          if (r.added + r.corrected > 0) this.log.info({ adopted: r.added, corrected: r.corrected }, 'ha: master again (repeat notify): records adopted from the committed flows');
-        },
-        (err: unknown) => {
-          this.log.error({ err: (err as Error).message }, 'ha: records not rebuilt from the kernel flows');
-        },
-      );
+      void this.#adoptCommitted().then((r) => {
+        if (r && r.added + r.corrected > 0) this.log.info({ adopted: r.added, corrected: r.corrected }, 'ha: master again (repeat notify): records adopted from the committed flows');
+      });
     }
     return { from, to: this.ha.role, changed: t !== undefined };
   }
@@ -822,29 +819,36 @@ export class FrontDaemon implements FrontMetricsSource {
     this.#control?.roleChanged();
     if (t.to !== 'master' || !failover) return;
     const at = new Date(t.at).toISOString();
-    // Every live state: conntrackd 1.4.7 commits the replicated TCP flows as
-    // CLOSE_WAIT (measured: ESTABLISHED in the external cache, CLOSE_WAIT
-    // with the 60 s close-wait timeout in the kernel after -c). They carry
-    // traffic all the same; their records matter most for the one that
-    // idles past that timeout: its next packet finds no flow, and the record
-    // sends it to its server again (counted as resumed).
-    this.#rebuildFromKernel(true, LIVE_STATES).then(
-      (r) => {
-        this.ha.recordFailover({ at, from: t.from, to: t.to, adopted: r.added, corrected: r.corrected });
-        this.log.info({ from: t.from, adopted: r.added, corrected: r.corrected }, 'ha: master: connection records rebuilt from the committed flows');
-      },
-      (err: unknown) => {
-        this.ha.recordFailover({ at, from: t.from, to: t.to, adopted: 0, corrected: 0 });
-        this.log.error({ err: (err as Error).message }, 'ha: master, but the records were not rebuilt: the kernel flows could not be read (reconcile and FIN/RST keep the table; capacity counts are low until then)');
-      },
-    );
+    void this.#adoptCommitted().then((r) => {
+      this.ha.recordFailover({ at, from: t.from, to: t.to, adopted: r?.added ?? 0, corrected: r?.corrected ?? 0 });
+      if (r) this.log.info({ from: t.from, adopted: r.added, corrected: r.corrected }, 'ha: master: connection records rebuilt from the committed flows');
+    });
+  }
+
+  /**
+   * Records for the flows the notify hook committed, through the restart
+   * path, in every live state: conntrackd 1.4.7 commits the replicated TCP
+   * flows as CLOSE_WAIT (measured: ESTABLISHED in the external cache,
+   * CLOSE_WAIT with the 60 s close-wait timeout in the kernel after -c).
+   * They carry traffic all the same; their records matter most for the one
+   * that idles past that timeout: its next packet finds no flow, and the
+   * record sends it to its server again (counted as resumed). Undefined when
+   * the kernel's flows could not be read (logged here).
+   */
+  async #adoptCommitted(): Promise<{ added: number; corrected: number } | undefined> {
+    try {
+      return await this.#rebuildFromKernel(true, LIVE_STATES);
+    } catch (err) {
+      this.log.error({ err: (err as Error).message }, 'ha: master, but the records were not rebuilt: the kernel flows could not be read (reconcile and FIN/RST keep the table; capacity counts are low until then)');
+      return undefined;
+    }
   }
 
   /** Whether this host holds the uplink virtual address now (os.networkInterfaces(): one netlink dump, once a second). */
   #holdsUplinkVip(): boolean {
-    const ha = this.config.ha;
-    const vip = ha === undefined ? undefined : parseCidr(ha.uplink.virtualAddress)?.address;
-    if (vip === undefined) return false;
+    // `ha` is a restart key: the running config's address is the one for this process's life.
+    const vip = this.#uplinkVip ??= (this.config.ha === undefined ? '' : (parseCidr(this.config.ha.uplink.virtualAddress)?.address ?? ''));
+    if (vip === '') return false;
     return Object.values(networkInterfaces()).some((addrs) => addrs?.some((a) => a.family === 'IPv4' && a.address === vip) === true);
   }
 
