@@ -90,20 +90,39 @@ export class EtcdElection implements Election {
     this.#runCampaign();
     void this.#runObserver();
     // The observer is the only way a member that is not elected learns the
-    // coordinator. CI once saw one member whose observe() never named a
-    // leader (no change, no error) for 45 s while the two others agreed on
-    // one: so while no coordinator is known, observe again every lease TTL.
+    // coordinator, and it can go wrong silently: CI saw one member whose
+    // observe() never named a leader for 45 s, and later one that kept
+    // naming a member that was no longer the leader (no change event, no
+    // error) while the two others agreed on the real one. So every lease
+    // TTL a member that is not the leader asks etcd for the leader itself
+    // (one read) and, when that differs from what it holds, takes etcd's
+    // answer and observes again.
     const every = (this.#ttl + 1) * 1000;
     const check = setInterval(() => {
-      if (this.#stopped || this.#isLeader || this.#leader !== undefined) return;
-      this.errors++;
-      this.#log.warn({ afterMs: every }, 'no admission coordinator known: observing the election again');
-      const o = this.#observer;
-      this.#observer = undefined;
-      void o?.cancel().catch(() => {});
-      void this.#runObserver();
+      void this.#verifyLeader(every);
     }, every);
     this.#timers.add(check);
+  }
+
+  async #verifyLeader(every: number): Promise<void> {
+    if (this.#stopped || this.#isLeader) return;
+    let current: string | undefined;
+    try {
+      current = await this.#client.election(this.#name, this.#ttl).leader();
+    } catch {
+      current = undefined; // etcd unreachable: judged like "no leader known" below
+    }
+    // Re-read after the await (stop() or our campaign may have settled meanwhile).
+    if (this.#isStopped() || this.#leaderNow()) return;
+    if (current !== undefined && current === this.#leader) return;
+    this.errors++;
+    this.#log.warn({ afterMs: every, held: this.#leader ?? null, etcd: current ?? null }, 'admission coordinator not confirmed by etcd: observing the election again');
+    // Our own campaign decides about us (its result or its error), not this read.
+    if (current !== undefined && current !== this.#self) this.#set(current, false);
+    const o = this.#observer;
+    this.#observer = undefined;
+    void o?.cancel().catch(() => {});
+    void this.#runObserver();
   }
 
   #later(fn: () => void): void {
@@ -177,6 +196,10 @@ export class EtcdElection implements Election {
       this.#log.warn({ err: err instanceof Error ? err.message : String(err) }, 'cannot observe the admission election (etcd unreachable?); retrying');
       this.#later(() => void this.#runObserver());
     }
+  }
+
+  #leaderNow(): boolean {
+    return this.#isLeader;
   }
 
   #isStopped(): boolean {
