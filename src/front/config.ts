@@ -139,6 +139,12 @@ const service = z
       .max(MAX_SERVERS_MARKED, `at most ${String(MAX_SERVERS_MARKED)} servers per service (the packet mark's server field, src/front/marks.ts): split the servers over two services (another VIP or port), or over two front nodes`)
       .describe(`The servers of this service (names unique within it), at most ${String(MAX_SERVERS_MARKED)}: the packet mark's server field.`),
     checkpoints: checkpoints.describe('Checked first for each new connection to this service (seed 001\'s frontend list).'),
+    synPath: z
+      .enum(['kernel', 'queue'], { error: 'synPath is kernel or queue' })
+      .default('kernel')
+      .describe(
+        '`kernel`: a new connection\'s SYN takes its server from a schedule the daemon writes into the kernel (an nft map, rewritten as capacities and health change), and the daemon records it from a log copy: no SYN waits for the daemon. Applies to TCP services of method `capacity` or `byrequests` with no checkpoint (service, server or cluster level); the others always use `queue`. `queue`: every SYN waits in NFQUEUE for the daemon\'s verdict (docs/front-node-design.md, "The SYN path").',
+      ),
     health,
   })
   .superRefine((svc, ctx) => {

@@ -74,7 +74,8 @@ import { FrontControl } from './control.ts';
 import { FrontEngine, HELD } from './engine.ts';
 import { saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
-import { listTableAsync, nftLoadAsync } from './nft.ts';
+import { KernelScheduleWriter, SCHEDULE_TICK_MS, runtimeSchedule, type KernelScheduleStatus } from './kernel-schedule.ts';
+import { listTableAsync, nftLoadAsync, scheduleUpdateScript } from './nft.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG } from './rules.ts';
 import { installRuleset, listNft, renderRuleset, type RuleSet } from './ruleset.ts';
@@ -174,6 +175,8 @@ export class FrontDaemon implements FrontMetricsSource {
   #installed: RuleSet | undefined;
   /** The daemon-down fallback's contents: rewritten when the usable servers change (usableChanged). */
   readonly fallback: FallbackWriter;
+  /** The kernel SYN schedule (kernel-schedule.ts): rewritten as the servers' state changes. */
+  readonly schedule: KernelScheduleWriter;
   /** The VIP guard's drop counter, read from each rule check's dump of our nft table. */
   readonly vipGuard = new VipGuard();
   /** This node's role in a front-node pair (ha/role.ts): 'single' without `ha`, else keepalived's word via the notify hook. */
@@ -206,10 +209,20 @@ export class FrontDaemon implements FrontMetricsSource {
       config: () => this.config,
       write: (script) => nftLoadAsync(script, 10_000),
     });
+    this.schedule = new KernelScheduleWriter({
+      log: this.log,
+      config: () => this.config,
+      write: (script) => nftLoadAsync(script, 10_000),
+      script: scheduleUpdateScript,
+    });
     this.rules = new RulesHealth({
       log: this.log,
-      // A repair renders the running configuration with the latest usable servers.
-      render: () => renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last()),
+      // A repair renders the running configuration with the latest usable servers and schedule.
+      render: () => {
+        const targets = runtimeSchedule(this.config, this.engine.services);
+        this.schedule.installed(targets);
+        return renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets);
+      },
       // Over the rules this process installed last, a reload or ctl change
       // replaces only set and map elements (installRuleset); a repair, or
       // the first install, replaces the whole table.
@@ -312,6 +325,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.#refreshShares(now);
     this.#control?.sendClusterLoadNow(now);
     this.fallback.update(this.engine.services);
+    this.schedule.update(this.engine.services);
   }
 
   #rebuildSelectors(now: number): void {
@@ -374,6 +388,7 @@ export class FrontDaemon implements FrontMetricsSource {
     await this.throttle.apply(this.config, () => this.engine.shaper);
     await this.admission.apply(this.config, () => this.engine.shaper);
     const engine = this.engine;
+    const schedule = this.schedule;
     // Bound before the records are adopted and before the rules exist
     // (or, after a planned stop, while the previous daemon's rules are
     // still in place): a FIN logged after this point reaches us, so a flow
@@ -395,7 +410,12 @@ export class FrontDaemon implements FrontMetricsSource {
       receiveBufferBytes: 8 << 20,
       onBatch(batch) {
         const now = performance.now();
-        for (let i = 0; i < batch.count; i++) engine.teardown(batch.data, batch.payloadOffset(i), batch.payloadLength(i), now);
+        for (let i = 0; i < batch.count; i++) engine.teardown(batch.data, batch.payloadOffset(i), batch.payloadLength(i), now, batch.mark(i));
+        // A SYN the kernel decided filled its server: its slots go now, not at the next tick.
+        if (engine.scheduleDirty) {
+          engine.scheduleDirty = false;
+          schedule.update(engine.services);
+        }
       },
       onError: (err) => {
         this.log.error({ err }, 'log group error');
@@ -403,7 +423,9 @@ export class FrontDaemon implements FrontMetricsSource {
     });
     const rebuilt = (await this.#rebuildFromKernel(false)).added;
     this.fallback.installed(this.engine.services);
-    this.rules.install(renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last()));
+    const targets = runtimeSchedule(this.config, this.engine.services);
+    this.schedule.installed(targets);
+    this.rules.install(renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets));
     this.#queue = NfQueue.open({
       queue: this.config.queue,
       // Packets wait here for their verdict: those of one batch, plus the
@@ -447,6 +469,9 @@ export class FrontDaemon implements FrontMetricsSource {
         this.#refreshShares(performance.now());
       }, SHARE_TICK_MS),
       setInterval(() => this.table.sweep(performance.now()), 1000),
+      setInterval(() => {
+        this.schedule.update(this.engine.services);
+      }, SCHEDULE_TICK_MS),
       setInterval(() => {
         this.#sampleRates(performance.now());
       }, 1000),
@@ -556,11 +581,14 @@ export class FrontDaemon implements FrontMetricsSource {
       ns.overflowed = os?.overflowed ?? 0;
     }
     this.fallback.installed(services);
+    const targets = runtimeSchedule(next, services);
+    this.schedule.installed(targets, next);
     try {
-      this.rules.install(renderRuleset(next, this.fallback.spread(), this.vipGuard.last()));
+      this.rules.install(renderRuleset(next, this.fallback.spread(), this.vipGuard.last(), targets));
     } catch (err) {
-      // The running services stay: so does the fallback's state (a repair renders it with the running configuration).
+      // The running services stay: so do the fallback's and the schedule's states (a repair renders them with the running configuration).
       this.fallback.installed(old);
+      this.schedule.installed(runtimeSchedule(this.config, old));
       throw err;
     }
     this.engine.setServices(services);
@@ -750,6 +778,10 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.vipGuard.last();
   }
 
+  scheduleStatus(): KernelScheduleStatus {
+    return this.schedule.status();
+  }
+
   fallbackStatus(): FallbackWriterStatus {
     return this.fallback.status();
   }
@@ -895,6 +927,7 @@ export class FrontDaemon implements FrontMetricsSource {
       rules: this.rules.status(),
       vipGuard: { ...this.vipGuard.last() },
       fallback: this.fallback.status(),
+      kernelSchedule: this.schedule.status(),
       queue: this.#queue?.stats(),
       log: this.#log?.stats(),
       ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),
@@ -974,6 +1007,7 @@ export class FrontDaemon implements FrontMetricsSource {
     if (this.#usablePending) clearImmediate(this.#usablePending);
     clearTimeout(this.#rebuildTimer);
     this.fallback.stop();
+    this.schedule.stop();
     for (const t of this.#timers) clearInterval(t);
     this.#ops?.close();
     // No queue timer fires after this: the held SYNs are ours to decide.

@@ -28,7 +28,9 @@
  * SYN of a held connection is dropped: the original's verdict is pending.
  */
 import { ConnectionTable, connectionKey } from './connections.ts';
-import { type Decision, type Forwarder, destinationMark, forwardRequest, newConnection, selectTarget, shapedVerdict } from './forward_request.ts';
+import { type Decision, type Forwarder, destinationMark, forwardRequest, newConnection, record, selectTarget, shapedVerdict } from './forward_request.ts';
+import { MARK_TAG, MARK_TAG_MASK, OVERFLOW_TARGET_BASE, SERVICE_SHIFT } from './marks.ts';
+import { OVERFLOW_BASE } from './service.ts';
 import type { ServiceRuntime } from './service.ts';
 import { ServiceIndex } from './service-index.ts';
 import { IpProtocol, PacketInfo, ParseStatus, TcpFlag, parseIPv4, parseStatusName } from '../packet/ipv4.ts';
@@ -55,6 +57,8 @@ export class EngineCounters {
   serverResets = 0;
   /** FIN/RST copies read from the NFLOG group (teardown()); not in `packets`. */
   logged = 0;
+  /** SYNs the kernel decided from the schedule (kernel-schedule.ts), recorded from their log copies (also in `syn` and `decided`). */
+  kernelDecided = 0;
   /** Log copies the parser refused (the packets themselves were forwarded by the kernel). */
   loggedMalformed = 0;
   resumed = 0;
@@ -86,6 +90,12 @@ export class FrontEngine implements ShapingHost, Forwarder {
   #shaper: Shaper | undefined;
   /** Where held packets' verdicts go (set by the daemon). */
   onSettled: SettledVerdict = () => undefined;
+  /**
+   * A SYN the kernel decided filled its server (kernel-schedule.ts): the
+   * schedule must be rewritten now, not at the next tick. The daemon reads
+   * and clears it after each log batch.
+   */
+  scheduleDirty = false;
 
   constructor(services: readonly ServiceRuntime[], table: ConnectionTable, shaper?: Shaper) {
     this.#services = services;
@@ -206,6 +216,60 @@ export class FrontEngine implements ShapingHost, Forwarder {
     return Verdict.Accept;
   }
 
+  /**
+   * A SYN the kernel decided from the schedule (its log copy, `info`
+   * parsed; `mark` the decision): seed 000's "create new connection
+   * record" for it, as newConnection does for a queued SYN. The kernel sent
+   * it only while its conntrack entry was unconfirmed, so it is a new
+   * connection: an active record of the same client port that names the
+   * same target is the same connection seen twice (counted as a
+   * retransmit); one naming another target is an earlier flow's record
+   * that outlived it (replaced).
+   */
+  #learn(mark: number, now: number): void {
+    const c = this.counters;
+    const info = this.#info;
+    const m = mark >>> 0;
+    const s = this.#index.find(info.dst, info.dstPort, IpProtocol.Tcp);
+    const svc = s >= 0 ? this.#services[s] : undefined;
+    const field = m & 0xfff;
+    // A mark that is not a decision of ours for this very service (a reload
+    // renumbered the services between the kernel's decision and this copy):
+    // counted; reconcile and the FIN's copy keep the table right.
+    if (svc === undefined || ((m & MARK_TAG_MASK) >>> 0) !== MARK_TAG || (m >>> SERVICE_SHIFT) % 0x1000 !== s || field === 0 || field === 0xfff) {
+      c.unexpected++;
+      return;
+    }
+    const target = field < OVERFLOW_TARGET_BASE ? field - 1 : OVERFLOW_BASE + (field - OVERFLOW_TARGET_BASE);
+    const srv = target < OVERFLOW_BASE ? svc.servers[target] : undefined;
+    const ovf = target >= OVERFLOW_BASE ? svc.overflow[target - OVERFLOW_BASE] : undefined;
+    if (srv === undefined && ovf === undefined) {
+      c.unexpected++;
+      return;
+    }
+    const key = connectionKey(info.src, info.srcPort);
+    const table = this.#table;
+    const known = table.lookup(s, key);
+    c.syn++;
+    if (known >= 0) {
+      if (known === target && table.isActive(s, key)) {
+        c.synRetransmits++;
+        return;
+      }
+      table.remove(s, key);
+    }
+    if (srv !== undefined) srv.decided++;
+    else if (ovf !== undefined) {
+      ovf.decided++;
+      svc.overflowed++;
+      c.overflowed++;
+    }
+    record(this, s, key, target, now);
+    c.decided++;
+    c.kernelDecided++;
+    if (srv !== undefined && srv.load >= srv.capacity) this.scheduleDirty = true;
+  }
+
   /** A server's reset (info parsed, not to a VIP): its client's record -> recycle list. False if from no server of ours. */
   #serverReset(now: number): boolean {
     const info = this.#info;
@@ -226,7 +290,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
    * packet's IP total length is clamped to the copy before parsing (the
    * bytes are the log's receive area; nothing is sent back to the kernel).
    */
-  teardown(buf: Uint8Array, offset: number, length: number, now: number): void {
+  teardown(buf: Uint8Array, offset: number, length: number, now: number, mark = 0): void {
     const c = this.counters;
     const info = this.#info;
     c.logged++;
@@ -239,6 +303,10 @@ export class FrontEngine implements ShapingHost, Forwarder {
       return;
     }
     const flags = info.tcpFlags;
+    if (info.protocol === IpProtocol.Tcp && (flags & (TcpFlag.Syn | TcpFlag.Ack | TcpFlag.Fin | TcpFlag.Rst)) === TcpFlag.Syn) {
+      this.#learn(mark, now);
+      return;
+    }
     if (info.protocol !== IpProtocol.Tcp || (flags & (TcpFlag.Fin | TcpFlag.Rst)) === 0) {
       c.unexpected++;
       return;

@@ -215,7 +215,7 @@ export function destinationMark(s: number, target: number): number {
  * server. Returns its slot, or -1 when the table is full: the connection
  * goes on untracked (counted), the kernel still carries it.
  */
-function record(f: Forwarder, s: number, key: number, target: number, now: number): number {
+export function record(f: Forwarder, s: number, key: number, target: number, now: number): number {
   const slot = f.table.create(key, s, target, now);
   if (slot >= 0) {
     const srv = f.services[s]?.servers[target];

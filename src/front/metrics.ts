@@ -35,6 +35,7 @@ import type { HealthChecker } from './health/checker.ts';
 import { CHECK_OUTCOMES } from './health/result.ts';
 import { HEALTH_STATES, type HealthState } from './health/server-health.ts';
 import type { FallbackWriterStatus } from './fallback.ts';
+import type { KernelScheduleStatus } from './kernel-schedule.ts';
 import type { GuardCount } from './vip-guard.ts';
 import { HA_ROLES, type HaRoleMachine } from './ha/role.ts';
 import type { SyncFigures, SyncStateReader } from './ha/sync-state.ts';
@@ -54,6 +55,8 @@ export interface FrontMetricsSource {
   vipGuardCount(): GuardCount;
   /** The daemon-down fallback map's writer (fallback.ts). */
   fallbackStatus(): FallbackWriterStatus;
+  /** The kernel SYN schedule's writer (kernel-schedule.ts). */
+  scheduleStatus(): KernelScheduleStatus;
   control(): FrontControl | undefined;
   ops(): OpsServer | undefined;
   /** The gatekeeper (distributed throttling) while it runs. */
@@ -92,6 +95,10 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   // Packets and decisions (FrontEngine counters).
   counterOf(registry, 'sluice_front_packets_total', 'Packets the engine examined (connection setup and teardown only).', () => c().packets);
   counterOf(registry, 'sluice_front_syn_packets_total', 'Client SYNs to a TCP service.', () => c().syn);
+  counterOf(registry, 'sluice_front_kernel_decided_total', 'New connections the kernel decided from the schedule (no SYN waited for the daemon), recorded from their log copies; also in the decided totals.', () => c().kernelDecided);
+  counterOf(registry, 'sluice_front_schedule_writes_total', 'Rewrites of the kernel SYN schedule after the servers\' state changed materially.', () => src.scheduleStatus().writes);
+  counterOf(registry, 'sluice_front_schedule_write_failures_total', 'Rewrites of the kernel SYN schedule that nft refused (retried each second; SYNs follow the previous schedule).', () => src.scheduleStatus().writeFailures);
+  gaugeOf(registry, 'sluice_front_schedule_elements', 'Slots of the kernel SYN schedule that hold a target.', () => src.scheduleStatus().elements);
   counterOf(registry, 'sluice_front_syn_retransmits_total', 'Retransmitted SYNs of a recorded connection (same server again).', () => c().synRetransmits);
   counterOf(registry, 'sluice_front_udp_flows_total', 'First datagrams of UDP flows to a UDP service.', () => c().udpFlows);
   counterFrom(registry, 'sluice_front_connections_decided_total', 'New connections decided for a server of this cluster, by service, server and the service\'s method.', ['service', 'server', 'method'], () => {

@@ -47,6 +47,7 @@ import { runCommand } from '../util/exec.ts';
 import type { FrontConfig } from './config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from './marks.ts';
 import { TEARDOWN_LOG } from './rules.ts';
+import { SCHEDULE_SLOTS, configuredSchedule, kernelChain, scheduleElements, scheduleLayout, type ScheduleTargets } from './kernel-schedule.ts';
 
 export const NFT_FAMILY = 'ip';
 export const NFT_TABLE = 'sluice';
@@ -129,7 +130,13 @@ function elements(list: readonly string[]): string {
  * into the new table, so a reload or repair (which replaces the table)
  * does not set it back to zero.
  */
-export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { packets: number; bytes: number } = { packets: 0, bytes: 0 }): RenderedNft {
+export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { packets: number; bytes: number } = { packets: 0, bytes: 0 }, schedule?: ScheduleTargets): RenderedNft {
+  const layout = scheduleLayout(cfg);
+  const kernel = layout.map((l) => {
+    const svc = cfg.services[l.index];
+    return `${svc?.vip ?? ''} . tcp . ${String(svc?.port ?? 0)} : goto ${kernelChain(l.index)}`;
+  });
+  const sched = scheduleElements(layout, schedule ?? configuredSchedule(cfg));
   const vips = [...new Set(cfg.services.map((s) => s.vip))];
   const services = cfg.services.map((s) => `${s.vip} . ${s.protocol} . ${String(s.port)}`);
   const targets: string[] = [];
@@ -154,6 +161,8 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     `  set services { type ipv4_addr . inet_proto . inet_service;${elements(services)} }`,
     `  set overflow_marks { type mark;${elements(overflow)} }`,
     `  map targets { type mark : ipv4_addr . inet_service;${elements(targets)} }`,
+    `  map kernel { type ipv4_addr . inet_proto . inet_service : verdict;${elements(kernel)} }`,
+    `  map schedule { typeof numgen inc mod ${String(SCHEDULE_SLOTS)} : meta mark;${elements(sched)} }`,
     `  map fallback { typeof ip daddr . meta l4proto . th dport . numgen inc mod ${String(FALLBACK_SLOTS)} : ip daddr . th dport;${elements(fb)} }`,
     '  chain classify {',
     '    type filter hook prerouting priority mangle - 10; policy accept;',
@@ -174,11 +183,27 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     // resumes a known record or drops and counts it; a FIN or RST among
     // them recycles a live record or is dropped). Logged: FIN and RST of
     // known flows. The order makes each packet either queued or logged.
+    // A first SYN (its conntrack entry not confirmed yet: not a
+    // retransmit, whose flow conntrack already carries) to a service on the
+    // kernel schedule takes its mark from the schedule (kernel-schedule.ts).
+    // Only a SYN the daemon's parser would take (no IP options, no
+    // reserved flag, not a fragment: src/packet/ipv4.ts): the others go on
+    // to the queue, where they are dropped and counted as malformed.
+    `    ${synOnly} ip hdrlength 5 ip frag-off & 0xbfff == 0 ct status & confirmed == 0 ip daddr . meta l4proto . th dport vmap @kernel`,
     `    ${synOnly} meta mark set ${q} return`,
     `    meta l4proto udp ct state new meta mark set ${q} return`,
     `    meta l4proto tcp ct state new,invalid meta mark set ${q} return`,
     `    tcp flags & (fin | rst) != 0 ${log}`,
     '  }',
+    // One chain per scheduled service: its own numgen counter walks its
+    // slots (offset..offset+slots). The SYN is logged for the daemon's
+    // record; an empty slot misses the map and falls to the queue.
+    ...layout.flatMap((l) => [
+      `  chain ${kernelChain(l.index)} {`,
+      `    meta mark set numgen inc mod ${String(l.slots)} offset ${String(l.offset)} map @schedule ${log} return`,
+      `    meta mark set ${q} return`,
+      '  }',
+    ]),
     '  chain nat_pre {',
     '    type nat hook prerouting priority dstnat - 1; policy accept;',
     `    meta mark & 0xff000000 == 0x51000000 meta l4proto { tcp, udp } ct mark set meta mark dnat ip to meta mark map @targets`,
@@ -217,6 +242,8 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     ...elementUpdate('set', 'services', services),
     ...elementUpdate('set', 'overflow_marks', overflow),
     ...elementUpdate('map', 'targets', targets),
+    ...elementUpdate('map', 'kernel', kernel),
+    ...elementUpdate('map', 'schedule', sched),
     ...elementUpdate('map', 'fallback', fb),
   ].join('\n') + '\n';
   return {
@@ -224,7 +251,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     structure,
     update,
     table,
-    elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, fallback: fb.length },
+    elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, kernel: kernel.length, schedule: sched.length, fallback: fb.length },
     chainSizes,
   };
 }
@@ -235,6 +262,14 @@ function elementUpdate(kind: 'set' | 'map', name: string, els: readonly string[]
   // Chunks keep each line of the script short for nft's parser.
   for (let i = 0; i < els.length; i += 4096) lines.push(`add element ${NFT_FAMILY} ${NFT_TABLE} ${name} { ${els.slice(i, i + 4096).join(', ')} }`);
   return lines;
+}
+
+/** The `nft -f` lines that replace one service's slots in map `schedule` (kernel-schedule.ts): one transaction with the rest of the write. */
+export function scheduleUpdateScript(oldKeys: readonly number[], els: readonly string[]): string {
+  const lines: string[] = [];
+  if (oldKeys.length > 0) lines.push(`delete element ${NFT_FAMILY} ${NFT_TABLE} schedule { ${oldKeys.join(', ')} }`);
+  if (els.length > 0) lines.push(`add element ${NFT_FAMILY} ${NFT_TABLE} schedule { ${els.join(', ')} }`);
+  return lines.map((l) => l + '\n').join('');
 }
 
 /** The `nft -f` script that replaces the fallback map's elements (one transaction: flush and add). */

@@ -164,7 +164,9 @@ export function fallbackCountOf(list: string): number {
  * set, map, counter and chain (`set vips`, `chain classify`, ...) with its
  * lines, trimmed. Counter values are dropped (they move), and so are the
  * fallback map's elements (rewritten by fallback.ts between installs:
- * checked by count, fallbackCountOf). An absent table is an empty part.
+ * checked by count, fallbackCountOf) and the schedule map's (rewritten by
+ * kernel-schedule.ts as the servers' state changes; a schedule emptied by
+ * someone else only sends SYNs back to the queue, where the daemon decides). An absent table is an empty part.
  */
 export function ownedNftPart(list: string): OwnedPart {
   const chains = new Map<string, string[]>();
@@ -180,7 +182,7 @@ export function ownedNftPart(list: string): OwnedPart {
       continue;
     }
     if (current === undefined || line === '' || line === '}') continue;
-    if (chains.get('map fallback') === current && (inFallbackElements || line.startsWith('elements = '))) {
+    if ((chains.get('map fallback') === current || chains.get('map schedule') === current) && (inFallbackElements || line.startsWith('elements = '))) {
       inFallbackElements = !line.endsWith('}');
       continue;
     }
@@ -230,7 +232,7 @@ export function readBack(rules: RuleSet, table: Table, save: string): OwnedPart 
     // Every set and map as full as rendered (the fallback map, rewritten by fallback.ts, is checked by count elsewhere).
     const counts = elementCountsOf(part);
     for (const [name, want] of Object.entries(rules.nft.elements)) {
-      if (name === 'fallback') continue;
+      if (name === 'fallback' || name === 'schedule') continue;
       const got = counts.get(name) ?? 0;
       if (got !== want) throw new RulesReadBackError(`nft table: ${name} holds ${String(got)} elements right after installing ${String(want)}`);
     }

@@ -17,6 +17,7 @@ import type { FrontConfig } from './config.ts';
 import { installRules as installIptables, removeIptablesRules } from './iptables.ts';
 import { listTable, nftLoad, removeNftTable, renderNft, type FallbackSpread, type RenderedNft } from './nft.ts';
 import { renderRules, type RenderedRules } from './rules.ts';
+import type { ScheduleTargets } from './kernel-schedule.ts';
 
 export interface RuleSet {
   readonly iptables: RenderedRules;
@@ -24,8 +25,8 @@ export interface RuleSet {
 }
 
 /** Renders both parts; `guard` carries the VIP guard counter's last values into the new table. */
-export function renderRuleset(cfg: FrontConfig, spread: FallbackSpread, guard?: { packets: number; bytes: number }): RuleSet {
-  return { iptables: renderRules(cfg), nft: renderNft(cfg, spread, guard) };
+export function renderRuleset(cfg: FrontConfig, spread: FallbackSpread, guard?: { packets: number; bytes: number }, schedule?: ScheduleTargets): RuleSet {
+  return { iptables: renderRules(cfg), nft: renderNft(cfg, spread, guard, schedule) };
 }
 
 /**

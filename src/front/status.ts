@@ -17,6 +17,7 @@ import type { ConnectionTable } from './connections.ts';
 import type { FrontControlStatus } from './control.ts';
 import type { RulesHealthStatus } from './rules-health.ts';
 import type { FallbackWriterStatus } from './fallback.ts';
+import type { KernelScheduleStatus } from './kernel-schedule.ts';
 import type { GuardCount } from './vip-guard.ts';
 import type { EngineCounters } from './engine.ts';
 import type { ServerRuntime } from './service.ts';
@@ -164,6 +165,8 @@ export interface FrontStatus {
   readonly vipGuard: GuardCount;
   /** The daemon-down fallback map's writer. */
   readonly fallback: FallbackWriterStatus;
+  /** The kernel SYN schedule's writer (kernel-schedule.ts): services on it, writes, elements. */
+  readonly kernelSchedule: KernelScheduleStatus;
   /** The NFQUEUE's counters, while it is bound. */
   readonly queue?: Readonly<QueueStats> | undefined;
   /** The NFLOG group's counters, while it is bound. */

@@ -61,6 +61,17 @@ const NFT = `table ip sluice {
 		elements = { 0x51000001 : 198.18.201.11 . 80, 0x51000002 : 198.18.201.12 . 80, 0x51000800 : 198.19.2.1 . 80 }
 	}
 
+	map kernel {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		elements = { 198.19.1.1 . tcp . 80 : goto k_0 }
+	}
+
+	map schedule {
+		typeof numgen inc mod 256 : meta mark
+		elements = { 0 : 0x51000001, 1 : 0x51000002,
+			     2 : 0x51000001 }
+	}
+
 	map fallback {
 		typeof ip daddr . meta l4proto . th dport . numgen inc mod 256 : ip daddr . th dport
 		elements = { 198.19.1.1 . tcp . 80 . 0 : 198.18.201.11 . 80,
@@ -77,10 +88,16 @@ const NFT = `table ip sluice {
 	}
 
 	chain to_service {
+		tcp flags syn / fin,syn,rst,ack ip hdrlength 5 ip frag-off & 49151 == 0 ct status ! confirmed ip daddr . meta l4proto . tcp dport vmap @kernel
 		tcp flags syn / fin,syn,rst,ack meta mark set 0x51fff000 return
 		meta l4proto udp ct state new meta mark set 0x51fff000 return
 		meta l4proto tcp ct state invalid,new meta mark set 0x51fff000 return
 		tcp flags fin,rst log group 0 snaplen 128 queue-threshold 64
+	}
+
+	chain k_0 {
+		meta mark set numgen inc mod 256 map @schedule log group 0 snaplen 128 queue-threshold 64 return
+		meta mark set 0x51fff000 return
 	}
 
 	chain nat_pre {
@@ -196,7 +213,7 @@ describe('rule check: our nft table', () => {
     ['intact, counters moved (the guard\'s, the fallback\'s)', NFT.replace('packets 0 bytes 0', 'packets 12 bytes 720').replace('packets 0 bytes 0', 'packets 3 bytes 180'), {}],
     ['intact, the fallback map rewritten (checked by count, not here)', NFT.replace('tcp . 80 . 255 : 198.18.201.12', 'tcp . 80 . 255 : 198.18.201.11'), {}],
     // nft flush ruleset: the table is gone.
-    ['a deleted table', '', { missingChains: 12, missingRules: 29 }],
+    ['a deleted table', '', { missingChains: 15, missingRules: 35 }],
     ['a flushed chain', NFT.replace(/(chain classify \{\n\t\ttype[^\n]*\n)[\s\S]*?(\n\t\})/, '$1$2'), { missingRules: 5 }],
     ['an element gone from the DNAT map', NFT.replace(', 0x51000002 : 198.18.201.12 . 80', ''), { missingRules: 1, unexpectedRules: 1 }],
     ['a VIP gone from the guard set', NFT.replace('elements = { 198.19.1.1 }', ''), { missingRules: 1 }],

@@ -4,13 +4,14 @@ import { describe, it } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from '../../src/front/marks.ts';
+import { SCHEDULE_SLOTS } from '../../src/front/kernel-schedule.ts';
 import { FALLBACK_COUNTER, FALLBACK_SLOTS, GUARD_COUNTER, configuredSpread, fallbackElements, fallbackUpdateScript, renderNft, type FallbackSpread } from '../../src/front/nft.ts';
 import { CHAINS, renderRules, resetsClients } from '../../src/front/rules.ts';
 
 const text = readFileSync(new URL('../../deploy/examples/front-cluster1.yaml', import.meta.url), 'utf8');
 
 /** `services` services on ports 1000.., `servers` servers each (JSON is YAML). */
-function bigConfig(services: number, servers: number): ReturnType<typeof parseConfig<typeof frontConfigSchema>> {
+function bigConfig(services: number, servers: number, extra: Record<string, unknown> = {}): ReturnType<typeof parseConfig<typeof frontConfigSchema>> {
   const doc = {
     cluster: 'c1',
     uplinkAddress: '198.18.101.2',
@@ -19,7 +20,8 @@ function bigConfig(services: number, servers: number): ReturnType<typeof parseCo
       vip: '198.19.1.1',
       port: 1000 + si,
       method: 'byrequests',
-      servers: Array.from({ length: servers }, (_, k) => ({ name: `s${String(k)}`, address: `10.${String(k >> 8)}.${String(k & 0xff)}.1`, port: 80 })),
+      ...extra,
+      servers: Array.from({ length: servers }, (_, k) => ({ name: `s${String(k)}`, address: `10.${String(k >> 8)}.${String(k & 0xff)}.1`, port: 80, ...(extra['method'] === 'capacity' ? { capacity: 100 } : {}) })),
     })),
   };
   return parseConfig(frontConfigSchema, JSON.stringify(doc), 'x');
@@ -54,7 +56,7 @@ describe('front rules', () => {
     // The kernel counts the fallback's DNATs (TCP and UDP): what happened while no daemon was bound.
     assert.ok(n.table.includes(`  counter ${FALLBACK_COUNTER} { packets 0 bytes 0 }`));
     assert.equal(n.table.split(`counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash`).length - 1, 2);
-    assert.deepEqual(n.elements, { vips: 1, services: 1, overflow_marks: 1, targets: 4, fallback: FALLBACK_SLOTS });
+    assert.deepEqual(n.elements, { vips: 1, services: 1, overflow_marks: 1, targets: 4, kernel: 1, schedule: SCHEDULE_SLOTS, fallback: FALLBACK_SLOTS });
     // A server's reset is recognised by the flow's conntrack mark (a decision of ours), not by a set of servers.
     assert.ok(n.table.includes('iifname "lan0" ct direction reply ct mark & 0xff000000 == 0x51000000 ct mark != 0x51fff000 tcp flags & rst == rst log group 0'));
     // The script replaces our table alone, in one transaction.
@@ -73,9 +75,22 @@ describe('front rules', () => {
     it(`nft: ${String(services)} services x ${String(servers)} servers render the same rules, ${String(services * servers)} map elements`, () => {
       const cfg = bigConfig(services, servers);
       const n = renderNft(cfg, configuredSpread(cfg));
-      const rules = n.table.split('\n').filter((l) => l.startsWith('    ') && !l.includes('elements'));
+      // The shared chains' rules: the same whatever the size. Each service
+      // on the kernel schedule adds its own chain of two rules (its counter),
+      // reached by one verdict-map lookup: a SYN still walks the same rules.
+      const shared = (table: string): string[] => {
+        let inKernel = false;
+        return table.split('\n').filter((l) => {
+          if (/^ {2}chain k_\d+ \{$/.test(l)) inKernel = true;
+          else if (l === '  }') inKernel = false;
+          return !inKernel && l.startsWith('    ') && !l.includes('elements');
+        });
+      };
       const one = renderNft(bigConfig(1, 1), configuredSpread(bigConfig(1, 1)));
-      assert.deepEqual(rules, one.table.split('\n').filter((l) => l.startsWith('    ') && !l.includes('elements')));
+      assert.deepEqual(shared(n.table), shared(one.table));
+      const kernelChains = Object.entries(n.chainSizes).filter(([c]) => c.startsWith('k_'));
+      assert.equal(kernelChains.length, services);
+      assert.ok(kernelChains.every(([, size]) => size === 2));
       assert.equal(n.elements['targets'], services * servers);
       assert.equal(n.elements['services'], services);
       assert.equal(n.elements['fallback'], services * FALLBACK_SLOTS);
@@ -108,18 +123,28 @@ describe('front rules', () => {
   });
 
   it('structure: a change of servers or services keeps it (an element update suffices), a change of chains does not', () => {
-    const base = renderNft(bigConfig(2, 3), configuredSpread(bigConfig(2, 3)), { packets: 5, bytes: 300 });
-    const more = renderNft(bigConfig(3, 4), configuredSpread(bigConfig(3, 4)));
+    // Queued services: nothing per service in the chains.
+    const q = { synPath: 'queue' };
+    const base = renderNft(bigConfig(2, 3, q), configuredSpread(bigConfig(2, 3, q)), { packets: 5, bytes: 300 });
+    const more = renderNft(bigConfig(3, 4, q), configuredSpread(bigConfig(3, 4, q)));
     assert.equal(more.structure, base.structure, 'more services and servers: same chains');
+    // On the kernel schedule, each service has its chain (its counter and slots): more
+    // servers of a capacity service keep the structure; another service, or another
+    // byrequests cycle (the slot count is in the rule), changes it.
+    const cap = { method: 'capacity' };
+    const k1 = renderNft(bigConfig(2, 3, cap), configuredSpread(bigConfig(2, 3, cap)));
+    assert.equal(renderNft(bigConfig(2, 5, cap), configuredSpread(bigConfig(2, 5, cap))).structure, k1.structure);
+    assert.notEqual(renderNft(bigConfig(3, 3, cap), configuredSpread(bigConfig(3, 3, cap))).structure, k1.structure);
+    assert.notEqual(renderNft(bigConfig(2, 4), configuredSpread(bigConfig(2, 4))).structure, renderNft(bigConfig(2, 3), configuredSpread(bigConfig(2, 3))).structure);
     assert.doesNotMatch(base.structure, /elements =|packets 5/, 'no elements and no counter values in the structure');
-    const drop = bigConfig(2, 3);
+    const drop = bigConfig(2, 3, q);
     const dropped = renderNft({ ...drop, failMode: 'drop' }, configuredSpread(drop));
     assert.notEqual(dropped.structure, base.structure, 'fail mode drop: no fallback rules, another structure');
     const lan = renderNft({ ...drop, lanInterface: 'lan9' }, configuredSpread(drop));
     assert.notEqual(lan.structure, base.structure, 'another LAN interface: another classify chain');
     // The update flushes and refills every set and map, and nothing else.
     const lines = more.update.trim().split('\n');
-    assert.deepEqual(lines.filter((l) => l.startsWith('flush ')).map((l) => l.split(' ').slice(1, 2).concat(l.split(' ').slice(-1)).join(' ')), ['set vips', 'set services', 'set overflow_marks', 'map targets', 'map fallback']);
+    assert.deepEqual(lines.filter((l) => l.startsWith('flush ')).map((l) => l.split(' ').slice(1, 2).concat(l.split(' ').slice(-1)).join(' ')), ['set vips', 'set services', 'set overflow_marks', 'map targets', 'map kernel', 'map schedule', 'map fallback']);
     assert.ok(lines.every((l) => l.startsWith('flush ') || l.startsWith('add element ')), more.update);
     const added = (name: string): number => lines.filter((l) => l.startsWith(`add element ip sluice ${name} `)).reduce((n, l) => n + l.split(' : ').length - 1 + (name === 'vips' || name === 'services' || name === 'overflow_marks' ? l.split(',').length : 0), 0);
     assert.equal(added('targets'), more.elements['targets']);

@@ -1,0 +1,353 @@
+/**
+ * The kernel SYN schedule: new connections decided without waiting for the
+ * daemon, from choices the daemon made beforehand.
+ *
+ * Why: a queued SYN waits for the Node event loop to be scheduled. On a
+ * busy machine that wait, not the daemon's CPU, set the new-connection rate
+ * (issue 22: 0.60-0.94 of kernel DNAT round by round, the daemon at ~27 %
+ * of a core in every round). Here the SYN never leaves the kernel:
+ *
+ *   to_service  a first SYN (conntrack entry not yet confirmed: not a
+ *               retransmit) to a service in map `kernel` jumps to the
+ *               service's chain k_<i>
+ *   k_<i>       mark = schedule[offset_i + (numgen inc mod slots_i)]: the
+ *               i-th service's own counter walks the slots the daemon
+ *               wrote; the SYN is logged to the NFLOG group (the daemon
+ *               records the connection from that copy, as it recycles
+ *               records from FIN and RST copies) and goes on; nat_pre
+ *               DNATs it by the mark as for a queued SYN. An empty slot
+ *               (no server, no overflow cluster) leaves the lookup without
+ *               a match: the SYN gets QUEUE_MARK and the daemon decides it
+ *               (and counts what it drops).
+ *
+ * JavaScript still owns every decision: the slots are the method's own
+ * schedule, computed here from the servers' state by the same smooth
+ * weighted round robin the selectors use (select/smooth.ts):
+ *   capacity    weights = remaining capacity x slow-start share, as
+ *               CapacityProportional reads them; SCHEDULE_SLOTS slots;
+ *   byrequests  weights = lbfactor x share of eligible servers; with
+ *               integer weights summing to at most MAX_CYCLE the slots
+ *               are exactly one cycle of Apache's lbstatus schedule from
+ *               its initial state (the sum of lbstatus is back to zero
+ *               after sum(weights) picks), so the kernel's counter walks
+ *               byrequests' vector exactly, cycle after cycle;
+ *   no server eligible: the overflow clusters by free capacity, as
+ *               selectTarget does.
+ * Only services that need nothing at the moment of decision take this
+ * path: TCP, method capacity or byrequests, no checkpoints, `synPath:
+ * kernel` (config.ts). leastconn needs the live counts per pick, maglev a
+ * per-client table (both stay queued, as do checkpoints, which may hold).
+ *
+ * Lag, and what it costs: the kernel follows the schedule last written.
+ * The writer (KernelScheduleWriter) recomputes it on every daemon tick
+ * (SCHEDULE_TICK_MS) and at once when a recorded SYN fills a server; it
+ * rewrites a service's slots only on a material change (a server entering
+ * or leaving the schedule, or slot counts moving by more than 1/32 of the
+ * slots), in one nft transaction. Between a server filling up and the
+ * write (one `nft -f`, ~10-30 ms here), it still receives new connections:
+ * the overshoot is the SYN rate times that delay. When the daemon is away
+ * the kernel keeps the last schedule: new connections keep their
+ * proportions (better than the daemon-down fallback's even spread), and
+ * the records are rebuilt from conntrack at the next start.
+ */
+import type { FrontConfig, ServiceConfig } from './config.ts';
+import { hex, overflowMark, serverMark } from './marks.ts';
+import { eligible } from './select/backend.ts';
+import { OVERFLOW_BASE, type ServiceRuntime } from './service.ts';
+import type { Logger } from '../log/logger.ts';
+
+/** Slots of a capacity schedule (and of a byrequests one whose cycle is longer than MAX_CYCLE). */
+export const SCHEDULE_SLOTS = 256;
+/** Longest byrequests cycle written exactly; also the spacing of the services' key ranges. */
+export const MAX_CYCLE = 1024;
+/** The daemon recomputes the schedules this often (ms). */
+export const SCHEDULE_TICK_MS = 100;
+
+/** The per-service chain of service index `i` in sluice's nft table. */
+export function kernelChain(i: number): string {
+  return `k_${String(i)}`;
+}
+
+/** Whether service `svc` of `cfg` takes the kernel schedule (see the module comment). */
+export function isKernelService(cfg: Pick<FrontConfig, 'checkpoints'>, svc: ServiceConfig): boolean {
+  if ((svc.synPath as string | undefined) === 'queue') return false;
+  if (svc.protocol !== 'tcp' || (svc.method !== 'capacity' && svc.method !== 'byrequests')) return false;
+  // `checkpoints` may be absent from configs built by hand (tools, older tests) rather than parsed.
+  const none = (l: readonly unknown[] | undefined): boolean => l === undefined || l.length === 0;
+  return none(cfg.checkpoints) && none(svc.checkpoints) && svc.servers.every((s) => none(s.checkpoints));
+}
+
+/**
+ * Slots of service `svc`'s schedule: for byrequests with integer weights
+ * summing to at most MAX_CYCLE, that sum (one exact cycle); else
+ * SCHEDULE_SLOTS.
+ */
+export function slotsOf(svc: ServiceConfig): number {
+  if (svc.method === 'byrequests') {
+    const sum = svc.servers.reduce((n, s) => n + s.weight, 0);
+    if (svc.servers.every((s) => Number.isInteger(s.weight)) && sum <= MAX_CYCLE) return sum;
+  }
+  return SCHEDULE_SLOTS;
+}
+
+export interface ScheduledService {
+  /** Service index (the mark's service field). */
+  readonly index: number;
+  /** First key of its slots in map `schedule`: index x MAX_CYCLE, so a service keeps its range across reloads that add others. */
+  readonly offset: number;
+  readonly slots: number;
+}
+
+/** The services on the kernel path, with their key ranges. */
+export function scheduleLayout(cfg: Pick<FrontConfig, 'checkpoints' | 'services'>): ScheduledService[] {
+  const out: ScheduledService[] = [];
+  cfg.services.forEach((svc, index) => {
+    if (isKernelService(cfg, svc)) out.push({ index, offset: index * MAX_CYCLE, slots: slotsOf(svc) });
+  });
+  return out;
+}
+
+/** Target codes per slot, per service index (undefined: not on the kernel path). -1: an empty slot. */
+export type ScheduleTargets = readonly (Int32Array | undefined)[];
+
+/**
+ * Smooth weighted round robin from its initial state (all current values
+ * 0) over `weights`, `slots` picks into `out` (indices, -1 if every weight
+ * is 0). The same arithmetic as select/smooth.ts: add each weight, pick the
+ * largest current (ties to the first), subtract the total from it.
+ */
+export function fillSmooth(weights: readonly number[], slots: number, out: Int32Array, base = 0): void {
+  const current = new Float64Array(weights.length);
+  let total = 0;
+  for (const w of weights) total += w;
+  for (let k = 0; k < slots; k++) {
+    if (total <= 0) {
+      out[k] = -1;
+      continue;
+    }
+    let best = -1;
+    for (let i = 0; i < weights.length; i++) {
+      const w = weights[i] ?? 0;
+      if (w <= 0) continue;
+      current[i] = (current[i] ?? 0) + w;
+      if (best < 0 || (current[i] ?? 0) > (current[best] ?? 0)) best = i;
+    }
+    current[best] = (current[best] ?? 0) - total;
+    out[k] = base + best;
+  }
+}
+
+/** The weights the service's method reads now (select/capacity.ts, select/byrequests.ts). */
+function serverWeights(svc: ServiceRuntime): number[] {
+  if (svc.selector.method === 'capacity') {
+    return svc.servers.map((b) => {
+      const remaining = b.usable ? b.capacity - b.load : 0;
+      return remaining > 0 ? (Number.isFinite(remaining) ? remaining : 1) * b.share : 0;
+    });
+  }
+  return svc.servers.map((b) => (eligible(b) ? b.weight * b.share : 0));
+}
+
+/** One service's slots from its runtime state: its servers, else its overflow clusters, else empty. */
+export function serviceSchedule(svc: ServiceRuntime, slots: number): Int32Array {
+  const out = new Int32Array(slots);
+  const w = serverWeights(svc);
+  if (w.some((x) => x > 0)) fillSmooth(w, slots, out);
+  else fillSmooth(svc.overflow.map((o) => Math.max(0, o.freeCapacity)), slots, out, OVERFLOW_BASE);
+  return out;
+}
+
+/** The schedules of the running services. */
+export function runtimeSchedule(cfg: Pick<FrontConfig, 'checkpoints' | 'services'>, services: readonly ServiceRuntime[]): ScheduleTargets {
+  const out: (Int32Array | undefined)[] = [];
+  for (const l of scheduleLayout(cfg)) {
+    const svc = services[l.index];
+    if (svc !== undefined) out[l.index] = serviceSchedule(svc, l.slots);
+  }
+  return out;
+}
+
+/**
+ * The schedules from the configuration alone (start, tools, tests):
+ * active servers by configured capacity (capacity: unlimited counts 1) or
+ * weight (byrequests); the daemon rewrites them from the runtime state at
+ * its first tick.
+ */
+export function configuredSchedule(cfg: Pick<FrontConfig, 'checkpoints' | 'services' | 'overflow'>): ScheduleTargets {
+  const out: (Int32Array | undefined)[] = [];
+  for (const l of scheduleLayout(cfg)) {
+    const svc = cfg.services[l.index];
+    if (svc === undefined) continue;
+    const w = svc.servers.map((s) => (s.state !== 'active' ? 0 : svc.method === 'capacity' ? (s.capacity === undefined || !Number.isFinite(s.capacity) ? 1 : s.capacity) : s.weight));
+    const slots = new Int32Array(l.slots);
+    if (w.some((x) => x > 0)) fillSmooth(w, l.slots, slots);
+    else fillSmooth(cfg.overflow.map((o) => Math.max(0, o.freeCapacity)), l.slots, slots, OVERFLOW_BASE);
+    out[l.index] = slots;
+  }
+  return out;
+}
+
+function markOf(service: number, target: number): number {
+  return target >= OVERFLOW_BASE ? overflowMark(service, target - OVERFLOW_BASE) : serverMark(service, target);
+}
+
+/** Map `schedule`'s elements (`key : mark`) for one service's slots. */
+export function slotElements(service: ScheduledService, targets: Int32Array | undefined): string[] {
+  const out: string[] = [];
+  if (targets === undefined) return out;
+  for (let k = 0; k < targets.length; k++) {
+    const t = targets[k] ?? -1;
+    if (t >= 0) out.push(`${String(service.offset + k)} : ${hex(markOf(service.index, t))}`);
+  }
+  return out;
+}
+
+/** Every element of map `schedule`. */
+export function scheduleElements(layout: readonly ScheduledService[], targets: ScheduleTargets): string[] {
+  return layout.flatMap((l) => slotElements(l, targets[l.index]));
+}
+
+/**
+ * Whether `next` differs enough from `prev` to be written: a target that
+ * enters or leaves the schedule always (a server filled, drained, down or
+ * back), else slot counts per target moving by more than 1/32 of the slots
+ * in all. byrequests' weights move only with eligibility and slow start.
+ */
+export function materialChange(prev: Int32Array | undefined, next: Int32Array | undefined): boolean {
+  if (prev === undefined || next === undefined) return prev !== next;
+  if (prev.length !== next.length) return true;
+  const count = new Map<number, number>();
+  for (const t of prev) count.set(t, (count.get(t) ?? 0) + 1);
+  const nextCount = new Map<number, number>();
+  for (const t of next) nextCount.set(t, (nextCount.get(t) ?? 0) + 1);
+  let moved = 0;
+  for (const [t, n] of nextCount) {
+    const had = count.get(t);
+    if (had === undefined) return true;
+    moved += Math.abs(n - had);
+  }
+  for (const t of count.keys()) if (!nextCount.has(t)) return true;
+  // Each slot that changed target counts twice in `moved` (one less here, one more there).
+  return moved / 2 > Math.max(1, next.length / 32);
+}
+
+export interface KernelScheduleDeps {
+  readonly log: Logger;
+  readonly config: () => Readonly<FrontConfig>;
+  /** Loads an `nft -f` script off the event loop (nft.ts nftLoadAsync). */
+  readonly write: (script: string) => Promise<void>;
+  /** The `nft -f` lines that replace one service's slots: delete `oldKeys`, add `elements`. */
+  readonly script: (oldKeys: readonly number[], elements: readonly string[]) => string;
+}
+
+export interface KernelScheduleStatus {
+  readonly services: number;
+  readonly writes: number;
+  readonly writeFailures: number;
+  /** Elements map `schedule` should hold now. */
+  readonly elements: number;
+}
+
+/**
+ * Keeps map `schedule` following the servers' state. Invariants: one write
+ * at a time, always of the latest state; `#have` is what the map holds
+ * after the last successful write or full install, so a failed write is
+ * retried at the next update with the full difference.
+ */
+export class KernelScheduleWriter {
+  readonly #deps: KernelScheduleDeps;
+  #layout: ScheduledService[] = [];
+  #want: (Int32Array | undefined)[] = [];
+  #have: (Int32Array | undefined)[] = [];
+  #writing = false;
+  #dirty = false;
+  #stopped = false;
+  #failing = false;
+  #writes = 0;
+  #writeFailures = 0;
+  #failedAt = -Infinity;
+
+  constructor(deps: KernelScheduleDeps) {
+    this.#deps = deps;
+  }
+
+  /** A full install (start, reload, repair) rendered `targets` of configuration `cfg` (default: the running one) into the table. */
+  installed(targets: ScheduleTargets, cfg: Pick<FrontConfig, 'checkpoints' | 'services'> = this.#deps.config()): void {
+    this.#layout = scheduleLayout(cfg);
+    this.#have = [...targets];
+    this.#want = [...targets];
+    // A write in flight wrote into the old table: what it holds now is `targets`.
+    this.#dirty = false;
+  }
+
+  /** What a full install renders now: the latest state asked for. */
+  current(): ScheduleTargets {
+    return this.#want;
+  }
+
+  /** The servers' state may have changed: recompute, and write what changed materially. */
+  update(services: readonly ServiceRuntime[]): void {
+    if (this.#stopped) return;
+    let changed = false;
+    for (const l of this.#layout) {
+      const svc = services[l.index];
+      if (svc === undefined) continue;
+      const next = serviceSchedule(svc, l.slots);
+      if (!materialChange(this.#want[l.index], next)) continue;
+      this.#want[l.index] = next;
+      changed = true;
+    }
+    if (changed) this.#dirty = true;
+    // A failed write is retried at most once a second (not at every tick against a broken nft).
+    if (this.#dirty && (!this.#failing || performance.now() - this.#failedAt >= 1000)) this.#kick();
+  }
+
+  status(): KernelScheduleStatus {
+    return { services: this.#layout.length, writes: this.#writes, writeFailures: this.#writeFailures, elements: this.#layout.reduce((n, l) => n + (this.#want[l.index]?.filter((t) => t >= 0).length ?? 0), 0) };
+  }
+
+  stop(): void {
+    this.#stopped = true;
+  }
+
+  #kick(): void {
+    if (this.#stopped || this.#writing || !this.#dirty) return;
+    void this.#write();
+  }
+
+  async #write(): Promise<void> {
+    this.#dirty = false;
+    const lines: string[] = [];
+    const next = [...this.#have];
+    for (const l of this.#layout) {
+      const want = this.#want[l.index];
+      const have = this.#have[l.index];
+      if (want === have) continue;
+      const oldKeys: number[] = [];
+      if (have !== undefined) for (let k = 0; k < have.length; k++) if ((have[k] ?? -1) >= 0) oldKeys.push(l.offset + k);
+      lines.push(this.#deps.script(oldKeys, slotElements(l, want)));
+      next[l.index] = want;
+    }
+    if (lines.length === 0) return;
+    this.#writing = true;
+    const layout = this.#layout;
+    try {
+      await this.#deps.write(lines.join(''));
+      // A full install during the write replaced the layout and `#have`: keep those.
+      if (layout === this.#layout) this.#have = next;
+      this.#writes++;
+      if (this.#failing) this.#deps.log.info('kernel schedule written again');
+      this.#failing = false;
+    } catch (err) {
+      this.#writeFailures++;
+      this.#failedAt = performance.now();
+      this.#dirty = true;
+      if (!this.#failing) this.#deps.log.warn({ err: err instanceof Error ? err.message : err }, 'kernel schedule could not be written (logged once until a write works; SYNs follow the previous schedule)');
+      this.#failing = true;
+    } finally {
+      this.#writing = false;
+    }
+    // After a failure, the next update() or tick retries (no loop on a broken nft).
+    if (!this.#failing) this.#kick();
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * The kernel SYN schedule (src/front/kernel-schedule.ts): the slots the
+ * kernel's counter walks must be the method's own choices, in order.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseConfig } from '../../src/config/load.ts';
+import { frontConfigSchema } from '../../src/front/config.ts';
+import { KernelScheduleWriter, MAX_CYCLE, SCHEDULE_SLOTS, configuredSchedule, fillSmooth, isKernelService, materialChange, scheduleElements, scheduleLayout, serviceSchedule, slotsOf } from '../../src/front/kernel-schedule.ts';
+import { ByRequests } from '../../src/front/select/byrequests.ts';
+import { ServiceRuntime } from '../../src/front/service.ts';
+import { renderNft, configuredSpread, scheduleUpdateScript } from '../../src/front/nft.ts';
+import type { Logger } from '../../src/log/logger.ts';
+
+const silent = { info: () => undefined, warn: () => undefined, debug: () => undefined, error: () => undefined } as unknown as Logger;
+
+function config(services: string): ReturnType<typeof parseConfig<typeof frontConfigSchema>> {
+  return parseConfig(frontConfigSchema, `cluster: c1\nuplinkAddress: 198.18.101.2\nservices:\n${services}`, 'test');
+}
+
+const BYREQ = (weights: number[], extra = ''): string =>
+  `  - name: web\n    vip: 198.19.1.1\n    port: 80\n    method: byrequests\n${extra}    servers:\n${weights.map((w, i) => `      - { name: s${String(i)}, address: 198.18.201.${String(i + 1)}, weight: ${String(w)} }`).join('\n')}\n`;
+
+/** What the kernel does: slot (n mod slots) for the n-th first SYN. */
+function walk(slots: Int32Array, n: number): number[] {
+  return Array.from({ length: n }, (_, k) => slots[k % slots.length] ?? -1);
+}
+
+describe('kernel schedule: byrequests vectors (seed 003)', () => {
+  for (const weights of [[70, 30], [1, 4, 1], [25, 25, 25, 25], [3, 2, 1], [1]]) {
+    it(`weights ${weights.join('/')}: the kernel's walk is the selector's sequence, cycle after cycle`, () => {
+      const cfg = config(BYREQ(weights));
+      const svc = new ServiceRuntime(0, cfg.services[0]!, []);
+      const slots = serviceSchedule(svc, slotsOf(cfg.services[0]!));
+      assert.equal(slots.length, weights.reduce((a, b) => a + b, 0));
+      // The selector from its initial state, on identical servers.
+      const ref = new ServiceRuntime(0, cfg.services[0]!, []);
+      const sel = new ByRequests();
+      const n = slots.length * 3;
+      const expected = Array.from({ length: n }, () => sel.pick(ref.servers, 0));
+      assert.deepEqual(walk(slots, n), expected);
+      // The same from the configuration alone (the first install).
+      assert.deepEqual(Array.from(configuredSchedule(cfg)[0] ?? []), Array.from(slots));
+    });
+  }
+
+  it('70/30: 7 a and 3 b in every ten, the seed order', () => {
+    const slots = new Int32Array(10);
+    fillSmooth([70, 30], 10, slots);
+    assert.deepEqual(Array.from(slots), [0, 1, 0, 0, 0, 1, 0, 0, 1, 0]);
+  });
+
+  it('weights beyond one exact cycle (non-integer, or a sum over MAX_CYCLE) get SCHEDULE_SLOTS slots', () => {
+    assert.equal(slotsOf(config(BYREQ([1.5, 1])).services[0]!), SCHEDULE_SLOTS);
+    assert.equal(slotsOf(config(BYREQ([MAX_CYCLE, 1])).services[0]!), SCHEDULE_SLOTS);
+  });
+});
+
+describe('kernel schedule: capacity, eligibility, overflow', () => {
+  const CAP = `  - name: web\n    vip: 198.19.1.1\n    port: 80\n    servers:\n      - { name: a, address: 198.18.201.1, capacity: 300 }\n      - { name: b, address: 198.18.201.2, capacity: 100 }\n`;
+  it('slots in proportion to remaining capacity, following load', () => {
+    const cfg = config(CAP);
+    const svc = new ServiceRuntime(0, cfg.services[0]!, []);
+    const count = (s: Int32Array, t: number): number => s.filter((x) => x === t).length;
+    let s = serviceSchedule(svc, SCHEDULE_SLOTS);
+    assert.equal(count(s, 0), 192);
+    assert.equal(count(s, 1), 64);
+    svc.servers[0]!.active = 200; // remaining 100 and 100
+    s = serviceSchedule(svc, SCHEDULE_SLOTS);
+    assert.equal(count(s, 0), 128);
+    svc.servers[1]!.active = 100; // b full
+    s = serviceSchedule(svc, SCHEDULE_SLOTS);
+    assert.equal(count(s, 0), SCHEDULE_SLOTS);
+  });
+
+  it('every server full or unusable: the overflow clusters by free capacity; none: empty slots (the queue decides)', () => {
+    const cfg = parseConfig(frontConfigSchema, `cluster: c1\nuplinkAddress: 198.18.101.2\noverflow:\n  - { cluster: c2, vip: 198.19.2.1, freeCapacity: 10 }\nservices:\n${CAP}`, 'x');
+    const svc = new ServiceRuntime(0, cfg.services[0]!, cfg.overflow);
+    for (const b of svc.servers) b.usable = false;
+    assert.ok(serviceSchedule(svc, 8).every((t) => t === 0x800));
+    svc.overflow[0]!.freeCapacity = 0;
+    assert.ok(serviceSchedule(svc, 8).every((t) => t === -1));
+    const layout = scheduleLayout(cfg);
+    assert.deepEqual(scheduleElements(layout, [serviceSchedule(svc, 8)]), []);
+  });
+
+  it('only TCP services of capacity or byrequests without checkpoints, and not synPath queue, are on it', () => {
+    const cfg = config(
+      BYREQ([1, 1]) +
+        BYREQ([1, 1], '    synPath: queue\n').replace('198.19.1.1', '198.19.1.2').replace('name: web', 'name: q') +
+        BYREQ([1, 1]).replace('method: byrequests', 'method: leastconn').replace('198.19.1.1', '198.19.1.3').replace('name: web', 'name: lc'),
+    );
+    assert.deepEqual(cfg.services.map((s) => isKernelService(cfg, s)), [true, false, false]);
+    assert.deepEqual(scheduleLayout(cfg).map((l) => [l.index, l.offset, l.slots]), [[0, 0, 2]]);
+    const n = renderNft(cfg, configuredSpread(cfg));
+    assert.ok(n.table.includes('198.19.1.1 . tcp . 80 : goto k_0'));
+    assert.ok(!n.table.includes('goto k_1'));
+    assert.ok(n.table.includes('meta mark set numgen inc mod 2 offset 0 map @schedule log group 0'));
+  });
+});
+
+describe('kernel schedule writer', () => {
+  it('writes only material changes, one transaction of the changed service, and retries a failure', async () => {
+    const cfg = config(`  - name: web\n    vip: 198.19.1.1\n    port: 80\n    servers:\n      - { name: a, address: 198.18.201.1, capacity: 1000 }\n      - { name: b, address: 198.18.201.2, capacity: 1000 }\n`);
+    const svc = new ServiceRuntime(0, cfg.services[0]!, []);
+    const scripts: string[] = [];
+    let fail = false;
+    const w = new KernelScheduleWriter({
+      log: silent,
+      config: () => cfg,
+      script: scheduleUpdateScript,
+      write: (s) => {
+        if (fail) return Promise.reject(new Error('nft: no'));
+        scripts.push(s);
+        return Promise.resolve();
+      },
+    });
+    w.installed(configuredSchedule(cfg));
+    w.update([svc]);
+    assert.equal(scripts.length, 0, 'the same state: nothing written');
+    svc.servers[0]!.active = 10; // 1% of its capacity: not material
+    w.update([svc]);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(scripts.length, 0);
+    svc.servers[0]!.usable = false; // leaves the schedule: material
+    w.update([svc]);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(scripts.length, 1);
+    assert.match(scripts[0] ?? '', /^delete element ip sluice schedule \{ 0, 1, 2,/);
+    assert.match(scripts[0] ?? '', /\nadd element ip sluice schedule \{ 0 : 0x51000002, 1 : 0x51000002,/);
+    fail = true;
+    svc.servers[0]!.usable = true;
+    w.update([svc]);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(w.status().writeFailures, 1);
+    fail = false;
+    w.update([svc]); // within a second of the failure: not retried yet
+    await new Promise((r) => setImmediate(r));
+    assert.equal(scripts.length, 1);
+  });
+
+  it('material change: a target entering or leaving, or more than 1/32 of the slots moving', () => {
+    const a = Int32Array.from({ length: 64 }, (_, k) => k % 2);
+    const b = Int32Array.from(a);
+    assert.equal(materialChange(a, b), false);
+    b[0] = 1;
+    b[2] = 1; // two slots moved: 64/32 = 2, not more
+    assert.equal(materialChange(a, b), false);
+    b[4] = 1;
+    assert.equal(materialChange(a, b), true);
+    assert.equal(materialChange(a, Int32Array.from({ length: 64 }, () => 0)), true);
+    assert.equal(materialChange(undefined, a), true);
+  });
+});
