@@ -11,8 +11,11 @@
  *
  * Raw socket (IPPROTO_RAW, so IP_HDRINCL): the kernel fills the IPv4 header
  * checksum and id; the TCP checksum is ours. Each sendmmsg() carries `batch`
- * packets rewritten in place: a random source address in the CIDR, a random
- * source port and sequence number. The TCP checksum is updated from a
+ * packets rewritten in place: the next (source address, source port) of a
+ * walk over the CIDR x ports 1024..65534 (addresses first, so a /25 gives
+ * 8.2M distinct flows before any repeats: random draws would repeat a flow
+ * now and then, which the daemon counts as a retransmitted SYN), and a
+ * random sequence number. Each sender process starts at its own offset. The TCP checksum is updated from a
  * precomputed sum of the constant words (pseudo-header and header) plus the
  * three changed fields, so a packet costs a few additions, not a full sum.
  * `--procs N` forks N senders, each with 1/N of the count and the rate.
@@ -92,7 +95,7 @@ static uint16_t fold(uint64_t s) {
 }
 
 /* One sender: sends until count, seconds or (with rate) the schedule ends; returns packets accepted. */
-static uint64_t send_loop(const struct opts *o, uint64_t count, double rate, uint64_t *errors) {
+static uint64_t send_loop(const struct opts *o, uint64_t count, double rate, uint64_t start, uint64_t *errors) {
   int fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
   if (fd < 0) die("socket(AF_INET, SOCK_RAW, IPPROTO_RAW)");
   int sndbuf = 4 << 20;
@@ -134,10 +137,10 @@ static uint64_t send_loop(const struct opts *o, uint64_t count, double rate, uin
     if ((uint64_t)n > count - sent) n = (int)(count - sent);
     for (int i = 0; i < n; i++) {
       uint8_t *p = pkts[i];
-      uint64_t r = rnd();
-      uint32_t src = o->src_net + (uint32_t)(r % o->src_size);
-      uint16_t sport = (uint16_t)(1024 + ((r >> 32) % 64511));
-      uint32_t seq = (uint32_t)(r >> 16);
+      uint64_t idx = start + sent + (uint64_t)i;
+      uint32_t src = o->src_net + (uint32_t)(idx % o->src_size);
+      uint16_t sport = (uint16_t)(1024 + (idx / o->src_size) % 64511);
+      uint32_t seq = (uint32_t)(rnd() >> 16);
       p[12] = (uint8_t)(src >> 24); p[13] = (uint8_t)(src >> 16); p[14] = (uint8_t)(src >> 8); p[15] = (uint8_t)src;
       p[20] = (uint8_t)(sport >> 8); p[21] = (uint8_t)sport;
       p[24] = (uint8_t)(seq >> 24); p[25] = (uint8_t)(seq >> 16); p[26] = (uint8_t)(seq >> 8); p[27] = (uint8_t)seq;
@@ -226,7 +229,9 @@ int main(int argc, char **argv) {
       rng_state = ((uint64_t)getpid() << 32) ^ (uint64_t)(now_s() * 1e9) ^ 0x9E3779B97F4A7C15ULL;
       uint64_t share = o.count == UINT64_MAX ? UINT64_MAX : o.count / (uint64_t)o.procs + ((uint64_t)i < o.count % (uint64_t)o.procs);
       uint64_t res[2] = {0, 0};
-      res[0] = send_loop(&o, share, o.rate / o.procs, &res[1]);
+      /* Offsets spread over the flow space, so two senders do not send the same flows. */
+      uint64_t start = (uint64_t)i * ((uint64_t)o.src_size * 64511u / (uint64_t)o.procs);
+      res[0] = send_loop(&o, share, o.rate / o.procs, start, &res[1]);
       if (write(pfd[1], res, sizeof res) != sizeof res) _exit(1);
       _exit(0);
     }
