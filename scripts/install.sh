@@ -23,9 +23,11 @@ fi
 # `nft -f`, and the rules-healing test flushes the ruleset with `nft flush
 # ruleset`, as Debian's stock /etc/nftables.conf does on a firewall reload
 # (the package's service stays disabled: nothing is loaded at install).
+# gcc: `cc`, which compiles the front benchmark's C helpers (scripts/bench/
+# synflood.c, connlat.c) on demand.
 # keepalived, conntrackd: front-node pairs (VRRPv3 and flow sync); the tests
 # and the testbed run them in namespaces with files from `sluice ha render`.
-APT_PKGS=(ca-certificates python3 make g++ pkg-config libnetfilter-queue-dev libmnl-dev libsystemd-dev
+APT_PKGS=(ca-certificates python3 make gcc g++ pkg-config libnetfilter-queue-dev libmnl-dev libsystemd-dev
   iptables iproute2 nginx-light curl wrk iputils-ping procps bind9-dnsutils dnsperf nsd
   chromium conntrack systemd redis-server etcd-server etcd-client nftables keepalived conntrackd)
 missing=()

@@ -15,19 +15,47 @@
  * rejections), for every mode alike.
  *
  * Then, with sluice front running:
- *   SYN decisions  a raw-socket SYN flood from the client namespace (python3,
- *                  crafted SYNs over 9 source addresses x 60000 ports) to a
- *                  second VIP whose servers drop the SYNs; decisions per
- *                  second and per CPU-second of the daemon (= on one core).
+ *   SYN decisions  a spoofed-source SYN flood (scripts/bench/synflood.c:
+ *                  raw socket, sendmmsg batches; sources in the client's
+ *                  198.18.1x.128/25) from the client namespace to a second
+ *                  VIP whose servers drop the SYNs; see `--only flood`.
  *   RSS            scripts/bench/front-rss.ts: the engine with 1M records.
  *
- *   node scripts/bench/front.ts [--seconds 5] [--rounds 2] [--conns 64] [--threads 2] [--only close|keepalive|bulk]
+ *   node scripts/bench/front.ts [--seconds 5] [--rounds 2] [--conns 64] [--threads 2]
+ *                               [--only close|keepalive|bulk|flood|latency] [--burner]
  *                               [--modes dnat,haproxy,sluice] [--perf DIR (perf record -a -g per run)]
- * Prints a table, writes bench/results/front.json.
+ *                               [--flood-procs 1]
+ * Prints a table, writes bench/results/front.json (`--only close|keepalive|bulk`:
+ * front-<workload>.json; `--burner` adds `-burner` to the file name).
+ *
+ *   --burner        a CPU burner (`taskset -c 1` a Node busy loop) runs through
+ *                   each mode's runs of every round, killed after them: the
+ *                   ratios under one core's contention.
+ *   --only flood    sluice only, one flood of `--seconds` at the generator's
+ *                   full rate per round (`--flood-procs` sender processes):
+ *                   SYNs offered, arrived at the front node (an iptables raw
+ *                   counter), queued (nfnetlink_queue id sequence), received
+ *                   and decided by the daemon, shed by reason (the daemon's
+ *                   counters), lost in the kernel queue (queue_dropped,
+ *                   user_dropped) or passed fail-open unsteered, the shares of
+ *                   the offered SYNs, decisions per wall-clock second (flood
+ *                   start to queue drained: the sustained figure) and per
+ *                   daemon CPU-second (a projection), SYNPROXY cookies when
+ *                   /proc/net/stat/synproxy counts any, conntrack entries and
+ *                   the daemon's RSS after the flood.
+ *   --only latency  per round, DNAT first: DNAT's peak new connections/s (the
+ *                   close workload), then for every mode a paced client
+ *                   (scripts/bench/connlat.c) at half that rate for
+ *                   `--seconds`, timing connect() and the first response byte
+ *                   on the monotonic clock: p50/p99 per mode, and the
+ *                   median over rounds of each round's (mode - DNAT).
+ * Both write their part of bench/results/front-syn.json (keys `flood`,
+ * `latency`; the other key is kept).
+ * The C helpers are compiled with `cc -O2` into bench/.build/ (cc.ts).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, release } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -35,6 +63,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { down, up } from '../testbed/testbed.ts';
 import { run, runIn, sleepSync, tryRun } from '../testbed/sh.ts';
+import { buildC } from './cc.ts';
 import { parseWrk, type WrkResult } from './wrk.ts';
 
 const { values } = parseArgs({
@@ -46,6 +75,8 @@ const { values } = parseArgs({
     only: { type: 'string' },
     modes: { type: 'string', default: 'dnat,haproxy,sluice' },
     perf: { type: 'string' },
+    burner: { type: 'boolean', default: false },
+    'flood-procs': { type: 'string', default: '1' },
   },
 });
 const seconds = Number(values.seconds);
@@ -53,6 +84,11 @@ const rounds = Number(values.rounds);
 const conns = Number(values.conns);
 const threads = Number(values.threads);
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+if (values.only !== undefined && !['close', 'keepalive', 'bulk', 'flood', 'latency'].includes(values.only)) {
+  console.error(`--only is close, keepalive, bulk, flood or latency, not ${values.only}`);
+  process.exit(2);
+}
+const burnerTag = values.burner ? '-burner' : '';
 const VIP = '198.19.1.1';
 
 if (tryRun('haproxy', ['-v']) === undefined) {
@@ -73,6 +109,8 @@ if (!k || !c) throw new Error('bad plan');
 const fr = k.front.name;
 const cl = c.name;
 const servers = k.servers.map((s) => s.address);
+const serverNamespaces = k.servers.map((s) => s.name);
+const clientAddresses = [c.address, ...c.extraAddresses];
 runIn(fr, 'sysctl', ['-q', '-w', 'net.netfilter.nf_conntrack_tcp_timeout_time_wait=1', 'net.netfilter.nf_conntrack_tcp_timeout_syn_sent=5']);
 
 // ---- modes -------------------------------------------------------------
@@ -243,9 +281,16 @@ function cpuSeconds(p: number): number {
   const f = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
   return (Number(f[11]) + Number(f[12])) / 100; // utime + stime, clock ticks (USER_HZ=100)
 }
-function frontStatus(): { counters: Record<string, number>; queue: Record<string, number>; log?: Record<string, number> } {
+interface FrontStatusLite {
+  counters: Record<string, number>;
+  queue: Record<string, number>;
+  log?: Record<string, number>;
+  /** SYNs shed by reason, when the daemon reports them. */
+  shed?: Record<string, number>;
+}
+function frontStatus(): FrontStatusLite {
   const out = execFileSync('ip', ['netns', 'exec', fr, join(ROOT, 'bin/sluice'), 'ctl', '--socket', join(st.runDir, 'front.sock'), 'status'], { encoding: 'utf8' });
-  return JSON.parse(out) as { counters: Record<string, number>; queue: Record<string, number>; log?: Record<string, number> };
+  return JSON.parse(out) as FrontStatusLite;
 }
 /** Starts measuring the daemon's CPU and queue traffic; the returned function ends it. */
 function daemonProbe(): () => DaemonCost {
@@ -283,9 +328,305 @@ function perfStart(name: string): (() => Promise<void>) | undefined {
     return done.then(() => undefined);
   };
 }
+// ---- C helpers, SYN flood and connect latency ------------------------------
+/** The kernel's view of a queue (/proc/net/netfilter/nfnetlink_queue in the front namespace; per namespace). */
+interface QueueProc {
+  /** Packets waiting for a verdict now. */
+  total: number;
+  /** Not queued: the queue was full (a FAIL_OPEN queue accepts those instead, counted nowhere). */
+  dropped: number;
+  /** Not delivered: the netlink socket was full (FAIL_OPEN: accepted instead, counted nowhere). */
+  userDropped: number;
+  /** Ids handed out: packets that got past the queue-full check. */
+  idSequence: number;
+}
+function nfqProc(queue = 0): QueueProc {
+  for (const line of runIn(fr, 'cat', ['/proc/net/netfilter/nfnetlink_queue']).split('\n')) {
+    const f = line.trim().split(/\s+/).map(Number);
+    if (f[0] === queue && f.length >= 8) return { total: f[2] ?? 0, dropped: f[5] ?? 0, userDropped: f[6] ?? 0, idSequence: f[7] ?? 0 };
+  }
+  return { total: 0, dropped: 0, userDropped: 0, idSequence: 0 };
+}
+/** /proc/net/stat/synproxy of the front namespace, summed over CPUs (hex columns), or undefined without the file. */
+function synproxyStat(): Record<string, number> | undefined {
+  const text = tryRun('ip', ['netns', 'exec', fr, 'cat', '/proc/net/stat/synproxy']);
+  if (text === undefined) return undefined;
+  const [head, ...rows] = text.trim().split('\n');
+  const names = (head ?? '').trim().split(/\s+/);
+  const sum: Record<string, number> = Object.fromEntries(names.map((n) => [n, 0]));
+  for (const r of rows) r.trim().split(/\s+/).forEach((v, i) => (sum[names[i] ?? `c${i}`] = (sum[names[i] ?? `c${i}`] ?? 0) + parseInt(v, 16)));
+  return sum;
+}
+const ARRIVALS = 'sluice-bench-arrivals';
+/** Counts the flood's SYNs that reach the front node (raw PREROUTING, before conntrack and the queue): a rule with no target. */
+function arrivalsCounterInstall(): void {
+  if (!runIn(fr, 'iptables-save', ['-t', 'raw']).includes(ARRIVALS)) {
+    runIn(fr, 'iptables', ['-t', 'raw', '-I', 'PREROUTING', '-d', VIP, '-p', 'tcp', '--dport', '81', '--syn', '-m', 'comment', '--comment', ARRIVALS]);
+  }
+}
+function arrivals(): number {
+  const line = runIn(fr, 'iptables-save', ['-c', '-t', 'raw']).split('\n').find((l) => l.includes(ARRIVALS));
+  return Number(/^\[(\d+):/.exec(line ?? '')?.[1] ?? NaN);
+}
+function rssMiB(p: number): number {
+  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
+}
+/** Counters that count SYNs the daemon refused rather than decided (the lead's `shed` reasons when the status has them). */
+function shedCounts(st: { counters: Record<string, number>; shed?: Record<string, number> }): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(st.shed ?? {})) if (typeof v === 'number') out[k] = v;
+  for (const k of Object.keys(st.counters)) if (k.startsWith('shed') || ['noTarget', 'shapingRejected', 'unexpectedDropped'].includes(k)) out[k] = st.counters[k] ?? 0;
+  return out;
+}
+let synDropInstalled = false;
+/** The flood's service (port 81): its servers drop the SYNs, so no SYN-ACK goes to a spoofed address. */
+function synbenchServersDrop(): void {
+  if (synDropInstalled) return;
+  for (const s of serverNamespaces) runIn(s, 'iptables', ['-A', 'INPUT', '-p', 'tcp', '--dport', '81', '-j', 'DROP']);
+  synDropInstalled = true;
+}
+interface FloodResult {
+  offered: number;
+  offeredPerSecond: number;
+  floodSeconds: number;
+  /** Flood start until the kernel queue's count last changed after the flood (polled every ~10 ms): empty, or stuck. */
+  windowSeconds: number;
+  drainMs: number;
+  arrived: number;
+  queued: number;
+  received: number;
+  decided: number;
+  synRetransmits: number;
+  shed: Record<string, number>;
+  shedTotal: number;
+  lostQueueFull: number;
+  lostSocketFull: number;
+  /** Arrived but never queued nor counted as dropped: accepted fail-open (queue full), unsteered. */
+  passedQueueFull: number;
+  /** Queued (an id) but never received: accepted fail-open (socket full), unsteered. */
+  passedSocketFull: number;
+  /** The reader's ENOBUFS count (the kernel could not deliver to the socket). */
+  overruns: number;
+  share: { decided: number; shed: number; lostInKernel: number; passedUnsteered: number; notArrived: number };
+  decidedPerSecond: number;
+  daemonCpuSeconds: number;
+  decisionsPerCpuSecond: number;
+  queueWaitingAfter: number;
+  conntrackAfter: number;
+  rssMiBAfter: number;
+  synproxy?: Record<string, number>;
+}
+/** One flood against the synbench service (VIP:81) of the running daemon; the counters are read before and after. */
+function floodRun(secs: number, procs: number): FloodResult {
+  synbenchServersDrop();
+  arrivalsCounterInstall();
+  const bin = buildC('synflood');
+  const pid = frontPid();
+  const s0 = frontStatus();
+  const q0 = nfqProc();
+  const a0 = arrivals();
+  const sp0 = synproxyStat();
+  const cpu0 = cpuSeconds(pid);
+  const src = `${(clientAddresses[0] ?? '').replace(/\.\d+$/, '')}.128/25`;
+  const gen = JSON.parse(execFileSync(bin, ['--netns', cl, '--dst', VIP, '--dport', '81', '--src', src, '--seconds', String(secs), '--procs', String(procs)], { encoding: 'utf8' })) as { sent: number; seconds: number; rate: number };
+  // Drained: the queue holds nothing, or its count has not moved for 1 s
+  // (packets the daemon will never receive: reported as queueWaitingAfter).
+  // The window ends at the count's last change, so a stuck remainder does
+  // not stretch the wall-clock figure.
+  let q1 = nfqProc();
+  const tEnd = performance.now();
+  let tDrained = tEnd;
+  for (let tLast = tEnd; q1.total > 0 && performance.now() - tLast < 1000 && performance.now() - tEnd < 15_000; ) {
+    sleepSync(10);
+    const q = nfqProc();
+    if (q.total !== q1.total) tLast = tDrained = performance.now();
+    q1 = q;
+  }
+  const cpu = cpuSeconds(pid) - cpu0;
+  const s1 = frontStatus();
+  const a1 = arrivals();
+  const sp1 = synproxyStat();
+  const d = (o: Record<string, number> | undefined, n: Record<string, number> | undefined, key: string): number => (n?.[key] ?? 0) - (o?.[key] ?? 0);
+  const offered = gen.sent;
+  const arrived = a1 - a0;
+  const queued = q1.idSequence - q0.idSequence;
+  const received = d(s0.queue, s1.queue, 'packets');
+  const decided = d(s0.counters, s1.counters, 'decided');
+  const sh0 = shedCounts(s0);
+  const sh1 = shedCounts(s1);
+  const shed = Object.fromEntries(Object.keys(sh1).map((key) => [key, (sh1[key] ?? 0) - (sh0[key] ?? 0)]));
+  const shedTotal = Object.values(shed).reduce((x, y) => x + y, 0);
+  const lostQueueFull = q1.dropped - q0.dropped;
+  const lostSocketFull = q1.userDropped - q0.userDropped;
+  const passedSocketFull = Math.max(0, queued - received - lostSocketFull - q1.total);
+  const passedQueueFull = Math.max(0, arrived - queued - lostQueueFull);
+  const windowSeconds = gen.seconds + (tDrained - tEnd) / 1000;
+  const synproxy = sp1 && Object.fromEntries(Object.keys(sp1).map((key) => [key, d(sp0, sp1, key)]));
+  const of = (x: number): number => x / Math.max(offered, 1);
+  return {
+    offered,
+    offeredPerSecond: gen.rate,
+    floodSeconds: gen.seconds,
+    windowSeconds,
+    drainMs: tDrained - tEnd,
+    arrived,
+    queued,
+    received,
+    decided,
+    synRetransmits: d(s0.counters, s1.counters, 'synRetransmits'),
+    shed,
+    shedTotal,
+    lostQueueFull,
+    lostSocketFull,
+    passedQueueFull,
+    passedSocketFull,
+    overruns: d(s0.queue, s1.queue, 'overruns'),
+    share: { decided: of(decided), shed: of(shedTotal), lostInKernel: of(lostQueueFull + lostSocketFull), passedUnsteered: of(passedQueueFull + passedSocketFull), notArrived: of(offered - arrived) },
+    decidedPerSecond: decided / windowSeconds,
+    daemonCpuSeconds: cpu,
+    decisionsPerCpuSecond: decided / Math.max(cpu, 0.01),
+    queueWaitingAfter: q1.total,
+    conntrackAfter: Number(runIn(fr, 'conntrack', ['-C']).trim()),
+    rssMiBAfter: rssMiB(pid),
+    ...(synproxy && Object.values(synproxy).some((v) => v !== 0) ? { synproxy } : {}),
+  };
+}
+function printFlood(r: number, f: FloodResult): void {
+  const pc = (x: number): string => `${(x * 100).toFixed(1)}%`;
+  console.error(
+    `round ${r} flood: offered ${f.offered} (${f.offeredPerSecond.toFixed(0)}/s), arrived ${f.arrived}, queued ${f.queued}, received ${f.received}, decided ${f.decided} (${pc(f.share.decided)}), shed ${f.shedTotal} (${pc(f.share.shed)}) ${JSON.stringify(f.shed)}, lost in kernel ${f.lostQueueFull + f.lostSocketFull} (${pc(f.share.lostInKernel)}), passed unsteered ${f.passedQueueFull + f.passedSocketFull} (${pc(f.share.passedUnsteered)}), not arrived ${pc(f.share.notArrived)}` +
+      ` | ${f.decidedPerSecond.toFixed(0)} decisions/s wall clock (window ${f.windowSeconds.toFixed(2)} s, drained in ${f.drainMs.toFixed(0)} ms), ${f.decisionsPerCpuSecond.toFixed(0)} per daemon CPU-second; conntrack ${f.conntrackAfter}, RSS ${f.rssMiBAfter.toFixed(0)} MiB` +
+      (f.synproxy ? `, synproxy ${JSON.stringify(f.synproxy)}` : ''),
+  );
+}
+/** Adds `part` under `key` of bench/results/front-syn.json, keeping the file's other part. */
+function writeSynResults(key: 'flood' | 'latency', part: unknown): void {
+  const file = join(ROOT, 'bench/results/front-syn.json');
+  const old = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
+  mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+  writeFileSync(file, JSON.stringify({ ...old, benchmark: 'front-syn', machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, [key]: { date: new Date().toISOString(), ...(part as object) } }, null, 2) + '\n');
+  console.log(`results: bench/results/front-syn.json (${key})`);
+}
+function spread(xs: number[]): { median: number; min: number; max: number; perRound: number[] } {
+  return { median: med(xs), min: Math.min(...xs), max: Math.max(...xs), perRound: xs };
+}
+
+if (values.only === 'flood') {
+  const procs = Number(values['flood-procs']);
+  const floods: FloodResult[] = [];
+  for (let r = 0; r < rounds; r++) {
+    await sluice.start();
+    // The same warm-up as the other runs: the decision path compiled before the flood.
+    await wrk(['-t1', '-c8', '-d2s', '-H', 'Connection: close', `http://${VIP}/`]);
+    const f = floodRun(seconds, procs);
+    floods.push(f);
+    printFlood(r + 1, f);
+    await sluice.stop();
+    sleepSync(1500);
+  }
+  const pick = (g: (f: FloodResult) => number): ReturnType<typeof spread> => spread(floods.map(g));
+  const summary = {
+    offeredPerSecond: pick((f) => f.offeredPerSecond),
+    decidedPerSecond: pick((f) => f.decidedPerSecond),
+    decisionsPerCpuSecond: pick((f) => f.decisionsPerCpuSecond),
+    shareDecided: pick((f) => f.share.decided),
+    shareShed: pick((f) => f.share.shed),
+    shareLostInKernel: pick((f) => f.share.lostInKernel),
+    sharePassedUnsteered: pick((f) => f.share.passedUnsteered),
+    shareNotArrived: pick((f) => f.share.notArrived),
+  };
+  console.log(`\nSYN flood against sluice front, ${rounds} round(s) of ${seconds} s, ${procs} sender process(es); median (min-max) of rounds`);
+  for (const [name, v] of Object.entries(summary)) {
+    const pct = name.startsWith('share');
+    const fmt = (x: number): string => (pct ? `${(x * 100).toFixed(1)}%` : x.toFixed(0));
+    console.log(`${name.padEnd(24)} ${fmt(v.median).padStart(9)}  (${fmt(v.min)}-${fmt(v.max)})`);
+  }
+  writeSynResults('flood', { settings: { seconds, rounds, senderProcesses: procs, generator: 'scripts/bench/synflood.c (raw socket, sendmmsg 256)', target: `${VIP}:81, servers drop the SYNs`, frontNamespace: 'conntrack time_wait 1 s, syn_sent 5 s' }, summary, rounds: floods });
+  process.exit(0);
+}
+
+interface ConnLat {
+  count: number;
+  ok: number;
+  errors: number;
+  rate: number;
+  maxLagUs: number;
+  connectUs: { n: number; p50: number; p90: number; p99: number; max: number };
+  ttfbUs: { n: number; p50: number; p90: number; p99: number; max: number };
+}
+function connlat(rate: number, secs: number): Promise<ConnLat> {
+  const bin = buildC('connlat');
+  return new Promise((resolve, reject) => {
+    const child = spawn(bin, ['--netns', cl, '--dst', VIP, '--port', '80', '--rate', String(Math.round(rate)), '--seconds', String(secs), '--count', String(Math.ceil(rate * secs)), '--src', clientAddresses.join(',')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.on('close', (code) => {
+      if (code !== 0) reject(new Error(`connlat exited ${String(code)}: ${out}`));
+      else resolve(JSON.parse(out) as ConnLat);
+    });
+  });
+}
+if (values.only === 'latency') {
+  if (modes[0]?.name !== 'dnat') throw new Error('--only latency needs dnat among the modes (its peak sets the rate)');
+  const lat: { mode: string; round: number; rate: number; dnatPeak: number; result: ConnLat }[] = [];
+  for (let r = 0; r < rounds; r++) {
+    let dnatPeak = NaN;
+    for (const m of modes) {
+      await m.start();
+      await wrk(['-t1', '-c8', '-d2s', '-H', 'Connection: close', `http://${VIP}/`]);
+      if (m.name === 'dnat') {
+        dnatPeak = (await wrk([...workloads.close])).rps;
+        sleepSync(1500); // TIME_WAIT (1 s here) drains before the paced run
+      }
+      const res = await connlat(dnatPeak / 2, seconds);
+      lat.push({ mode: m.name, round: r + 1, rate: dnatPeak / 2, dnatPeak, result: res });
+      console.error(
+        `round ${r + 1} ${m.name.padEnd(8)} at ${(dnatPeak / 2).toFixed(0)}/s (DNAT peak ${dnatPeak.toFixed(0)}): ${res.ok}/${res.count} ok, ${res.errors} errors, client lag max ${res.maxLagUs.toFixed(0)} µs | connect p50 ${res.connectUs.p50.toFixed(1)} p99 ${res.connectUs.p99.toFixed(1)} µs, first byte p50 ${res.ttfbUs.p50.toFixed(1)} p99 ${res.ttfbUs.p99.toFixed(1)} µs`,
+      );
+      await m.stop();
+      sleepSync(1500);
+    }
+  }
+  const of = (mode: string, r: number): ConnLat | undefined => lat.find((x) => x.mode === mode && x.round === r)?.result;
+  const summary: Record<string, unknown> = {};
+  console.log(`\nconnect latency at half of DNAT's peak new connections/s, ${rounds} round(s) of ${seconds} s; µs, median (min-max) of per-round values; added = mode - DNAT of the same round`);
+  console.log('mode       connect p50   connect p99   first byte p50   first byte p99   added connect p50 / p99      added first byte p50 / p99');
+  for (const m of modes) {
+    const rs = Array.from({ length: rounds }, (_, r) => r + 1);
+    const field = (g: (x: ConnLat) => number): number[] => rs.map((r) => { const x = of(m.name, r); return x ? g(x) : NaN; });
+    const added = (g: (x: ConnLat) => number): number[] => rs.map((r) => { const x = of(m.name, r); const d = of('dnat', r); return x && d ? g(x) - g(d) : NaN; });
+    const e = {
+      connectP50: spread(field((x) => x.connectUs.p50)),
+      connectP99: spread(field((x) => x.connectUs.p99)),
+      ttfbP50: spread(field((x) => x.ttfbUs.p50)),
+      ttfbP99: spread(field((x) => x.ttfbUs.p99)),
+      ...(m.name !== 'dnat' ? { addedConnectP50: spread(added((x) => x.connectUs.p50)), addedConnectP99: spread(added((x) => x.connectUs.p99)), addedTtfbP50: spread(added((x) => x.ttfbUs.p50)), addedTtfbP99: spread(added((x) => x.ttfbUs.p99)) } : {}),
+    };
+    summary[m.name] = e;
+    const f1 = (v: { median: number }): string => v.median.toFixed(1).padStart(9);
+    const f2 = (v: { median: number; min: number; max: number } | undefined): string => (v ? `${v.median.toFixed(1)} (${v.min.toFixed(1)}..${v.max.toFixed(1)})` : '-');
+    console.log(`${m.name.padEnd(8)} ${f1(e.connectP50)}     ${f1(e.connectP99)}     ${f1(e.ttfbP50)}        ${f1(e.ttfbP99)}        ${f2(e.addedConnectP50)} / ${f2(e.addedConnectP99)}   ${f2(e.addedTtfbP50)} / ${f2(e.addedTtfbP99)}`);
+  }
+  writeSynResults('latency', { settings: { seconds, rounds, client: 'scripts/bench/connlat.c (paced, non-blocking connect, CLOCK_MONOTONIC)', rate: 'half of the same round\'s DNAT close-workload peak', peakWorkload: workloads.close }, summary, samples: lat });
+  process.exit(0);
+}
+
+/** `--burner`: a busy loop pinned to core 1 (one core's worth of contention); the returned function kills it. */
+function startBurner(): (() => Promise<void>) | undefined {
+  if (!values.burner) return undefined;
+  const b = spawn('taskset', ['-c', '1', process.execPath, '-e', 'for(;;){}'], { stdio: 'ignore' });
+  return () => {
+    if (b.exitCode !== null) return Promise.resolve();
+    const done = new Promise((r) => b.once('exit', r));
+    b.kill('SIGKILL');
+    return done.then(() => undefined);
+  };
+}
+
 for (let r = 0; r < rounds; r++) {
   for (const m of modes) {
     await m.start();
+    const burnerStop = startBurner();
     // Warm-up, the same for every mode: the new-connection path (a fresh
     // daemon's JavaScript is not yet compiled by the optimising tiers, and
     // its first seconds pay for that in every later measurement), then the
@@ -307,6 +648,7 @@ for (let r = 0; r < rounds; r++) {
           (cost ? ` | daemon ${(cost.cpuShare * 100).toFixed(1)}% CPU, ${cost.packetsPerBatch.toFixed(2)} pkt/batch, ${cost.packets} packets, ${cost.logRecords} logged (${cost.logRecordsPerDatagram.toFixed(1)}/datagram), ${cost.synRetransmits} SYN retransmits` : ''),
       );
     }
+    await burnerStop?.();
     await m.stop();
     sleepSync(1500); // TIME_WAIT (1 s here) drains between modes
   }
@@ -320,7 +662,7 @@ if (values.only !== undefined) {
   const f = w === 'bulk' ? 'mbps' : 'rps';
   const ofRound = (mode: string, r: number): number => samples.find((x) => x.mode === mode && x.round === r)?.[f] ?? NaN;
   const only: Record<string, { median: number; perRound: number[]; ratioPerRound?: number[]; ratioMedian?: number; ratioMin?: number; ratioMax?: number }> = {};
-  console.log(`${w}: ${f === 'rps' ? 'req/s' : 'MB/s'}, median of ${rounds} rounds; ratio = each round's run / that round's DNAT run`);
+  console.log(`${w}${values.burner ? ' (CPU burner on core 1)' : ''}: ${f === 'rps' ? 'req/s' : 'MB/s'}, median of ${rounds} rounds; ratio = each round's run / that round's DNAT run`);
   for (const m of modes) {
     const perRound = Array.from({ length: rounds }, (_, r) => ofRound(m.name, r + 1));
     const entry: (typeof only)[string] = { median: med(perRound), perRound };
@@ -334,59 +676,26 @@ if (values.only !== undefined) {
     }
   }
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-  const file = `bench/results/front-${w}.json`;
-  const out = { benchmark: 'front', workload: w, date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { seconds, rounds, conns, threads, wrk: workloads[w], frontNamespace: 'conntrack time_wait 1 s' }, modes: only, samples };
+  const file = `bench/results/front-${w}${burnerTag}.json`;
+  const out = { benchmark: 'front', workload: w, date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { seconds, rounds, conns, threads, wrk: workloads[w], frontNamespace: 'conntrack time_wait 1 s', burner: values.burner ? 'taskset -c 1 node -e for(;;){} through each mode\'s runs' : 'none' }, modes: only, samples };
   writeFileSync(join(ROOT, file), JSON.stringify(out, null, 2) + '\n');
   console.log(`results: ${file}`);
   process.exit(0);
 }
 // ---- SYN decisions ---------------------------------------------------------
-for (const s of k.servers) runIn(s.name, 'iptables', ['-A', 'INPUT', '-p', 'tcp', '--dport', '81', '-j', 'DROP']);
 await sluice.start();
-const pid = frontPid();
-const floodSeconds = Math.min(seconds, 3);
-const flood = `
-import socket, struct, sys, time
-def csum(b):
-    if len(b) % 2: b += b'\\0'
-    s = sum(struct.unpack('!%dH' % (len(b) // 2), b))
-    while s > 0xffff: s = (s & 0xffff) + (s >> 16)
-    return ~s & 0xffff
-vip = socket.inet_aton(sys.argv[1]); srcs = [socket.inet_aton(a) for a in sys.argv[3:]]
-pkts = []
-for port in range(1024, 1024 + 60000, 1):
-    for src in srcs:
-        tcp = struct.pack('!HHIIBBHHH', port, 81, 1, 0, 0x50, 0x02, 64240, 0, 0)
-        c = csum(src + vip + struct.pack('!BBH', 0, 6, 20) + tcp)
-        tcp = tcp[:16] + struct.pack('!H', c) + tcp[18:]
-        ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 40, 0, 0, 64, 6, 0, src, vip)
-        pkts.append(ip + tcp)
-s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-dst = (sys.argv[1], 0); n = 0; end = time.time() + float(sys.argv[2]); t0 = time.time()
-while time.time() < end and n < len(pkts):
-    for p in pkts[n:n + 1000]: s.sendto(p, dst)
-    n += 1000
-print(n, time.time() - t0)
-`;
-const before = frontStatus().counters;
-const cpu0 = cpuSeconds(pid);
-const t0 = performance.now();
-const floodOut = runIn(cl, 'python3', ['-c', flood, VIP, String(floodSeconds), c.address, ...c.extraAddresses]).trim().split(' ');
-sleepSync(300); // let the queue drain
-const elapsed = (performance.now() - t0) / 1000;
-const cpu = cpuSeconds(pid) - cpu0;
-const after = frontStatus().counters;
-const decided = (after['decided'] ?? 0) - (before['decided'] ?? 0);
-const sent = Number(floodOut[0]);
-const sendSeconds = Number(floodOut[1]);
+const flood = floodRun(Math.min(seconds, 3), Number(values['flood-procs']));
+printFlood(1, flood);
 await sluice.stop();
+// The earlier fields (python generator) kept, the flood's full account beside them.
 const synBench = {
-  synsSent: sent,
-  offeredPerSecond: sent / sendSeconds,
-  decided,
-  decidedPerSecond: decided / elapsed,
-  daemonCpuSeconds: cpu,
-  decisionsPerCpuSecond: decided / Math.max(cpu, 0.01),
+  synsSent: flood.offered,
+  offeredPerSecond: flood.offeredPerSecond,
+  decided: flood.decided,
+  decidedPerSecond: flood.decidedPerSecond,
+  daemonCpuSeconds: flood.daemonCpuSeconds,
+  decisionsPerCpuSecond: flood.decisionsPerCpuSecond,
+  flood,
 };
 
 // ---- RSS with 1M records -------------------------------------------------------
@@ -424,7 +733,7 @@ for (const w of Object.keys(workloads) as Workload[]) {
     `${label[w].padEnd(19)} ${(s['dnat'] ?? 0).toFixed(0).padStart(8)} ${(s['haproxy'] ?? 0).toFixed(0).padStart(10)} ${(s['sluice'] ?? 0).toFixed(0).padStart(9)} ${(s['haproxyRatio'] ?? 0).toFixed(2).padStart(13)} ${(s['sluiceRatio'] ?? 0).toFixed(2).padStart(12)}  (${(s['haproxyRatioPerRound'] ?? 0).toFixed(2)}, ${(s['sluiceRatioPerRound'] ?? 0).toFixed(2)})  ${target[w]}`,
   );
 }
-console.log(`SYN decisions: ${synBench.decided} of ${synBench.synsSent} flood SYNs (offered ${synBench.offeredPerSecond.toFixed(0)}/s), ${synBench.decidedPerSecond.toFixed(0)}/s, ${synBench.decisionsPerCpuSecond.toFixed(0)} per daemon CPU-second (target >= 100000)`);
+console.log(`SYN decisions: ${synBench.decided} of ${synBench.synsSent} flood SYNs (offered ${synBench.offeredPerSecond.toFixed(0)}/s; ${(flood.share.decided * 100).toFixed(1)}% decided, ${(flood.share.shed * 100).toFixed(1)}% shed, ${(flood.share.lostInKernel * 100).toFixed(1)}% lost in the kernel queue, ${(flood.share.passedUnsteered * 100).toFixed(1)}% passed unsteered), sustained ${synBench.decidedPerSecond.toFixed(0)}/s on the wall clock (target >= 100000); projection ${synBench.decisionsPerCpuSecond.toFixed(0)} per daemon CPU-second`);
 console.log(`RSS with ${rss['records']} records: ${(rss['rssMiB'] ?? 0).toFixed(0)} MiB (target <= 300); in-process decide ${(rss['decideNsPerSyn'] ?? 0).toFixed(0)} ns/SYN`);
 console.log(`wrk errors: ${samples.reduce((s, x) => s + x.errors, 0)}`);
 
@@ -432,12 +741,12 @@ const result = {
   benchmark: 'front',
   date: new Date().toISOString(),
   machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version },
-  settings: { seconds, rounds, conns, threads, wrk: workloads, frontNamespace: 'conntrack time_wait 1 s' },
+  settings: { seconds, rounds, conns, threads, wrk: workloads, frontNamespace: 'conntrack time_wait 1 s', burner: values.burner ? 'taskset -c 1 node -e for(;;){} through each mode\'s runs' : 'none' },
   summary,
   synBench,
   rss,
   samples,
 };
 mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-writeFileSync(join(ROOT, 'bench/results/front.json'), JSON.stringify(result, null, 2) + '\n');
-console.log('results: bench/results/front.json');
+writeFileSync(join(ROOT, `bench/results/front${burnerTag}.json`), JSON.stringify(result, null, 2) + '\n');
+console.log(`results: bench/results/front${burnerTag}.json`);
