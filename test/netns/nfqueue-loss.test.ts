@@ -21,6 +21,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import { NFQUEUE_PROC, parseKernelQueue, type KernelQueueStats } from '../../src/metrics/kernel_queue.ts';
 import { NsProcess, nsRun, nsRunAsync, testPrefix } from '../helpers/testbed.ts';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/nfq-program.ts', import.meta.url));
@@ -38,26 +39,17 @@ for i in range(int(sys.argv[1])):
         pass
 `;
 
-interface ProcLine {
-  total: number;
-  dropped: number;
-  userDropped: number;
-  idSequence: number;
-}
+type ProcLine = KernelQueueStats;
 
 function procLine(ns: string): ProcLine | undefined {
-  for (const line of nsRun(ns, 'cat', ['/proc/net/netfilter/nfnetlink_queue']).split('\n')) {
-    const f = line.trim().split(/\s+/).map(Number);
-    if (f.length >= 8 && f[0] === QUEUE) return { total: f[2] ?? NaN, dropped: f[5] ?? NaN, userDropped: f[6] ?? NaN, idSequence: f[7] ?? NaN };
-  }
-  return undefined;
+  return parseKernelQueue(nsRun(ns, 'cat', [NFQUEUE_PROC]), QUEUE);
 }
 
 /** Polls /proc until the queue holds no packet, for up to `ms`: the last reading. */
 async function settled(ns: string, ms: number): Promise<ProcLine | undefined> {
   const until = Date.now() + ms;
   let line = procLine(ns);
-  while (line !== undefined && line.total > 0 && Date.now() < until) {
+  while (line !== undefined && line.waiting > 0 && Date.now() < until) {
     await new Promise((r) => setTimeout(r, 20));
     line = procLine(ns);
   }
@@ -103,7 +95,7 @@ describe('NFQUEUE packets lost before the program reads them', () => {
 
       const line = await settled(ns, 1000);
       assert.ok(line, 'queue not listed');
-      assert.equal(line.total, 0, `packets still waiting in the kernel's queue: ${JSON.stringify(line)}`);
+      assert.equal(line.waiting, 0, `packets still waiting in the kernel's queue: ${JSON.stringify(line)}`);
       const s = await p.request('stats');
       const packets = Number(s['packets']);
       const lost = Number(s['lost']);
@@ -114,7 +106,7 @@ describe('NFQUEUE packets lost before the program reads them', () => {
       assert.equal(packets + lost, line.idSequence, detail);
       assert.equal(s['verdicts'], packets, detail);
       assert.ok(Number(s['idGaps']) <= lost, detail);
-      assert.equal(line.dropped, 0, detail); // queue_maxlen never reached
+      assert.equal(line.queueDropped, 0, detail); // queue_maxlen never reached
       // FAIL_OPEN accepts what it cannot deliver, uncounted by the kernel; otherwise the kernel drops and counts it.
       assert.equal(line.userDropped, failOpen ? 0 : lost, detail);
 
@@ -123,7 +115,7 @@ describe('NFQUEUE packets lost before the program reads them', () => {
       const after = await settled(ns, 1000);
       const s2 = await p.request('stats');
       const detail2 = JSON.stringify({ after, stats: s2 });
-      assert.ok(after && after.total === 0, detail2);
+      assert.ok(after && after.waiting === 0, detail2);
       assert.equal(after.idSequence, BURST + 20, detail2);
       assert.ok(Number(s2['packets']) > packets, detail2);
       assert.equal(Number(s2['packets']) + Number(s2['lost']), after.idSequence, detail2);

@@ -98,8 +98,8 @@ describe('metric helpers', () => {
 
   it('the kernel queue line parser reads queue length and drops of our queue only', () => {
     const text = '    0  12345     3 2   128     7     2     9001  1\n    5  999   0 2 65535 0 0 1 1\n';
-    assert.deepEqual(parseKernelQueue(text, 0), { waiting: 3, queueDropped: 7, userDropped: 2 });
-    assert.deepEqual(parseKernelQueue(text, 5), { waiting: 0, queueDropped: 0, userDropped: 0 });
+    assert.deepEqual(parseKernelQueue(text, 0), { waiting: 3, queueDropped: 7, userDropped: 2, idSequence: 9001 });
+    assert.deepEqual(parseKernelQueue(text, 5), { waiting: 0, queueDropped: 0, userDropped: 0, idSequence: 1 });
     assert.equal(parseKernelQueue(text, 1), undefined);
     assert.equal(parseKernelQueue('garbage\n', 0), undefined);
   });
@@ -133,7 +133,7 @@ describe('front metrics from the engine and table counters', () => {
     table,
     queueStats: () => queue,
     logStats: () => log,
-    kernelQueue: () => ({ waiting: 4, queueDropped: 0, userDropped: 3 }),
+    kernelQueue: () => ({ waiting: 4, queueDropped: 0, userDropped: 3, idSequence: 60 }),
     adminCounts: () => ({ handled: 2, rejected: 1 }),
     rulesHealth: () => ({ checks: 40, repaired: 2, repairFailures: 1, checkFailures: 3, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }),
     vipGuardCount: () => guard,
