@@ -27,7 +27,8 @@ enum {
 #define PF_TRUNCATED     (1u << 4) /* payload cut at copy_range */
 #define PF_HAS_MARK      (1u << 5)
 
-enum { S_KERNEL_ERRORS = NS_COUNT, S_VERDICTS, S_SEND_ERRORS, STATS_WORDS }; /* after the reader's (NS_*) */
+/* after the reader's (NS_*). S_ID_GAPS: packet ids skipped (see next_id). */
+enum { S_KERNEL_ERRORS = NS_COUNT, S_VERDICTS, S_SEND_ERRORS, S_ID_GAPS, STATS_WORDS };
 
 /* Flags accepted in open(); same values as the kernel's NFQA_CFG_F_*. */
 #define OPEN_FLAG_MASK (NFQA_CFG_F_FAIL_OPEN | NFQA_CFG_F_CONNTRACK | NFQA_CFG_F_GSO)
@@ -42,6 +43,14 @@ typedef struct {
   nl_reader r; /* first: the reader frees the handle through it */
   uint8_t *tx; /* verdict messages, encoded by JavaScript */
   size_t tx_size;
+  /* The id the kernel gives the next packet of our queue. The kernel numbers
+   * a queue instance's packets 1, 2, 3... (id_sequence, from 0 when our bind
+   * creates the instance) and sends each message under the queue's lock
+   * right after numbering it, so messages arrive in id order; an id above
+   * next_id means the ones between were numbered and never reached us
+   * (their message did not fit the socket: the kernel accepted them with
+   * FAIL_OPEN, or dropped them, and did not queue them). */
+  uint32_t next_id;
 } sq_queue;
 
 static int ct_attr_cb(const struct nlattr *attr, void *data) {
@@ -61,6 +70,10 @@ static int decode_packet(nl_reader *r, const struct nlmsghdr *nlh, uint32_t *m) 
   const struct nfqnl_msg_packet_hdr *ph = mnl_attr_get_payload(attr[NFQA_PACKET_HDR]);
   uint32_t flags = 0;
   m[M_ID] = ntohl(ph->packet_id);
+  sq_queue *q = (sq_queue *)r;
+  uint32_t skipped = m[M_ID] - q->next_id; /* wraps like the kernel's u32 */
+  if (skipped != 0 && skipped < 0x80000000u) r->stats[S_ID_GAPS] += skipped;
+  q->next_id = m[M_ID] + 1;
   m[M_HOOK] = ph->hook;
   m[M_HWPROTO] = ntohs(ph->hw_protocol);
   m[M_MARK] = 0;
@@ -164,6 +177,7 @@ static napi_value sq_open(napi_env env, napi_callback_info info) {
   if (!q) return NULL;
   q->tx = tx;
   q->tx_size = tx_len;
+  q->next_id = 1;
   int fd = mnl_socket_get_fd(q->r.nl);
   int sndbuf = SNDBUF;
   if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) < 0)
@@ -203,6 +217,7 @@ static napi_value init(napi_env env, napi_value exports) {
     { "close", NULL, nl_reader_close_js, NULL, NULL, NULL, napi_default, (void *)&nfq_binding },
     { "ref", NULL, nl_reader_ref_js, NULL, NULL, NULL, napi_default, (void *)&nfq_binding },
     { "liveness", NULL, nl_reader_liveness_js, NULL, NULL, NULL, napi_default, (void *)&nfq_binding },
+    { "socketDrops", NULL, nl_reader_socket_drops_js, NULL, NULL, NULL, napi_default, (void *)&nfq_binding },
     { "notify", NULL, sq_sd_notify, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);

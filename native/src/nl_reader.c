@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <linux/netfilter/nfnetlink.h>
 #include "nl_reader.h"
 
@@ -59,11 +60,29 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
   const nl_binding *b = r->binding;
   if (r->closing) return;
   r->wakeups += 1;
+  int fd = mnl_socket_get_fd(r->nl);
+  if (status == UV_EBADF) {
+    /* libuv reports EPOLLERR as UV_EBADF and has already stopped the poll
+     * for good. A netlink socket signals EPOLLERR when the kernel could not
+     * queue a message (sk_err = ENOBUFS: an overrun) and we did not read
+     * before the loop polled again (a busy event loop). That is no socket
+     * failure: reading SO_ERROR clears it, and polling resumes. Not resuming
+     * (as before) left NFQUEUE bound to a socket nobody read: every packet
+     * that still fitted its buffer waited in the kernel for good (issue 22). */
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+    if (err == 0 || err == ENOBUFS) {
+      if (err == ENOBUFS) r->stats[NS_OVERRUNS] += 1;
+      status = uv_poll_start(&r->poll, UV_READABLE, on_readable);
+    } else {
+      status = -err;
+    }
+  }
   if (status < 0) {
     report_async_error(r, -status, "uv_poll");
     return;
   }
-  int fd = mnl_socket_get_fd(r->nl);
   size_t off = 0;
   uint32_t n = 0;
   while (!r->closing && n < r->max_batch && r->rx_size - off >= r->rx_need) {
@@ -294,5 +313,27 @@ napi_value nl_reader_liveness_js(napi_env env, napi_callback_info info) {
   set_number(env, out, "wakeups", r->wakeups);
   napi_get_boolean(env, readable, &v);
   napi_set_named_property(env, out, "readable", v);
+  return out;
+}
+
+/* socketDrops(handle) -> number: messages the kernel could not queue on our
+ * socket since it was opened (sk_drops, SO_MEMINFO; netlink_overrun counts
+ * each one). Exact and immediate, also for an overrun that no later message
+ * reveals; a syscall, so read at stats time, never per packet. -1 if the
+ * kernel does not tell (SO_MEMINFO: Linux 4.12) or the handle is closing. */
+napi_value nl_reader_socket_drops_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value a[1], out;
+  nl_reader *r;
+  const nl_binding *b = nl_reader_args(env, info, &argc, a, &r);
+  NL_ASSERT(env, b, argc == 1 && r != NULL, "socketDrops(handle)");
+  double drops = -1;
+  if (!r->closing) {
+    uint32_t mem[SK_MEMINFO_VARS];
+    socklen_t len = sizeof mem;
+    if (getsockopt(mnl_socket_get_fd(r->nl), SOL_SOCKET, SO_MEMINFO, mem, &len) == 0 && len > SK_MEMINFO_DROPS * sizeof mem[0])
+      drops = mem[SK_MEMINFO_DROPS];
+  }
+  napi_create_double(env, drops, &out);
   return out;
 }

@@ -90,4 +90,6 @@ const nl_binding *nl_reader_args(napi_env env, napi_callback_info info, size_t *
 napi_value nl_reader_close_js(napi_env env, napi_callback_info info);
 napi_value nl_reader_ref_js(napi_env env, napi_callback_info info);
 napi_value nl_reader_liveness_js(napi_env env, napi_callback_info info);
+/* socketDrops(handle): the socket's sk_drops (SO_MEMINFO), -1 if unknown. */
+napi_value nl_reader_socket_drops_js(napi_env env, napi_callback_info info);
 #endif

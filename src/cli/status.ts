@@ -92,6 +92,9 @@ export function renderFrontStatus(s: FrontStatus): string {
     if (o.error !== null) out.push(`  STATE FILE REFUSED: ${o.error}`);
     for (const st of o.lastStale) out.push(`  stale at the last load: ${st.service}/${st.server} ${st.kind}${st.field ? ` ${st.field}` : ''}: ${st.reason}`);
   }
+  // Older daemons send no lost count.
+  const q = s.queue;
+  if (q && typeof q.lost === 'number') out.push(`queue: received ${q.packets}, verdicts ${q.verdicts}, lost ${q.lost} (never received: the socket buffer was full; accepted unsteered), overruns ${q.overruns}`);
   if (r) out.push(`rules: checked ${r.checks}, reinstalled ${r.repaired}${r.lastRepair ? ` (last ${r.lastRepair})` : ''}, reinstall failures ${r.repairFailures}, check failures ${r.checkFailures}${r.failingRepairs > 0 ? `, FAILING ${r.failingRepairs} in a row` : ''}`);
   const hs = s.health;
   if (hs) {

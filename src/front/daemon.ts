@@ -61,6 +61,7 @@ import { registerFrontMetrics, type FrontMetricsSource } from './metrics.ts';
 import { readKernelQueue, type KernelQueueStats } from '../metrics/kernel_queue.ts';
 import { NfLog, type LogStats } from '../nflog/log.ts';
 import { NfQueue, type QueueStats } from '../nfqueue/queue.ts';
+import { QueueLossLog } from '../nfqueue/loss-log.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import { IpProtocol, parseStatusName } from '../packet/ipv4.ts';
 import { frontConfigSchema, frontNodeName, type FrontConfig } from './config.ts';
@@ -138,6 +139,7 @@ export class FrontDaemon implements FrontMetricsSource {
   #control: FrontControl | undefined;
   #ops: OpsServer | undefined;
   #timers: ReturnType<typeof setInterval>[] = [];
+  readonly #lossLog = new QueueLossLog(this.log);
   #schedulers: TimerScheduler[] = [];
   #shapingLayout = '';
   #stopping = false;
@@ -474,6 +476,8 @@ export class FrontDaemon implements FrontMetricsSource {
       }, SCHEDULE_TICK_MS),
       setInterval(() => {
         this.#sampleRates(performance.now());
+        const qs = this.#queue?.stats();
+        this.#lossLog.poll(this.config.queue, qs?.lost, qs?.overruns ?? 0, performance.now());
       }, 1000),
       setInterval(() => this.engine.shaper?.sweep(performance.now(), 10_000), this.config.shaping.sweepMs),
       setInterval(() => void this.#reconcile(), this.config.connections.reconcileSeconds * 1000),

@@ -200,6 +200,7 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   counterOf(registry, 'sluice_front_queue_batches_total', 'Batches received from the NFQUEUE.', () => q()?.batches ?? 0);
   counterOf(registry, 'sluice_front_queue_verdicts_total', 'Verdicts sent to the kernel.', () => q()?.verdicts ?? 0);
   gaugeOf(registry, 'sluice_front_queue_max_batch', 'Largest batch seen.', () => q()?.maxBatch ?? 0);
+  counterOf(registry, 'sluice_front_queue_lost_packets_total', 'Packets the kernel numbered for our queue that never reached us (the socket buffer was full): not queued by the kernel, accepted unsteered (fail-open); they owe no verdict.', () => q()?.lost ?? 0);
   counterFrom(registry, 'sluice_front_queue_errors_total', 'NFQUEUE errors by kind (overruns: the socket buffer overflowed and packets were lost to us).', ['kind'], () => {
     const s = q();
     if (!s) return [];

@@ -17,6 +17,12 @@ export interface KernelQueueStats {
   readonly queueDropped: number;
   /** Dropped because they could not be sent to our socket. */
   readonly userDropped: number;
+  /**
+   * The last packet id the kernel gave (ids run 1, 2, ... from the bind):
+   * every packet numbered was received by the daemon or lost to its socket
+   * (QueueStats.lost), so idSequence = packets + lost once the socket is read.
+   */
+  readonly idSequence: number;
 }
 
 export const NFQUEUE_PROC = '/proc/net/netfilter/nfnetlink_queue';
@@ -28,8 +34,9 @@ export function parseKernelQueue(text: string, queue: number): KernelQueueStats 
     const waiting = Number(f[2]);
     const queueDropped = Number(f[5]);
     const userDropped = Number(f[6]);
-    if (![waiting, queueDropped, userDropped].every(Number.isFinite)) return undefined;
-    return { waiting, queueDropped, userDropped };
+    const idSequence = Number(f[7]);
+    if (![waiting, queueDropped, userDropped, idSequence].every(Number.isFinite)) return undefined;
+    return { waiting, queueDropped, userDropped, idSequence };
   }
   return undefined;
 }

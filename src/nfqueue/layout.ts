@@ -73,8 +73,10 @@ export const Stat = {
   KernelErrors: READER_STATS_WORDS,
   Verdicts: READER_STATS_WORDS + 1,
   SendErrors: READER_STATS_WORDS + 2,
+  /** Packet ids skipped: numbered by the kernel, never received (nfq.c next_id). */
+  IdGaps: READER_STATS_WORDS + 3,
 } as const;
-export const STATS_WORDS = 13;
+export const STATS_WORDS = 14;
 
 /** Kernel NFQA_CFG_F_* flags passed to open(). */
 export const OpenFlag = { FailOpen: 1 << 0, Conntrack: 1 << 1, Gso: 1 << 2 } as const;

@@ -26,6 +26,8 @@ export interface NativeNfq {
   ref(handle: NativeHandle, on: boolean): void;
   /** State of the packet loop, for the systemd watchdog (src/systemd/queue-liveness.ts). */
   liveness(handle: NativeHandle): NativeLiveness;
+  /** Messages the kernel could not queue on the socket (sk_drops via SO_MEMINFO); -1 if unknown. A syscall: not for the hot path. */
+  socketDrops(handle: NativeHandle): number;
   /** One datagram to $NOTIFY_SOCKET (native/src/sd_notify.c); throws ERR_SD_NOTIFY. */
   notify(socketPath: string, message: string): void;
   readonly META_WORDS: number;

@@ -64,9 +64,20 @@ export interface QueueOptions {
   readonly onError: (err: SluiceError | Error) => void;
 }
 
-/** Counters kept by the C side (see layout.ts Stat). */
+/** Counters kept by the C side (see layout.ts Stat), and `lost`. */
 export interface QueueStats {
   packets: number;
+  /**
+   * Packets the kernel numbered for this queue that never reached us: their
+   * message did not fit the socket's receive buffer. The kernel did not queue
+   * them (FAIL_OPEN accepted them, unsteered; otherwise the kernel dropped
+   * them and counts them in /proc's queue_user_dropped), so no verdict is
+   * owed for them. The socket's own count (sk_drops), read now: it includes
+   * an overrun at the end of a burst that no later packet has revealed yet.
+   */
+  lost: number;
+  /** The same packets seen as skipped ids (a gap shows when the next packet arrives): idGaps <= lost. */
+  idGaps: number;
   batches: number;
   maxBatch: number;
   verdicts: number;
@@ -80,13 +91,14 @@ export interface QueueStats {
   callbackErrors: number;
 }
 
-const QUEUE_BINDING: ReaderBinding<keyof QueueStats> = {
+const QUEUE_BINDING: ReaderBinding<Exclude<keyof QueueStats, 'lost'>> = {
   statsWords: STATS_WORDS,
   stats: {
     packets: Stat.Packets,
     batches: Stat.Batches,
     maxBatch: Stat.MaxBatch,
     verdicts: Stat.Verdicts,
+    idGaps: Stat.IdGaps,
     sendErrors: Stat.SendErrors,
     kernelErrors: Stat.KernelErrors,
     overruns: Stat.Overruns,
@@ -185,7 +197,7 @@ function checkVerdict(v: unknown): VerdictCode {
 export class NfQueue {
   readonly queue: number;
   readonly #native: NativeNfq;
-  readonly #core: ReaderCore<keyof QueueStats>;
+  readonly #core: ReaderCore<Exclude<keyof QueueStats, 'lost'>>;
   readonly #batch: PacketBatch;
   readonly #staged: Uint32Array;
   readonly #maxStaged: number;
@@ -206,6 +218,8 @@ export class NfQueue {
   #txUsed = 0;
   #inBatch = false;
   #flushScheduled = false;
+  /** The socket's sk_drops when last read (kept after close, which frees the socket). */
+  #socketDrops = -1;
 
   private constructor(opts: QueueOptions, native: NativeNfq) {
     this.queue = checkInt('queue', opts.queue, 0, 0xffff);
@@ -390,9 +404,16 @@ export class NfQueue {
     return this.#core.closed;
   }
 
-  /** Snapshot of the native counters. */
+  /** Snapshot of the native counters (one getsockopt for `lost`: not for the hot path). */
   stats(): QueueStats {
-    return this.#core.stats();
+    const { packets, ...rest } = this.#core.stats();
+    this.#readDrops();
+    // Both count the same packets; ids alone where the kernel does not tell sk_drops.
+    return { packets, lost: Math.max(this.#socketDrops, rest.idGaps), ...rest };
+  }
+
+  #readDrops(): void {
+    if (!this.#core.closed) this.#socketDrops = Math.max(this.#socketDrops, this.#native.socketDrops(this.#core.handle));
   }
 
   /**
@@ -402,6 +423,7 @@ export class NfQueue {
   close(): void {
     if (this.#core.closed) return;
     if (this.#count > 0 && !this.#inBatch) this.flush();
+    this.#readDrops();
     this.#core.close();
   }
 }

@@ -98,8 +98,8 @@ describe('metric helpers', () => {
 
   it('the kernel queue line parser reads queue length and drops of our queue only', () => {
     const text = '    0  12345     3 2   128     7     2     9001  1\n    5  999   0 2 65535 0 0 1 1\n';
-    assert.deepEqual(parseKernelQueue(text, 0), { waiting: 3, queueDropped: 7, userDropped: 2 });
-    assert.deepEqual(parseKernelQueue(text, 5), { waiting: 0, queueDropped: 0, userDropped: 0 });
+    assert.deepEqual(parseKernelQueue(text, 0), { waiting: 3, queueDropped: 7, userDropped: 2, idSequence: 9001 });
+    assert.deepEqual(parseKernelQueue(text, 5), { waiting: 0, queueDropped: 0, userDropped: 0, idSequence: 1 });
     assert.equal(parseKernelQueue(text, 1), undefined);
     assert.equal(parseKernelQueue('garbage\n', 0), undefined);
   });
@@ -124,7 +124,7 @@ describe('front metrics from the engine and table counters', () => {
   engine.counters.malformed[ParseStatus.IpOptions] = 2;
   for (let i = 0; i < 3; i++) table.create(connectionKey(0x0a000001, 1000 + i), 0, 0, 0);
   table.finish(0, connectionKey(0x0a000001, 1000), 1);
-  const queue: QueueStats = { packets: 50, batches: 9, maxBatch: 8, verdicts: 50, sendErrors: 0, kernelErrors: 1, overruns: 2, badMessages: 0, recvErrors: 0, lastErrno: 0, truncatedReads: 0, callbackErrors: 0 };
+  const queue: QueueStats = { packets: 50, lost: 5, idGaps: 4, batches: 9, maxBatch: 8, verdicts: 50, sendErrors: 0, kernelErrors: 1, overruns: 2, badMessages: 0, recvErrors: 0, lastErrno: 0, truncatedReads: 0, callbackErrors: 0 };
   const log: LogStats = { records: 8, batches: 2, maxBatch: 5, datagrams: 3, overruns: 1, lost: 64, badMessages: 0, recvErrors: 0, lastErrno: 0, truncatedReads: 0, callbackErrors: 0 };
   const guard = { packets: 7, bytes: 420 };
   const src: FrontMetricsSource = {
@@ -133,7 +133,7 @@ describe('front metrics from the engine and table counters', () => {
     table,
     queueStats: () => queue,
     logStats: () => log,
-    kernelQueue: () => ({ waiting: 4, queueDropped: 0, userDropped: 3 }),
+    kernelQueue: () => ({ waiting: 4, queueDropped: 0, userDropped: 3, idSequence: 60 }),
     adminCounts: () => ({ handled: 2, rejected: 1 }),
     rulesHealth: () => ({ checks: 40, repaired: 2, repairFailures: 1, checkFailures: 3, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }),
     vipGuardCount: () => guard,
@@ -187,6 +187,7 @@ describe('front metrics from the engine and table counters', () => {
       ['sluice_front_log_lost_records_total', {}, 64],
       ['sluice_front_log_errors_total', { kind: 'overrun' }, 1],
       ['sluice_front_queue_batches_total', {}, 9],
+      ['sluice_front_queue_lost_packets_total', {}, 5],
       ['sluice_front_queue_errors_total', { kind: 'overrun' }, 2],
       ['sluice_front_queue_errors_total', { kind: 'kernel' }, 1],
       ['sluice_front_kernel_queue_length', { queue: '0' }, 4],
