@@ -165,6 +165,12 @@ function build(plan: TestbedPlan): TestbedState {
         `addr add ${k.uplinkAddress}/24 dev wan0`,
         'link set wan0 up',
         `route add default via ${k.wanSideAddress}`,
+        // SYN cookies (services' synproxy): the VIPs are local here, so the
+        // untracked SYN and the cookie ACK reach INPUT, where SYNPROXY
+        // answers them (routing drops them with a blackhole route, and sends
+        // them back to the WAN with none). DNATed packets are routed to the
+        // servers as before: the DNAT comes first.
+        `route add local ${k.vipNetwork} dev lo`,
         'link add lan0 type bridge',
         `addr add ${k.lanAddress}/24 dev lan0`,
         'link set lan0 up',
@@ -195,6 +201,7 @@ function build(plan: TestbedPlan): TestbedState {
           `addr add ${f.uplinkAddress}/${String(k.uplinkPrefix)} dev wan0`,
           'link set wan0 up',
           `route add default via ${k.wanSideAddress}`,
+          `route add local ${k.vipNetwork} dev lo`,
           `addr add ${f.lanAddress}/24 dev lan0`,
           'link set lan0 up',
           `addr add ${f.syncAddress ?? ''}/30 dev sync0`,
@@ -218,6 +225,9 @@ function build(plan: TestbedPlan): TestbedState {
       'net.ipv4.conf.wan0.rp_filter': '0',
       'net.ipv4.conf.lan0.rp_filter': '0',
       'net.ipv4.tcp_timestamps': '2',
+      // SYN cookies: the client's cookie ACK must be INVALID (no mid-stream
+      // pickup) to reach SYNPROXY (docs/operations.md, "SYN cookies").
+      'net.netfilter.nf_conntrack_tcp_loose': '0',
     };
     if (k.fronts.length > 1) settings['net.ipv4.conf.sync0.rp_filter'] = '0';
     // br_netfilter is built in here: keep bridged LAN frames out of iptables

@@ -120,6 +120,25 @@ const health = z
   .prefault({})
   .describe('Active health checks of this service\'s servers from the front node (docs/operations.md, "Server health").');
 
+/**
+ * Kernel SYN cookies in front of the decision (SYNPROXY, nft `synproxy`):
+ * the options the kernel answers a client's SYN with, before any server
+ * is chosen. They must match what the servers themselves would answer:
+ * SYNPROXY relays the server's window unchanged after the handshake, so
+ * `wscale` must be the servers' window scale (Linux: 7 with the default
+ * tcp_rmem maximum of 6 MiB), and `mss` must fit the path to the servers.
+ */
+const synproxyOptions = z.strictObject({
+  mss: z.int().min(536, 'synproxy.mss is 536..65495').max(65495, 'synproxy.mss is 536..65495').default(1460).describe('MSS announced to clients in the cookie SYN-ACK: the smaller of the uplink\'s and the LAN\'s MTU minus 40 (1460 for 1500).'),
+  wscale: z.int().min(0, 'synproxy.wscale is 0..14').max(14, 'synproxy.wscale is 0..14').default(7).describe('Window scale announced to clients: must equal the servers\' own (Linux: 7 with the default net.ipv4.tcp_rmem maximum of 6 MiB), since their windows are relayed unscaled.'),
+  timestamps: z.boolean().default(true).describe('Announce TCP timestamps (the cookie then also carries the window scale and SACK options); the kernel offsets the servers\' timestamps.'),
+  sack: z.boolean().default(true).describe('Announce selective acknowledgement (SACK permitted).'),
+});
+
+/** A TCP service's SYNPROXY options, all defaults filled: what the nft table renders. */
+export type SynproxyOptions = z.output<typeof synproxyOptions>;
+const SYNPROXY_DEFAULTS: SynproxyOptions = synproxyOptions.parse({});
+
 const service = z
   .strictObject({
     name: name.describe('Service name, unique in this file (`sluice ctl SERVICE SERVER ...`).'),
@@ -146,8 +165,15 @@ const service = z
         '`kernel`: a new connection\'s SYN takes its server from a schedule the daemon writes into the kernel (an nft map, rewritten as capacities and health change), and the daemon records it from a log copy: no SYN waits for the daemon. Applies to TCP services of method `capacity` or `byrequests` with no checkpoint (service, server or cluster level); the others always use `queue`. `queue`: every SYN waits in NFQUEUE for the daemon\'s verdict (docs/front-node-design.md, "The SYN path").',
       ),
     health,
+    synproxy: z
+      .union([z.boolean(), synproxyOptions], { error: 'synproxy is true, false, or { mss, wscale, timestamps, sack }' })
+      .optional()
+      .describe(
+        'TCP only. Kernel SYN cookies (SYNPROXY) in front of the decision: the kernel answers the SYN with a cookie, and only a client that completes the handshake reaches the daemon (a spoofed SYN costs no queue entry, record or conntrack entry). `true` or options; absent: on for a TCP service, unless a checkpoint that applies to it can reset (`reject: rst`), which SYNPROXY cannot combine with (set `false` or `reject: drop`). Needs `net.netfilter.nf_conntrack_tcp_loose=0` and a local route for the VIP on the front node (checked at start; docs/operations.md, "SYN cookies").',
+      ),
   })
   .superRefine((svc, ctx) => {
+    if (svc.protocol === 'udp' && svc.synproxy !== undefined && svc.synproxy !== false) ctx.addIssue({ code: 'custom', path: ['synproxy'], message: 'synproxy is for TCP services (a UDP flow has no handshake)' });
     const seen = new Set<string>();
     svc.servers.forEach((s, i) => {
       if (seen.has(s.name)) ctx.addIssue({ code: 'custom', path: ['servers', i, 'name'], message: `server name "${s.name}" is used twice in this service` });
@@ -340,6 +366,13 @@ export const frontConfigSchema = z
           if (srv.capacity === undefined) ctx.addIssue({ code: 'custom', path: ['services', i, 'servers', k, 'capacity'], message: 'the capacity method needs a capacity on every server (or configure control.agents to estimate it, or choose method: byrequests)' });
         });
       }
+      if (s.synproxy !== undefined && s.synproxy !== false && canReset(cfg, s)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['services', i, 'synproxy'],
+          message: 'synproxy cannot be combined with a checkpoint that resets (reject: rst) on this service: the SYN decided behind SYN cookies is the kernel\'s own, after the client\'s handshake, and a reset cannot reach the client; set synproxy: false, or reject: drop',
+        });
+      }
       if (names.has(s.name)) ctx.addIssue({ code: 'custom', path: ['services', i, 'name'], message: `service name "${s.name}" is used twice` });
       names.add(s.name);
       const ep = `${s.vip}:${String(s.port)}/${s.protocol}`;
@@ -347,6 +380,31 @@ export const frontConfigSchema = z
       endpoints.add(ep);
     });
   });
+
+/**
+ * The SYNPROXY options of service `svc` of `cfg`, or undefined when its
+ * SYNs go straight to the decision: UDP, `synproxy: false`, or left unset
+ * on a service where a checkpoint can reset (the default steps aside;
+ * an explicit `synproxy` there is refused by the schema).
+ */
+export function synproxyOf(cfg: Pick<FrontConfig, 'checkpoints'>, svc: Pick<ServiceConfig, 'protocol' | 'synproxy' | 'checkpoints' | 'servers'>): SynproxyOptions | undefined {
+  if (svc.protocol !== 'tcp' || svc.synproxy === false) return undefined;
+  if (svc.synproxy === undefined) return canReset(cfg, svc) ? undefined : SYNPROXY_DEFAULTS;
+  return svc.synproxy === true ? SYNPROXY_DEFAULTS : svc.synproxy;
+}
+
+/**
+ * Whether a checkpoint that applies to `svc` (cluster-wide, the service's,
+ * its servers') can answer a SYN with a reset: the same test as
+ * rules.ts resetsClients, per service. A SYNPROXY service's decided SYN is
+ * the kernel's own, sent in OUTPUT after the client's handshake completed:
+ * a REJECT there would answer the kernel, not the client (whose connection
+ * is already established with the cookie's sequence numbers).
+ */
+function canReset(cfg: Pick<FrontConfig, 'checkpoints'>, svc: Pick<ServiceConfig, 'checkpoints' | 'servers'>): boolean {
+  const all = [...cfg.checkpoints, ...svc.checkpoints, ...svc.servers.flatMap((srv) => srv.checkpoints)];
+  return all.some((cp) => cp.reject === 'rst' && (cp.kind !== 'counter' || cp.action === 'reject'));
+}
 
 /** The front node's name on the control plane: `node`, else the cluster's name. */
 export function frontNodeName(cfg: Pick<FrontConfig, 'cluster' | 'node'>): string {

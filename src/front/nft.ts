@@ -40,11 +40,30 @@
  *              filter table's REJECT answers it.
  *   nat_post   SNAT of overflowed connections to the uplink address (the
  *              other cluster must answer us).
+ *
+ * SYN cookies (services with `synproxy`, set `synproxied`: VIP . port; see
+ * docs/front-node-design.md, "SYN cookies in front of the decision"):
+ *   synproxy_raw  (raw) a client's SYN is not tracked: no conntrack entry.
+ *                 classify returns it and the client's cookie ACK (INVALID:
+ *                 nf_conntrack_tcp_loose=0) at once, vip_guard lets both
+ *                 on, and the VIP's local route delivers them to INPUT.
+ *   synproxy_in   (input) SYNPROXY answers the SYN with a cookie and, on a
+ *                 valid cookie ACK, sends its own SYN (client -> VIP) in
+ *                 OUTPUT; anything else to a VIP here is dropped and
+ *                 counted by the guard's counter (nothing local answers a
+ *                 VIP, nothing is forwarded unsteered).
+ *   out_classify  (output) that SYN goes to syn_decide, the one chain that
+ *                 decides how a SYN gets its decision (today: QUEUE_MARK,
+ *                 the iptables mangle OUTPUT rule queues it; the daemon
+ *                 decides it as any SYN: source the client, destination
+ *                 the VIP).
+ *   nat_out       (output, before any other nat rule) the DNAT by mark and
+ *                 the conntrack mark copy of nat_pre, and its fallback.
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { CommandFailedError } from '../errors/errors.ts';
 import { runCommand } from '../util/exec.ts';
-import type { FrontConfig } from './config.ts';
+import { synproxyOf, type FrontConfig } from './config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from './marks.ts';
 import { TEARDOWN_LOG } from './rules.ts';
 import { SCHEDULE_SLOTS, configuredSchedule, kernelChain, scheduleElements, scheduleLayout, type ScheduleTargets } from './kernel-schedule.ts';
@@ -150,6 +169,23 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     });
   });
   const fb = hasFallback(cfg) ? fallbackElements(cfg, spread) : [];
+  // Each SYNPROXY service's options; the nft statement takes them per
+  // rule, so services are grouped by options (one rule per distinct set,
+  // each with its own set of VIP . port: one lookup per packet).
+  const synproxyGroups = new Map<string, string[]>();
+  for (const svc of cfg.services) {
+    const o = synproxyOf(cfg, svc);
+    if (o === undefined) continue;
+    const stmt = `synproxy mss ${String(o.mss)} wscale ${String(o.wscale)}${o.timestamps ? ' timestamp' : ''}${o.sack ? ' sack-perm' : ''}`;
+    const group = synproxyGroups.get(stmt) ?? [];
+    group.push(`${svc.vip} . ${String(svc.port)}`);
+    synproxyGroups.set(stmt, group);
+  }
+  const synproxy = [...synproxyGroups.values()].flat();
+  const synproxyStmts = [...synproxyGroups.entries()];
+  // Without a SYNPROXY service none of its sets, rules or chains exist: the
+  // table is the one of before, and no packet pays for the lookups.
+  const sp = <T>(lines: T[]): T[] => (synproxy.length > 0 ? lines : []);
   const log = `log group ${String(cfg.nflogGroup)} snaplen ${String(TEARDOWN_LOG.size)} queue-threshold ${String(TEARDOWN_LOG.threshold)}`;
   const q = hex(QUEUE_MARK);
   const synOnly = 'tcp flags & (syn | ack | fin | rst) == syn';
@@ -164,6 +200,8 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     `  map kernel { type ipv4_addr . inet_proto . inet_service : verdict;${elements(kernel)} }`,
     `  map schedule { typeof numgen inc mod ${String(SCHEDULE_SLOTS)} : meta mark;${elements(sched)} }`,
     `  map fallback { typeof ip daddr . meta l4proto . th dport . numgen inc mod ${String(FALLBACK_SLOTS)} : ip daddr . th dport;${elements(fb)} }`,
+    ...sp([`  set synproxied { type ipv4_addr . inet_service;${elements(synproxy)} }`]),
+    ...synproxyStmts.map(([, els], i) => `  set synproxied_${String(i)} { type ipv4_addr . inet_service;${elements(els)} }`),
     '  chain classify {',
     '    type filter hook prerouting priority mangle - 10; policy accept;',
     // Every forwarded packet passes here; nearly all belong to established
@@ -172,6 +210,9 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     '    tcp flags & (syn | fin | rst) == 0 ct state established return',
     '    meta l4proto udp ct state established return',
     '    ct direction reply tcp flags & rst == 0 return',
+    // SYNPROXY's part (synproxy_raw untracked the SYN; the cookie ACK is
+    // INVALID): neither is queued, SYNPROXY in INPUT answers them.
+    ...sp(['    ip daddr . tcp dport @synproxied ct state invalid,untracked return']),
     '    ip daddr . meta l4proto . th dport @services goto to_service',
     // A server's reset: a reply from the LAN in a flow the daemon decided
     // (its conntrack mark is a decision of ours: nat_pre copies it).
@@ -183,14 +224,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     // resumes a known record or drops and counts it; a FIN or RST among
     // them recycles a live record or is dropped). Logged: FIN and RST of
     // known flows. The order makes each packet either queued or logged.
-    // A first SYN (its conntrack entry not confirmed yet: not a
-    // retransmit, whose flow conntrack already carries) to a service on the
-    // kernel schedule takes its mark from the schedule (kernel-schedule.ts).
-    // Only a SYN the daemon's parser would take (no IP options, no
-    // reserved flag, not a fragment: src/packet/ipv4.ts): the others go on
-    // to the queue, where they are dropped and counted as malformed.
-    `    ${synOnly} ip hdrlength 5 ip frag-off & 0xbfff == 0 ct status & confirmed == 0 ip daddr . meta l4proto . th dport vmap @kernel`,
-    `    ${synOnly} meta mark set ${q} return`,
+    `    ${synOnly} goto syn_decide`,
     `    meta l4proto udp ct state new meta mark set ${q} return`,
     `    meta l4proto tcp ct state new,invalid meta mark set ${q} return`,
     `    tcp flags & (fin | rst) != 0 ${log}`,
@@ -216,8 +250,46 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     '  }',
     '  chain vip_guard {',
     '    type filter hook prerouting priority dstnat + 1; policy accept;',
+    ...sp(['    ip daddr . tcp dport @synproxied ct state invalid,untracked return']),
     `    meta mark != ${hex(REJECT_MARK)} ip daddr @vips counter name ${GUARD_COUNTER} drop`,
     '  }',
+    // syn_decide: every SYN the node decides gets its decision through this
+    // one chain: a client's SYN from to_service (prerouting), and for a
+    // SYNPROXY service the SYN the kernel sends once the client completed
+    // the cookie handshake (out_classify, output).
+    // A first SYN (its conntrack entry not confirmed yet: not a
+    // retransmit, whose flow conntrack already carries) to a service on the
+    // kernel schedule takes its mark from the schedule (kernel-schedule.ts).
+    // Only a SYN the daemon's parser would take (no IP options, no
+    // reserved flag, not a fragment: src/packet/ipv4.ts): the others go on
+    // to the queue, where they are dropped and counted as malformed.
+    '  chain syn_decide {',
+    '    ip hdrlength 5 ip frag-off & 0xbfff == 0 ct status & confirmed == 0 ip daddr . meta l4proto . th dport vmap @kernel',
+    `    meta mark set ${q}`,
+    '  }',
+    ...sp([
+    '  chain synproxy_raw {',
+    '    type filter hook prerouting priority raw; policy accept;',
+    `    ${synOnly} ip daddr . tcp dport @synproxied notrack`,
+    '  }',
+    '  chain synproxy_in {',
+    // Before the filter table's INPUT (a REJECT_MARK SYN of another
+    // service passes on to SLUICE_REJECT_IN).
+    '    type filter hook input priority filter - 10; policy accept;',
+    ...synproxyStmts.map(([stmt], i) => `    ip daddr . tcp dport @synproxied_${String(i)} ct state invalid,untracked ${stmt}`),
+    `    meta mark != ${hex(REJECT_MARK)} ip daddr @vips counter name ${GUARD_COUNTER} drop`,
+    '  }',
+    '  chain out_classify {',
+    '    type filter hook output priority mangle - 10; policy accept;',
+    `    ${synOnly} ip daddr . tcp dport @synproxied goto syn_decide`,
+    '  }',
+    '  chain nat_out {',
+    // dstnat - 1 (nft accepts the name in prerouting only).
+    '    type nat hook output priority -101; policy accept;',
+    `    meta mark & 0xff000000 == 0x51000000 meta l4proto tcp ct mark set meta mark dnat ip to meta mark map @targets`,
+    ...(fb.length > 0 ? [`    meta mark ${q} ${synOnly} counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`] : []),
+    '  }',
+    ]),
     '  chain nat_post {',
     '    type nat hook postrouting priority srcnat - 1; policy accept;',
     `    meta mark @overflow_marks snat ip to ${cfg.uplinkAddress}`,
@@ -245,13 +317,15 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     ...elementUpdate('map', 'kernel', kernel),
     ...elementUpdate('map', 'schedule', sched),
     ...elementUpdate('map', 'fallback', fb),
+    ...(synproxy.length > 0 ? elementUpdate('set', 'synproxied', synproxy) : []),
+    ...synproxyStmts.map(([, els], i) => elementUpdate('set', `synproxied_${String(i)}`, els)).flat(),
   ].join('\n') + '\n';
   return {
     script,
     structure,
     update,
     table,
-    elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, kernel: kernel.length, schedule: sched.length, fallback: fb.length },
+    elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, kernel: kernel.length, schedule: sched.length, fallback: fb.length, ...(synproxy.length > 0 ? { synproxied: synproxy.length } : {}), ...Object.fromEntries(synproxyStmts.map(([, els], i) => [`synproxied_${String(i)}`, els.length])) },
     chainSizes,
   };
 }

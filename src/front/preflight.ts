@@ -39,6 +39,14 @@
  *                  updates (the virtual addresses are keepalived's to add).
  *   ha_binaries    with `ha`: keepalived and conntrackd are installed (the
  *                  notify hook runs conntrackd; the daemon reads its state).
+ *   synproxy       with a SYN-cookie service (config.ts synproxyOf):
+ *                  net.netfilter.nf_conntrack_tcp_loose = 0 (else the
+ *                  client's cookie ACK starts a tracked flow and never
+ *                  reaches SYNPROXY) and each such VIP routed `local`
+ *                  (else routing drops or loops the untracked SYN instead
+ *                  of delivering it to INPUT). Both are the operator's, as
+ *                  ip_forward and rp_filter are: the node's routing and
+ *                  conntrack policy are not the daemon's to change.
  *
  * One error class for all of them (PreflightError, ERR_SLUICE_PREFLIGHT)
  * carrying the list of failures: an operator fixes every failed check in
@@ -56,10 +64,10 @@ import { accessSync, closeSync, constants, openSync, readFileSync, readSync, rea
 import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { SluiceError } from '../errors/errors.ts';
-import type { FrontConfig } from './config.ts';
+import { synproxyOf, type FrontConfig, type ServiceConfig } from './config.ts';
 import type { HaConfig } from './ha/config.ts';
 
-export const PREFLIGHT_CHECKS = ['ip_forward', 'lan_interface', 'rp_filter', 'conntrack', 'queue', 'nflog_group', 'health_source', 'ha_interfaces', 'ha_addresses', 'ha_binaries'] as const;
+export const PREFLIGHT_CHECKS = ['ip_forward', 'lan_interface', 'rp_filter', 'conntrack', 'queue', 'nflog_group', 'health_source', 'ha_interfaces', 'ha_addresses', 'ha_binaries', 'synproxy'] as const;
 export type PreflightCheck = (typeof PREFLIGHT_CHECKS)[number];
 
 export interface CheckResult {
@@ -104,6 +112,8 @@ export interface HostReader {
   netlinkOwner(portid: number): SocketOwner | undefined;
   /** The path of an executable of this name (PATH, then /usr/sbin and /sbin), if any. */
   command(name: string): string | undefined;
+  /** Whether this namespace routes `address` as local (`ip route get`: type local). */
+  localRoute(address: string): boolean;
 }
 
 export interface SocketOwner {
@@ -238,7 +248,8 @@ export function checkBinding(kind: 'queue' | 'log', num: number, host: HostReade
 }
 
 type PreflightConfig = Pick<FrontConfig, 'lanInterface' | 'uplinkAddress' | 'queue' | 'nflogGroup'> & {
-  readonly services?: readonly { readonly name: string; readonly health?: { readonly kind: string; readonly source?: string | undefined } }[];
+  readonly services?: readonly ({ readonly name: string; readonly health?: { readonly kind: string; readonly source?: string | undefined } } & Partial<Pick<ServiceConfig, 'vip' | 'protocol' | 'synproxy' | 'checkpoints' | 'servers'>>)[];
+  readonly checkpoints?: FrontConfig['checkpoints'];
   readonly cluster?: string;
   readonly node?: string | undefined;
   readonly ha?: HaConfig | undefined;
@@ -305,9 +316,41 @@ export function checkHealthSource(cfg: PreflightConfig, host: HostReader): Check
   };
 }
 
+/** The VIPs of the services behind SYN cookies (a full configuration's; none for a partial one). */
+function synproxyVips(cfg: PreflightConfig): string[] {
+  const out = new Set<string>();
+  for (const s of cfg.services ?? []) {
+    if (s.vip === undefined || s.protocol === undefined || s.checkpoints === undefined || s.servers === undefined) continue;
+    if (synproxyOf({ checkpoints: cfg.checkpoints ?? [] }, { protocol: s.protocol, synproxy: s.synproxy, checkpoints: s.checkpoints, servers: s.servers }) !== undefined) out.add(s.vip);
+  }
+  return [...out];
+}
+
+/** SYN cookies' needs: tcp_loose 0 and a local route per SYNPROXY VIP; undefined without such a service. */
+export function checkSynproxy(vips: readonly string[], host: HostReader): CheckResult | undefined {
+  if (vips.length === 0) return undefined;
+  const bad: string[] = [];
+  const loose = host.sysctl('net/netfilter/nf_conntrack_tcp_loose');
+  if (loose !== '0') {
+    bad.push(
+      `net.netfilter.nf_conntrack_tcp_loose is ${loose ?? 'absent (nf_conntrack not loaded; its default is 1)'}: a client's cookie ACK would start a tracked flow instead of reaching SYNPROXY; set it with \`${loose === undefined ? 'modprobe nf_conntrack && ' : ''}sysctl -w net.netfilter.nf_conntrack_tcp_loose=0\` (and in /etc/sysctl.d/; mid-stream pickup of flows without a conntrack entry ends with it)`,
+    );
+  }
+  const notLocal = vips.filter((v) => !host.localRoute(v));
+  if (notLocal.length > 0) {
+    bad.push(
+      `${notLocal.join(', ')} ${notLocal.length === 1 ? 'is' : 'are'} not routed as local here: SYNPROXY answers the SYN in INPUT, and routing drops (blackhole) or forwards (no route) it instead; add \`ip route add local ${notLocal[0] ?? ''}/32 dev lo\` (or the VIP network, e.g. /24), and in the host's network config`,
+    );
+  }
+  const what = `services with synproxy (VIPs ${vips.join(', ')})`;
+  if (bad.length === 0) return { check: 'synproxy', ok: true, detail: `${what}: nf_conntrack_tcp_loose = 0, every VIP routed local` };
+  return { check: 'synproxy', ok: false, detail: `${what}: ${bad.join('; ')}; or set \`synproxy: false\` on those services` };
+}
+
 /** Every check, in PREFLIGHT_CHECKS order (health_source only when a service sets a source; ha_* only with `ha`). */
 export function runPreflight(cfg: PreflightConfig, host: HostReader, opts: BindingOptions = {}): CheckResult[] {
   const source = checkHealthSource(cfg, host);
+  const synproxy = checkSynproxy(synproxyVips(cfg), host);
   const ha = cfg.ha;
   return [
     checkIpForward(host),
@@ -318,6 +361,7 @@ export function runPreflight(cfg: PreflightConfig, host: HostReader, opts: Bindi
     checkBinding('log', cfg.nflogGroup, host, opts),
     ...(source ? [source] : []),
     ...(ha ? [checkHaInterfaces(ha, host), checkHaAddresses(ha, cfg.node ?? cfg.cluster ?? '', host), checkHaBinaries(host)] : []),
+    ...(synproxy ? [synproxy] : []),
   ];
 }
 
@@ -412,6 +456,12 @@ export function systemHost(): HostReader {
         }
       }
       return undefined;
+    },
+    localRoute(address) {
+      // "local 198.19.1.1 dev lo table local src ..." for a local route;
+      // another route prints the address first, a blackhole fails.
+      const r = spawnSync('ip', ['-o', '-4', 'route', 'get', address], { encoding: 'utf8', timeout: 10_000 });
+      return r.status === 0 && r.stdout.startsWith('local ');
     },
     netlinkOwner(portid) {
       // /proc/net/netlink: sk Eth Pid(port id) Groups Rmem Wmem Dump Locks Drops Inode

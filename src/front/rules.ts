@@ -15,7 +15,7 @@
  * What each rule is for, and what was verified on this kernel:
  * docs/front-node-design.md.
  */
-import type { FrontConfig } from './config.ts';
+import { synproxyOf, type FrontConfig } from './config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex } from './marks.ts';
 
 export const CHAINS = {
@@ -23,6 +23,10 @@ export const CHAINS = {
   // runs before iptables' mangle hook): only packets the daemon must decide
   // enter the chain; its one rule queues them.
   queue: { table: 'mangle', chain: 'SLUICE_QUEUE', hook: 'PREROUTING', jumpIf: ['-m', 'mark', '--mark', hex(QUEUE_MARK)] },
+  // The same for the SYN that SYNPROXY sends (client -> VIP) once a client
+  // completed the cookie handshake: it is local output, classified by the
+  // nft out_classify chain (nft.ts). Installed only with a SYNPROXY service.
+  queueOut: { table: 'mangle', chain: 'SLUICE_QUEUE_OUT', hook: 'OUTPUT', jumpIf: ['-m', 'mark', '--mark', hex(QUEUE_MARK)] },
   // Checkpoint rejections (src/shaping): the daemon accepts the SYN with
   // REJECT_MARK and the kernel answers it with a TCP reset. REJECT exists
   // only in the filter table; a VIP is forwarded (FORWARD) or, if it is on
@@ -111,6 +115,10 @@ export function renderRules(cfg: FrontConfig): RenderedRules {
   const reject = [`-p tcp -m mark --mark ${hex(REJECT_MARK)} -j REJECT --reject-with tcp-reset`];
   const chains: OwnedChain[] = [CHAINS.queue];
   const byChain: Record<string, readonly string[]> = { [CHAINS.queue.chain]: queue };
+  if (cfg.services.some((svc) => synproxyOf(cfg, svc) !== undefined)) {
+    chains.push(CHAINS.queueOut);
+    byChain[CHAINS.queueOut.chain] = queue;
+  }
   if (resetsClients(cfg)) {
     chains.push(CHAINS.rejectForward, CHAINS.rejectInput);
     byChain[CHAINS.rejectForward.chain] = reject;

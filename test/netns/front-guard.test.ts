@@ -35,6 +35,9 @@ services:
     vip: ${VIP}
     port: 80
     method: byrequests
+    # The queued path for every packet without a flow (SYN cookies answer
+    # those in the kernel: test/netns/front-synproxy.test.ts).
+    synproxy: false
     servers:
       - { name: s1a, address: 198.18.201.11 }
       - { name: s1b, address: 198.18.201.12 }

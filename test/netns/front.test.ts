@@ -25,6 +25,9 @@ services:
     vip: 198.19.1.1
     port: 80
     method: ${method}
+    # The queued path for every packet without a flow (SYN cookies answer
+    # those in the kernel: test/netns/front-synproxy.test.ts).
+    synproxy: false
     servers:
       - { name: s1a, address: 198.18.201.11, capacity: 1000 }
       - { name: s1b, address: 198.18.201.12, capacity: 2000 }

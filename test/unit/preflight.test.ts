@@ -50,6 +50,7 @@ function host(f: Fake): HostReader {
     bindings: (k) => (k === 'queue' ? f.queue : f.log),
     netlinkOwner: (p) => f.owners[p],
     command: (n) => f.commands[n],
+    localRoute: () => true,
   };
 }
 

@@ -61,6 +61,7 @@ function host(queueTable: string | undefined): HostReader {
     command: () => undefined,
     conntrackProc: () => 'readable',
     conntrackNetlink: () => 'allowed',
+    localRoute: () => true,
     bindings: (kind) => (kind === 'queue' ? queueTable : ''),
     netlinkOwner: (portid) => (portid === 4242 ? { pid: 777, argv: ['node', 'sluice', 'front', '--config', '/etc/sluice/front.yaml'], cwd: '/' } : undefined),
   };

@@ -88,11 +88,15 @@ const NFT = `table ip sluice {
 	}
 
 	chain to_service {
-		tcp flags syn / fin,syn,rst,ack ip hdrlength 5 ip frag-off & 49151 == 0 ct status ! confirmed ip daddr . meta l4proto . tcp dport vmap @kernel
-		tcp flags syn / fin,syn,rst,ack meta mark set 0x51fff000 return
+		tcp flags syn / fin,syn,rst,ack goto syn_decide
 		meta l4proto udp ct state new meta mark set 0x51fff000 return
 		meta l4proto tcp ct state invalid,new meta mark set 0x51fff000 return
 		tcp flags fin,rst log group 0 snaplen 128 queue-threshold 64
+	}
+
+	chain syn_decide {
+		ip hdrlength 5 ip frag-off & 49151 == 0 ct status ! confirmed ip daddr . meta l4proto . tcp dport vmap @kernel
+		meta mark set 0x51fff000
 	}
 
 	chain k_0 {
@@ -151,6 +155,8 @@ services:
   - name: www
     vip: 198.19.1.1
     port: 80
+    # The fixtures below are dumps of a table without SYN cookies.
+    synproxy: false
     servers:
       - { name: s1a, address: 198.18.201.11, capacity: 100 }
       - { name: s1b, address: 198.18.201.12, capacity: 200 }
@@ -213,7 +219,7 @@ describe('rule check: our nft table', () => {
     ['intact, counters moved (the guard\'s, the fallback\'s)', NFT.replace('packets 0 bytes 0', 'packets 12 bytes 720').replace('packets 0 bytes 0', 'packets 3 bytes 180'), {}],
     ['intact, the fallback map rewritten (checked by count, not here)', NFT.replace('tcp . 80 . 255 : 198.18.201.12', 'tcp . 80 . 255 : 198.18.201.11'), {}],
     // nft flush ruleset: the table is gone.
-    ['a deleted table', '', { missingChains: 15, missingRules: 35 }],
+    ['a deleted table', '', { missingChains: 16, missingRules: 36 }],
     ['a flushed chain', NFT.replace(/(chain classify \{\n\t\ttype[^\n]*\n)[\s\S]*?(\n\t\})/, '$1$2'), { missingRules: 5 }],
     ['an element gone from the DNAT map', NFT.replace(', 0x51000002 : 198.18.201.12 . 80', ''), { missingRules: 1, unexpectedRules: 1 }],
     ['a VIP gone from the guard set', NFT.replace('elements = { 198.19.1.1 }', ''), { missingRules: 1 }],

@@ -20,6 +20,8 @@ services:
   - name: www
     vip: 198.19.1.1
     port: 80
+    # The fixtures below are dumps of a table without SYN cookies.
+    synproxy: false
     servers:
       - { name: s1a, address: 198.18.201.11, capacity: 100 }
 `;

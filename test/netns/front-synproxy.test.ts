@@ -1,0 +1,170 @@
+/**
+ * Kernel SYN cookies in front of the decision (services' `synproxy`, on by
+ * default): real curl and nginx through the testbed, whose front namespace
+ * has nf_conntrack_tcp_loose=0 and a local route for its VIPs.
+ *
+ *   - connections complete, downloads are intact, every connection was
+ *     decided by the daemon (one queued SYN each: SYNPROXY's own, from
+ *     OUTPUT) and its record recycled by the client's FIN (NFLOG);
+ *   - a burst of spoofed SYNs costs cookies only: no conntrack entry, no
+ *     queued packet, no record, while a client keeps fetching.
+ */
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import { spawn } from 'node:child_process';
+import { FrontProcess, writeConfig } from '../helpers/front.ts';
+import { nsRun, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
+
+const BURST = fileURLToPath(new URL('../fixtures/http-burst.ts', import.meta.url));
+const testbed = useTestbed({ clients: 1, clusters: 1, blobMiB: 8, delaysMs: { '1:1': 1 } });
+
+const CONFIG = `cluster: c1
+uplinkAddress: 198.18.101.2
+services:
+  - name: www
+    vip: 198.19.1.1
+    port: 80
+    method: byrequests
+    servers:
+      - { name: s1a, address: 198.18.201.11 }
+      - { name: s1b, address: 198.18.201.12 }
+      - { name: s1c, address: 198.18.201.13 }
+`;
+
+/**
+ * Spoofed SYNs from sources in the client's own /24 that no host has: the
+ * cookie SYN-ACKs go back to the client namespace, which does not forward,
+ * and die there (nothing leaves the testbed).
+ */
+const FLOOD = `
+import socket,struct,random,sys
+dst=sys.argv[1]; n=int(sys.argv[2]); prefix=sys.argv[3]
+s=socket.socket(socket.AF_INET,socket.SOCK_RAW,socket.IPPROTO_RAW)
+def csum(b):
+  t=sum(struct.unpack('!%dH'%(len(b)//2),b)); t=(t>>16)+(t&0xffff); t+=t>>16; return ~t&0xffff
+d=socket.inet_aton(dst)
+for i in range(n):
+  src=socket.inet_aton(prefix+str(100+i%150)); sp=1024+random.randrange(60000)
+  tcp=struct.pack('!HHIIBBHHH',sp,80,random.getrandbits(32),0,5<<4,2,64240,0,0)
+  c=csum(src+d+struct.pack('!BBH',0,6,len(tcp))+tcp); tcp=tcp[:16]+struct.pack('!H',c)+tcp[18:]
+  s.sendto(struct.pack('!BBHHHBBH4s4s',0x45,0,40,i&0xffff,0,64,6,0,src,d)+tcp,(dst,0))
+`;
+
+/** Summed columns of /proc/net/stat/synproxy (one line per CPU, hex). */
+function synproxyStat(ns: string): Record<string, number> {
+  const [head = '', ...rows] = nsRun(ns, 'cat', ['/proc/net/stat/synproxy']).trim().split('\n');
+  const keys = head.trim().split(/\s+/);
+  const out: Record<string, number> = {};
+  for (const r of rows) r.trim().split(/\s+/).forEach((v, i) => (out[keys[i] ?? ''] = (out[keys[i] ?? ''] ?? 0) + parseInt(v, 16)));
+  return out;
+}
+
+/** Queue `num`'s id sequence (the last packet id the kernel gave: every packet ever queued). */
+function queueIds(ns: string, num: number): number {
+  for (const l of nsRun(ns, 'cat', ['/proc/net/netfilter/nfnetlink_queue']).split('\n')) {
+    const f = l.trim().split(/\s+/);
+    if (Number(f[0]) === num && f[0] !== '') return Number(f[7]);
+  }
+  return 0;
+}
+
+const conntrackCount = (ns: string): number => Number(nsRun(ns, 'conntrack', ['-C']).trim());
+
+describe('sluice front with SYN cookies (synproxy)', () => {
+  let front: FrontProcess | undefined;
+  let frontNs = '';
+
+  before(async () => {
+    const st = testbed();
+    frontNs = st.plan.clusters[0]?.front.name ?? '';
+    front = new FrontProcess(frontNs, writeConfig(join(st.runDir, 'front-c1.yaml'), CONFIG));
+    await front.waitFor('front node ready');
+  });
+
+  after(async () => {
+    await front?.stop();
+  });
+
+  it('the SYNPROXY chains are installed: cookies answer, the daemon decides the kernel\'s SYN', () => {
+    const table = nsRun(frontNs, 'nft', ['list', 'table', 'ip', 'sluice']);
+    assert.match(table, /synproxy mss 1460 wscale 7 timestamp sack-perm/);
+    assert.match(table, /chain syn_decide \{\s*meta mark set 0x51fff000/);
+    assert.match(nsRun(frontNs, 'iptables-save', ['-t', 'mangle']), /-A OUTPUT -m mark --mark 0x51fff000 -j SLUICE_QUEUE_OUT/);
+  });
+
+  it('600 short connections and an 8 MiB download: all complete, intact, decided and recycled', async () => {
+    const st = testbed();
+    const client = st.plan.clients[0]!;
+    const before = synproxyStat(frontNs);
+    const r = await nsRunAsync(client.name, process.execPath, ['--no-warnings', BURST, '--url', 'http://198.19.1.1/', '--count', '600', '--concurrency', '16']);
+    assert.equal(r.code, 0, r.stderr);
+    const burst = JSON.parse(r.stdout) as { tally: Record<string, number>; failures: number };
+    assert.equal(burst.failures, 0);
+    // byrequests spreads evenly: every server got a share (the decision ran).
+    for (const s of ['s1a', 's1b', 's1c']) assert.ok((burst.tally[s] ?? 0) >= 150, JSON.stringify(burst.tally));
+
+    const dl = spawn('ip', ['netns', 'exec', client.name, 'curl', '-s', '-m', '60', 'http://198.19.1.1/blob.bin'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const hash = createHash('sha1');
+    let bytes = 0;
+    dl.stdout.on('data', (d: Buffer) => {
+      bytes += d.length;
+      hash.update(d);
+    });
+    const code = await new Promise<number>((resolve) => dl.on('close', (c) => { resolve(c ?? -1); }));
+    assert.equal(code, 0);
+    assert.equal(bytes, 8 << 20);
+    assert.equal(hash.digest('hex'), st.blobSha1);
+
+    const stat = synproxyStat(frontNs);
+    assert.ok((stat['cookie_valid'] ?? 0) - (before['cookie_valid'] ?? 0) >= 601, `cookies validated: ${JSON.stringify(stat)}`);
+    let status = await front!.status();
+    for (let i = 0; i < 50 && ((status['counters'] as Record<string, number>)['finishes'] ?? 0) < 601; i++) {
+      await new Promise((res) => setTimeout(res, 100));
+      status = await front!.status();
+    }
+    const counters = status['counters'] as Record<string, number>;
+    const records = status['records'] as Record<string, number>;
+    assert.ok((counters['decided'] ?? 0) >= 601, JSON.stringify(counters));
+    // One queued packet per connection (SYNPROXY's SYN), a few more if a
+    // client's data reached SYNPROXY before the server's SYN-ACK did.
+    assert.ok((counters['packets'] ?? 0) < 601 * 1.5, JSON.stringify(counters));
+    assert.equal(counters['noRecord'], 0, JSON.stringify(counters));
+    assert.equal(counters['finishes'], 601, `records recycled by the client's FIN: ${JSON.stringify(counters)}`);
+    assert.equal(records['active'], 0, JSON.stringify(records));
+    // The decision reached conntrack: the flows carry the servers' marks (nat_out's copy).
+    const marks = new Set([...nsRun(frontNs, 'conntrack', ['-L', '-d', '198.19.1.1']).matchAll(/ mark=(\d+)/g)].map((m) => Number(m[1])));
+    assert.deepEqual([...marks].sort(), [0x51000001, 0x51000002, 0x51000003], `conntrack marks: ${[...marks].join(', ')}`);
+  });
+
+  it('20000 spoofed SYNs: cookies only (no conntrack entry, queued packet or record) while a client keeps fetching', async () => {
+    const st = testbed();
+    const client = st.plan.clients[0]!;
+    const ctBefore = conntrackCount(frontNs);
+    const idsBefore = queueIds(frontNs, 0);
+    const spBefore = synproxyStat(frontNs);
+    const recordsBefore = ((await front!.status())['records'] as Record<string, number>)['created'] ?? 0;
+    const flood = nsRunAsync(client.name, 'python3', ['-c', FLOOD, '198.19.1.1', '20000', client.address.replace(/\d+$/, '')]);
+    // Bounded: 20 fetches, each at most 2 s.
+    let ok = 0;
+    let fetches = 0;
+    for (; fetches < 20; fetches++) {
+      const r = await nsRunAsync(client.name, 'curl', ['-s', '-o', '/dev/null', '-m', '2', '-w', '%{http_code}', 'http://198.19.1.1/']);
+      if (r.stdout === '200') ok++;
+    }
+    const f = await flood;
+    assert.equal(f.code, 0, f.stderr);
+    assert.equal(ok, fetches, 'every fetch during the flood succeeded');
+    const sp = synproxyStat(frontNs);
+    assert.ok((sp['syn_received'] ?? 0) - (spBefore['syn_received'] ?? 0) >= 20000, `SYNs answered with cookies: ${JSON.stringify(sp)}`);
+    // Only the fetches left traces: one flow, one queued SYN, one record each.
+    const ctGrowth = conntrackCount(frontNs) - ctBefore;
+    assert.ok(ctGrowth <= fetches, `conntrack entries grew by ${String(ctGrowth)} (fetches: ${String(fetches)})`);
+    const queued = queueIds(frontNs, 0) - idsBefore;
+    assert.ok(queued <= fetches * 2, `packets queued: ${String(queued)}`);
+    const created = (((await front!.status())['records'] as Record<string, number>)['created'] ?? 0) - recordsBefore;
+    assert.ok(created <= fetches, `records created: ${String(created)}`);
+  });
+});
