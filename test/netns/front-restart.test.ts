@@ -60,6 +60,12 @@ services:
     vip: ${VIP}
     port: 80
     method: capacity
+    # The queued SYN path: the one whose rules (the NFQUEUE jump, its
+    # bypass and the fallback) these tests swap, kill and restart under a
+    # flood. The kernel schedule's SYNs never wait for the daemon; its
+    # restart is in front.test.ts (kill -9) and front-schedule.test.ts.
+    synPath: queue
+    synproxy: false
     servers:
 ${lines.join('\n')}
 `;
