@@ -126,6 +126,8 @@ export interface RenderedNft {
    * can be installed over the first by `update` alone.
    */
   readonly structure: string;
+  /** The kernel schedule's per-service chains (outside `structure`: `update` rewrites them; chains of an older rendering that this one lacks are deleted after it). */
+  readonly kernelChains: readonly string[];
   /**
    * The `nft -f` script that replaces every set's and map's elements in
    * one transaction (flush and add), leaving chains, hooks and counters in
@@ -188,6 +190,8 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
   const sp = <T>(lines: T[]): T[] => (synproxy.length > 0 ? lines : []);
   const log = `log group ${String(cfg.nflogGroup)} snaplen ${String(TEARDOWN_LOG.size)} queue-threshold ${String(TEARDOWN_LOG.threshold)}`;
   const q = hex(QUEUE_MARK);
+  // The per-service chains of the kernel schedule, with their rules (name, rules).
+  const kernelChains = layout.map((l) => [kernelChain(l.index), [`meta mark set numgen inc mod ${String(l.slots)} offset ${String(l.offset)} map @schedule ${log} return`, `meta mark set ${q} return`]] as const);
   const synOnly = 'tcp flags & (syn | ack | fin | rst) == syn';
   const lines = [
     `table ${NFT_FAMILY} ${NFT_TABLE} {`,
@@ -232,12 +236,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     // One chain per scheduled service: its own numgen counter walks its
     // slots (offset..offset+slots). The SYN is logged for the daemon's
     // record; an empty slot misses the map and falls to the queue.
-    ...layout.flatMap((l) => [
-      `  chain ${kernelChain(l.index)} {`,
-      `    meta mark set numgen inc mod ${String(l.slots)} offset ${String(l.offset)} map @schedule ${log} return`,
-      `    meta mark set ${q} return`,
-      '  }',
-    ]),
+    ...kernelChains.flatMap(([name, rules]) => [`  chain ${name} {`, ...rules.map((r) => `    ${r}`), '  }']),
     '  chain nat_pre {',
     '    type nat hook prerouting priority dstnat - 1; policy accept;',
     `    meta mark & 0xff000000 == 0x51000000 meta l4proto { tcp, udp } ct mark set meta mark dnat ip to meta mark map @targets`,
@@ -308,8 +307,27 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
   // Declaring the table first makes the delete valid when it is absent;
   // the three statements are one transaction.
   const script = `table ${NFT_FAMILY} ${NFT_TABLE}\ndelete table ${NFT_FAMILY} ${NFT_TABLE}\n${table}`;
-  const structure = lines.map((l) => l.replace(/ elements = \{ .* \} \}$/, ' }').replace(/ \{ packets \d+ bytes \d+ \}$/, ' {}')).join('\n') + '\n';
+  // The kernel schedule's per-service chains are not part of the structure:
+  // they hang off no hook, so the update rewrites them in place (a new
+  // byrequests cycle, a service added or removed) without replacing the
+  // table; a chain's rewritten rule starts its counter again, at the new
+  // cycle's first slot.
+  const kernelNames = new Set(kernelChains.map(([n]) => n));
+  let inKernelChain = false;
+  const structure =
+    lines
+      .filter((l) => {
+        const head = /^ {2}chain (\S+) \{$/.exec(l);
+        if (head) inKernelChain = kernelNames.has(head[1] ?? '');
+        const keep = !inKernelChain;
+        if (l === '  }') inKernelChain = false;
+        return keep;
+      })
+      .map((l) => l.replace(/ elements = \{ .* \} \}$/, ' }').replace(/ \{ packets \d+ bytes \d+ \}$/, ' {}'))
+      .join('\n') + '\n';
   const update = [
+    // Chains first: the verdict map's new elements may jump to a new one.
+    ...kernelChains.flatMap(([name, rules]) => [`add chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, `flush chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, ...rules.map((r) => `add rule ${NFT_FAMILY} ${NFT_TABLE} ${name} ${r}`)]),
     ...elementUpdate('set', 'vips', vips),
     ...elementUpdate('set', 'services', services),
     ...elementUpdate('set', 'overflow_marks', overflow),
@@ -325,6 +343,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     structure,
     update,
     table,
+    kernelChains: [...kernelNames],
     elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, kernel: kernel.length, schedule: sched.length, fallback: fb.length, ...(synproxy.length > 0 ? { synproxied: synproxy.length } : {}), ...Object.fromEntries(synproxyStmts.map(([, els], i) => [`synproxied_${String(i)}`, els.length])) },
     chainSizes,
   };

@@ -15,7 +15,7 @@
 import { CommandFailedError } from '../errors/errors.ts';
 import type { FrontConfig } from './config.ts';
 import { installRules as installIptables, removeIptablesRules } from './iptables.ts';
-import { listTable, nftLoad, removeNftTable, renderNft, type FallbackSpread, type RenderedNft } from './nft.ts';
+import { NFT_FAMILY, NFT_TABLE, listTable, nftLoad, removeNftTable, renderNft, type FallbackSpread, type RenderedNft } from './nft.ts';
 import { renderRules, type RenderedRules } from './rules.ts';
 import type { ScheduleTargets } from './kernel-schedule.ts';
 
@@ -47,7 +47,10 @@ export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet): 
   let done = false;
   if (over !== undefined && over.nft.structure === rules.nft.structure) {
     try {
-      nftLoad(rules.nft.update, netns);
+      // Kernel-schedule chains the new rendering lacks go after the update
+      // (which has already emptied the verdict map that jumped to them).
+      const gone = over.nft.kernelChains.filter((c) => !rules.nft.kernelChains.includes(c));
+      nftLoad(rules.nft.update + gone.map((c) => `delete chain ${NFT_FAMILY} ${NFT_TABLE} ${c}\n`).join(''), netns);
       done = true;
     } catch (err) {
       if (!(err instanceof CommandFailedError)) throw err;

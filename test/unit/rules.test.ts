@@ -128,14 +128,15 @@ describe('front rules', () => {
     const base = renderNft(bigConfig(2, 3, q), configuredSpread(bigConfig(2, 3, q)), { packets: 5, bytes: 300 });
     const more = renderNft(bigConfig(3, 4, q), configuredSpread(bigConfig(3, 4, q)));
     assert.equal(more.structure, base.structure, 'more services and servers: same chains');
-    // On the kernel schedule, each service has its chain (its counter and slots): more
-    // servers of a capacity service keep the structure; another service, or another
-    // byrequests cycle (the slot count is in the rule), changes it.
-    const cap = { method: 'capacity' };
-    const k1 = renderNft(bigConfig(2, 3, cap), configuredSpread(bigConfig(2, 3, cap)));
-    assert.equal(renderNft(bigConfig(2, 5, cap), configuredSpread(bigConfig(2, 5, cap))).structure, k1.structure);
-    assert.notEqual(renderNft(bigConfig(3, 3, cap), configuredSpread(bigConfig(3, 3, cap))).structure, k1.structure);
-    assert.notEqual(renderNft(bigConfig(2, 4), configuredSpread(bigConfig(2, 4))).structure, renderNft(bigConfig(2, 3), configuredSpread(bigConfig(2, 3))).structure);
+    // On the kernel schedule each service has its own chain (its counter and
+    // slots), outside the structure: the update rewrites those chains in
+    // place, so more services, more servers or another byrequests cycle
+    // keep the structure too.
+    const k1 = renderNft(bigConfig(2, 3), configuredSpread(bigConfig(2, 3)));
+    for (const [sv, sr] of [[2, 5], [3, 3], [1, 4]] as const) assert.equal(renderNft(bigConfig(sv, sr), configuredSpread(bigConfig(sv, sr))).structure, k1.structure, `${String(sv)} x ${String(sr)}`);
+    const k3 = renderNft(bigConfig(3, 4), configuredSpread(bigConfig(3, 4)));
+    assert.deepEqual(k3.kernelChains, ['k_0', 'k_1', 'k_2']);
+    assert.match(k3.update, /^add chain ip sluice k_0\nflush chain ip sluice k_0\nadd rule ip sluice k_0 meta mark set numgen inc mod 4 offset 0 map @schedule /);
     assert.doesNotMatch(base.structure, /elements =|packets 5/, 'no elements and no counter values in the structure');
     const drop = bigConfig(2, 3, q);
     const dropped = renderNft({ ...drop, failMode: 'drop' }, configuredSpread(drop));
@@ -146,6 +147,8 @@ describe('front rules', () => {
     const lines = more.update.trim().split('\n');
     assert.deepEqual(lines.filter((l) => l.startsWith('flush ')).map((l) => l.split(' ').slice(1, 2).concat(l.split(' ').slice(-1)).join(' ')), ['set vips', 'set services', 'set overflow_marks', 'map targets', 'map kernel', 'map schedule', 'map fallback', 'set synproxied', 'set synproxied_0']);
     assert.ok(lines.every((l) => l.startsWith('flush ') || l.startsWith('add element ')), more.update);
+    // (more is all queued services: no kernel-schedule chain to rewrite.)
+    assert.deepEqual(more.kernelChains, []);
     const added = (name: string): number => lines.filter((l) => l.startsWith(`add element ip sluice ${name} `)).reduce((n, l) => n + l.split(' : ').length - 1 + (name === 'vips' || name === 'services' || name === 'overflow_marks' ? l.split(',').length : 0), 0);
     assert.equal(added('targets'), more.elements['targets']);
     assert.equal(added('services'), more.elements['services']);
