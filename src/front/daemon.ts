@@ -62,6 +62,7 @@ import { readKernelQueue, type KernelQueueStats } from '../metrics/kernel_queue.
 import { NfLog, type LogStats } from '../nflog/log.ts';
 import { NfQueue, type QueueStats } from '../nfqueue/queue.ts';
 import { QueueLossLog } from '../nfqueue/loss-log.ts';
+import { ShedLog, shedCounts, type ShedReason } from './shed.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import { IpProtocol, parseStatusName } from '../packet/ipv4.ts';
 import { frontConfigSchema, frontNodeName, type FrontConfig } from './config.ts';
@@ -140,6 +141,7 @@ export class FrontDaemon implements FrontMetricsSource {
   #ops: OpsServer | undefined;
   #timers: ReturnType<typeof setInterval>[] = [];
   readonly #lossLog = new QueueLossLog(this.log);
+  readonly #shedLog = new ShedLog(this.log);
   #schedulers: TimerScheduler[] = [];
   #shapingLayout = '';
   #stopping = false;
@@ -478,6 +480,7 @@ export class FrontDaemon implements FrontMetricsSource {
         this.#sampleRates(performance.now());
         const qs = this.#queue?.stats();
         this.#lossLog.poll(this.config.queue, qs?.lost, qs?.overruns ?? 0, performance.now());
+        this.#shedLog.poll(this.shed(), performance.now());
       }, 1000),
       setInterval(() => this.engine.shaper?.sweep(performance.now(), 10_000), this.config.shaping.sweepMs),
       setInterval(() => void this.#reconcile(), this.config.connections.reconcileSeconds * 1000),
@@ -782,6 +785,11 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.vipGuard.last();
   }
 
+  /** What the node shed so far, by reason (shed.ts). */
+  shed(): Record<ShedReason, number> {
+    return shedCounts(this.engine.counters, this.#queue?.stats().lost ?? 0, this.#log?.stats().lost ?? 0);
+  }
+
   scheduleStatus(): KernelScheduleStatus {
     return this.schedule.status();
   }
@@ -932,6 +940,7 @@ export class FrontDaemon implements FrontMetricsSource {
       vipGuard: { ...this.vipGuard.last() },
       fallback: this.fallback.status(),
       kernelSchedule: this.schedule.status(),
+      shed: this.shed(),
       queue: this.#queue?.stats(),
       log: this.#log?.stats(),
       ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),

@@ -36,6 +36,7 @@ import { CHECK_OUTCOMES } from './health/result.ts';
 import { HEALTH_STATES, type HealthState } from './health/server-health.ts';
 import type { FallbackWriterStatus } from './fallback.ts';
 import type { KernelScheduleStatus } from './kernel-schedule.ts';
+import { SHED_REASONS, type ShedReason } from './shed.ts';
 import type { GuardCount } from './vip-guard.ts';
 import { HA_ROLES, type HaRoleMachine } from './ha/role.ts';
 import type { SyncFigures, SyncStateReader } from './ha/sync-state.ts';
@@ -57,6 +58,8 @@ export interface FrontMetricsSource {
   fallbackStatus(): FallbackWriterStatus;
   /** The kernel SYN schedule's writer (kernel-schedule.ts). */
   scheduleStatus(): KernelScheduleStatus;
+  /** What the node shed so far, by reason (shed.ts). */
+  shed(): Readonly<Record<ShedReason, number>>;
   control(): FrontControl | undefined;
   ops(): OpsServer | undefined;
   /** The gatekeeper (distributed throttling) while it runs. */
@@ -95,6 +98,10 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   // Packets and decisions (FrontEngine counters).
   counterOf(registry, 'sluice_front_packets_total', 'Packets the engine examined (connection setup and teardown only).', () => c().packets);
   counterOf(registry, 'sluice_front_syn_packets_total', 'Client SYNs to a TCP service.', () => c().syn);
+  counterFrom(registry, 'sluice_front_shed_total', 'What the node shed, by reason: dropped (no_target, malformed, no_record, teardown_no_record, unexpected, checkpoint), decided but not recorded (table_full), lost by a socket (queue_lost, log_lost). SYN cookies: /proc/net/stat/synproxy.', ['reason'], () => {
+    const s = src.shed();
+    return SHED_REASONS.map((reason) => [{ reason }, s[reason]] as const);
+  });
   counterOf(registry, 'sluice_front_kernel_decided_total', 'New connections the kernel decided from the schedule (no SYN waited for the daemon), recorded from their log copies; also in the decided totals.', () => c().kernelDecided);
   counterOf(registry, 'sluice_front_schedule_writes_total', 'Rewrites of the kernel SYN schedule after the servers\' state changed materially.', () => src.scheduleStatus().writes);
   counterOf(registry, 'sluice_front_schedule_write_failures_total', 'Rewrites of the kernel SYN schedule that nft refused (retried each second; SYNs follow the previous schedule).', () => src.scheduleStatus().writeFailures);

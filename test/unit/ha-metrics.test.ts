@@ -10,7 +10,8 @@ import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { ConnectionTable } from '../../src/front/connections.ts';
 import { buildServices } from '../../src/front/daemon.ts';
-import { FrontEngine } from '../../src/front/engine.ts';
+import { EngineCounters, FrontEngine } from '../../src/front/engine.ts';
+import { shedCounts } from '../../src/front/shed.ts';
 import { HaRoleMachine } from '../../src/front/ha/role.ts';
 import { SyncStateReader } from '../../src/front/ha/sync-state.ts';
 import { registerFrontMetrics, type FrontMetricsSource } from '../../src/front/metrics.ts';
@@ -52,7 +53,7 @@ describe('ha metrics', () => {
       gatekeeper: () => undefined,
       overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) },
       vipGuardCount: () => ({ packets: 0, bytes: 0 }),
-      fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, elements: 0 }),
+      fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, elements: 0 }), shed: () => shedCounts(new EngineCounters(), 0, 0),
       ha,
       sync,
     };

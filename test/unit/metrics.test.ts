@@ -17,7 +17,8 @@ import { DnsDaemon } from '../../src/dns/daemon.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { ConnectionTable, connectionKey } from '../../src/front/connections.ts';
 import { buildServices } from '../../src/front/daemon.ts';
-import { FrontEngine } from '../../src/front/engine.ts';
+import { EngineCounters, FrontEngine } from '../../src/front/engine.ts';
+import { shedCounts } from '../../src/front/shed.ts';
 import { OVERFLOW_BASE } from '../../src/front/service.ts';
 import { registerAgentMetrics } from '../../src/agent/metrics.ts';
 import { Buckets } from '../../src/metrics/buckets.ts';
@@ -139,6 +140,7 @@ describe('front metrics from the engine and table counters', () => {
     vipGuardCount: () => guard,
     fallbackStatus: () => ({ writes: 4, writeFailures: 1, usableServers: 2, elements: 256 }),
     scheduleStatus: () => ({ services: 1, writes: 3, writeFailures: 0, elements: 256 }),
+    shed: () => ({ ...shedCounts(new EngineCounters(), 0, 0), no_target: 7, queue_lost: 2 }),
     control: () => undefined,
     ops: () => undefined,
         gatekeeper: () => undefined,
@@ -164,6 +166,10 @@ describe('front metrics from the engine and table counters', () => {
       ['sluice_front_packets_dropped_total', { reason: 'no_record' }, 5],
       ['sluice_front_packets_dropped_total', { reason: 'unexpected' }, 2],
       ['sluice_front_malformed_packets_total', { status: 'ip_options' }, 2],
+      ['sluice_front_shed_total', { reason: 'no_target' }, 7],
+      ['sluice_front_shed_total', { reason: 'queue_lost' }, 2],
+      ['sluice_front_shed_total', { reason: 'table_full' }, 0],
+      ['sluice_front_schedule_writes_total', {}, 3],
       ['sluice_front_unexpected_packets_total', {}, 3],
       ['sluice_front_server_active_connections', { service: 'www', server: 's1a' }, 4],
       ['sluice_front_server_capacity', { service: 'www', server: 's1a', unit: 'connections' }, 100],
@@ -266,7 +272,7 @@ services:
   const table = new ConnectionTable(100, 1000, { released: () => undefined });
   const engine = new FrontEngine(services, table, makeShaper());
   engine.onSettled = () => undefined;
-  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }), vipGuardCount: () => ({ packets: 0, bytes: 0 }), fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, elements: 0 }), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined, overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) } };
+  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }), vipGuardCount: () => ({ packets: 0, bytes: 0 }), fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, elements: 0 }), shed: () => shedCounts(new EngineCounters(), 0, 0), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined, overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) } };
   const r = new Registry();
   registerFrontMetrics(r, src);
   // Times relative to the clock the metrics read (oldest wait).
