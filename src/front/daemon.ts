@@ -76,7 +76,7 @@ import { FrontControl } from './control.ts';
 import { FrontEngine, HELD } from './engine.ts';
 import { saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
-import { KernelScheduleWriter, SCHEDULE_TICK_MS, runtimeSchedule, type KernelScheduleStatus } from './kernel-schedule.ts';
+import { KernelScheduleWriter, SCHEDULE_TICK_MS, type KernelScheduleStatus } from './kernel-schedule.ts';
 import { listTableAsync, nftLoadAsync, scheduleUpdateScript } from './nft.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG } from './rules.ts';
@@ -217,13 +217,13 @@ export class FrontDaemon implements FrontMetricsSource {
       log: this.log,
       config: () => this.config,
       write: (script) => nftLoadAsync(script, 10_000),
-      script: scheduleUpdateScript,
+      script: (l, oldKeys, els, slots) => scheduleUpdateScript(this.config, l, oldKeys, els, slots),
     });
     this.rules = new RulesHealth({
       log: this.log,
       // A repair renders the running configuration with the latest usable servers and schedule.
       render: () => {
-        const targets = runtimeSchedule(this.config, this.engine.services);
+        const targets = this.schedule.render(this.config, this.engine.services);
         this.schedule.installed(targets);
         return renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets);
       },
@@ -427,7 +427,7 @@ export class FrontDaemon implements FrontMetricsSource {
     });
     const rebuilt = (await this.#rebuildFromKernel(false)).added;
     this.fallback.installed(this.engine.services);
-    const targets = runtimeSchedule(this.config, this.engine.services);
+    const targets = this.schedule.render(this.config, this.engine.services);
     this.schedule.installed(targets);
     this.rules.install(renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets));
     this.#queue = NfQueue.open({
@@ -588,14 +588,14 @@ export class FrontDaemon implements FrontMetricsSource {
       ns.overflowed = os?.overflowed ?? 0;
     }
     this.fallback.installed(services);
-    const targets = runtimeSchedule(next, services);
+    const targets = this.schedule.render(next, services);
     this.schedule.installed(targets, next);
     try {
       this.rules.install(renderRuleset(next, this.fallback.spread(), this.vipGuard.last(), targets));
     } catch (err) {
       // The running services stay: so do the fallback's and the schedule's states (a repair renders them with the running configuration).
       this.fallback.installed(old);
-      this.schedule.installed(runtimeSchedule(this.config, old));
+      this.schedule.installed(this.schedule.render(this.config, old));
       throw err;
     }
     this.engine.setServices(services);

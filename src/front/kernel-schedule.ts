@@ -38,6 +38,16 @@
  * kernel` (config.ts). leastconn needs the live counts per pick, maglev a
  * per-client table (both stay queued, as do checkpoints, which may hold).
  *
+ * Near capacity the daemon decides: a server whose remaining capacity is
+ * within its headroom (HEADROOM_SECONDS of its recent connection rate, at
+ * least HEADROOM_MIN connections) leaves the schedule; when only such
+ * servers remain, the schedule is empty and every SYN is queued, so the
+ * last connections to a server and the overflow that follows are decided
+ * exactly, by the daemon's own counts, as before. Only when every server
+ * is full or unusable do the slots hold the overflow clusters.
+ * `failMode: drop` keeps every SYN queued: the operator asked that nothing
+ * be steered without the daemon, and the kernel schedule outlives it.
+ *
  * Lag, and what it costs: the kernel follows the schedule last written.
  * The writer (KernelScheduleWriter) recomputes it on every daemon tick
  * (SCHEDULE_TICK_MS) and at once when a recorded SYN fills a server; it
@@ -58,6 +68,10 @@ import type { Logger } from '../log/logger.ts';
 
 /** Slots of a capacity schedule (and of a byrequests one whose cycle is longer than MAX_CYCLE). */
 export const SCHEDULE_SLOTS = 256;
+/** A server within this many seconds of its recent rate from its capacity leaves the schedule (the daemon decides its last connections). */
+export const HEADROOM_SECONDS = 0.2;
+/** ... and within at least this many connections. */
+export const HEADROOM_MIN = 2;
 /** Longest byrequests cycle written exactly; also the spacing of the services' key ranges. */
 export const MAX_CYCLE = 1024;
 /** The daemon recomputes the schedules this often (ms). */
@@ -69,8 +83,8 @@ export function kernelChain(i: number): string {
 }
 
 /** Whether service `svc` of `cfg` takes the kernel schedule (see the module comment). */
-export function isKernelService(cfg: Pick<FrontConfig, 'checkpoints'>, svc: ServiceConfig): boolean {
-  if ((svc.synPath as string | undefined) === 'queue') return false;
+export function isKernelService(cfg: Pick<FrontConfig, 'checkpoints'> & { readonly failMode?: FrontConfig['failMode'] }, svc: ServiceConfig): boolean {
+  if ((svc.synPath as string | undefined) === 'queue' || cfg.failMode === 'drop') return false;
   if (svc.protocol !== 'tcp' || (svc.method !== 'capacity' && svc.method !== 'byrequests')) return false;
   // `checkpoints` may be absent from configs built by hand (tools, older tests) rather than parsed.
   const none = (l: readonly unknown[] | undefined): boolean => l === undefined || l.length === 0;
@@ -78,16 +92,26 @@ export function isKernelService(cfg: Pick<FrontConfig, 'checkpoints'>, svc: Serv
 }
 
 /**
- * Slots of service `svc`'s schedule: for byrequests with integer weights
- * summing to at most MAX_CYCLE, that sum (one exact cycle); else
- * SCHEDULE_SLOTS.
+ * Slots for byrequests weights `w` (0: not eligible): with integer weights
+ * summing to at most MAX_CYCLE, that sum (one exact cycle of the current
+ * eligible servers); else SCHEDULE_SLOTS. The slot count is in the
+ * service's chain rule: the writer rewrites the rule when it changes (a
+ * drain, a server back), and the new rule's counter starts the new cycle
+ * at its first slot.
  */
-export function slotsOf(svc: ServiceConfig): number {
-  if (svc.method === 'byrequests') {
-    const sum = svc.servers.reduce((n, s) => n + s.weight, 0);
-    if (svc.servers.every((s) => Number.isInteger(s.weight)) && sum <= MAX_CYCLE) return sum;
+export function cycleSlots(w: readonly number[]): number {
+  let sum = 0;
+  for (const x of w) {
+    if (x <= 0) continue;
+    if (!Number.isInteger(x)) return SCHEDULE_SLOTS;
+    sum += x;
   }
-  return SCHEDULE_SLOTS;
+  return sum > 0 && sum <= MAX_CYCLE ? sum : SCHEDULE_SLOTS;
+}
+
+/** Slots of service `svc`'s schedule from its configuration (every active server eligible). */
+export function slotsOf(svc: ServiceConfig): number {
+  return svc.method === 'byrequests' ? cycleSlots(svc.servers.map((s) => (s.state === 'active' ? s.weight : 0))) : SCHEDULE_SLOTS;
 }
 
 export interface ScheduledService {
@@ -95,16 +119,20 @@ export interface ScheduledService {
   readonly index: number;
   /** First key of its slots in map `schedule`: index x MAX_CYCLE, so a service keeps its range across reloads that add others. */
   readonly offset: number;
-  readonly slots: number;
 }
 
 /** The services on the kernel path, with their key ranges. */
-export function scheduleLayout(cfg: Pick<FrontConfig, 'checkpoints' | 'services'>): ScheduledService[] {
+export function scheduleLayout(cfg: Pick<FrontConfig, 'checkpoints' | 'services'> & { readonly failMode?: FrontConfig['failMode'] }): ScheduledService[] {
   const out: ScheduledService[] = [];
   cfg.services.forEach((svc, index) => {
-    if (isKernelService(cfg, svc)) out.push({ index, offset: index * MAX_CYCLE, slots: slotsOf(svc) });
+    if (isKernelService(cfg, svc)) out.push({ index, offset: index * MAX_CYCLE });
   });
   return out;
+}
+
+/** The rules of service `l`'s chain for `slots` slots: the schedule's lookup (logged for the record), else the queue. */
+export function kernelChainRules(l: ScheduledService, slots: number, log: string, queueMark: string): [string, string] {
+  return [`meta mark set numgen inc mod ${String(slots)} offset ${String(l.offset)} map @schedule ${log} return`, `meta mark set ${queueMark} return`];
 }
 
 /** Target codes per slot, per service index (undefined: not on the kernel path). -1: an empty slot. */
@@ -137,32 +165,54 @@ export function fillSmooth(weights: readonly number[], slots: number, out: Int32
   }
 }
 
-/** The weights the service's method reads now (select/capacity.ts, select/byrequests.ts). */
-function serverWeights(svc: ServiceRuntime): number[] {
-  if (svc.selector.method === 'capacity') {
-    return svc.servers.map((b) => {
-      const remaining = b.usable ? b.capacity - b.load : 0;
-      return remaining > 0 ? (Number.isFinite(remaining) ? remaining : 1) * b.share : 0;
-    });
-  }
-  return svc.servers.map((b) => (eligible(b) ? b.weight * b.share : 0));
+/**
+ * The weights the service's method reads now (select/capacity.ts,
+ * select/byrequests.ts), 0 for a server within its headroom of capacity
+ * (`headroom(i)`: connections), and whether any server is so (not full,
+ * but its last connections are the daemon's to decide).
+ */
+function serverWeights(svc: ServiceRuntime, headroom: (i: number) => number): { w: number[]; near: boolean } {
+  let near = false;
+  const w = svc.servers.map((b, i) => {
+    if (!b.usable) return 0;
+    const remaining = b.capacity - b.load;
+    if (remaining <= 0) return 0;
+    if (Number.isFinite(remaining) && remaining <= headroom(i)) {
+      near = true;
+      return 0;
+    }
+    if (svc.selector.method === 'capacity') return (Number.isFinite(remaining) ? remaining : 1) * b.share;
+    return eligible(b) ? b.weight * b.share : 0;
+  });
+  return { w, near };
 }
 
-/** One service's slots from its runtime state: its servers, else its overflow clusters, else empty. */
-export function serviceSchedule(svc: ServiceRuntime, slots: number): Int32Array {
-  const out = new Int32Array(slots);
-  const w = serverWeights(svc);
-  if (w.some((x) => x > 0)) fillSmooth(w, slots, out);
-  else fillSmooth(svc.overflow.map((o) => Math.max(0, o.freeCapacity)), slots, out, OVERFLOW_BASE);
+/**
+ * One service's slots from its runtime state: its servers; else (none with
+ * room beyond its headroom) empty if some server still has room (the queue
+ * decides its last connections exactly), else the overflow clusters by free
+ * capacity, else empty.
+ */
+export function serviceSchedule(svc: ServiceRuntime, headroom: (i: number) => number = () => HEADROOM_MIN): Int32Array {
+  const { w, near } = serverWeights(svc, headroom);
+  if (w.some((x) => x > 0)) {
+    const slots = svc.selector.method === 'byrequests' ? cycleSlots(w) : SCHEDULE_SLOTS;
+    const out = new Int32Array(slots);
+    fillSmooth(w, slots, out);
+    return out;
+  }
+  const out = new Int32Array(SCHEDULE_SLOTS);
+  if (near) out.fill(-1);
+  else fillSmooth(svc.overflow.map((o) => Math.max(0, o.freeCapacity)), SCHEDULE_SLOTS, out, OVERFLOW_BASE);
   return out;
 }
 
-/** The schedules of the running services. */
-export function runtimeSchedule(cfg: Pick<FrontConfig, 'checkpoints' | 'services'>, services: readonly ServiceRuntime[]): ScheduleTargets {
+/** The schedules of the running services (`headroom`: per service and server index, connections). */
+export function runtimeSchedule(cfg: Pick<FrontConfig, 'checkpoints' | 'services'> & { readonly failMode?: FrontConfig['failMode'] }, services: readonly ServiceRuntime[], headroom?: (service: number, server: number) => number): ScheduleTargets {
   const out: (Int32Array | undefined)[] = [];
   for (const l of scheduleLayout(cfg)) {
     const svc = services[l.index];
-    if (svc !== undefined) out[l.index] = serviceSchedule(svc, l.slots);
+    if (svc !== undefined) out[l.index] = serviceSchedule(svc, headroom === undefined ? undefined : (i) => headroom(l.index, i));
   }
   return out;
 }
@@ -173,15 +223,20 @@ export function runtimeSchedule(cfg: Pick<FrontConfig, 'checkpoints' | 'services
  * weight (byrequests); the daemon rewrites them from the runtime state at
  * its first tick.
  */
-export function configuredSchedule(cfg: Pick<FrontConfig, 'checkpoints' | 'services' | 'overflow'>): ScheduleTargets {
+export function configuredSchedule(cfg: Pick<FrontConfig, 'checkpoints' | 'services' | 'overflow'> & { readonly failMode?: FrontConfig['failMode'] }): ScheduleTargets {
   const out: (Int32Array | undefined)[] = [];
   for (const l of scheduleLayout(cfg)) {
     const svc = cfg.services[l.index];
     if (svc === undefined) continue;
-    const w = svc.servers.map((s) => (s.state !== 'active' ? 0 : svc.method === 'capacity' ? (s.capacity === undefined || !Number.isFinite(s.capacity) ? 1 : s.capacity) : s.weight));
-    const slots = new Int32Array(l.slots);
-    if (w.some((x) => x > 0)) fillSmooth(w, l.slots, slots);
-    else fillSmooth(cfg.overflow.map((o) => Math.max(0, o.freeCapacity)), l.slots, slots, OVERFLOW_BASE);
+    // A server's capacity within the headroom is the daemon's to fill (see serviceSchedule).
+    const room = (s: ServiceConfig['servers'][number]): number => (s.capacity === undefined || !Number.isFinite(s.capacity) ? 1 : s.capacity > HEADROOM_MIN ? s.capacity : 0);
+    const w = svc.servers.map((s) => (s.state !== 'active' ? 0 : svc.method === 'capacity' ? room(s) : room(s) > 0 ? s.weight : 0));
+    const near = svc.servers.some((s) => s.state === 'active' && room(s) === 0);
+    const n = w.some((x) => x > 0) ? slotsOf({ ...svc, servers: svc.servers.map((s, i) => ({ ...s, weight: w[i] ?? 0, state: (w[i] ?? 0) > 0 ? 'active' : 'disabled' })) }) : SCHEDULE_SLOTS;
+    const slots = new Int32Array(n);
+    if (w.some((x) => x > 0)) fillSmooth(w, n, slots);
+    else if (near) slots.fill(-1);
+    else fillSmooth(cfg.overflow.map((o) => Math.max(0, o.freeCapacity)), n, slots, OVERFLOW_BASE);
     out[l.index] = slots;
   }
   return out;
@@ -236,8 +291,14 @@ export interface KernelScheduleDeps {
   readonly config: () => Readonly<FrontConfig>;
   /** Loads an `nft -f` script off the event loop (nft.ts nftLoadAsync). */
   readonly write: (script: string) => Promise<void>;
-  /** The `nft -f` lines that replace one service's slots: delete `oldKeys`, add `elements`. */
-  readonly script: (oldKeys: readonly number[], elements: readonly string[]) => string;
+  /**
+   * The `nft -f` lines that replace one service's slots: delete `oldKeys`,
+   * add `elements`, and with `slots`, first rewrite the service's chain for
+   * that many slots (nft.ts scheduleUpdateScript).
+   */
+  readonly script: (service: ScheduledService, oldKeys: readonly number[], elements: readonly string[], slots?: number) => string;
+  /** Monotonic ms (tests inject one). */
+  readonly now?: () => number;
 }
 
 export interface KernelScheduleStatus {
@@ -246,6 +307,15 @@ export interface KernelScheduleStatus {
   readonly writeFailures: number;
   /** Elements map `schedule` should hold now. */
   readonly elements: number;
+  /** Services whose schedule is empty now (their SYNs queued: near capacity, or nothing to send them to). */
+  readonly queued: number;
+}
+
+/** A server's recent new-connection rate, from its `decided` count (for its headroom). */
+interface Seen {
+  decided: number;
+  at: number;
+  rate: number;
 }
 
 /**
@@ -256,9 +326,11 @@ export interface KernelScheduleStatus {
  */
 export class KernelScheduleWriter {
   readonly #deps: KernelScheduleDeps;
+  readonly #now: () => number;
   #layout: ScheduledService[] = [];
   #want: (Int32Array | undefined)[] = [];
   #have: (Int32Array | undefined)[] = [];
+  readonly #seen = new WeakMap<ServiceRuntime['servers'][number], Seen>();
   #writing = false;
   #dirty = false;
   #stopped = false;
@@ -269,10 +341,26 @@ export class KernelScheduleWriter {
 
   constructor(deps: KernelScheduleDeps) {
     this.#deps = deps;
+    this.#now = deps.now ?? (() => performance.now());
+  }
+
+  /** A server's headroom now: HEADROOM_SECONDS of its recent rate, at least HEADROOM_MIN. */
+  headroom(svc: ServiceRuntime, i: number): number {
+    const b = svc.servers[i];
+    const seen = b === undefined ? undefined : this.#seen.get(b);
+    return Math.max(HEADROOM_MIN, Math.ceil((seen?.rate ?? 0) * HEADROOM_SECONDS));
+  }
+
+  /** The schedules a full install renders now (with the current headrooms). */
+  render(cfg: Pick<FrontConfig, 'checkpoints' | 'services'> & { readonly failMode?: FrontConfig['failMode'] }, services: readonly ServiceRuntime[]): ScheduleTargets {
+    return runtimeSchedule(cfg, services, (s, i) => {
+      const svc = services[s];
+      return svc === undefined ? HEADROOM_MIN : this.headroom(svc, i);
+    });
   }
 
   /** A full install (start, reload, repair) rendered `targets` of configuration `cfg` (default: the running one) into the table. */
-  installed(targets: ScheduleTargets, cfg: Pick<FrontConfig, 'checkpoints' | 'services'> = this.#deps.config()): void {
+  installed(targets: ScheduleTargets, cfg: Pick<FrontConfig, 'checkpoints' | 'services'> & { readonly failMode?: FrontConfig['failMode'] } = this.#deps.config()): void {
     this.#layout = scheduleLayout(cfg);
     this.#have = [...targets];
     this.#want = [...targets];
@@ -288,22 +376,47 @@ export class KernelScheduleWriter {
   /** The servers' state may have changed: recompute, and write what changed materially. */
   update(services: readonly ServiceRuntime[]): void {
     if (this.#stopped) return;
+    const now = this.#now();
     let changed = false;
     for (const l of this.#layout) {
       const svc = services[l.index];
       if (svc === undefined) continue;
-      const next = serviceSchedule(svc, l.slots);
+      for (const b of svc.servers) this.#sample(b, now);
+      const next = serviceSchedule(svc, (i) => this.headroom(svc, i));
       if (!materialChange(this.#want[l.index], next)) continue;
       this.#want[l.index] = next;
       changed = true;
     }
     if (changed) this.#dirty = true;
     // A failed write is retried at most once a second (not at every tick against a broken nft).
-    if (this.#dirty && (!this.#failing || performance.now() - this.#failedAt >= 1000)) this.#kick();
+    if (this.#dirty && (!this.#failing || now - this.#failedAt >= 1000)) this.#kick();
+  }
+
+  /** Smoothed rate of `decided` (at most one sample per 50 ms; a reload's fresh server starts at 0). */
+  #sample(b: ServiceRuntime['servers'][number], now: number): void {
+    const seen = this.#seen.get(b);
+    if (seen === undefined) {
+      this.#seen.set(b, { decided: b.decided, at: now, rate: 0 });
+      return;
+    }
+    const dt = (now - seen.at) / 1000;
+    if (dt < 0.05) return;
+    const r = Math.max(0, b.decided - seen.decided) / dt;
+    // Rises at once (the headroom must cover a burst), decays over ~1 s.
+    seen.rate = r > seen.rate ? r : seen.rate + (r - seen.rate) * Math.min(1, dt);
+    seen.decided = b.decided;
+    seen.at = now;
   }
 
   status(): KernelScheduleStatus {
-    return { services: this.#layout.length, writes: this.#writes, writeFailures: this.#writeFailures, elements: this.#layout.reduce((n, l) => n + (this.#want[l.index]?.filter((t) => t >= 0).length ?? 0), 0) };
+    let elements = 0;
+    let queued = 0;
+    for (const l of this.#layout) {
+      const n = this.#want[l.index]?.filter((t) => t >= 0).length ?? 0;
+      elements += n;
+      if (n === 0) queued++;
+    }
+    return { services: this.#layout.length, writes: this.#writes, writeFailures: this.#writeFailures, elements, queued };
   }
 
   stop(): void {
@@ -325,7 +438,9 @@ export class KernelScheduleWriter {
       if (want === have) continue;
       const oldKeys: number[] = [];
       if (have !== undefined) for (let k = 0; k < have.length; k++) if ((have[k] ?? -1) >= 0) oldKeys.push(l.offset + k);
-      lines.push(this.#deps.script(oldKeys, slotElements(l, want)));
+      // Another slot count: the chain's rule changes with it (a new cycle from its first slot).
+      const slots = want !== undefined && want.length !== have?.length ? want.length : undefined;
+      lines.push(this.#deps.script(l, oldKeys, slotElements(l, want), slots));
       next[l.index] = want;
     }
     if (lines.length === 0) return;
@@ -340,7 +455,7 @@ export class KernelScheduleWriter {
       this.#failing = false;
     } catch (err) {
       this.#writeFailures++;
-      this.#failedAt = performance.now();
+      this.#failedAt = this.#now();
       this.#dirty = true;
       if (!this.#failing) this.#deps.log.warn({ err: err instanceof Error ? err.message : err }, 'kernel schedule could not be written (logged once until a write works; SYNs follow the previous schedule)');
       this.#failing = true;

@@ -66,7 +66,7 @@ import { runCommand } from '../util/exec.ts';
 import { synproxyOf, type FrontConfig } from './config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from './marks.ts';
 import { TEARDOWN_LOG } from './rules.ts';
-import { SCHEDULE_SLOTS, configuredSchedule, kernelChain, scheduleElements, scheduleLayout, type ScheduleTargets } from './kernel-schedule.ts';
+import { SCHEDULE_SLOTS, configuredSchedule, kernelChain, kernelChainRules, scheduleElements, scheduleLayout, type ScheduleTargets, type ScheduledService } from './kernel-schedule.ts';
 
 export const NFT_FAMILY = 'ip';
 export const NFT_TABLE = 'sluice';
@@ -157,7 +157,8 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     const svc = cfg.services[l.index];
     return `${svc?.vip ?? ''} . tcp . ${String(svc?.port ?? 0)} : goto ${kernelChain(l.index)}`;
   });
-  const sched = scheduleElements(layout, schedule ?? configuredSchedule(cfg));
+  const targets0 = schedule ?? configuredSchedule(cfg);
+  const sched = scheduleElements(layout, targets0);
   const vips = [...new Set(cfg.services.map((s) => s.vip))];
   const services = cfg.services.map((s) => `${s.vip} . ${s.protocol} . ${String(s.port)}`);
   const targets: string[] = [];
@@ -188,10 +189,10 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
   // Without a SYNPROXY service none of its sets, rules or chains exist: the
   // table is the one of before, and no packet pays for the lookups.
   const sp = <T>(lines: T[]): T[] => (synproxy.length > 0 ? lines : []);
-  const log = `log group ${String(cfg.nflogGroup)} snaplen ${String(TEARDOWN_LOG.size)} queue-threshold ${String(TEARDOWN_LOG.threshold)}`;
+  const log = teardownLog(cfg);
   const q = hex(QUEUE_MARK);
   // The per-service chains of the kernel schedule, with their rules (name, rules).
-  const kernelChains = layout.map((l) => [kernelChain(l.index), [`meta mark set numgen inc mod ${String(l.slots)} offset ${String(l.offset)} map @schedule ${log} return`, `meta mark set ${q} return`]] as const);
+  const kernelChains = layout.map((l) => [kernelChain(l.index), kernelChainRules(l, targets0[l.index]?.length ?? SCHEDULE_SLOTS, log, q)] as const);
   const synOnly = 'tcp flags & (syn | ack | fin | rst) == syn';
   const lines = [
     `table ${NFT_FAMILY} ${NFT_TABLE} {`,
@@ -357,9 +358,18 @@ function elementUpdate(kind: 'set' | 'map', name: string, els: readonly string[]
   return lines;
 }
 
+/** The log statement of FIN/RST copies and of the kernel schedule's SYNs (the daemon's NFLOG group). */
+function teardownLog(cfg: Pick<FrontConfig, 'nflogGroup'>): string {
+  return `log group ${String(cfg.nflogGroup)} snaplen ${String(TEARDOWN_LOG.size)} queue-threshold ${String(TEARDOWN_LOG.threshold)}`;
+}
+
 /** The `nft -f` lines that replace one service's slots in map `schedule` (kernel-schedule.ts): one transaction with the rest of the write. */
-export function scheduleUpdateScript(oldKeys: readonly number[], els: readonly string[]): string {
+export function scheduleUpdateScript(cfg: Pick<FrontConfig, 'nflogGroup'>, service: ScheduledService, oldKeys: readonly number[], els: readonly string[], slots?: number): string {
   const lines: string[] = [];
+  if (slots !== undefined) {
+    const name = kernelChain(service.index);
+    lines.push(`flush chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, ...kernelChainRules(service, slots, teardownLog(cfg), hex(QUEUE_MARK)).map((r) => `add rule ${NFT_FAMILY} ${NFT_TABLE} ${name} ${r}`));
+  }
   if (oldKeys.length > 0) lines.push(`delete element ${NFT_FAMILY} ${NFT_TABLE} schedule { ${oldKeys.join(', ')} }`);
   if (els.length > 0) lines.push(`add element ${NFT_FAMILY} ${NFT_TABLE} schedule { ${els.join(', ')} }`);
   return lines.map((l) => l + '\n').join('');

@@ -172,12 +172,14 @@ export function ownedNftPart(list: string): OwnedPart {
   const chains = new Map<string, string[]>();
   let current: string[] | undefined;
   let inFallbackElements = false;
+  let inKernelChain = false;
   for (const raw of list.split('\n')) {
     const line = raw.trim();
     const head = /^(set|map|chain|counter) (\S+) \{$/.exec(line);
     if (head !== null && raw.startsWith('\t') && !raw.startsWith('\t\t')) {
       current = [];
       chains.set(`${head[1] ?? ''} ${head[2] ?? ''}`, current);
+      inKernelChain = head[1] === 'chain' && /^k_\d+$/.test(head[2] ?? '');
       inFallbackElements = false;
       continue;
     }
@@ -186,7 +188,9 @@ export function ownedNftPart(list: string): OwnedPart {
       inFallbackElements = !line.endsWith('}');
       continue;
     }
-    current.push(line.replace(/packets \d+ bytes \d+/g, 'packets - bytes -'));
+    // A kernel-schedule chain's slot count follows the eligible servers
+    // (kernel-schedule.ts rewrites it): not damage.
+    current.push((inKernelChain ? line.replace(/numgen inc mod \d+/, 'numgen inc mod N') : line).replace(/packets \d+ bytes \d+/g, 'packets - bytes -'));
   }
   return { chains, jumps: [] };
 }

@@ -31,7 +31,8 @@ describe('kernel schedule: byrequests vectors (seed 003)', () => {
     it(`weights ${weights.join('/')}: the kernel's walk is the selector's sequence, cycle after cycle`, () => {
       const cfg = config(BYREQ(weights));
       const svc = new ServiceRuntime(0, cfg.services[0]!, []);
-      const slots = serviceSchedule(svc, slotsOf(cfg.services[0]!));
+      const slots = serviceSchedule(svc);
+      assert.equal(slots.length, slotsOf(cfg.services[0]!));
       assert.equal(slots.length, weights.reduce((a, b) => a + b, 0));
       // The selector from its initial state, on identical servers.
       const ref = new ServiceRuntime(0, cfg.services[0]!, []);
@@ -62,26 +63,54 @@ describe('kernel schedule: capacity, eligibility, overflow', () => {
     const cfg = config(CAP);
     const svc = new ServiceRuntime(0, cfg.services[0]!, []);
     const count = (s: Int32Array, t: number): number => s.filter((x) => x === t).length;
-    let s = serviceSchedule(svc, SCHEDULE_SLOTS);
+    let s = serviceSchedule(svc);
     assert.equal(count(s, 0), 192);
     assert.equal(count(s, 1), 64);
     svc.servers[0]!.active = 200; // remaining 100 and 100
-    s = serviceSchedule(svc, SCHEDULE_SLOTS);
+    s = serviceSchedule(svc);
     assert.equal(count(s, 0), 128);
     svc.servers[1]!.active = 100; // b full
-    s = serviceSchedule(svc, SCHEDULE_SLOTS);
+    s = serviceSchedule(svc);
     assert.equal(count(s, 0), SCHEDULE_SLOTS);
+  });
+
+  it('a server within its headroom of capacity leaves the schedule; when only such servers have room, the schedule is empty (the daemon decides their last connections)', () => {
+    const cfg = parseConfig(frontConfigSchema, `cluster: c1\nuplinkAddress: 198.18.101.2\noverflow:\n  - { cluster: c2, vip: 198.19.2.1, freeCapacity: 10 }\nservices:\n${CAP}`, 'x');
+    const svc = new ServiceRuntime(0, cfg.services[0]!, cfg.overflow);
+    svc.servers[1]!.active = 95; // 5 left, headroom 10
+    let s = serviceSchedule(svc, () => 10);
+    assert.ok(s.every((t) => t === 0), 'only a');
+    svc.servers[0]!.active = 295;
+    s = serviceSchedule(svc, () => 10);
+    assert.ok(s.every((t) => t === -1), 'both within headroom: not the overflow, the queue');
+    svc.servers[0]!.active = 300;
+    svc.servers[1]!.active = 100;
+    assert.ok(serviceSchedule(svc, () => 10).every((t) => t === 0x800), 'both full: the overflow cluster');
+  });
+
+  it('byrequests: a drained server shortens the cycle to the eligible servers\' (the chain is rewritten with it)', () => {
+    const cfg = config(BYREQ([3, 2, 1]));
+    const svc = new ServiceRuntime(0, cfg.services[0]!, []);
+    assert.equal(serviceSchedule(svc).length, 6);
+    svc.servers[0]!.usable = false;
+    const s = serviceSchedule(svc);
+    assert.deepEqual(Array.from(s), [1, 2, 1]);
+  });
+
+  it('failMode drop: nothing on the kernel schedule (it would outlive the daemon)', () => {
+    const cfg = config(BYREQ([1, 1]));
+    assert.equal(scheduleLayout({ ...cfg, failMode: 'drop' }).length, 0);
   });
 
   it('every server full or unusable: the overflow clusters by free capacity; none: empty slots (the queue decides)', () => {
     const cfg = parseConfig(frontConfigSchema, `cluster: c1\nuplinkAddress: 198.18.101.2\noverflow:\n  - { cluster: c2, vip: 198.19.2.1, freeCapacity: 10 }\nservices:\n${CAP}`, 'x');
     const svc = new ServiceRuntime(0, cfg.services[0]!, cfg.overflow);
     for (const b of svc.servers) b.usable = false;
-    assert.ok(serviceSchedule(svc, 8).every((t) => t === 0x800));
+    assert.ok(serviceSchedule(svc).every((t) => t === 0x800));
     svc.overflow[0]!.freeCapacity = 0;
-    assert.ok(serviceSchedule(svc, 8).every((t) => t === -1));
+    assert.ok(serviceSchedule(svc).every((t) => t === -1));
     const layout = scheduleLayout(cfg);
-    assert.deepEqual(scheduleElements(layout, [serviceSchedule(svc, 8)]), []);
+    assert.deepEqual(scheduleElements(layout, [serviceSchedule(svc)]), []);
   });
 
   it('only TCP services of capacity or byrequests without checkpoints, and not synPath queue, are on it', () => {
@@ -91,7 +120,7 @@ describe('kernel schedule: capacity, eligibility, overflow', () => {
         BYREQ([1, 1]).replace('method: byrequests', 'method: leastconn').replace('198.19.1.1', '198.19.1.3').replace('name: web', 'name: lc'),
     );
     assert.deepEqual(cfg.services.map((s) => isKernelService(cfg, s)), [true, false, false]);
-    assert.deepEqual(scheduleLayout(cfg).map((l) => [l.index, l.offset, l.slots]), [[0, 0, 2]]);
+    assert.deepEqual(scheduleLayout(cfg).map((l) => [l.index, l.offset]), [[0, 0]]);
     const n = renderNft(cfg, configuredSpread(cfg));
     assert.ok(n.table.includes('198.19.1.1 . tcp . 80 : goto k_0'));
     assert.ok(!n.table.includes('goto k_1'));
@@ -108,7 +137,7 @@ describe('kernel schedule writer', () => {
     const w = new KernelScheduleWriter({
       log: silent,
       config: () => cfg,
-      script: scheduleUpdateScript,
+      script: (l, keys, els, slots) => scheduleUpdateScript(cfg, l, keys, els, slots),
       write: (s) => {
         if (fail) return Promise.reject(new Error('nft: no'));
         scripts.push(s);

@@ -139,7 +139,7 @@ describe('front metrics from the engine and table counters', () => {
     rulesHealth: () => ({ checks: 40, repaired: 2, repairFailures: 1, checkFailures: 3, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }),
     vipGuardCount: () => guard,
     fallbackStatus: () => ({ writes: 4, writeFailures: 1, usableServers: 2, elements: 256 }),
-    scheduleStatus: () => ({ services: 1, writes: 3, writeFailures: 0, elements: 256 }),
+    scheduleStatus: () => ({ services: 1, writes: 3, writeFailures: 0, elements: 256, queued: 0 }),
     shed: () => ({ ...shedCounts(new EngineCounters(), 0, 0), no_target: 7, queue_lost: 2 }),
     control: () => undefined,
     ops: () => undefined,
@@ -272,7 +272,7 @@ services:
   const table = new ConnectionTable(100, 1000, { released: () => undefined });
   const engine = new FrontEngine(services, table, makeShaper());
   engine.onSettled = () => undefined;
-  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }), vipGuardCount: () => ({ packets: 0, bytes: 0 }), fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, elements: 0 }), shed: () => shedCounts(new EngineCounters(), 0, 0), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined, overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) } };
+  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }), vipGuardCount: () => ({ packets: 0, bytes: 0 }), fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, elements: 0, queued: 0 }), shed: () => shedCounts(new EngineCounters(), 0, 0), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined, overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) } };
   const r = new Registry();
   registerFrontMetrics(r, src);
   // Times relative to the clock the metrics read (oldest wait).
