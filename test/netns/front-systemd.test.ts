@@ -39,6 +39,9 @@ services:
     vip: 198.19.1.1
     port: 80
     method: capacity
+    # The queued SYN path, whose jump rule this test watches across restarts
+    # and reloads (the kernel schedule's SYNs never take it).
+    synPath: queue
     servers:
 ${lines.join('\n')}
 `;
