@@ -18,6 +18,7 @@ import type { FrontControlStatus } from './control.ts';
 import type { RulesHealthStatus } from './rules-health.ts';
 import type { FallbackWriterStatus } from './fallback.ts';
 import type { KernelScheduleStatus } from './kernel-schedule.ts';
+import type { SynproxyAutoStatus } from './synproxy-auto.ts';
 import type { GuardCount } from './vip-guard.ts';
 import type { EngineCounters } from './engine.ts';
 import type { ServerRuntime } from './service.ts';
@@ -167,6 +168,8 @@ export interface FrontStatus {
   readonly fallback: FallbackWriterStatus;
   /** The kernel SYN schedule's writer (kernel-schedule.ts): services on it, writes, elements. */
   readonly kernelSchedule: KernelScheduleStatus;
+  /** SYN cookies per capable service (synproxy-auto.ts): mode, engaged now, SYN rate, transitions. */
+  readonly synproxy?: SynproxyAutoStatus;
   /** The NFQUEUE's counters, while it is bound. */
   readonly queue?: Readonly<QueueStats> | undefined;
   /** The NFLOG group's counters, while it is bound. */
