@@ -138,6 +138,34 @@ const synproxyOptions = z.strictObject({
 /** A TCP service's SYNPROXY options, all defaults filled: what the nft table renders. */
 export type SynproxyOptions = z.output<typeof synproxyOptions>;
 const SYNPROXY_DEFAULTS: SynproxyOptions = synproxyOptions.parse({});
+/** `above` and `calmSeconds` when not set (mode auto). */
+export const SYNPROXY_ABOVE = 5000;
+export const SYNPROXY_CALM_SECONDS = 30;
+
+/**
+ * The `synproxy` object: the cookie options plus the mode. Without `mode`
+ * it is `on`, as before modes existed (an options object meant cookies
+ * always); `above` and `calmSeconds` belong to `auto` and are refused
+ * elsewhere, so that an object never silently means something else.
+ */
+const synproxyObject = synproxyOptions
+  .extend({
+    mode: z.enum(['auto', 'on', 'off'], { error: 'synproxy.mode is auto, on or off' }).optional().describe('`auto`: cookies only while the service is under a SYN flood (its SYN rate above `above`); `on`: always; `off`: never. Absent in an object: `on` (an options object meant cookies always before modes existed).'),
+    above: z.int().min(1, 'synproxy.above is at least 1 SYN/s').optional().describe(`Mode auto: cookies engage at the first one-second reading of the service's SYN rate (client SYNs to VIP and port, counted by the kernel) above this many per second. Default ${String(SYNPROXY_ABOVE)}.`),
+    calmSeconds: z.int().min(1, 'synproxy.calmSeconds is at least 1').max(3600, 'synproxy.calmSeconds is at most 3600').optional().describe(`Mode auto: cookies disengage once the SYN rate stayed below above/2 for this many seconds. Default ${String(SYNPROXY_CALM_SECONDS)}.`),
+  })
+  .superRefine((o, ctx) => {
+    if ((o.mode ?? 'on') !== 'auto') {
+      for (const k of ['above', 'calmSeconds'] as const) if (o[k] !== undefined) ctx.addIssue({ code: 'custom', path: [k], message: `synproxy.${k} applies to mode auto: set mode: auto (an object without mode is on)` });
+    }
+  });
+
+/**
+ * A TCP service's resolved SYN cookies: `auto` (engaged by the daemon while
+ * the service's SYN rate is high, synproxy-auto.ts) or `on` (always), with
+ * the options and the thresholds, all defaults filled.
+ */
+export type SynproxyPlan = SynproxyOptions & { readonly mode: 'auto' | 'on'; readonly above: number; readonly calmSeconds: number };
 
 const service = z
   .strictObject({
@@ -166,14 +194,14 @@ const service = z
       ),
     health,
     synproxy: z
-      .union([z.boolean(), synproxyOptions], { error: 'synproxy is true, false, or { mss, wscale, timestamps, sack }' })
+      .union([z.boolean(), z.literal('auto'), synproxyObject], { error: 'synproxy is auto, true, false, or { mode, above, calmSeconds, mss, wscale, timestamps, sack }' })
       .optional()
       .describe(
-        'TCP only. Kernel SYN cookies (SYNPROXY) in front of the decision: the kernel answers the SYN with a cookie, and only a client that completes the handshake reaches the daemon (a spoofed SYN costs no queue entry, record or conntrack entry). `true` or options; absent: on for a TCP service, unless a checkpoint that applies to it can reset (`reject: rst`), which SYNPROXY cannot combine with (set `false` or `reject: drop`). Needs `net.netfilter.nf_conntrack_tcp_loose=0` and a local route for the VIP on the front node (checked at start; docs/operations.md, "SYN cookies").',
+        'TCP only. Kernel SYN cookies (SYNPROXY) in front of the decision: the kernel answers the SYN with a cookie, and only a client that completes the handshake reaches the daemon (a spoofed SYN costs no queue entry, record or conntrack entry). Cookies cost every connection one client round trip before its first byte, so by default (`auto`, or absent) they engage only while the service is under a SYN flood: the kernel counts each service\'s client SYNs, and the daemon engages cookies at the first one-second reading above `above` SYNs/s (5000) and disengages them once the rate stayed below above/2 for `calmSeconds` (30). `true` (or an object without `mode`): always on; `false`: never. Absent: auto for a TCP service, unless a checkpoint that applies to it can reset (`reject: rst`), which SYNPROXY cannot combine with (set `false` or `reject: drop`). Needs `net.netfilter.nf_conntrack_tcp_loose=0` and a local route for the VIP on the front node, in mode auto too (checked at start; docs/operations.md, "SYN cookies").',
       ),
   })
   .superRefine((svc, ctx) => {
-    if (svc.protocol === 'udp' && svc.synproxy !== undefined && svc.synproxy !== false) ctx.addIssue({ code: 'custom', path: ['synproxy'], message: 'synproxy is for TCP services (a UDP flow has no handshake)' });
+    if (svc.protocol === 'udp' && svc.synproxy !== undefined && !isOff(svc.synproxy)) ctx.addIssue({ code: 'custom', path: ['synproxy'], message: 'synproxy is for TCP services (a UDP flow has no handshake)' });
     const seen = new Set<string>();
     svc.servers.forEach((s, i) => {
       if (seen.has(s.name)) ctx.addIssue({ code: 'custom', path: ['servers', i, 'name'], message: `server name "${s.name}" is used twice in this service` });
@@ -366,7 +394,7 @@ export const frontConfigSchema = z
           if (srv.capacity === undefined) ctx.addIssue({ code: 'custom', path: ['services', i, 'servers', k, 'capacity'], message: 'the capacity method needs a capacity on every server (or configure control.agents to estimate it, or choose method: byrequests)' });
         });
       }
-      if (s.synproxy !== undefined && s.synproxy !== false && canReset(cfg, s)) {
+      if (s.synproxy !== undefined && !isOff(s.synproxy) && canReset(cfg, s)) {
         ctx.addIssue({
           code: 'custom',
           path: ['services', i, 'synproxy'],
@@ -381,16 +409,28 @@ export const frontConfigSchema = z
     });
   });
 
+/** Whether an explicit `synproxy` value turns cookies off. */
+function isOff(v: NonNullable<ServiceConfig['synproxy']>): boolean {
+  return v === false || (typeof v === 'object' && v.mode === 'off');
+}
+
 /**
- * The SYNPROXY options of service `svc` of `cfg`, or undefined when its
- * SYNs go straight to the decision: UDP, `synproxy: false`, or left unset
- * on a service where a checkpoint can reset (the default steps aside;
- * an explicit `synproxy` there is refused by the schema).
+ * The SYN cookies of service `svc` of `cfg`, or undefined when its SYNs
+ * always go straight to the decision: UDP, `synproxy: false` or mode off,
+ * or left unset on a service where a checkpoint can reset (the default
+ * steps aside; an explicit `synproxy` there is refused by the schema).
+ * Absent or `auto`: mode auto; `true`, or an object without `mode`: on.
  */
-export function synproxyOf(cfg: Pick<FrontConfig, 'checkpoints'>, svc: Pick<ServiceConfig, 'protocol' | 'synproxy' | 'checkpoints' | 'servers'>): SynproxyOptions | undefined {
-  if (svc.protocol !== 'tcp' || svc.synproxy === false) return undefined;
-  if (svc.synproxy === undefined) return canReset(cfg, svc) ? undefined : SYNPROXY_DEFAULTS;
-  return svc.synproxy === true ? SYNPROXY_DEFAULTS : svc.synproxy;
+export function synproxyOf(cfg: Pick<FrontConfig, 'checkpoints'>, svc: Pick<ServiceConfig, 'protocol' | 'synproxy' | 'checkpoints' | 'servers'>): SynproxyPlan | undefined {
+  const v = svc.synproxy;
+  if (svc.protocol !== 'tcp' || v === false) return undefined;
+  const auto = { mode: 'auto', above: SYNPROXY_ABOVE, calmSeconds: SYNPROXY_CALM_SECONDS } as const;
+  if (v === undefined) return canReset(cfg, svc) ? undefined : { ...SYNPROXY_DEFAULTS, ...auto };
+  if (v === 'auto') return { ...SYNPROXY_DEFAULTS, ...auto };
+  if (v === true) return { ...SYNPROXY_DEFAULTS, ...auto, mode: 'on' };
+  const { mode = 'on', above = SYNPROXY_ABOVE, calmSeconds = SYNPROXY_CALM_SECONDS, ...options } = v;
+  if (mode === 'off') return undefined;
+  return { ...options, mode, above, calmSeconds };
 }
 
 /**

@@ -77,7 +77,8 @@ import { FrontEngine, HELD } from './engine.ts';
 import { saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
 import { KernelScheduleWriter, SCHEDULE_TICK_MS, type KernelScheduleStatus } from './kernel-schedule.ts';
-import { listTableAsync, nftLoadAsync, scheduleUpdateScript } from './nft.ts';
+import { SYN_SEEN_SET, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript } from './nft.ts';
+import { SynproxyAuto, type SynproxyAutoStatus } from './synproxy-auto.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG } from './rules.ts';
 import { installRuleset, listNft, renderRuleset, type RuleSet } from './ruleset.ts';
@@ -181,6 +182,8 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly fallback: FallbackWriter;
   /** The kernel SYN schedule (kernel-schedule.ts): rewritten as the servers' state changes. */
   readonly schedule: KernelScheduleWriter;
+  /** SYN cookies engaged while a service is under a SYN flood (synproxy-auto.ts): read each second. */
+  readonly synproxy: SynproxyAuto;
   /** The VIP guard's drop counter, read from each rule check's dump of our nft table. */
   readonly vipGuard = new VipGuard();
   /** This node's role in a front-node pair (ha/role.ts): 'single' without `ha`, else keepalived's word via the notify hook. */
@@ -219,13 +222,22 @@ export class FrontDaemon implements FrontMetricsSource {
       write: (script) => nftLoadAsync(script, 10_000),
       script: (l, oldKeys, els, slots) => scheduleUpdateScript(this.config, l, oldKeys, els, slots),
     });
+    this.synproxy = new SynproxyAuto({
+      log: this.log,
+      config: () => this.config,
+      read: () => listSetAsync(SYN_SEEN_SET, 5_000),
+      write: (script) => nftLoadAsync(script, 10_000),
+      now: () => performance.now(),
+    });
     this.rules = new RulesHealth({
       log: this.log,
       // A repair renders the running configuration with the latest usable servers and schedule.
       render: () => {
         const targets = this.schedule.render(this.config, this.engine.services);
         this.schedule.installed(targets);
-        return renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets);
+        const engaged = this.synproxy.engaged();
+        this.synproxy.installed();
+        return renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets, engaged);
       },
       // Over the rules this process installed last, a reload or ctl change
       // replaces only set and map elements (installRuleset); a repair, or
@@ -429,7 +441,8 @@ export class FrontDaemon implements FrontMetricsSource {
     this.fallback.installed(this.engine.services);
     const targets = this.schedule.render(this.config, this.engine.services);
     this.schedule.installed(targets);
-    this.rules.install(renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets));
+    this.synproxy.installed();
+    this.rules.install(renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged()));
     this.#queue = NfQueue.open({
       queue: this.config.queue,
       // Packets wait here for their verdict: those of one batch, plus the
@@ -486,6 +499,7 @@ export class FrontDaemon implements FrontMetricsSource {
       setInterval(() => void this.#reconcile(), this.config.connections.reconcileSeconds * 1000),
     );
     this.rules.start();
+    this.synproxy.start();
     this.health.configure(this.engine.services, (name) => this.config.services.find((s) => s.name === name)?.health);
     this.health.start();
     this.#admin = new AdminServer(this.config.adminSocket, this);
@@ -590,12 +604,15 @@ export class FrontDaemon implements FrontMetricsSource {
     this.fallback.installed(services);
     const targets = this.schedule.render(next, services);
     this.schedule.installed(targets, next);
+    // Gates follow the services by name: an auto service engaged now stays engaged in the new table.
+    this.synproxy.installed(next);
     try {
-      this.rules.install(renderRuleset(next, this.fallback.spread(), this.vipGuard.last(), targets));
+      this.rules.install(renderRuleset(next, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged()));
     } catch (err) {
       // The running services stay: so do the fallback's and the schedule's states (a repair renders them with the running configuration).
       this.fallback.installed(old);
       this.schedule.installed(this.schedule.render(this.config, old));
+      this.synproxy.installed(this.config);
       throw err;
     }
     this.engine.setServices(services);
@@ -794,6 +811,10 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.schedule.status();
   }
 
+  synproxyStatus(): SynproxyAutoStatus {
+    return this.synproxy.status();
+  }
+
   fallbackStatus(): FallbackWriterStatus {
     return this.fallback.status();
   }
@@ -941,6 +962,7 @@ export class FrontDaemon implements FrontMetricsSource {
       fallback: this.fallback.status(),
       kernelSchedule: this.schedule.status(),
       shed: this.shed(),
+      synproxy: this.synproxy.status(),
       queue: this.#queue?.stats(),
       log: this.#log?.stats(),
       ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),
@@ -1021,6 +1043,7 @@ export class FrontDaemon implements FrontMetricsSource {
     clearTimeout(this.#rebuildTimer);
     this.fallback.stop();
     this.schedule.stop();
+    this.synproxy.stop();
     for (const t of this.#timers) clearInterval(t);
     this.#ops?.close();
     // No queue timer fires after this: the held SYNs are ours to decide.

@@ -37,6 +37,7 @@ import { HEALTH_STATES, type HealthState } from './health/server-health.ts';
 import type { FallbackWriterStatus } from './fallback.ts';
 import type { KernelScheduleStatus } from './kernel-schedule.ts';
 import { SHED_REASONS, type ShedReason } from './shed.ts';
+import type { SynproxyAutoStatus } from './synproxy-auto.ts';
 import type { GuardCount } from './vip-guard.ts';
 import { HA_ROLES, type HaRoleMachine } from './ha/role.ts';
 import type { SyncFigures, SyncStateReader } from './ha/sync-state.ts';
@@ -60,6 +61,8 @@ export interface FrontMetricsSource {
   scheduleStatus(): KernelScheduleStatus;
   /** What the node shed so far, by reason (shed.ts). */
   shed(): Readonly<Record<ShedReason, number>>;
+  /** SYN cookies per capable service (synproxy-auto.ts); absent: unit tests. */
+  synproxyStatus?(): SynproxyAutoStatus;
   control(): FrontControl | undefined;
   ops(): OpsServer | undefined;
   /** The gatekeeper (distributed throttling) while it runs. */
@@ -105,6 +108,12 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   counterOf(registry, 'sluice_front_kernel_decided_total', 'New connections the kernel decided from the schedule (no SYN waited for the daemon), recorded from their log copies; also in the decided totals.', () => c().kernelDecided);
   counterOf(registry, 'sluice_front_schedule_writes_total', 'Rewrites of the kernel SYN schedule after the servers\' state changed materially.', () => src.scheduleStatus().writes);
   counterOf(registry, 'sluice_front_schedule_write_failures_total', 'Rewrites of the kernel SYN schedule that nft refused (retried each second; SYNs follow the previous schedule).', () => src.scheduleStatus().writeFailures);
+  const sp = (): SynproxyAutoStatus['services'] => src.synproxyStatus?.().services ?? [];
+  gaugeFrom(registry, 'sluice_front_synproxy_engaged', 'Whether SYN cookies answer this service\'s SYNs now (1) or not (0): mode on always, auto while under a SYN flood.', ['service'], () => sp().map((x) => [{ service: x.service }, x.engaged ? 1 : 0]));
+  counterFrom(registry, 'sluice_front_synproxy_transitions_total', 'SYN cookies engaged (to=engaged) or disengaged (to=disengaged) by the auto mode, by service.', ['service', 'to'], () => sp().flatMap((x) => [[{ service: x.service, to: 'engaged' }, x.engagedTotal], [{ service: x.service, to: 'disengaged' }, x.disengagedTotal]] as const));
+  gaugeFrom(registry, 'sluice_front_syn_rate', 'Client SYNs per second to this service at the last one-second reading (kernel counts, cookies engaged or not).', ['service'], () => sp().map((x) => [{ service: x.service }, x.synRate]));
+  counterOf(registry, 'sluice_front_synproxy_read_failures_total', 'Readings of the kernel\'s SYN counts that failed (SYN cookies stay as they are).', () => src.synproxyStatus?.().readFailures ?? 0);
+  counterOf(registry, 'sluice_front_synproxy_write_failures_total', 'Writes of the engaged SYN cookie sets that nft refused (retried at the next reading).', () => src.synproxyStatus?.().writeFailures ?? 0);
   gaugeOf(registry, 'sluice_front_schedule_elements', 'Slots of the kernel SYN schedule that hold a target.', () => src.scheduleStatus().elements);
   counterOf(registry, 'sluice_front_syn_retransmits_total', 'Retransmitted SYNs of a recorded connection (same server again).', () => c().synRetransmits);
   counterOf(registry, 'sluice_front_udp_flows_total', 'First datagrams of UDP flows to a UDP service.', () => c().udpFlows);

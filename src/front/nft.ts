@@ -41,9 +41,14 @@
  *   nat_post   SNAT of overflowed connections to the uplink address (the
  *              other cluster must answer us).
  *
- * SYN cookies (services with `synproxy`, set `synproxied`: VIP . port; see
- * docs/front-node-design.md, "SYN cookies in front of the decision"):
- *   synproxy_raw  (raw) a client's SYN is not tracked: no conntrack entry.
+ * SYN cookies (services with `synproxy` auto or on; see
+ * docs/front-node-design.md, "SYN cookies in front of the decision"). Set
+ * `syn_seen` holds every such service (VIP . port) with a counter per
+ * element; sets `synproxied` and `synproxied_N` hold those whose cookies
+ * are engaged now (mode on: always; auto: while under a SYN flood, written
+ * by synproxy-auto.ts), so for the others every rule below misses:
+ *   synproxy_raw  (raw) a client's SYN is counted in `syn_seen`; if its
+ *                 service is engaged, it is not tracked: no conntrack entry.
  *                 classify returns it and the client's cookie ACK (INVALID:
  *                 nf_conntrack_tcp_loose=0) at once, vip_guard lets both
  *                 on, and the VIP's local route delivers them to INPUT.
@@ -151,7 +156,7 @@ function elements(list: readonly string[]): string {
  * into the new table, so a reload or repair (which replaces the table)
  * does not set it back to zero.
  */
-export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { packets: number; bytes: number } = { packets: 0, bytes: 0 }, schedule?: ScheduleTargets): RenderedNft {
+export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { packets: number; bytes: number } = { packets: 0, bytes: 0 }, schedule?: ScheduleTargets, engaged: ReadonlySet<string> = NONE_ENGAGED): RenderedNft {
   const layout = scheduleLayout(cfg);
   const kernel = layout.map((l) => {
     const svc = cfg.services[l.index];
@@ -172,23 +177,18 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     });
   });
   const fb = hasFallback(cfg) ? fallbackElements(cfg, spread) : [];
-  // Each SYNPROXY service's options; the nft statement takes them per
-  // rule, so services are grouped by options (one rule per distinct set,
-  // each with its own set of VIP . port: one lookup per packet).
-  const synproxyGroups = new Map<string, string[]>();
-  for (const svc of cfg.services) {
-    const o = synproxyOf(cfg, svc);
-    if (o === undefined) continue;
-    const stmt = `synproxy mss ${String(o.mss)} wscale ${String(o.wscale)}${o.timestamps ? ' timestamp' : ''}${o.sack ? ' sack-perm' : ''}`;
-    const group = synproxyGroups.get(stmt) ?? [];
-    group.push(`${svc.vip} . ${String(svc.port)}`);
-    synproxyGroups.set(stmt, group);
-  }
-  const synproxy = [...synproxyGroups.values()].flat();
-  const synproxyStmts = [...synproxyGroups.entries()];
-  // Without a SYNPROXY service none of its sets, rules or chains exist: the
-  // table is the one of before, and no packet pays for the lookups.
-  const sp = <T>(lines: T[]): T[] => (synproxy.length > 0 ? lines : []);
+  // SYN cookies: services grouped by options (synproxyGroups); the sets
+  // hold the services whose cookies are engaged now (mode on, or auto
+  // under a flood: `engaged`), syn_seen every capable one (the counts).
+  const groups = synproxyGroups(cfg);
+  const groupEls = groups.map((g) => synproxiedOf(g, engaged));
+  const synproxy = groupEls.flat();
+  const seen = groups.flatMap((g) => g.services.map((x) => x.key));
+  // Without a SYNPROXY-capable service none of its sets, rules or chains
+  // exist: the table is the one of before, and no packet pays for the
+  // lookups. With one, they exist whether or not cookies are engaged now
+  // (engaging is an element update, never a rule change).
+  const sp = <T>(lines: T[]): T[] => (seen.length > 0 ? lines : []);
   const log = teardownLog(cfg);
   const q = hex(QUEUE_MARK);
   // The per-service chains of the kernel schedule, with their rules (name, rules).
@@ -205,8 +205,9 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     `  map kernel { type ipv4_addr . inet_proto . inet_service : verdict;${elements(kernel)} }`,
     `  map schedule { typeof numgen inc mod ${String(SCHEDULE_SLOTS)} : meta mark;${elements(sched)} }`,
     `  map fallback { typeof ip daddr . meta l4proto . th dport . numgen inc mod ${String(FALLBACK_SLOTS)} : ip daddr . th dport;${elements(fb)} }`,
+    ...sp([`  set ${SYN_SEEN_SET} { type ipv4_addr . inet_service; counter;${elements(seen)} }`]),
     ...sp([`  set synproxied { type ipv4_addr . inet_service;${elements(synproxy)} }`]),
-    ...synproxyStmts.map(([, els], i) => `  set synproxied_${String(i)} { type ipv4_addr . inet_service;${elements(els)} }`),
+    ...groups.map((_, i) => `  set synproxied_${String(i)} { type ipv4_addr . inet_service;${elements(groupEls[i] ?? [])} }`),
     '  chain classify {',
     '    type filter hook prerouting priority mangle - 10; policy accept;',
     // Every forwarded packet passes here; nearly all belong to established
@@ -270,13 +271,16 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     ...sp([
     '  chain synproxy_raw {',
     '    type filter hook prerouting priority raw; policy accept;',
+    // Counted first, engaged or not: the daemon's reading of each
+    // service's SYN rate (synproxy-auto.ts) must not depend on cookies.
+    `    ${synOnly} ip daddr . tcp dport @${SYN_SEEN_SET}`,
     `    ${synOnly} ip daddr . tcp dport @synproxied notrack`,
     '  }',
     '  chain synproxy_in {',
     // Before the filter table's INPUT (a REJECT_MARK SYN of another
     // service passes on to SLUICE_REJECT_IN).
     '    type filter hook input priority filter - 10; policy accept;',
-    ...synproxyStmts.map(([stmt], i) => `    ip daddr . tcp dport @synproxied_${String(i)} ct state invalid,untracked ${stmt}`),
+    ...groups.map((g, i) => `    ip daddr . tcp dport @synproxied_${String(i)} ct state invalid,untracked ${g.stmt}`),
     `    meta mark != ${hex(REJECT_MARK)} ip daddr @vips counter name ${GUARD_COUNTER} drop`,
     '  }',
     '  chain out_classify {',
@@ -336,8 +340,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     ...elementUpdate('map', 'kernel', kernel),
     ...elementUpdate('map', 'schedule', sched),
     ...elementUpdate('map', 'fallback', fb),
-    ...(synproxy.length > 0 ? elementUpdate('set', 'synproxied', synproxy) : []),
-    ...synproxyStmts.map(([, els], i) => elementUpdate('set', `synproxied_${String(i)}`, els)).flat(),
+    ...(seen.length > 0 ? [...elementUpdate('set', SYN_SEEN_SET, seen), ...synproxiedUpdate(groups, engaged)] : []),
   ].join('\n') + '\n';
   return {
     script,
@@ -345,9 +348,70 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     update,
     table,
     kernelChains: [...kernelNames],
-    elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, kernel: kernel.length, schedule: sched.length, fallback: fb.length, ...(synproxy.length > 0 ? { synproxied: synproxy.length } : {}), ...Object.fromEntries(synproxyStmts.map(([, els], i) => [`synproxied_${String(i)}`, els.length])) },
+    elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, kernel: kernel.length, schedule: sched.length, fallback: fb.length, ...(seen.length > 0 ? { [SYN_SEEN_SET]: seen.length, synproxied: synproxy.length } : {}), ...Object.fromEntries(groupEls.map((els, i) => [`synproxied_${String(i)}`, els.length])) },
     chainSizes,
   };
+}
+
+/**
+ * The set with a counter per SYN-cookie-capable service (VIP . port): every
+ * client SYN to it, cookies engaged or not (`nft list set ip sluice
+ * syn_seen`, read each second by synproxy-auto.ts).
+ */
+export const SYN_SEEN_SET = 'syn_seen';
+const NONE_ENGAGED: ReadonlySet<string> = new Set();
+
+/** One `synproxy` statement (distinct options) and the capable services it serves. */
+export interface SynproxyGroup {
+  readonly stmt: string;
+  readonly services: readonly { readonly name: string; readonly key: string; readonly mode: 'auto' | 'on'; readonly above: number; readonly calmSeconds: number }[];
+}
+
+/**
+ * The SYN-cookie-capable services (mode auto or on) grouped by options:
+ * the nft statement takes them per rule, so there is one rule per distinct
+ * set of options, each with its own set of VIP . port (one lookup per
+ * packet). The grouping depends on the configuration only, never on what
+ * is engaged, so engaging changes elements, not the table's structure.
+ */
+export function synproxyGroups(cfg: Pick<FrontConfig, 'checkpoints' | 'services'>): SynproxyGroup[] {
+  const groups = new Map<string, { stmt: string; services: SynproxyGroup['services'][number][] }>();
+  for (const svc of cfg.services) {
+    const o = synproxyOf(cfg, svc);
+    if (o === undefined) continue;
+    const stmt = `synproxy mss ${String(o.mss)} wscale ${String(o.wscale)}${o.timestamps ? ' timestamp' : ''}${o.sack ? ' sack-perm' : ''}`;
+    const g = groups.get(stmt) ?? { stmt, services: [] };
+    g.services.push({ name: svc.name, key: `${svc.vip} . ${String(svc.port)}`, mode: o.mode, above: o.above, calmSeconds: o.calmSeconds });
+    groups.set(stmt, g);
+  }
+  return [...groups.values()];
+}
+
+/** The elements of a group's `synproxied_N` set: its `on` services and the `auto` ones named in `engaged`. */
+function synproxiedOf(g: SynproxyGroup, engaged: ReadonlySet<string>): string[] {
+  return g.services.filter((x) => x.mode === 'on' || engaged.has(x.name)).map((x) => x.key);
+}
+
+function synproxiedUpdate(groups: readonly SynproxyGroup[], engaged: ReadonlySet<string>): string[] {
+  const per = groups.map((g) => synproxiedOf(g, engaged));
+  return [...elementUpdate('set', 'synproxied', per.flat()), ...per.flatMap((els, i) => elementUpdate('set', `synproxied_${String(i)}`, els))];
+}
+
+/**
+ * The `nft -f` script that sets the engaged SYN cookies (synproxy-auto.ts):
+ * sets `synproxied` and `synproxied_N` flushed and refilled in one
+ * transaction (a packet sees the old elements or the new), idempotent, so
+ * a write that lands after an install of the same state changes nothing.
+ * Empty without a capable service (no such sets).
+ */
+export function synproxiedUpdateScript(cfg: Pick<FrontConfig, 'checkpoints' | 'services'>, engaged: ReadonlySet<string>): string {
+  const groups = synproxyGroups(cfg);
+  return groups.length === 0 ? '' : synproxiedUpdate(groups, engaged).join('\n') + '\n';
+}
+
+/** `nft list set ip sluice NAME` off the event loop (the SYN counts). */
+export function listSetAsync(name: string, timeoutMs: number, netns?: string): Promise<string> {
+  return nftAsync(['list', 'set', NFT_FAMILY, NFT_TABLE, name], timeoutMs, netns);
 }
 
 /** Lines that replace the elements of one set or map (part of one `nft -f` transaction). */

@@ -166,11 +166,15 @@ export function fallbackCountOf(list: string): number {
  * fallback map's elements (rewritten by fallback.ts between installs:
  * checked by count, fallbackCountOf) and the schedule map's (rewritten by
  * kernel-schedule.ts as the servers' state changes; a schedule emptied by
- * someone else only sends SYNs back to the queue, where the daemon decides). An absent table is an empty part.
+ * someone else only sends SYNs back to the queue, where the daemon decides),
+ * and the `synproxied*` sets' (written by synproxy-auto.ts as floods come
+ * and go; the next install renders the engaged state). An absent table is
+ * an empty part.
  */
 export function ownedNftPart(list: string): OwnedPart {
   const chains = new Map<string, string[]>();
   let current: string[] | undefined;
+  let changing = false;
   let inFallbackElements = false;
   let inKernelChain = false;
   for (const raw of list.split('\n')) {
@@ -178,13 +182,15 @@ export function ownedNftPart(list: string): OwnedPart {
     const head = /^(set|map|chain|counter) (\S+) \{$/.exec(line);
     if (head !== null && raw.startsWith('\t') && !raw.startsWith('\t\t')) {
       current = [];
-      chains.set(`${head[1] ?? ''} ${head[2] ?? ''}`, current);
+      const key = `${head[1] ?? ''} ${head[2] ?? ''}`;
+      chains.set(key, current);
+      changing = changingElements(key);
       inKernelChain = head[1] === 'chain' && /^k_\d+$/.test(head[2] ?? '');
       inFallbackElements = false;
       continue;
     }
     if (current === undefined || line === '' || line === '}') continue;
-    if ((chains.get('map fallback') === current || chains.get('map schedule') === current) && (inFallbackElements || line.startsWith('elements = '))) {
+    if (changing && (inFallbackElements || line.startsWith('elements = '))) {
       inFallbackElements = !line.endsWith('}');
       continue;
     }
@@ -193,6 +199,11 @@ export function ownedNftPart(list: string): OwnedPart {
     current.push((inKernelChain ? line.replace(/numgen inc mod \d+/, 'numgen inc mod N') : line).replace(/packets \d+ bytes \d+/g, 'packets - bytes -'));
   }
   return { chains, jumps: [] };
+}
+
+/** Whether set or map `key` (`map fallback`) holds elements the daemon rewrites between installs. */
+function changingElements(key: string): boolean {
+  return key === 'map fallback' || key === 'map schedule' || /^set synproxied(_\d+)?$/.test(key);
 }
 
 /** Elements per set or map (by name) of an ownedNftPart (the fallback map's are not in it). */
@@ -236,7 +247,7 @@ export function readBack(rules: RuleSet, table: Table, save: string): OwnedPart 
     // Every set and map as full as rendered (the fallback map, rewritten by fallback.ts, is checked by count elsewhere).
     const counts = elementCountsOf(part);
     for (const [name, want] of Object.entries(rules.nft.elements)) {
-      if (name === 'fallback' || name === 'schedule') continue;
+      if (name === 'fallback' || name === 'schedule' || /^synproxied(_\d+)?$/.test(name)) continue;
       const got = counts.get(name) ?? 0;
       if (got !== want) throw new RulesReadBackError(`nft table: ${name} holds ${String(got)} elements right after installing ${String(want)}`);
     }

@@ -24,9 +24,13 @@ export interface RuleSet {
   readonly nft: RenderedNft;
 }
 
-/** Renders both parts; `guard` carries the VIP guard counter's last values into the new table. */
-export function renderRuleset(cfg: FrontConfig, spread: FallbackSpread, guard?: { packets: number; bytes: number }, schedule?: ScheduleTargets): RuleSet {
-  return { iptables: renderRules(cfg), nft: renderNft(cfg, spread, guard, schedule) };
+/**
+ * Renders both parts; `guard` carries the VIP guard counter's last values
+ * into the new table, `engaged` names the auto SYN-cookie services engaged
+ * now (synproxy-auto.ts), so an install under a flood keeps their cookies.
+ */
+export function renderRuleset(cfg: FrontConfig, spread: FallbackSpread, guard?: { packets: number; bytes: number }, schedule?: ScheduleTargets, engaged?: ReadonlySet<string>): RuleSet {
+  return { iptables: renderRules(cfg), nft: renderNft(cfg, spread, guard, schedule, engaged) };
 }
 
 /**

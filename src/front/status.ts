@@ -19,6 +19,7 @@ import type { RulesHealthStatus } from './rules-health.ts';
 import type { FallbackWriterStatus } from './fallback.ts';
 import type { KernelScheduleStatus } from './kernel-schedule.ts';
 import type { ShedReason } from './shed.ts';
+import type { SynproxyAutoStatus } from './synproxy-auto.ts';
 import type { GuardCount } from './vip-guard.ts';
 import type { EngineCounters } from './engine.ts';
 import type { ServerRuntime } from './service.ts';
@@ -170,6 +171,8 @@ export interface FrontStatus {
   readonly kernelSchedule: KernelScheduleStatus;
   /** What the node shed, by reason (shed.ts). */
   readonly shed: Readonly<Record<ShedReason, number>>;
+  /** SYN cookies per capable service (synproxy-auto.ts): mode, engaged now, SYN rate, transitions. */
+  readonly synproxy?: SynproxyAutoStatus;
   /** The NFQUEUE's counters, while it is bound. */
   readonly queue?: Readonly<QueueStats> | undefined;
   /** The NFLOG group's counters, while it is bound. */

@@ -1,7 +1,9 @@
 /**
- * Kernel SYN cookies in front of the decision (services' `synproxy`, on by
- * default): real curl and nginx through the testbed, whose front namespace
- * has nf_conntrack_tcp_loose=0 and a local route for its VIPs.
+ * Kernel SYN cookies in front of the decision (services' `synproxy`): real
+ * curl and nginx through the testbed, whose front namespace has
+ * nf_conntrack_tcp_loose=0 and a local route for its VIPs. Service `www`
+ * has cookies always (`synproxy: true`); `auto` (the default mode) only
+ * while it is under a SYN flood.
  *
  *   - connections complete, downloads are intact, every connection was
  *     decided by the daemon (one queued SYN each: SYNPROXY's own, from
@@ -15,11 +17,16 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { spawn } from 'node:child_process';
+import { buildC } from '../../scripts/bench/cc.ts';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
 import { nsRun, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 
 const BURST = fileURLToPath(new URL('../fixtures/http-burst.ts', import.meta.url));
 const testbed = useTestbed({ clients: 1, clusters: 1, blobMiB: 8, delaysMs: { '1:1': 1 } });
+
+/** The auto service's thresholds: low, so that a test-sized flood engages cookies and the calm comes soon. */
+const ABOVE = 500;
+const CALM_SECONDS = 3;
 
 const CONFIG = `cluster: c1
 uplinkAddress: 198.18.101.2
@@ -28,10 +35,19 @@ services:
     vip: 198.19.1.1
     port: 80
     method: byrequests
+    synproxy: true
     servers:
       - { name: s1a, address: 198.18.201.11 }
       - { name: s1b, address: 198.18.201.12 }
       - { name: s1c, address: 198.18.201.13 }
+  - name: auto
+    vip: 198.19.1.2
+    port: 80
+    method: byrequests
+    synproxy: { mode: auto, above: ${String(ABOVE)}, calmSeconds: ${String(CALM_SECONDS)} }
+    servers:
+      - { name: s1a, address: 198.18.201.11 }
+      - { name: s1b, address: 198.18.201.12 }
 `;
 
 /**
@@ -170,5 +186,126 @@ describe('sluice front with SYN cookies (synproxy)', () => {
     assert.ok(queued <= fetches * 2, `packets queued: ${String(queued)}`);
     const created = (((await front!.status())['records'] as Record<string, number>)['created'] ?? 0) - recordsBefore;
     assert.ok(created <= fetches, `records created: ${String(created)}`);
+  });
+
+  interface SynproxyService { service: string; mode: string; engaged: boolean; synRate: number; engagedTotal: number; disengagedTotal: number }
+  const autoStatus = async (): Promise<SynproxyService> => {
+    const sp = (await front!.status())['synproxy'] as { services: SynproxyService[] };
+    const a = sp.services.find((x) => x.service === 'auto');
+    assert.ok(a, JSON.stringify(sp));
+    return a;
+  };
+  const synproxied = (): string => nsRun(frontNs, 'nft', ['list', 'set', 'ip', 'sluice', 'synproxied']);
+  const synSeen = (): number => Number(/198\.19\.1\.2 \. 80 counter packets (\d+)/.exec(nsRun(frontNs, 'nft', ['list', 'set', 'ip', 'sluice', 'syn_seen']))?.[1] ?? -1);
+  /** A slow download (8 MiB at 600 KiB/s: some 14 s) of the auto service, hashed as it comes. */
+  const download = (client: string): { bytes: () => number; done: Promise<{ code: number; bytes: number; sha1: string }> } => {
+    const dl = spawn('ip', ['netns', 'exec', client, 'curl', '-s', '-m', '60', '--limit-rate', '600k', 'http://198.19.1.2/blob.bin'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const hash = createHash('sha1');
+    let bytes = 0;
+    dl.stdout.on('data', (d: Buffer) => {
+      bytes += d.length;
+      hash.update(d);
+    });
+    return { bytes: () => bytes, done: new Promise((resolve) => dl.on('close', (c) => { resolve({ code: c ?? -1, bytes, sha1: hash.digest('hex') }); })) };
+  };
+  /** One fetch from the auto service: HTTP code and time to first byte (logged, never asserted). */
+  const fetchAuto = async (client: string): Promise<{ code: string; ttfb: number }> => {
+    const r = await nsRunAsync(client, 'curl', ['-s', '-o', '/dev/null', '-m', '3', '-w', '%{http_code} %{time_starttransfer}', 'http://198.19.1.2/']);
+    const [code = '', t = '0'] = r.stdout.split(' ');
+    return { code, ttfb: Number(t) };
+  };
+
+  it('auto, idle: no cookies (SYNs counted, none answered by SYNPROXY), connections decided as without synproxy', async () => {
+    const client = testbed().plan.clients[0]!.name;
+    const a = await autoStatus();
+    assert.deepEqual([a.mode, a.engaged, a.engagedTotal], ['auto', false, 0]);
+    assert.doesNotMatch(synproxied(), /198\.19\.1\.2/);
+    const sp0 = synproxyStat(frontNs);
+    const seen0 = synSeen();
+    const ttfb: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const f = await fetchAuto(client);
+      assert.equal(f.code, '200');
+      ttfb.push(f.ttfb);
+    }
+    const sp1 = synproxyStat(frontNs);
+    assert.equal((sp1['syn_received'] ?? 0) - (sp0['syn_received'] ?? 0), 0, 'no SYN answered with a cookie');
+    assert.equal((sp1['cookie_valid'] ?? 0) - (sp0['cookie_valid'] ?? 0), 0);
+    assert.ok(synSeen() - seen0 >= 20, `the kernel counted the SYNs: ${String(synSeen() - seen0)}`);
+    console.log(`# auto idle: time to first byte median ${String(ttfb.sort((x, y) => x - y)[10])} s`);
+  });
+
+  it('auto under a flood: engaged, fetches succeed, conntrack flat; after it, disengaged after calmSeconds; a download across both transitions is intact', async () => {
+    const st = testbed();
+    const client = st.plan.clients[0]!;
+    const bin = buildC('synflood');
+    const src = `${client.address.replace(/\.\d+$/, '')}.128/25`;
+    const floodSeconds = 6;
+    // Established before the flood (no cookie, plain NAT): it must outlive the engagement.
+    const before = download(client.name);
+    await new Promise((res) => setTimeout(res, 300));
+    assert.ok(before.bytes() > 0, 'the download before the flood is under way');
+    const t0 = performance.now();
+    // Bounded: 6 s at 3000 SYNs/s (6x `above`); spoofed sources in the client's own /24 that no host has.
+    const flood = nsRunAsync(client.name, bin, ['--dst', '198.19.1.2', '--dport', '80', '--src', src, '--seconds', String(floodSeconds), '--rate', '3000']);
+    let a = await autoStatus();
+    for (let i = 0; i < 30 && !a.engaged; i++) {
+      await new Promise((res) => setTimeout(res, 100));
+      a = await autoStatus();
+    }
+    const engagedAfterMs = performance.now() - t0;
+    assert.equal(a.engaged, true, `engaged during the flood: ${JSON.stringify(a)}`);
+    assert.ok(a.synRate > ABOVE, JSON.stringify(a));
+    assert.match(synproxied(), /198\.19\.1\.2 \. 80/);
+    console.log(`# auto: engaged ${String(Math.round(engagedAfterMs))} ms after the flood began (SYN rate ${String(a.synRate)}/s)`);
+
+    // A download started while engaged (its handshake by cookies), slow
+    // enough to outlive the flood and the calm: it must survive the
+    // disengagement (its flow keeps its conntrack entry, with seqadj).
+    const during = download(client.name);
+
+    // Engaged: the flood costs cookies only; legitimate fetches succeed (by cookies).
+    const ct0 = conntrackCount(frontNs);
+    const sp0 = synproxyStat(frontNs);
+    let fetches = 0;
+    const ttfb: number[] = [];
+    for (; fetches < 10; fetches++) {
+      const f = await fetchAuto(client.name);
+      assert.equal(f.code, '200', `fetch ${String(fetches)} while engaged`);
+      ttfb.push(f.ttfb);
+    }
+    const f = await flood;
+    assert.equal(f.code, 0, f.stderr);
+    const gen = JSON.parse(f.stdout) as { sent: number };
+    const sp1 = synproxyStat(frontNs);
+    const ctGrowth = conntrackCount(frontNs) - ct0;
+    // The fetches' flows and the download's; the flood's SYNs leave none.
+    assert.ok(ctGrowth <= fetches + 1, `conntrack grew by ${String(ctGrowth)} while engaged (flood sent ${String(gen.sent)})`);
+    assert.ok((sp1['syn_received'] ?? 0) - (sp0['syn_received'] ?? 0) >= 1000, `the flood met cookies: ${JSON.stringify(sp1)}`);
+    assert.ok((sp1['cookie_valid'] ?? 0) - (sp0['cookie_valid'] ?? 0) >= fetches, 'the fetches were let in by cookies');
+    console.log(`# auto engaged: time to first byte median ${String(ttfb.sort((x, y) => x - y)[5])} s`);
+
+    // After the flood: disengaged once calm for CALM_SECONDS (bounded wait).
+    const tEnd = performance.now();
+    for (let i = 0; i < (CALM_SECONDS + 5) * 5 && a.engaged; i++) {
+      await new Promise((res) => setTimeout(res, 200));
+      a = await autoStatus();
+    }
+    assert.equal(a.engaged, false, `disengaged after the flood: ${JSON.stringify(a)}`);
+    assert.deepEqual([a.engagedTotal, a.disengagedTotal], [1, 1]);
+    assert.doesNotMatch(synproxied(), /198\.19\.1\.2/);
+    console.log(`# auto: disengaged ${String(Math.round(performance.now() - tEnd))} ms after the flood ended`);
+    assert.ok(during.bytes() < 8 << 20, 'the download begun under cookies was still running at the disengagement');
+    assert.ok(before.bytes() < 8 << 20, 'the download begun before the flood was still running at the disengagement');
+
+    // Disengaged: no cookie again.
+    const sp2 = synproxyStat(frontNs);
+    for (let i = 0; i < 5; i++) assert.equal((await fetchAuto(client.name)).code, '200');
+    assert.equal((synproxyStat(frontNs)['syn_received'] ?? 0) - (sp2['syn_received'] ?? 0), 0);
+
+    for (const d of [await before.done, await during.done]) assert.deepEqual(d, { code: 0, bytes: 8 << 20, sha1: st.blobSha1 });
+    // The metrics' sources: one engagement, one disengagement, logged once each.
+    assert.equal(front!.lines.filter((l) => l['msg'] === 'SYN flood: SYN cookies engaged').length, 1);
+    assert.equal(front!.lines.filter((l) => l['msg'] === 'SYN flood over: SYN cookies disengaged').length, 1);
   });
 });

@@ -56,7 +56,8 @@ describe('front rules', () => {
     // The kernel counts the fallback's DNATs (TCP and UDP): what happened while no daemon was bound.
     assert.ok(n.table.includes(`  counter ${FALLBACK_COUNTER} { packets 0 bytes 0 }`));
     assert.equal(n.table.split(`counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash`).length - 1, 3); // prerouting's SYN and UDP, output's SYN (SYN cookies)
-    assert.deepEqual(n.elements, { vips: 1, services: 1, overflow_marks: 1, targets: 4, kernel: 1, schedule: SCHEDULE_SLOTS, fallback: FALLBACK_SLOTS, synproxied: 1, synproxied_0: 1 });
+    // SYN cookies auto (the default): counted in syn_seen, none engaged.
+    assert.deepEqual(n.elements, { vips: 1, services: 1, overflow_marks: 1, targets: 4, kernel: 1, schedule: SCHEDULE_SLOTS, fallback: FALLBACK_SLOTS, syn_seen: 1, synproxied: 0, synproxied_0: 0 });
     // A server's reset is recognised by the flow's conntrack mark (a decision of ours), not by a set of servers.
     assert.ok(n.table.includes('iifname "lan0" ct direction reply ct mark & 0xff000000 == 0x51000000 ct mark != 0x51fff000 tcp flags & rst == rst log group 0'));
     // The script replaces our table alone, in one transaction.
@@ -145,7 +146,7 @@ describe('front rules', () => {
     assert.notEqual(lan.structure, base.structure, 'another LAN interface: another classify chain');
     // The update flushes and refills every set and map, and nothing else.
     const lines = more.update.trim().split('\n');
-    assert.deepEqual(lines.filter((l) => l.startsWith('flush ')).map((l) => l.split(' ').slice(1, 2).concat(l.split(' ').slice(-1)).join(' ')), ['set vips', 'set services', 'set overflow_marks', 'map targets', 'map kernel', 'map schedule', 'map fallback', 'set synproxied', 'set synproxied_0']);
+    assert.deepEqual(lines.filter((l) => l.startsWith('flush ')).map((l) => l.split(' ').slice(1, 2).concat(l.split(' ').slice(-1)).join(' ')), ['set vips', 'set services', 'set overflow_marks', 'map targets', 'map kernel', 'map schedule', 'map fallback', 'set syn_seen', 'set synproxied', 'set synproxied_0']);
     assert.ok(lines.every((l) => l.startsWith('flush ') || l.startsWith('add element ')), more.update);
     // (more is all queued services: no kernel-schedule chain to rewrite.)
     assert.deepEqual(more.kernelChains, []);

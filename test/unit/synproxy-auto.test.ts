@@ -1,0 +1,212 @@
+/**
+ * SYN cookies only under a SYN flood (`synproxy: auto`): the config's
+ * shapes, the table's sets, the gate's hysteresis (injected clock and
+ * readings) and the writer's transactions.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import pino from 'pino';
+import { parseConfig } from '../../src/config/load.ts';
+import { frontConfigSchema, synproxyOf, type FrontConfig } from '../../src/front/config.ts';
+import { configuredSpread, renderNft, synproxiedUpdateScript } from '../../src/front/nft.ts';
+import { compareOwned, isDamaged, ownedNftPart } from '../../src/front/rules-check.ts';
+import { SynproxyAuto, newGate, parseSynSeen, stepGate, type GatePolicy } from '../../src/front/synproxy-auto.ts';
+
+function config(services: Record<string, unknown>[]): FrontConfig {
+  const doc = {
+    cluster: 'c1',
+    uplinkAddress: '198.18.101.2',
+    services: services.map((x, i) => ({ name: `svc${String(i)}`, vip: '198.19.1.1', port: 80 + i, method: 'byrequests', servers: [{ name: 's', address: '198.18.201.11' }], ...x })),
+  };
+  return parseConfig(frontConfigSchema, JSON.stringify(doc), 'x');
+}
+
+describe('synproxy config: auto by default, true/false/options as before', () => {
+  const cases: [string, unknown, ReturnType<typeof synproxyOf> extends infer T ? Partial<NonNullable<T>> | undefined : never][] = [
+    ['absent', undefined, { mode: 'auto', above: 5000, calmSeconds: 30, mss: 1460 }],
+    ['auto', 'auto', { mode: 'auto', above: 5000, calmSeconds: 30 }],
+    ['true', true, { mode: 'on', mss: 1460, wscale: 7 }],
+    ['false', false, undefined],
+    ['options without mode: on, as before', { mss: 1400 }, { mode: 'on', mss: 1400 }],
+    ['mode auto with thresholds', { mode: 'auto', above: 500, calmSeconds: 3, wscale: 9 }, { mode: 'auto', above: 500, calmSeconds: 3, wscale: 9 }],
+    ['mode off', { mode: 'off' }, undefined],
+  ];
+  for (const [what, v, want] of cases) {
+    it(what, () => {
+      const cfg = config([v === undefined ? {} : { synproxy: v }]);
+      const got = synproxyOf(cfg, cfg.services[0]!);
+      if (want === undefined) assert.equal(got, undefined);
+      else for (const [k, x] of Object.entries(want)) assert.equal((got as Record<string, unknown> | undefined)?.[k], x, `${k} of ${JSON.stringify(got)}`);
+    });
+  }
+
+  it('refuses thresholds without mode auto, and auto on a UDP service', () => {
+    assert.throws(() => config([{ synproxy: { above: 500 } }]), /synproxy.above applies to mode auto/);
+    assert.throws(() => config([{ synproxy: { mode: 'on', calmSeconds: 5 } }]), /synproxy.calmSeconds applies to mode auto/);
+    assert.throws(() => config([{ protocol: 'udp', synproxy: 'auto' }]), /synproxy is for TCP services/);
+    assert.throws(() => config([{ synproxy: 'sometimes' }]), /synproxy is auto, true, false/);
+  });
+});
+
+describe('synproxy sets: syn_seen counts every capable service, synproxied holds the engaged ones', () => {
+  const cfg = config([{}, { synproxy: true }, { synproxy: false }, { synproxy: { mode: 'auto', mss: 1400 } }]);
+
+  it('idle: on services only; the same structure whatever is engaged', () => {
+    const idle = renderNft(cfg, configuredSpread(cfg));
+    assert.match(idle.table, /set syn_seen \{ type ipv4_addr \. inet_service; counter; elements = \{ 198\.19\.1\.1 \. 80, 198\.19\.1\.1 \. 81, 198\.19\.1\.1 \. 83 \} \}/);
+    assert.match(idle.table, /set synproxied \{ type ipv4_addr \. inet_service; elements = \{ 198\.19\.1\.1 \. 81 \} \}/);
+    const flood = renderNft(cfg, configuredSpread(cfg), undefined, undefined, new Set(['svc0', 'svc3', 'svc2']));
+    assert.match(flood.table, /set synproxied \{ type ipv4_addr \. inet_service; elements = \{ 198\.19\.1\.1 \. 80, 198\.19\.1\.1 \. 81, 198\.19\.1\.1 \. 83 \} \}/);
+    assert.equal(flood.elements['synproxied'], 3, 'svc2 (off) is never engaged');
+    assert.equal(flood.structure, idle.structure, 'engaging is an element update');
+    // Counted before the notrack: the count does not depend on cookies.
+    const raw = /chain synproxy_raw \{\n(.*\n){2}/.exec(flood.table)?.[0] ?? '';
+    assert.match(raw, /@syn_seen\n$/, raw);
+  });
+
+  it('no capable service: no SYN cookie set or chain at all', () => {
+    const off = config([{ synproxy: false }]);
+    const n = renderNft(off, configuredSpread(off));
+    assert.doesNotMatch(n.table, /syn_seen|synproxied|synproxy_raw/);
+    assert.equal(synproxiedUpdateScript(off, new Set()), '');
+  });
+
+  it('the update script refills synproxied and each group in one transaction', () => {
+    const script = synproxiedUpdateScript(cfg, new Set(['svc3']));
+    assert.deepEqual(script.trim().split('\n'), [
+      'flush set ip sluice synproxied',
+      'add element ip sluice synproxied { 198.19.1.1 . 81, 198.19.1.1 . 83 }',
+      'flush set ip sluice synproxied_0',
+      'add element ip sluice synproxied_0 { 198.19.1.1 . 81 }',
+      'flush set ip sluice synproxied_1',
+      'add element ip sluice synproxied_1 { 198.19.1.1 . 83 }',
+    ]);
+  });
+
+  it('the rule check ignores the synproxied sets\' elements (they follow floods), not syn_seen\'s', () => {
+    const list = (engaged: string, seen: string): string =>
+      `table ip sluice {\n\tset syn_seen {\n\t\ttype ipv4_addr . inet_service\n\t\tcounter\n\t\telements = { ${seen} }\n\t}\n\n\tset synproxied {\n\t\ttype ipv4_addr . inet_service\n${engaged === '' ? '' : `\t\telements = { ${engaged} }\n`}\t}\n\n\tset synproxied_0 {\n\t\ttype ipv4_addr . inet_service\n${engaged === '' ? '' : `\t\telements = { ${engaged} }\n`}\t}\n}\n`;
+    const a = ownedNftPart(list('', '198.19.1.1 . 80 counter packets 0 bytes 0'));
+    const b = ownedNftPart(list('198.19.1.1 . 80,\n\t\t\t     198.19.1.1 . 81', '198.19.1.1 . 80 counter packets 12345 bytes 500000'));
+    assert.equal(isDamaged(compareOwned(a, b)), false);
+    const c = ownedNftPart(list('', '198.19.1.1 . 81 counter packets 0 bytes 0'));
+    assert.equal(isDamaged(compareOwned(a, c)), true);
+  });
+
+  it('parses nft\'s listing of the counters', () => {
+    const got = parseSynSeen('table ip sluice {\n\tset syn_seen {\n\t\ttype ipv4_addr . inet_service\n\t\tcounter\n\t\telements = { 198.19.1.1 . 80 counter packets 7 bytes 280,\n\t\t\t     198.19.1.2 . 8080 counter packets 123456789 bytes 9 }\n\t}\n}\n');
+    assert.deepEqual([...got], [['198.19.1.1 . 80', 7], ['198.19.1.2 . 8080', 123456789]]);
+  });
+});
+
+describe('the gate: engaged at one reading above `above`, disengaged after calmSeconds below above/2', () => {
+  const p: GatePolicy = { above: 1000, calmMs: 3000 };
+  // Readings one second apart: SYNs per second; the transitions expected at each.
+  const cases: [string, number[], (string | undefined)[]][] = [
+    ['idle stays disengaged', [0, 10, 900, 1000], [undefined, undefined, undefined, undefined]],
+    ['one reading above engages', [0, 1001], [undefined, 'engage']],
+    ['stays engaged while the rate is at or above above/2', [0, 5000, 500, 600, 500, 2000], [undefined, 'engage', undefined, undefined, undefined, undefined]],
+    ['disengages after calmSeconds below above/2', [0, 5000, 499, 100, 0, 0], [undefined, 'engage', undefined, undefined, 'disengage', undefined]],
+    ['a burst in the calm restarts it', [0, 5000, 100, 100, 800, 100, 100, 100], [undefined, 'engage', undefined, undefined, undefined, undefined, undefined, 'disengage']],
+    ['engages again after a disengagement', [0, 5000, 0, 0, 0, 3000], [undefined, 'engage', undefined, undefined, 'disengage', 'engage']],
+  ];
+  for (const [what, rates, want] of cases) {
+    it(what, () => {
+      const g = newGate();
+      let packets = 1_000_000;
+      const got = rates.map((r, i) => {
+        packets += r;
+        return stepGate(g, packets, 10_000 + i * 1000, p);
+      });
+      assert.deepEqual(got, want);
+    });
+  }
+
+  it('a counter that went back (a new table) is a new baseline, never a rate', () => {
+    const g = newGate(true);
+    assert.equal(stepGate(g, 500_000, 0, p), undefined);
+    assert.equal(stepGate(g, 10, 1000, p), undefined);
+    assert.equal(stepGate(g, 20, 2000, p), undefined);
+    assert.equal(g.rate, 10);
+    assert.equal(g.engaged, true);
+  });
+
+  it('rates over uneven reading intervals', () => {
+    const g = newGate();
+    stepGate(g, 0, 0, p);
+    assert.equal(stepGate(g, 1500, 2000, p), undefined, '750/s');
+    assert.equal(stepGate(g, 3100, 3500, p), 'engage', '1067/s');
+  });
+});
+
+describe('SynproxyAuto: readings to transactions', () => {
+  function harness(cfg: FrontConfig) {
+    let now = 0;
+    let counts: Record<string, number> = {};
+    const writes: string[] = [];
+    let failWrites = false;
+    const auto = new SynproxyAuto({
+      log: pino({ level: 'silent' }),
+      config: () => cfg,
+      read: () => Promise.resolve(`elements = { ${Object.entries(counts).map(([k, v]) => `${k} counter packets ${String(v)} bytes 0`).join(', ')} }`),
+      write: (s) => (failWrites ? Promise.reject(new Error('nft says no')) : (writes.push(s), Promise.resolve())),
+      now: () => now,
+    });
+    return {
+      auto,
+      writes,
+      async reading(at: number, c: Record<string, number>) {
+        now = at;
+        counts = c;
+        await auto.tick();
+        await new Promise((r) => setImmediate(r));
+      },
+      failWrites(v: boolean) {
+        failWrites = v;
+      },
+    };
+  }
+  const cfg = config([{ synproxy: { mode: 'auto', above: 500, calmSeconds: 3 } }, { synproxy: true }]);
+
+  it('engages, writes once, disengages; on services always engaged; counts transitions', async () => {
+    const h = harness(cfg);
+    assert.deepEqual([...h.auto.engaged()], ['svc1']);
+    await h.reading(0, { '198.19.1.1 . 80': 0, '198.19.1.1 . 81': 0 });
+    await h.reading(1000, { '198.19.1.1 . 80': 100, '198.19.1.1 . 81': 0 });
+    assert.equal(h.writes.length, 0);
+    await h.reading(2000, { '198.19.1.1 . 80': 2100, '198.19.1.1 . 81': 0 });
+    assert.deepEqual([...h.auto.engaged()].sort(), ['svc0', 'svc1']);
+    assert.equal(h.writes.length, 1);
+    assert.match(h.writes[0] ?? '', /add element ip sluice synproxied \{ 198\.19\.1\.1 \. 80, 198\.19\.1\.1 \. 81 \}/);
+    for (let t = 3; t <= 6; t++) await h.reading(t * 1000, { '198.19.1.1 . 80': 2100, '198.19.1.1 . 81': 0 });
+    assert.deepEqual([...h.auto.engaged()], ['svc1']);
+    assert.equal(h.writes.length, 2);
+    const st = h.auto.status().services;
+    assert.deepEqual(st.map((x) => [x.service, x.mode, x.engaged, x.engagedTotal, x.disengagedTotal]), [['svc0', 'auto', false, 1, 1], ['svc1', 'on', true, 0, 0]]);
+  });
+
+  it('an install resets the baselines (its counters start at 0) and keeps the engaged state across a reload', async () => {
+    const h = harness(cfg);
+    await h.reading(0, { '198.19.1.1 . 80': 0 });
+    await h.reading(1000, { '198.19.1.1 . 80': 5000 });
+    assert.ok(h.auto.engaged().has('svc0'));
+    const next = config([{ synproxy: { mode: 'auto', above: 500, calmSeconds: 3 } }, { synproxy: true }, {}]);
+    h.auto.installed(next);
+    assert.ok(h.auto.engaged().has('svc0'), 'still under the flood: the reload renders it engaged');
+    // The new table's counter: 600 since the install. Not a rate (no baseline), not a calm reading.
+    await h.reading(1500, { '198.19.1.1 . 80': 600 });
+    assert.equal(h.auto.status().services[0]?.synRate, 5000);
+  });
+
+  it('a failed write is retried at the next reading', async () => {
+    const h = harness(cfg);
+    h.failWrites(true);
+    await h.reading(0, { '198.19.1.1 . 80': 0 });
+    await h.reading(1000, { '198.19.1.1 . 80': 5000 });
+    assert.equal(h.auto.status().writeFailures, 1);
+    h.failWrites(false);
+    await h.reading(2000, { '198.19.1.1 . 80': 10000 });
+    assert.equal(h.writes.length, 1);
+    assert.match(h.writes[0] ?? '', /synproxied \{ 198\.19\.1\.1 \. 80, 198\.19\.1\.1 \. 81 \}/);
+  });
+});
