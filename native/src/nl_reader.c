@@ -59,11 +59,27 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
   const nl_binding *b = r->binding;
   if (r->closing) return;
   r->wakeups += 1;
-  if (status < 0) {
-    report_async_error(r, -status, "uv_poll");
-    return;
-  }
   int fd = mnl_socket_get_fd(r->nl);
+  if (status < 0) {
+    /* libuv reports POLLERR as UV_EBADF and stops the handle. On a netlink
+     * socket POLLERR is the pending socket error, which the kernel sets to
+     * ENOBUFS when it dropped messages for a full receive buffer (an
+     * overrun: the same condition recvmsg() reports when it sees the error
+     * first). SO_ERROR takes it; then the overrun is counted and polling
+     * resumes. Anything else is reported (the handle stays stopped). */
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    if (status != UV_EBADF || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || (soerr != ENOBUFS && soerr != 0)) {
+      report_async_error(r, status == UV_EBADF && soerr != 0 ? soerr : -status, "uv_poll");
+      return;
+    }
+    if (soerr == ENOBUFS) r->stats[NS_OVERRUNS] += 1;
+    int ue = uv_poll_start(&r->poll, UV_READABLE, on_readable);
+    if (ue != 0) {
+      report_async_error(r, -ue, "uv_poll_start");
+      return;
+    }
+  }
   size_t off = 0;
   uint32_t n = 0;
   while (!r->closing && n < r->max_batch && r->rx_size - off >= r->rx_need) {
