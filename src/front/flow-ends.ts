@@ -30,6 +30,9 @@ import { MARK_TAG, MARK_TAG_MASK } from './marks.ts';
 
 const AF_INET = 2;
 
+/** Most destroy events read per wakeup (ConntrackEvents maxBatch). */
+export const EVENT_BATCH = 256;
+
 /** Overrun resyncs start at least this far apart: under a sustained overrun a dump of a large table every second would make things worse. */
 export const RESYNC_MIN_GAP_MS = 30_000;
 
@@ -77,6 +80,9 @@ export class FlowEnds {
    */
   open(onError: (err: SluiceError | Error) => void): void {
     this.#events = ConntrackEvents.open({
+      // Events handed to JS per wakeup: bounds the stall one wakeup causes
+      // on the loop the SYNs share (measured in docs/operations.md "Flow ends").
+      maxBatch: EVENT_BATCH,
       onBatch: (batch) => {
         this.handle(batch, performance.now());
       },
