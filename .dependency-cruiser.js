@@ -6,13 +6,13 @@
 //
 // Layers, bottom up:
 //   base            config log errors util packet control metrics: import only base
-//   infrastructure  http admin nfqueue nflog systemd (what every daemon runs on):
+//   infrastructure  http admin nfqueue nflog conntrack systemd (what every daemon runs on):
 //                   import only base and infrastructure
 //   daemons         everything else (front dns agent admission throttle shaping
 //                   dashboard ...), a new folder included
 //   cli             the top: no other folder imports it
 const BASE = '(config|log|errors|util|packet|control|metrics)';
-const INFRASTRUCTURE = '(http|admin|nfqueue|nflog|systemd)';
+const INFRASTRUCTURE = '(http|admin|nfqueue|nflog|conntrack|systemd)';
 
 export default {
   forbidden: [

@@ -21,5 +21,6 @@ void *get_external(napi_env env, napi_value v);
 int is_function(napi_env env, napi_value v);                               /* 1 if v is a function */
 void set_number(napi_env env, napi_value obj, const char *name, double v); /* obj[name] = v */
 void nflog_register(napi_env env, napi_value exports);          /* nflog.c */
+void ctevents_register(napi_env env, napi_value exports);       /* ctevents.c */
 napi_value sq_sd_notify(napi_env env, napi_callback_info info); /* sd_notify.c */
 #endif

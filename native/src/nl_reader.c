@@ -204,6 +204,7 @@ int nl_config_and_ack(nl_reader *r, struct nlmsghdr *nlh) {
  * `num`: bound. Binding one another socket owns fails with EPERM (peer_portid
  * mismatch), like a missing CAP_NET_ADMIN; this tells the two apart. */
 static int proc_lists(const char *path, unsigned num) {
+  if (!path) return 0; /* a binding with no such list (conntrack events) */
   FILE *f = fopen(path, "r");
   if (!f) return 0;
   unsigned n;
@@ -271,10 +272,12 @@ napi_value nl_reader_close_js(napi_env env, napi_callback_info info) {
   if (r->closing) return NULL;
   r->closing = 1;
   uv_poll_stop(&r->poll);
-  char cfg[MNL_SOCKET_BUFFER_SIZE];
-  struct nlmsghdr *nlh = b->config_put(cfg, r->num, 0);
-  /* Best effort: closing the socket unbinds too (NETLINK_URELEASE). */
-  mnl_socket_sendto(r->nl, nlh, nlh->nlmsg_len);
+  if (b->config_put) {
+    char cfg[MNL_SOCKET_BUFFER_SIZE];
+    struct nlmsghdr *nlh = b->config_put(cfg, r->num, 0);
+    /* Best effort: closing the socket unbinds too (NETLINK_URELEASE). */
+    mnl_socket_sendto(r->nl, nlh, nlh->nlmsg_len);
+  }
   uv_close((uv_handle_t *)&r->poll, on_closed);
   return NULL;
 }

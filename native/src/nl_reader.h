@@ -1,6 +1,6 @@
 /*
- * The netlink reader under both bindings (NFQUEUE in nfq.c, NFLOG in
- * nflog.c); README.md "The NFQUEUE addon" describes its shape. JavaScript
+ * The netlink reader under the bindings (NFQUEUE in nfq.c, NFLOG in
+ * nflog.c, conntrack events in ctevents.c); README.md "The NFQUEUE addon" describes its shape. JavaScript
  * hands over every buffer once at open: nothing is allocated and no JS
  * object created per message. A binding describes itself in an nl_binding
  * and embeds an nl_reader as the first member of its handle. The wrappers
@@ -25,7 +25,7 @@ typedef struct {
   const char *label;      /* names a handle in async errors: "<label> <num>: ..." */
   const char *noun;       /* "queue" or "log group", in open errors */
   const char *config_msg; /* the config message's name: the syscall of config errors */
-  const char *proc_list;  /* /proc/net/netfilter list of the bound numbers */
+  const char *proc_list;  /* /proc/net/netfilter list of the bound numbers, or NULL */
   const char *resource;   /* async resource name (async_hooks) */
   struct { /* error codes; src/errors/errors.ts maps each to a class */
     const char *assert, *nomem, *socket, *permission, *busy, *unsupported, *config, *poll_start, *poll;
@@ -35,7 +35,7 @@ typedef struct {
   uint8_t kernel_errors; /* the stats slot counting NLMSG_ERRORs received */
   int (*decode)(nl_reader *r, const struct nlmsghdr *nlh, uint32_t *meta); /* one meta slot; 0: unusable */
   void (*after_batch)(nl_reader *r, napi_value result); /* optional: the batch call's result, NULL if it threw */
-  struct nlmsghdr *(*config_put)(char *buf, uint16_t num, int bind); /* binds (1) or unbinds `num` */
+  struct nlmsghdr *(*config_put)(char *buf, uint16_t num, int bind); /* binds (1) or unbinds `num`; NULL: nothing to unbind at close */
 } nl_binding;
 
 struct nl_reader_s {

@@ -84,6 +84,13 @@ export function renderFrontStatus(s: FrontStatus): string {
   out.push(`connections: decided ${c.decided}, active records ${s.records.active}, recycled ${s.records.recycled}, dropped without record ${c.noRecord}, overflowed ${c.overflowed}`);
   // Older daemons send no adoption counts.
   if (typeof s.records.adopted === 'number' && s.records.adopted + s.records.corrected > 0) out.push(`records adopted from the kernel's flows at start: ${s.records.adopted}${s.records.corrected > 0 ? ` (${s.records.corrected} corrected to the kernel's server)` : ''}`);
+  const fe = s.flowEnds;
+  if (fe !== undefined) {
+    const r = fe.resyncs;
+    out.push(fe.events === undefined
+      ? `flow ends: conntrack events unavailable, resyncs ${r.periodic} (periodic)`
+      : `flow ends: ${fe.events.events} conntrack events, ${fe.freed} records freed, overruns ${fe.events.overruns}, resyncs ${r.overrun} overrun / ${r.legacy} legacy, legacy records ${fe.legacyRecords}`);
+  }
   // Older daemons send no rules section.
   const r = s.rules as FrontStatus['rules'] | undefined;
   const o = s.overrides as FrontStatus['overrides'] | undefined;

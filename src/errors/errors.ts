@@ -35,7 +35,7 @@ export class QueueClosedError extends SluiceError {
   readonly code = 'ERR_SLUICE_QUEUE_CLOSED';
 }
 
-/** Errors reported by the NFQUEUE and NFLOG bindings carry the syscall errno. */
+/** Errors reported by the NFQUEUE, NFLOG and conntrack event bindings carry the syscall errno. */
 abstract class QueueSystemError extends SluiceError {
   readonly errno: number | undefined;
   readonly syscall: string | undefined;
@@ -125,6 +125,29 @@ const LOG_ERRORS: ReadonlyMap<string, SystemErrorClass> = new Map<string, System
 /** Maps an error thrown or reported by native/src/nflog.c to its class. */
 export function fromNativeLogError(err: unknown): SluiceError {
   return fromNative(err, LOG_ERRORS, 'ERR_NFLOG_NATIVE_ASSERT', LogGroupSocketError);
+}
+
+/** Missing CAP_NET_ADMIN for joining the conntrack event group. */
+export class ConntrackEventsPermissionError extends QueueSystemError {
+  readonly code = 'ERR_SLUICE_CTEVENTS_PERMISSION';
+}
+/** The kernel has no conntrack netlink (nf_conntrack_netlink) to subscribe to. */
+export class ConntrackEventsUnsupportedError extends QueueSystemError {
+  readonly code = 'ERR_SLUICE_CTEVENTS_UNSUPPORTED';
+}
+/** Conntrack event socket or poll failure, at open or while running. */
+export class ConntrackEventsSocketError extends QueueSystemError {
+  readonly code = 'ERR_SLUICE_CTEVENTS_SOCKET';
+}
+
+const CTEV_ERRORS: ReadonlyMap<string, SystemErrorClass> = new Map<string, SystemErrorClass>([
+  ['ERR_CTEV_PERMISSION', ConntrackEventsPermissionError],
+  ['ERR_CTEV_UNSUPPORTED', ConntrackEventsUnsupportedError],
+]);
+
+/** Maps an error thrown or reported by native/src/ctevents.c to its class. */
+export function fromNativeCtEventsError(err: unknown): SluiceError {
+  return fromNative(err, CTEV_ERRORS, 'ERR_CTEV_NATIVE_ASSERT', ConntrackEventsSocketError);
 }
 
 /**

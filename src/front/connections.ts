@@ -10,7 +10,10 @@
  *   FIN/RST -> finish(): the record moves to the recycle list and is freed
  *           `recycleMs` later (late retransmissions still find it)
  *   sweep() frees recycled records whose time has come
+ *   conntrack destroy event -> ended(): the kernel forgot the flow; its
+ *           record is freed at once, active or recycled (O(1))
  *   reconcile(present) frees active records whose kernel flow is gone
+ *           (the resync for lost destroy events)
  *
  * Storage: struct-of-arrays in typed arrays sized to the configured maximum,
  * plus an open-addressing index from the numeric key to the slot
@@ -24,7 +27,8 @@
  * so server active counts stay exact.
  *
  * Invariants: index.size === active + recycled; a slot is in exactly one of
- * {free list, active, recycle ring (current generation)}.
+ * {free list, active, recycle ring (current generation)}; legacy counts the
+ * slots flagged by markLegacy, and a free slot is never flagged.
  */
 import { KeyIndex } from './key-index.ts';
 
@@ -34,6 +38,19 @@ export function connectionKey(client: number, port: number): number {
 }
 
 export const RecordState = { Free: 0, Active: 1, Recycled: 2 } as const;
+
+/**
+ * How long after a port reuse (remove() then create() of the same key) a
+ * destroy event for the key is taken to be the previous flow's. A SYN that
+ * reuses the port of a flow in TIME_WAIT or CLOSE makes the kernel destroy
+ * the old entry and create the new one: its destroy event and the new SYN
+ * reach the daemon by different sockets, in either order. Arriving second,
+ * the event must not free the new record. A real end of the new flow comes
+ * later than this: the shortest TCP timeout that ends a flow by itself is
+ * CLOSE's 10 s (only `conntrack -D` or an early drop end one sooner; those
+ * wait for the resync).
+ */
+export const REUSE_GUARD_MS = 5000;
 
 export interface ConnectionEvents {
   /**
@@ -54,6 +71,13 @@ export class ConnectionTable {
   readonly #finished: Float64Array;
   readonly #state: Uint8Array;
   readonly #gen: Uint32Array;
+  /** 1: the record reused a removed record's key (see REUSE_GUARD_MS); the next destroy event within the guard is the old flow's. */
+  readonly #reused: Uint8Array;
+  /** 1: the record was adopted from a read of the kernel's table (markLegacy). */
+  readonly #legacy: Uint8Array;
+  /** The key and service remove() removed last, until the next create(): a port reuse when create() gets the same. */
+  #removedKey = -1;
+  #removedService = -1;
   readonly #free: Int32Array;
   #freeTop: number;
   // Recycle FIFO: finish times are non-decreasing, so the head is the oldest.
@@ -66,8 +90,10 @@ export class ConnectionTable {
 
   active = 0;
   recycled = 0;
+  /** Records marked legacy (markLegacy) and not yet freed. */
+  legacy = 0;
   /** Counters for metrics. */
-  readonly counts = { created: 0, finished: 0, freed: 0, recycledEarly: 0, full: 0, reconciled: 0 };
+  readonly counts = { created: 0, finished: 0, freed: 0, recycledEarly: 0, full: 0, reconciled: 0, ended: 0, endedStale: 0 };
 
   constructor(capacity: number, recycleMs: number, events: ConnectionEvents) {
     this.capacity = capacity;
@@ -81,6 +107,8 @@ export class ConnectionTable {
     this.#finished = new Float64Array(capacity);
     this.#state = new Uint8Array(capacity);
     this.#gen = new Uint32Array(capacity);
+    this.#reused = new Uint8Array(capacity);
+    this.#legacy = new Uint8Array(capacity);
     this.#free = new Int32Array(capacity);
     for (let i = 0; i < capacity; i++) this.#free[i] = capacity - 1 - i;
     this.#freeTop = capacity;
@@ -121,6 +149,11 @@ export class ConnectionTable {
     this.#created[slot] = now;
     this.#finished[slot] = 0;
     this.#state[slot] = RecordState.Active;
+    // (A held SYN is created after other records: no flag then. Its old
+    // flow's destroy event, sent before the SYN was queued, has by then
+    // almost surely been read and found no record.)
+    this.#reused[slot] = key === this.#removedKey && service === this.#removedService ? 1 : 0;
+    this.#removedKey = -1;
     this.#index.set(key, service, slot);
     this.active++;
     this.counts.created++;
@@ -152,6 +185,8 @@ export class ConnectionTable {
   remove(service: number, key: number): void {
     const slot = this.#index.get(key, service);
     if (slot < 0) return;
+    this.#removedKey = key;
+    this.#removedService = service;
     if (this.#state[slot] === RecordState.Active) {
       this.active--;
       this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1, slot);
@@ -159,6 +194,49 @@ export class ConnectionTable {
       this.recycled--;
     }
     this.#release(slot);
+  }
+
+  /**
+   * The kernel destroyed the flow of `key` (a conntrack destroy event): its
+   * record is freed now, active (the server's count drops: released()) or
+   * recycled. False if there is none, or if the record reused the key less
+   * than REUSE_GUARD_MS ago: the event is then the previous flow's (counted
+   * in endedStale; the guard is spent). O(1).
+   */
+  ended(service: number, key: number, now: number): boolean {
+    const slot = this.#index.get(key, service);
+    if (slot < 0) return false;
+    if (this.#state[slot] === RecordState.Active) {
+      if (this.#reused[slot] === 1) {
+        this.#reused[slot] = 0;
+        if (now - (this.#created[slot] ?? 0) < REUSE_GUARD_MS) {
+          this.counts.endedStale++;
+          return false;
+        }
+      }
+      this.active--;
+      this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1, slot);
+    } else {
+      this.recycled--; // its recycle ring entry goes stale with the generation
+    }
+    this.#release(slot);
+    this.counts.ended++;
+    return true;
+  }
+
+  /**
+   * Marks the record in `slot` as adopted from a read of the kernel's table:
+   * its flow may predate every conntrack event listener, and such a flow
+   * reports no end (src/conntrack/events.ts), so only a resync frees it.
+   * The daemon keeps resyncing while `legacy` > 0. A legacy record reuses no key.
+   */
+  markLegacy(slot: number): void {
+    if (this.#state[slot] === RecordState.Free) return;
+    if (this.#legacy[slot] === 0) {
+      this.#legacy[slot] = 1;
+      this.legacy++;
+    }
+    this.#reused[slot] = 0;
   }
 
   /** Frees recycled records older than recycleMs. Returns how many. */
@@ -273,6 +351,10 @@ export class ConnectionTable {
   }
 
   #release(slot: number): void {
+    if (this.#legacy[slot] === 1) {
+      this.#legacy[slot] = 0;
+      this.legacy--;
+    }
     this.#index.delete(this.#key[slot] ?? -1, this.#service[slot] ?? 0);
     this.#state[slot] = RecordState.Free;
     this.#gen[slot] = ((this.#gen[slot] ?? 0) + 1) >>> 0;

@@ -12,7 +12,7 @@
  *           either refused -> exit 1 with every reason and its fix, nothing
  *           installed and nothing removed (a refused start must not undo
  *           the rules of a front node already bound to the queue)
- *   start   bind the log group; adopt records from the kernel's flows;
+ *   start   bind the log group, join the conntrack destroy events; adopt records from the kernel's flows;
  *           install rules (over a previous daemon's: each table's chains
  *           are refilled in one commit, the jumps stay, so there is no
  *           instant without rules); bind the queue; adopt again (flows the
@@ -24,8 +24,11 @@
  *           re-derives the usable servers, rebuilds the selectors and
  *           sends cluster_load at once; slow start shares are refreshed
  *           every SHARE_TICK_MS;
- *           sweep recycled records every second; reconcile with the kernel
- *           every connections.reconcileSeconds; expire idle checkpoint keys
+ *           sweep recycled records every second; free the record of each
+ *           flow the kernel destroys (conntrack events, flow-ends.ts) and
+ *           resync with the kernel's table after an event overrun, every
+ *           connections.reconcileSeconds while adopted (legacy) records
+ *           remain, or always without events; expire idle checkpoint keys
  *           every shaping.sweepMs; checkpoint queues' timers give held SYNs
  *           their verdicts (staged outside the batch, flushed by NfQueue);
  *           read our rules back every rules.checkSeconds and reinstall
@@ -59,6 +62,7 @@ import { componentLogger, type Logger } from '../log/logger.ts';
 import { newRegistry } from '../metrics/collect.ts';
 import { registerFrontMetrics, type FrontMetricsSource } from './metrics.ts';
 import { readKernelQueue, type KernelQueueStats } from '../metrics/kernel_queue.ts';
+import type { ConntrackEventsStats } from '../conntrack/events.ts';
 import { NfLog, type LogStats } from '../nflog/log.ts';
 import { NfQueue, type QueueStats } from '../nfqueue/queue.ts';
 import { QueueLossLog } from '../nfqueue/loss-log.ts';
@@ -73,6 +77,7 @@ import { AdminServer } from './admin.ts';
 import { ConnectionTable, connectionKey } from './connections.ts';
 import { LIVE_STATES, REBUILD_STATES, readKernelFlows } from './conntrack-proc.ts';
 import { FrontControl } from './control.ts';
+import { FlowEnds, type ResyncReason } from './flow-ends.ts';
 import { FrontEngine, HELD } from './engine.ts';
 import { saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
@@ -113,6 +118,13 @@ export const RATE_WINDOW_SECONDS = 5;
 
 /** How often slow start shares are refreshed from the servers' ramps (the packet path reads the field, never a clock). */
 export const SHARE_TICK_MS = 250;
+
+/**
+ * A resync keeps records decided less than this (or reconcileSeconds, if
+ * shorter) before its read of the kernel's table started: their flows may
+ * not be in it yet. Any end they have since is reported by its event.
+ */
+export const RESYNC_YOUNG_SECONDS = 10;
 /**
  * Least time between two selector rebuilds. A maglev table of 65,537 slots
  * takes ~5-15 ms to fill here: one per transition of 63 servers failing a
@@ -135,6 +147,10 @@ export class FrontDaemon implements FrontMetricsSource {
   config: Readonly<FrontConfig>;
   readonly table: ConnectionTable;
   readonly engine: FrontEngine;
+  /** Conntrack destroy events: records of ended flows freed at once (flow-ends.ts). */
+  readonly flowEnds: FlowEnds;
+  /** A resync (full read of the kernel's table) is running: another waits for it. */
+  #resyncing = false;
   #queue: NfQueue | undefined;
   #log: NfLog | undefined;
   #admin: AdminServer | undefined;
@@ -278,6 +294,8 @@ export class FrontDaemon implements FrontMetricsSource {
       },
     });
     this.engine = new FrontEngine(services, this.table);
+    const engine = this.engine;
+    this.flowEnds = new FlowEnds({ table: this.table, serviceOf: (vip, port, protocol) => engine.serviceOf(vip, port, protocol) });
     this.#shapingLayout = shapingLayoutKey(this.config);
     this.engine.setShaper(this.#buildShaper(this.config));
   }
@@ -437,6 +455,17 @@ export class FrontDaemon implements FrontMetricsSource {
         this.log.error({ err }, 'log group error');
       },
     });
+    // Joined before the records are adopted: a flow that ends while we read
+    // the kernel's table reports its end (if it has the event extension:
+    // flows created before any listener have not; the records adopted
+    // below are marked legacy and left to the resync).
+    try {
+      this.flowEnds.open((err) => {
+        this.log.error({ err }, 'conntrack events error');
+      });
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, `conntrack events unavailable: records of ended flows are freed by the reconcile every ${String(this.config.connections.reconcileSeconds)} s`);
+    }
     const rebuilt = (await this.#rebuildFromKernel(false)).added;
     this.fallback.installed(this.engine.services);
     const targets = this.schedule.render(this.config, this.engine.services);
@@ -485,7 +514,11 @@ export class FrontDaemon implements FrontMetricsSource {
       setInterval(() => {
         this.#refreshShares(performance.now());
       }, SHARE_TICK_MS),
-      setInterval(() => this.table.sweep(performance.now()), 1000),
+      setInterval(() => {
+        const now = performance.now();
+        this.table.sweep(now);
+        if (this.flowEnds.overrunResyncDue(now)) void this.#reconcile('overrun');
+      }, 1000),
       setInterval(() => {
         this.schedule.update(this.engine.services);
       }, SCHEDULE_TICK_MS),
@@ -496,7 +529,10 @@ export class FrontDaemon implements FrontMetricsSource {
         this.#shedLog.poll(this.shed(), performance.now());
       }, 1000),
       setInterval(() => this.engine.shaper?.sweep(performance.now(), 10_000), this.config.shaping.sweepMs),
-      setInterval(() => void this.#reconcile(), this.config.connections.reconcileSeconds * 1000),
+      setInterval(() => {
+        const reason = this.flowEnds.periodicReason();
+        if (reason !== undefined) void this.#reconcile(reason);
+      }, this.config.connections.reconcileSeconds * 1000),
     );
     this.rules.start();
     this.synproxy.start();
@@ -726,7 +762,7 @@ export class FrontDaemon implements FrontMetricsSource {
    * NATs the flow to is moved to that server: the kernel's binding is what
    * the flow's packets follow.
    */
-  async #rebuildFromKernel(correct: boolean, states: ReadonlySet<string> = REBUILD_STATES): Promise<{ added: number; corrected: number }> {
+  async #rebuildFromKernel(correct: boolean, states: ReadonlySet<string> = REBUILD_STATES, legacy = true): Promise<{ added: number; corrected: number }> {
     const flows = await readKernelFlows();
     const now = performance.now();
     let added = 0;
@@ -747,7 +783,9 @@ export class FrontDaemon implements FrontMetricsSource {
         const known = this.table.lookup(s, key);
         if (known >= 0 && (!correct || known === target || !this.table.isActive(s, key))) break;
         if (known >= 0) this.table.remove(s, key); // released(): its old server's count drops
-        if (this.table.create(key, s, target, now) >= 0) {
+        const slot = this.table.create(key, s, target, now);
+        if (slot >= 0) {
+          if (legacy) this.table.markLegacy(slot);
           const srv = svc.servers[target];
           if (srv) srv.active++;
           if (known >= 0) corrected++;
@@ -761,7 +799,26 @@ export class FrontDaemon implements FrontMetricsSource {
     return { added, corrected };
   }
 
-  async #reconcile(): Promise<void> {
+  /**
+   * The resync: frees active records whose flow the kernel no longer has.
+   * With conntrack events it runs only after an overrun or while legacy
+   * records remain (flow-ends.ts); without them every reconcileSeconds.
+   */
+  async #reconcile(reason: ResyncReason): Promise<void> {
+    if (this.#resyncing) return; // the running one reads the table after the cause
+    this.#resyncing = true;
+    try {
+      await this.#resync(reason);
+    } finally {
+      this.#resyncing = false;
+    }
+  }
+
+  async #resync(reason: ResyncReason): Promise<void> {
+    this.flowEnds.resyncs[reason]++;
+    // Records younger than this when the read starts may not be in the
+    // kernel's table yet (decided, the SYN not yet through conntrack).
+    const olderThan = performance.now() - Math.min(this.config.connections.reconcileSeconds, RESYNC_YOUNG_SECONDS) * 1000;
     let flows;
     try {
       flows = await readKernelFlows();
@@ -781,9 +838,8 @@ export class FrontDaemon implements FrontMetricsSource {
       if (keys === undefined) live.set(s, (keys = new Set()));
       keys.add(connectionKey(f.client, f.clientPort));
     }
-    // Records younger than one period may not have reached the kernel's table yet.
-    const freed = this.table.reconcile((s, k) => live.get(s)?.has(k) === true, performance.now() - this.config.connections.reconcileSeconds * 1000);
-    if (freed > 0) this.log.info({ freed }, 'records freed: kernel flows gone');
+    const freed = this.table.reconcile((s, k) => live.get(s)?.has(k) === true, olderThan);
+    if (freed > 0 || reason === 'overrun') this.log.info({ freed, reason, legacy: this.table.legacy }, 'resync: records freed whose kernel flows are gone');
   }
 
   queueStats(): QueueStats | undefined {
@@ -792,6 +848,10 @@ export class FrontDaemon implements FrontMetricsSource {
 
   logStats(): LogStats | undefined {
     return this.#log?.stats();
+  }
+
+  ctEventStats(): ConntrackEventsStats | undefined {
+    return this.flowEnds.stats();
   }
 
   kernelQueue(): KernelQueueStats | undefined {
@@ -902,7 +962,9 @@ export class FrontDaemon implements FrontMetricsSource {
    */
   async #adoptCommitted(): Promise<{ added: number; corrected: number } | undefined> {
     try {
-      return await this.#rebuildFromKernel(true, LIVE_STATES);
+      // conntrackd commits the replicated flows over ctnetlink while our
+      // event socket listens: they get the event extension, so not legacy.
+      return await this.#rebuildFromKernel(true, LIVE_STATES, false);
     } catch (err) {
       this.log.error({ err: (err as Error).message }, 'ha: master, but the records were not rebuilt: the kernel flows could not be read (reconcile and FIN/RST keep the table; capacity counts are low until then)');
       return undefined;
@@ -965,6 +1027,7 @@ export class FrontDaemon implements FrontMetricsSource {
       synproxy: this.synproxy.status(),
       queue: this.#queue?.stats(),
       log: this.#log?.stats(),
+      flowEnds: { events: this.flowEnds.stats(), ...this.flowEnds.counts, resyncs: { ...this.flowEnds.resyncs }, legacyRecords: this.table.legacy },
       ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),
       ...(this.#control ? { control: this.#control.status() } : {}),
       ...(this.throttle.gatekeeper ? { throttle: this.throttle.gatekeeper.status() } : {}),
@@ -1063,6 +1126,7 @@ export class FrontDaemon implements FrontMetricsSource {
     void this.admission.stop();
     this.#queue?.close();
     this.#log?.close();
+    this.flowEnds.close();
     this.#admin?.close();
     this.log.info({ ...this.status(), heldReleased: released }, 'front node stopped; its rules stay (new connections go to the fallback until the next start; `sluice front --remove-rules` removes them)');
   }

@@ -112,6 +112,11 @@ export class FrontEngine implements ShapingHost, Forwarder {
     return this.#table;
   }
 
+  /** The index of the service at (VIP, port, IP protocol), or -1 (conntrack destroy events: src/front/flow-ends.ts). */
+  serviceOf(vip: number, port: number, protocol: number): number {
+    return this.#index.find(vip, port, protocol);
+  }
+
   /** Installs the checkpoints (undefined or none configured: every SYN goes straight to its server). */
   setShaper(shaper: Shaper | undefined): void {
     this.#shaper = shaper?.enabled === true ? shaper : undefined;

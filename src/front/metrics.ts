@@ -11,7 +11,9 @@
  * stick-table key).
  */
 import type { Registry } from 'prom-client';
+import type { ConntrackEventsStats } from '../conntrack/events.ts';
 import type { LogStats } from '../nflog/log.ts';
+import type { FlowEnds } from './flow-ends.ts';
 import type { QueueStats } from '../nfqueue/queue.ts';
 import { parseStatusName } from '../packet/ipv4.ts';
 import type { FrontConfig } from './config.ts';
@@ -49,6 +51,9 @@ export interface FrontMetricsSource {
   readonly table: ConnectionTable;
   queueStats(): QueueStats | undefined;
   logStats(): LogStats | undefined;
+  /** Conntrack destroy events (flow-ends.ts); absent in unit tests. */
+  readonly flowEnds?: FlowEnds;
+  ctEventStats?(): ConntrackEventsStats | undefined;
   kernelQueue(): KernelQueueStats | undefined;
   adminCounts(): { handled: number; rejected: number };
   /** The periodic check of our rules (rules-health.ts). */
@@ -246,6 +251,37 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
       [{ kind: 'callback' }, s.callbackErrors],
     ];
   });
+  // Conntrack destroy events: a record is freed when the kernel destroys its flow (flow-ends.ts).
+  const ev = (): ConntrackEventsStats | undefined => src.ctEventStats?.();
+  counterOf(registry, 'sluice_front_ct_events_total', 'Conntrack destroy events received (every flow of the namespace, ours or not).', () => ev()?.events ?? 0);
+  counterFrom(registry, 'sluice_front_ct_event_outcomes_total', 'Conntrack destroy events by outcome: freed (a record was freed), no_record, stale (a port reuse: the previous flow\'s event), no_service, foreign (not our mark), other_family.', ['outcome'], () => {
+    const f = src.flowEnds?.counts;
+    if (!f) return [];
+    return [
+      [{ outcome: 'freed' }, f.freed],
+      [{ outcome: 'no_record' }, f.noRecord],
+      [{ outcome: 'stale' }, f.stale],
+      [{ outcome: 'no_service' }, f.noService],
+      [{ outcome: 'foreign' }, f.foreign],
+      [{ outcome: 'other_family' }, f.otherFamily],
+    ];
+  });
+  counterFrom(registry, 'sluice_front_ct_event_errors_total', 'Conntrack event socket errors by kind (overrun: the socket buffer overflowed, ENOBUFS: events were lost and a resync follows).', ['kind'], () => {
+    const s = ev();
+    if (!s) return [];
+    return [
+      [{ kind: 'overrun' }, s.overruns],
+      [{ kind: 'bad_message' }, s.badMessages],
+      [{ kind: 'recv' }, s.recvErrors],
+      [{ kind: 'truncated_read' }, s.truncatedReads],
+      [{ kind: 'callback' }, s.callbackErrors],
+    ];
+  });
+  counterFrom(registry, 'sluice_front_resyncs_total', 'Full reads of the kernel\'s flow table to free records of ended flows, by reason: overrun (events lost), legacy (adopted records whose flows report no end remain), periodic (no conntrack events).', ['reason'], () => {
+    const r = src.flowEnds?.resyncs;
+    return r ? [[{ reason: 'overrun' }, r.overrun], [{ reason: 'legacy' }, r.legacy], [{ reason: 'periodic' }, r.periodic]] : [];
+  });
+  gaugeOf(registry, 'sluice_front_connection_records_legacy', 'Records adopted from the kernel\'s table whose flows may report no end (only a resync frees them).', () => src.table.legacy);
   // Labelled by queue number: absent (not 0) while the kernel shows no queue of ours.
   gaugeFrom(registry, 'sluice_front_kernel_queue_length', 'Packets waiting in the kernel for a verdict (/proc/net/netfilter/nfnetlink_queue).', ['queue'], () => {
     const k = src.kernelQueue();

@@ -8,7 +8,9 @@
  * figure that may have none is typed `| null` and sent as null), so what
  * the readers get is this type.
  */
+import type { ConntrackEventsStats } from '../conntrack/events.ts';
 import type { LogStats } from '../nflog/log.ts';
+import type { FlowEnds } from './flow-ends.ts';
 import type { QueueStats } from '../nfqueue/queue.ts';
 import type { CheckpointStatus, Shaper } from '../shaping/shaper.ts';
 import type { GatekeeperStatus } from '../throttle/gatekeeper.ts';
@@ -177,6 +179,16 @@ export interface FrontStatus {
   readonly queue?: Readonly<QueueStats> | undefined;
   /** The NFLOG group's counters, while it is bound. */
   readonly log?: Readonly<LogStats> | undefined;
+  /**
+   * Conntrack destroy events (flow-ends.ts): the socket's counters (absent:
+   * events unavailable), the events by outcome (freed: a record freed), the
+   * resyncs by reason, and the adopted records only a resync can free.
+   */
+  readonly flowEnds?: Readonly<FlowEnds['counts']> & {
+    readonly events: Readonly<ConntrackEventsStats> | undefined;
+    readonly resyncs: Readonly<FlowEnds['resyncs']>;
+    readonly legacyRecords: number;
+  };
   /** With checkpoints configured. */
   readonly shaping?: FrontShapingStatus;
   /** With a control section. */

@@ -1,10 +1,11 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { NativeAddonMissingError } from '../errors/errors.ts';
+import { EV_META_WORDS, EV_STATS_WORDS } from '../conntrack/layout.ts';
 import { LOG_META_WORDS, LOG_STATS_WORDS } from '../nflog/layout.ts';
 import { META_WORDS, STATS_WORDS } from './layout.ts';
 
-/** The raw binding exported by native/src/nfq.c (and nflog.c, sd_notify.c; both netlink bindings run on nl_reader.c). Only queue.ts, src/nflog/log.ts and src/systemd/ call it. */
+/** The raw binding exported by native/src/nfq.c (and nflog.c, ctevents.c, sd_notify.c; the netlink bindings run on nl_reader.c). Only queue.ts, src/nflog/log.ts, src/conntrack/events.ts and src/systemd/ call it. */
 export interface NativeNfq {
   open(
     queue: number,
@@ -52,6 +53,21 @@ export interface NativeNfq {
   readonly LOG_META_WORDS: number;
   readonly LOG_STATS_WORDS: number;
   readonly LOG_MSG_OVERHEAD: number;
+  /** Conntrack destroy events (native/src/ctevents.c): joins NFNLGRP_CONNTRACK_DESTROY, calls onBatch(n) once per batch of events. */
+  ctEventsOpen(
+    receiveBufferBytes: number,
+    rx: Uint8Array,
+    meta: Uint32Array,
+    stats: Float64Array,
+    onBatch: (count: number) => void,
+    onError: (err: Error) => void,
+  ): NativeHandle;
+  /** The event decoder on one netlink message (tests): 1 if it filled meta[0..EV_META_WORDS). */
+  ctEventsDecode(message: Uint8Array, meta: Uint32Array): number;
+  ctEventsClose(handle: NativeHandle): void;
+  ctEventsRef(handle: NativeHandle, on: boolean): void;
+  readonly EV_META_WORDS: number;
+  readonly EV_STATS_WORDS: number;
 }
 
 export interface NativeLiveness {
@@ -88,7 +104,9 @@ export function loadNative(): NativeNfq {
     mod.META_WORDS !== META_WORDS ||
     mod.STATS_WORDS !== STATS_WORDS ||
     mod.LOG_META_WORDS !== LOG_META_WORDS ||
-    mod.LOG_STATS_WORDS !== LOG_STATS_WORDS
+    mod.LOG_STATS_WORDS !== LOG_STATS_WORDS ||
+    mod.EV_META_WORDS !== EV_META_WORDS ||
+    mod.EV_STATS_WORDS !== EV_STATS_WORDS
   ) {
     throw new NativeAddonMissingError(
       `the NFQUEUE addon at ${ADDON_PATH} was built from other sources (layout mismatch): rebuild with scripts/install.sh`,

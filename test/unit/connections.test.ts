@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ConnectionTable, connectionKey } from '../../src/front/connections.ts';
+import { ConnectionTable, REUSE_GUARD_MS, connectionKey } from '../../src/front/connections.ts';
 
 function table(capacity = 4, recycleMs = 1000) {
   const released: [number, number][] = [];
@@ -107,6 +107,75 @@ describe('ConnectionTable', () => {
     assert.equal(t.lookup(0, gone), -1);
     assert.equal(t.lookup(0, alive), 1);
     assert.equal(t.lookup(0, young), 2);
+  });
+
+  it('ended (destroy event) frees an active record (released) or a recycled one (not released again), once', () => {
+    const { t, released } = table(8);
+    const a = connectionKey(C, 1);
+    const b = connectionKey(C, 2);
+    t.create(a, 0, 0, 0);
+    t.create(b, 1, 3, 0);
+    t.finish(1, b, 10);
+    assert.deepEqual(released, [[1, 3]]);
+    assert.equal(t.ended(0, a, 20), true);
+    assert.equal(t.ended(1, b, 20), true);
+    assert.deepEqual(released, [[1, 3], [0, 0]]);
+    assert.equal(t.ended(0, a, 30), false);
+    assert.equal(t.ended(1, a, 30), false); // another service's key: not ours
+    assert.equal(t.active, 0);
+    assert.equal(t.recycled, 0);
+    assert.equal(t.size, 0);
+    assert.equal(t.counts.ended, 2);
+    // The recycled record's ring entry went stale: the sweep frees nothing twice.
+    assert.equal(t.sweep(1e9), 0);
+    assert.equal(t.recycled, 0);
+  });
+
+  it('ended: a port reuse ignores one destroy event within the guard (the old flow\'s), not later ones', () => {
+    const { t, released } = table(8);
+    const k = connectionKey(C, 7);
+    t.create(k, 0, 0, 0);
+    t.finish(0, k, 100);
+    // A new SYN on the same port: the old record goes, the new one is created.
+    t.remove(0, k);
+    t.create(k, 0, 1, 200);
+    assert.equal(t.ended(0, k, 250), false, 'the old flow\'s event must not free the new record');
+    assert.equal(t.counts.endedStale, 1);
+    assert.equal(t.lookup(0, k), 1);
+    assert.equal(t.ended(0, k, 300), true, 'the guard is spent: the next event is the new flow\'s');
+    assert.deepEqual(released, [[0, 0], [0, 1]]);
+    // Past the guard an event frees a reused record at once.
+    t.create(k, 0, 0, 1000);
+    t.finish(0, k, 1100);
+    t.remove(0, k);
+    t.create(k, 0, 2, 1200);
+    assert.equal(t.ended(0, k, 1200 + REUSE_GUARD_MS), true);
+    // A create of another key in between: no reuse flag.
+    const other = connectionKey(C, 8);
+    t.create(k, 0, 0, 2e4);
+    t.remove(0, k);
+    t.create(other, 0, 0, 2e4);
+    t.create(k, 0, 0, 2e4);
+    assert.equal(t.ended(0, k, 2e4), true);
+  });
+
+  it('legacy records are counted until freed, however they go', () => {
+    const { t } = table(8);
+    const a = t.create(connectionKey(C, 1), 0, 0, 0);
+    const b = t.create(connectionKey(C, 2), 0, 0, 0);
+    const c = t.create(connectionKey(C, 3), 0, 0, 0);
+    t.markLegacy(a);
+    t.markLegacy(a);
+    t.markLegacy(b);
+    t.markLegacy(c);
+    assert.equal(t.legacy, 3);
+    t.ended(0, connectionKey(C, 1), 10);
+    t.remove(0, connectionKey(C, 2));
+    assert.equal(t.reconcile(() => false, 1), 1);
+    assert.equal(t.legacy, 0);
+    // A slot freed and reused is not legacy.
+    t.create(connectionKey(C, 4), 0, 0, 20);
+    assert.equal(t.legacy, 0);
   });
 
   it('records removed before their sweep never overflow the recycle list', () => {

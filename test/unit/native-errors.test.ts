@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { fromNativeLogError, fromNativeQueueError } from '../../src/errors/errors.ts';
+import { fromNativeCtEventsError, fromNativeLogError, fromNativeQueueError } from '../../src/errors/errors.ts';
 
 function native(code: string): Error {
   return Object.assign(new Error(`native ${code}`), { code, errno: 1, syscall: 'bind' });
@@ -25,6 +25,11 @@ const cases: [typeof fromNativeQueueError, string, string][] = [
   [fromNativeLogError, 'ERR_NFLOG_SOCKET', 'ERR_SLUICE_NFLOG_SOCKET'],
   [fromNativeLogError, 'ERR_NFQ_BUSY', 'ERR_SLUICE_NFLOG_SOCKET'],
   [fromNativeLogError, 'ERR_NFLOG_NATIVE_ASSERT', 'ERR_SLUICE_INVALID_ARGUMENT'],
+  [fromNativeCtEventsError, 'ERR_CTEV_PERMISSION', 'ERR_SLUICE_CTEVENTS_PERMISSION'],
+  [fromNativeCtEventsError, 'ERR_CTEV_UNSUPPORTED', 'ERR_SLUICE_CTEVENTS_UNSUPPORTED'],
+  [fromNativeCtEventsError, 'ERR_CTEV_SOCKET', 'ERR_SLUICE_CTEVENTS_SOCKET'],
+  [fromNativeCtEventsError, 'ERR_CTEV_POLL', 'ERR_SLUICE_CTEVENTS_SOCKET'],
+  [fromNativeCtEventsError, 'ERR_CTEV_NATIVE_ASSERT', 'ERR_SLUICE_INVALID_ARGUMENT'],
 ];
 
 describe('native error mapping', () => {

@@ -1,0 +1,150 @@
+/**
+ * Flows end by conntrack events (docs/front-node-design.md "Flows end by
+ * conntrack events"): the kernel's destroy event for a flow frees its
+ * connection record at once (ConnectionTable.ended), so the daemon no longer
+ * dumps the whole conntrack table every period to find the ended flows.
+ *
+ * Per event (hot path: no allocation, no logging, no await): a flow whose
+ * conntrack mark is not ours (tag 0x51, marks.ts; the daemon-down
+ * fallback's QUEUE_MARK flows included) is only counted; an IPv4 flow to
+ * one of our services (found by the original tuple's VIP, port and
+ * protocol, not the mark's service field: a reload may have renumbered the
+ * services since the flow's mark was set) frees the record of its client
+ * address and port.
+ *
+ * When the full dump (the daemon's reconcile, now a resync) still runs:
+ *   overrun   the event socket reported ENOBUFS: events were lost, and how
+ *             many is unknown; a resync follows within a second, at most
+ *             once per RESYNC_MIN_GAP_MS
+ *   legacy    records adopted at start from the kernel's table whose flows
+ *             may predate every event listener (with the default
+ *             net.netfilter.nf_conntrack_events=2 such a flow never reports
+ *             its end): the periodic reconcile runs while any remain, and
+ *             stops once they are gone
+ *   no events the socket could not be opened: the periodic reconcile as before
+ */
+import { ConntrackEvents, type ConntrackEventBatch, type ConntrackEventsStats } from '../conntrack/events.ts';
+import type { SluiceError } from '../errors/errors.ts';
+import { connectionKey, type ConnectionTable } from './connections.ts';
+import { MARK_TAG, MARK_TAG_MASK } from './marks.ts';
+
+const AF_INET = 2;
+
+/** Most destroy events read per wakeup (ConntrackEvents maxBatch). */
+export const EVENT_BATCH = 256;
+
+/** Overrun resyncs start at least this far apart: under a sustained overrun a dump of a large table every second would make things worse. */
+export const RESYNC_MIN_GAP_MS = 30_000;
+
+/** What the events need of the daemon. */
+export interface FlowEndsHost {
+  readonly table: ConnectionTable;
+  /** The service at (VIP, port, IP protocol), or -1 (FrontEngine.serviceOf). */
+  serviceOf(vip: number, port: number, protocol: number): number;
+}
+
+/** Why a resync (full read of the kernel's table) runs. */
+export type ResyncReason = 'overrun' | 'legacy' | 'periodic';
+
+export class FlowEnds {
+  /** Destroy events by outcome (freed: a record was freed; the rest were not). */
+  readonly counts = {
+    /** A record freed (active or recycled). */
+    freed: 0,
+    /** Ours, but no record (freed already: a reuse race lost, a record never made, or a table read). */
+    noRecord: 0,
+    /** Ours, the record is a port reuse younger than REUSE_GUARD_MS: the previous flow's event, ignored. */
+    stale: 0,
+    /** Ours, to no current service (a reload removed it). */
+    noService: 0,
+    /** Not ours: no mark with our tag. */
+    foreign: 0,
+    /** Not IPv4 (IPv6 records do not exist yet). */
+    otherFamily: 0,
+  };
+  /** Resyncs run, by reason. */
+  readonly resyncs: Record<ResyncReason, number> = { overrun: 0, legacy: 0, periodic: 0 };
+  readonly #host: FlowEndsHost;
+  #events: ConntrackEvents | undefined;
+  /** Overruns already answered by a resync. */
+  #overrunsSeen = 0;
+  #lastOverrunResync = -Infinity;
+
+  constructor(host: FlowEndsHost) {
+    this.#host = host;
+  }
+
+  /**
+   * Joins the destroy event group; throws its typed error (the caller then
+   * runs without events: the periodic reconcile).
+   */
+  open(onError: (err: SluiceError | Error) => void): void {
+    this.#events = ConntrackEvents.open({
+      // Events handed to JS per wakeup: bounds the stall one wakeup causes
+      // on the loop the SYNs share (measured in docs/operations.md "Flow ends").
+      maxBatch: EVENT_BATCH,
+      onBatch: (batch) => {
+        this.handle(batch, performance.now());
+      },
+      onError,
+    });
+  }
+
+  get available(): boolean {
+    return this.#events !== undefined && !this.#events.closed;
+  }
+
+  /** The batch handler (public for tests). */
+  handle(batch: ConntrackEventBatch, now: number): void {
+    const c = this.counts;
+    const host = this.#host;
+    for (let i = 0; i < batch.count; i++) {
+      if (((batch.mark(i) & MARK_TAG_MASK) >>> 0) !== MARK_TAG) {
+        c.foreign++;
+        continue;
+      }
+      if (batch.family(i) !== AF_INET) {
+        c.otherFamily++;
+        continue;
+      }
+      const s = host.serviceOf(batch.dst(i), batch.dstPort(i), batch.protocol(i));
+      if (s < 0) {
+        c.noService++;
+        continue;
+      }
+      const table = host.table;
+      const stale = table.counts.endedStale;
+      if (table.ended(s, connectionKey(batch.src(i), batch.srcPort(i)), now)) c.freed++;
+      else if (table.counts.endedStale !== stale) c.stale++;
+      else c.noRecord++;
+    }
+  }
+
+  /**
+   * Whether an overrun not yet answered calls for a resync now (then it is
+   * taken as answered: overruns during the resync call for another).
+   */
+  overrunResyncDue(now: number): boolean {
+    const ev = this.#events;
+    if (ev === undefined) return false;
+    const overruns = ev.overruns;
+    if (overruns === this.#overrunsSeen || now - this.#lastOverrunResync < RESYNC_MIN_GAP_MS) return false;
+    this.#overrunsSeen = overruns;
+    this.#lastOverrunResync = now;
+    return true;
+  }
+
+  /** Why the periodic timer should resync now, or undefined (events cover every record). */
+  periodicReason(): ResyncReason | undefined {
+    if (!this.available) return 'periodic';
+    return this.#host.table.legacy > 0 ? 'legacy' : undefined;
+  }
+
+  stats(): ConntrackEventsStats | undefined {
+    return this.#events?.stats();
+  }
+
+  close(): void {
+    this.#events?.close();
+  }
+}
