@@ -73,6 +73,9 @@ function config(many: boolean, variant: number): string {
         vip: `198.19.${String(10 + Math.floor(i / 250))}.${String((i % 250) + 1)}`,
         port: i === nServices - 2 ? 80 + variant : 80,
         method: 'byrequests',
+        // SYN cookies need a local route per VIP (checked at start); these
+        // VIPs get no traffic, and www's path is the same in both modes.
+        synproxy: false,
         servers: Array.from({ length: nServers }, (_, s) => ({ name: `f${String(s)}`, address: `198.18.${String(204 + (s >> 7))}.${String((s & 0x7f) + 1)}`, port: 8000 + (i % 1000) })),
       }))
     : [];

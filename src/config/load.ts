@@ -133,8 +133,55 @@ export function validateConfig<S extends z.ZodType>(schema: S, data: unknown, fi
   return deepFreeze(r.data);
 }
 
-/** Parses YAML text and validates it. */
+/**
+ * `text` as JSON when it is JSON without a repeated key, else undefined.
+ *
+ * Why: JSON is YAML (1.2), and a generated configuration is often JSON;
+ * the YAML parser takes ~4 s and ~0.5 GB for 1,000 services x 100 servers
+ * (5 MB), JSON.parse ~20 ms. The data is the same either way, with one
+ * difference: JSON.parse keeps the last of two equal keys where YAML
+ * (uniqueKeys) refuses the file. So the keys written in the text (every
+ * `:` outside a string follows one) are counted against the keys parsed;
+ * on a difference, and on any JSON syntax error, the YAML parser runs and
+ * reports the problem with its line and column.
+ */
+export function parseJsonConfig(text: string): unknown {
+  const first = /\S/.exec(text)?.[0];
+  if (first !== '{' && first !== '[') return undefined;
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  let written = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x3a) written++;
+  }
+  let parsed = 0;
+  const walk = (v: unknown): void => {
+    if (Array.isArray(v)) for (const x of v) walk(x);
+    else if (v !== null && typeof v === 'object') {
+      for (const x of Object.values(v)) {
+        parsed++;
+        walk(x);
+      }
+    }
+  };
+  walk(data);
+  return written === parsed ? data : undefined;
+}
+
+/** Parses YAML text (or JSON, parseJsonConfig) and validates it. */
 export function parseConfig<S extends z.ZodType>(schema: S, text: string, file: string): Readonly<z.output<S>> {
+  const json = parseJsonConfig(text);
+  if (json !== undefined) return validateConfig(schema, json, file);
   const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length > 0) {
     throw new ConfigError(

@@ -309,9 +309,6 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     else if (l === '  }') chain = undefined;
     else if (chain !== undefined) chainSizes[chain] = (chainSizes[chain] ?? 0) + 1;
   }
-  // Declaring the table first makes the delete valid when it is absent;
-  // the three statements are one transaction.
-  const script = `table ${NFT_FAMILY} ${NFT_TABLE}\ndelete table ${NFT_FAMILY} ${NFT_TABLE}\n${table}`;
   // The kernel schedule's per-service chains are not part of the structure:
   // they hang off no hook, so the update rewrites them in place (a new
   // byrequests cycle, a service added or removed) without replacing the
@@ -330,6 +327,18 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
       })
       .map((l) => l.replace(/ elements = \{ .* \} \}$/, ' }').replace(/ \{ packets \d+ bytes \d+ \}$/, ' {}'))
       .join('\n') + '\n';
+  const bare = lines.map((l) => l.replace(/ elements = \{ .* \} \}$/, ' }')).join('\n') + '\n';
+  const adds = [...elementAdds('vips', vips), ...elementAdds('services', services), ...elementAdds('overflow_marks', overflow), ...elementAdds('targets', targets), ...elementAdds('kernel', kernel), ...elementAdds('schedule', sched), ...elementAdds('fallback', fb)];
+  if (seen.length > 0) {
+    adds.push(...elementAdds(SYN_SEEN_SET, seen), ...elementAdds('synproxied', synproxy));
+    groupEls.forEach((els, i) => adds.push(...elementAdds(`synproxied_${String(i)}`, els)));
+  }
+  // Declaring the table first makes the delete valid when it is absent;
+  // all statements are one transaction. The elements are added after the
+  // declarations (`add element`), not declared inline: measured with 1,000
+  // services x 100 servers (456k elements), inline 13.1 s (10.8 s of it in
+  // the kernel), added 5.5 s, the same table.
+  const script = `table ${NFT_FAMILY} ${NFT_TABLE}\ndelete table ${NFT_FAMILY} ${NFT_TABLE}\n${bare}${adds.map((l) => l + '\n').join('')}`;
   const update = [
     // Chains first: the verdict map's new elements may jump to a new one.
     ...kernelChains.flatMap(([name, rules]) => [`add chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, `flush chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, ...rules.map((r) => `add rule ${NFT_FAMILY} ${NFT_TABLE} ${name} ${r}`)]),
@@ -416,7 +425,12 @@ export function listSetAsync(name: string, timeoutMs: number, netns?: string): P
 
 /** Lines that replace the elements of one set or map (part of one `nft -f` transaction). */
 function elementUpdate(kind: 'set' | 'map', name: string, els: readonly string[]): string[] {
-  const lines = [`flush ${kind} ${NFT_FAMILY} ${NFT_TABLE} ${name}`];
+  return [`flush ${kind} ${NFT_FAMILY} ${NFT_TABLE} ${name}`, ...elementAdds(name, els)];
+}
+
+/** Lines that add `els` to set or map `name`. */
+function elementAdds(name: string, els: readonly string[]): string[] {
+  const lines: string[] = [];
   // Chunks keep each line of the script short for nft's parser.
   for (let i = 0; i < els.length; i += 4096) lines.push(`add element ${NFT_FAMILY} ${NFT_TABLE} ${name} { ${els.slice(i, i + 4096).join(', ')} }`);
   return lines;

@@ -62,6 +62,16 @@ describe('front rules', () => {
     assert.ok(n.table.includes('iifname "lan0" ct direction reply ct mark & 0xff000000 == 0x51000000 ct mark != 0x51fff000 tcp flags & rst == rst log group 0'));
     // The script replaces our table alone, in one transaction.
     assert.ok(n.script.startsWith('table ip sluice\ndelete table ip sluice\ntable ip sluice {'));
+    // Its sets and maps are declared empty and filled by `add element` in
+    // the same transaction (5.5 s instead of 13 s for 456k elements), every
+    // element once; the counters keep their values.
+    assert.ok(!n.script.includes('elements = {'));
+    assert.ok(n.script.includes(`  counter ${GUARD_COUNTER} { packets 0 bytes 0 }`));
+    const added = new Map<string, number>();
+    for (const m of n.script.matchAll(/^add element ip sluice (\S+) \{ (.*) \}$/gm)) added.set(m[1] ?? '', (added.get(m[1] ?? '') ?? 0) + (m[2] ?? '').split(', ').length);
+    // (Sets and maps with no element get no `add element` line.)
+    assert.deepEqual(Object.fromEntries(added), Object.fromEntries(Object.entries(n.elements).filter(([, v]) => v > 0)));
+    assert.ok(n.script.includes(n.table.split('\n').find((l) => l.startsWith('  chain classify'))!));
   });
 
   // The rules a packet walks do not grow with services or servers: the same
