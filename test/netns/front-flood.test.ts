@@ -169,6 +169,8 @@ interface Fetch {
   readonly start: number;
   readonly ok: boolean;
   readonly detail: string;
+  /** curl's own time_total in ms (its clock, only compared with itself): NaN if it printed none. */
+  readonly totalMs: number;
 }
 
 /** One `curl -m 2` from `ns`; killed if it is still there after 10 s (then a failure). */
@@ -181,7 +183,7 @@ function fetchOnce(ns: string, url: string): Promise<Fetch> {
     const guard = setTimeout(() => child.kill('SIGKILL'), 10_000);
     child.on('close', (code) => {
       clearTimeout(guard);
-      resolve({ start, ok: code === 0 && out.startsWith('200 '), detail: `exit ${String(code)}: ${out}` });
+      resolve({ start, ok: code === 0 && out.startsWith('200 '), detail: `exit ${String(code)}: ${out}`, totalMs: Number(out.split(' ')[2]) * 1000 });
     });
   });
 }
@@ -261,8 +263,13 @@ async function queueAccounted(front: FrontProcess, pid: number): Promise<{ line:
   }
 }
 
+/** Succeeded/started, and the successful fetches' time_total median and max (ms, curl's figures). */
 function share(xs: readonly Fetch[]): string {
-  return `${String(xs.filter((f) => f.ok).length)}/${String(xs.length)}`;
+  const ok = xs.filter((f) => f.ok);
+  const ms = ok.map((f) => f.totalMs).filter(Number.isFinite).sort((a, b) => a - b);
+  const med = ms[Math.floor(ms.length / 2)];
+  const top = ms[ms.length - 1];
+  return `${String(ok.length)}/${String(xs.length)}${med !== undefined && top !== undefined ? ` (time_total median ${med.toFixed(1)} ms, max ${top.toFixed(1)} ms)` : ''}`;
 }
 
 describe('sluice front under a spoofed SYN flood', () => {
