@@ -24,7 +24,7 @@
  *   node scripts/bench/front.ts [--seconds 5] [--rounds 2] [--conns 64] [--threads 2]
  *                               [--only close|keepalive|bulk|flood|latency] [--burner]
  *                               [--modes dnat,haproxy,sluice[,sluice-queue]] [--perf DIR (perf record -a -g per run)]
- *                               [--flood-procs 1]
+ *                               [--flood-procs 1] [--flood-synproxy false|auto|true]
  * Prints a table, writes bench/results/front.json (`--only close|keepalive|bulk`:
  * front-<workload>.json; `--burner` adds `-burner` to the file name).
  *
@@ -77,6 +77,7 @@ const { values } = parseArgs({
     perf: { type: 'string' },
     burner: { type: 'boolean', default: false },
     'flood-procs': { type: 'string', default: '1' },
+    'flood-synproxy': { type: 'string', default: 'false' },
   },
 });
 const seconds = Number(values.seconds);
@@ -191,6 +192,9 @@ ${servers.map((s, i) => `      - { name: s${i}, address: ${s} }`).join('\n')}
     vip: ${VIP}
     port: 81
     method: byrequests
+    # false (default): every flood SYN is decided (the kernel schedule), the
+    # decision rate is what is measured; auto or true: SYN cookies answer them.
+    synproxy: ${values['flood-synproxy'] ?? 'false'}
     servers:
 ${servers.map((s, i) => `      - { name: s${i}, address: ${s} }`).join('\n')}
 `,
