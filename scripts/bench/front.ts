@@ -225,6 +225,10 @@ const sluiceMode = (name: Mode['name'], cfgFile: string): Mode => ({
     child.kill('SIGTERM');
     await done;
     frontChild = undefined;
+    // A stopped daemon leaves its rules (hitless restarts): the kernel
+    // schedule and SYN cookies would go on serving the VIP in the next
+    // mode's runs. Removed, so that DNAT and HAProxy run alone.
+    execFileSync('ip', ['netns', 'exec', fr, join(ROOT, 'bin/sluice'), 'front', '--remove-rules', '--config', cfgFile], { stdio: 'ignore' });
   },
 });
 const sluice = sluiceMode('sluice', frontCfg);

@@ -139,7 +139,7 @@ const synproxyOptions = z.strictObject({
 export type SynproxyOptions = z.output<typeof synproxyOptions>;
 const SYNPROXY_DEFAULTS: SynproxyOptions = synproxyOptions.parse({});
 /** `above` and `calmSeconds` when not set (mode auto). */
-export const SYNPROXY_ABOVE = 5000;
+export const SYNPROXY_ABOVE = 20000;
 export const SYNPROXY_CALM_SECONDS = 30;
 
 /**
@@ -197,7 +197,7 @@ const service = z
       .union([z.boolean(), z.literal('auto'), synproxyObject], { error: 'synproxy is auto, true, false, or { mode, above, calmSeconds, mss, wscale, timestamps, sack }' })
       .optional()
       .describe(
-        'TCP only. Kernel SYN cookies (SYNPROXY) in front of the decision: the kernel answers the SYN with a cookie, and only a client that completes the handshake reaches the daemon (a spoofed SYN costs no queue entry, record or conntrack entry). Cookies cost every connection one client round trip before its first byte, so by default (`auto`, or absent) they engage only while the service is under a SYN flood: the kernel counts each service\'s client SYNs, and the daemon engages cookies at the first one-second reading above `above` SYNs/s (5000) and disengages them once the rate stayed below above/2 for `calmSeconds` (30). `true` (or an object without `mode`): always on; `false`: never. Absent: auto for a TCP service, unless a checkpoint that applies to it can reset (`reject: rst`), which SYNPROXY cannot combine with (set `false` or `reject: drop`). Needs `net.netfilter.nf_conntrack_tcp_loose=0` and a local route for the VIP on the front node, in mode auto too (checked at start; docs/operations.md, "SYN cookies").',
+        'TCP only. Kernel SYN cookies (SYNPROXY) in front of the decision: the kernel answers the SYN with a cookie, and only a client that completes the handshake reaches the daemon (a spoofed SYN costs no queue entry, record or conntrack entry). Cookies cost every connection one client round trip before its first byte, so by default (`auto`, or absent) they engage only while the service is under a SYN flood: the kernel counts each service\'s client SYNs, and the daemon engages cookies at the first one-second reading above `above` SYNs/s (20000: set it to 2-3x the service\'s peak legitimate SYN rate on one node) and disengages them once the rate stayed below above/2 for `calmSeconds` (30). `true` (or an object without `mode`): always on; `false`: never. Absent: auto for a TCP service, unless a checkpoint that applies to it can reset (`reject: rst`), which SYNPROXY cannot combine with (set `false` or `reject: drop`). Needs `net.netfilter.nf_conntrack_tcp_loose=0` and a local route for the VIP on the front node, in mode auto too (checked at start; docs/operations.md, "SYN cookies").',
       ),
   })
   .superRefine((svc, ctx) => {

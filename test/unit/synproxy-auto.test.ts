@@ -23,8 +23,8 @@ function config(services: Record<string, unknown>[]): FrontConfig {
 
 describe('synproxy config: auto by default, true/false/options as before', () => {
   const cases: [string, unknown, ReturnType<typeof synproxyOf> extends infer T ? Partial<NonNullable<T>> | undefined : never][] = [
-    ['absent', undefined, { mode: 'auto', above: 5000, calmSeconds: 30, mss: 1460 }],
-    ['auto', 'auto', { mode: 'auto', above: 5000, calmSeconds: 30 }],
+    ['absent', undefined, { mode: 'auto', above: 20000, calmSeconds: 30, mss: 1460 }],
+    ['auto', 'auto', { mode: 'auto', above: 20000, calmSeconds: 30 }],
     ['true', true, { mode: 'on', mss: 1460, wscale: 7 }],
     ['false', false, undefined],
     ['options without mode: on, as before', { mss: 1400 }, { mode: 'on', mss: 1400 }],
