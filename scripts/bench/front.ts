@@ -23,7 +23,7 @@
  *
  *   node scripts/bench/front.ts [--seconds 5] [--rounds 2] [--conns 64] [--threads 2]
  *                               [--only close|keepalive|bulk|flood|latency] [--burner]
- *                               [--modes dnat,haproxy,sluice[,sluice-queue]] [--perf DIR (perf record -a -g per run)]
+ *                               [--modes dnat,haproxy,sluice[,sluice-kernel]] [--perf DIR (perf record -a -g per run)]
  *                               [--flood-procs 1] [--flood-synproxy false|auto|true]
  * Prints a table, writes bench/results/front.json (`--only close|keepalive|bulk`:
  * front-<workload>.json; `--burner` adds `-burner` to the file name).
@@ -116,7 +116,7 @@ runIn(fr, 'sysctl', ['-q', '-w', 'net.netfilter.nf_conntrack_tcp_timeout_time_wa
 
 // ---- modes -------------------------------------------------------------
 interface Mode {
-  name: 'dnat' | 'haproxy' | 'sluice' | 'sluice-queue';
+  name: 'dnat' | 'haproxy' | 'sluice' | 'sluice-kernel';
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -171,11 +171,11 @@ const haproxy: Mode = {
 };
 
 const frontCfg = join(st.runDir, 'front.yaml');
-const frontCfgQueue = join(st.runDir, 'front-queue.yaml');
-// `sluice`: the default SYN path (the kernel schedule: kernel-schedule.ts);
-// `sluice-queue`: every SYN waits in NFQUEUE for the daemon (synPath: queue),
-// the path before issue 22, measured side by side.
-for (const [file, synPath] of [[frontCfg, ''], [frontCfgQueue, '    synPath: queue\n']] as const)
+const frontCfgKernel = join(st.runDir, 'front-kernel.yaml');
+// `sluice`: the default SYN path (every SYN waits in NFQUEUE for the
+// daemon); `sluice-kernel`: the kernel SYN schedule (synPath: kernel,
+// kernel-schedule.ts), measured side by side.
+for (const [file, synPath] of [[frontCfg, ''], [frontCfgKernel, '    synPath: kernel\n']] as const)
 writeFileSync(
   file,
   `cluster: c1
@@ -194,7 +194,7 @@ ${servers.map((s, i) => `      - { name: s${i}, address: ${s} }`).join('\n')}
     method: byrequests
     # false (default): every flood SYN is decided (the kernel schedule), the
     # decision rate is what is measured; auto or true: SYN cookies answer them.
-    synproxy: ${values['flood-synproxy'] ?? 'false'}
+    synproxy: ${values['flood-synproxy']}
     servers:
 ${servers.map((s, i) => `      - { name: s${i}, address: ${s} }`).join('\n')}
 `,
@@ -232,7 +232,7 @@ const sluiceMode = (name: Mode['name'], cfgFile: string): Mode => ({
   },
 });
 const sluice = sluiceMode('sluice', frontCfg);
-const sluiceQueue = sluiceMode('sluice-queue', frontCfgQueue);
+const sluiceKernel = sluiceMode('sluice-kernel', frontCfgKernel);
 
 // ---- workloads ---------------------------------------------------------
 function wrk(args: string[]): Promise<WrkResult> {
@@ -331,7 +331,7 @@ function daemonProbe(): () => DaemonCost {
   };
 }
 const samples: Sample[] = [];
-const modes = [dnat, haproxy, sluice, sluiceQueue].filter((m) => values.modes.split(',').includes(m.name));
+const modes = [dnat, haproxy, sluice, sluiceKernel].filter((m) => values.modes.split(',').includes(m.name));
 /** `--perf DIR`: a system-wide `perf record -g` per run (where the CPU goes, mode against mode). */
 function perfStart(name: string): (() => Promise<void>) | undefined {
   if (values.perf === undefined) return undefined;
@@ -650,7 +650,7 @@ for (let r = 0; r < rounds; r++) {
     await wrk(['-t1', '-c8', '-d1s', `http://${VIP}/`]);
     for (const w of Object.keys(workloads) as Workload[]) {
       if (values.only !== undefined && values.only !== w) continue;
-      const probe = m.name === 'sluice' || m.name === 'sluice-queue' ? daemonProbe() : undefined;
+      const probe = m.name === 'sluice' || m.name === 'sluice-kernel' ? daemonProbe() : undefined;
       const perfStop = perfStart(`${m.name}-${w}-${r + 1}`);
       const cpu0 = machineCpu();
       const res = await wrk([...workloads[w]]);
@@ -736,9 +736,9 @@ for (const w of Object.keys(workloads) as Workload[]) {
       .filter((s) => s.mode === mode && s.workload === w)
       .map((s) => s[f] / (samples.find((x) => x.mode === 'dnat' && x.workload === w && x.round === s.round)?.[f] ?? NaN))
       .filter((x) => Number.isFinite(x));
-  const sq = pick('sluice-queue', w, f);
+  const sq = pick('sluice-kernel', w, f);
   const pr = perRound('sluice');
-  const prq = perRound('sluice-queue');
+  const prq = perRound('sluice-kernel');
   summary[w] = {
     dnat: d,
     haproxy: h,
@@ -749,7 +749,7 @@ for (const w of Object.keys(workloads) as Workload[]) {
     sluiceRatioPerRound: med(pr),
     sluiceRatioMin: Math.min(...pr),
     sluiceRatioMax: Math.max(...pr),
-    ...(prq.length > 0 ? { sluiceQueue: sq, sluiceQueueRatioPerRound: med(prq), sluiceQueueRatioMin: Math.min(...prq), sluiceQueueRatioMax: Math.max(...prq) } : {}),
+    ...(prq.length > 0 ? { sluiceKernel: sq, sluiceKernelRatioPerRound: med(prq), sluiceKernelRatioMin: Math.min(...prq), sluiceKernelRatioMax: Math.max(...prq) } : {}),
   };
 }
 console.log(`\nsluice front vs kernel DNAT and HAProxy (TCP), median of ${rounds} rounds of ${seconds} s; ratios to DNAT`);
@@ -761,7 +761,7 @@ for (const w of Object.keys(workloads) as Workload[]) {
   console.log(
     `${label[w].padEnd(19)} ${(s['dnat'] ?? 0).toFixed(0).padStart(8)} ${(s['haproxy'] ?? 0).toFixed(0).padStart(10)} ${(s['sluice'] ?? 0).toFixed(0).padStart(9)} ${(s['haproxyRatio'] ?? 0).toFixed(2).padStart(13)} ${(s['sluiceRatio'] ?? 0).toFixed(2).padStart(12)}  (${(s['haproxyRatioPerRound'] ?? 0).toFixed(2)}, ${(s['sluiceRatioPerRound'] ?? 0).toFixed(2)} spread ${(s['sluiceRatioMin'] ?? 0).toFixed(2)}-${(s['sluiceRatioMax'] ?? 0).toFixed(2)})  ${target[w]}`,
   );
-  if (s['sluiceQueue'] !== undefined) console.log(`${'  queued SYN path'.padEnd(19)} ${''.padStart(8)} ${''.padStart(10)} ${(s['sluiceQueue'] ?? 0).toFixed(0).padStart(9)} ${''.padStart(13)} ${''.padStart(12)}  (per round ${(s['sluiceQueueRatioPerRound'] ?? 0).toFixed(2)} spread ${(s['sluiceQueueRatioMin'] ?? 0).toFixed(2)}-${(s['sluiceQueueRatioMax'] ?? 0).toFixed(2)})`);
+  if (s['sluiceKernel'] !== undefined) console.log(`${'  kernel schedule'.padEnd(19)} ${''.padStart(8)} ${''.padStart(10)} ${(s['sluiceKernel'] ?? 0).toFixed(0).padStart(9)} ${''.padStart(13)} ${''.padStart(12)}  (per round ${(s['sluiceKernelRatioPerRound'] ?? 0).toFixed(2)} spread ${(s['sluiceKernelRatioMin'] ?? 0).toFixed(2)}-${(s['sluiceKernelRatioMax'] ?? 0).toFixed(2)})`);
 }
 console.log(`SYN decisions: ${synBench.decided} of ${synBench.synsSent} flood SYNs (offered ${synBench.offeredPerSecond.toFixed(0)}/s; ${(flood.share.decided * 100).toFixed(1)}% decided, ${(flood.share.shed * 100).toFixed(1)}% shed, ${(flood.share.lostInKernel * 100).toFixed(1)}% lost in the kernel queue, ${(flood.share.passedUnsteered * 100).toFixed(1)}% passed unsteered), sustained ${synBench.decidedPerSecond.toFixed(0)}/s on the wall clock (target >= 100000); projection ${synBench.decisionsPerCpuSecond.toFixed(0)} per daemon CPU-second`);
 console.log(`RSS with ${rss['records']} records: ${(rss['rssMiB'] ?? 0).toFixed(0)} MiB (target <= 300); in-process decide ${(rss['decideNsPerSyn'] ?? 0).toFixed(0)} ns/SYN`);

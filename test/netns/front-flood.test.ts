@@ -114,6 +114,7 @@ services:
     port: 80
     method: capacity
     synproxy: false
+    synPath: kernel
     servers:
       - { name: s1a, address: 198.18.201.11, capacity: 100000 }
       - { name: s1b, address: 198.18.201.12, capacity: 100000 }

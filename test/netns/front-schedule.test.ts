@@ -78,6 +78,7 @@ services:
     port: 80
     method: byrequests
     synproxy: false
+    synPath: kernel
     servers:
       - { name: s1a, address: 198.18.201.11, weight: 3 }
       - { name: s1b, address: 198.18.201.12, weight: 2 }

@@ -36,6 +36,7 @@ services:
     port: 80
     method: byrequests
     synproxy: true
+    synPath: kernel
     servers:
       - { name: s1a, address: 198.18.201.11 }
       - { name: s1b, address: 198.18.201.12 }

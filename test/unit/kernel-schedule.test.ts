@@ -18,7 +18,8 @@ function config(services: string): ReturnType<typeof parseConfig<typeof frontCon
   return parseConfig(frontConfigSchema, `cluster: c1\nuplinkAddress: 198.18.101.2\nservices:\n${services}`, 'test');
 }
 
-const BYREQ = (weights: number[], extra = ''): string =>
+// Every service here opts into the kernel schedule (synPath: kernel; the default is queue) unless `extra` says otherwise.
+const BYREQ = (weights: number[], extra = '    synPath: kernel\n'): string =>
   `  - name: web\n    vip: 198.19.1.1\n    port: 80\n    method: byrequests\n${extra}    servers:\n${weights.map((w, i) => `      - { name: s${String(i)}, address: 198.18.201.${String(i + 1)}, weight: ${String(w)} }`).join('\n')}\n`;
 
 /** What the kernel does: slot (n mod slots) for the n-th first SYN. */
@@ -58,7 +59,7 @@ describe('kernel schedule: byrequests vectors (seed 003)', () => {
 });
 
 describe('kernel schedule: capacity, eligibility, overflow', () => {
-  const CAP = `  - name: web\n    vip: 198.19.1.1\n    port: 80\n    servers:\n      - { name: a, address: 198.18.201.1, capacity: 300 }\n      - { name: b, address: 198.18.201.2, capacity: 100 }\n`;
+  const CAP = `  - name: web\n    vip: 198.19.1.1\n    port: 80\n    synPath: kernel\n    servers:\n      - { name: a, address: 198.18.201.1, capacity: 300 }\n      - { name: b, address: 198.18.201.2, capacity: 100 }\n`;
   it('slots in proportion to remaining capacity, following load', () => {
     const cfg = config(CAP);
     const svc = new ServiceRuntime(0, cfg.services[0]!, []);
@@ -130,7 +131,7 @@ describe('kernel schedule: capacity, eligibility, overflow', () => {
 
 describe('kernel schedule writer', () => {
   it('writes only material changes, one transaction of the changed service, and retries a failure', async () => {
-    const cfg = config(`  - name: web\n    vip: 198.19.1.1\n    port: 80\n    servers:\n      - { name: a, address: 198.18.201.1, capacity: 1000 }\n      - { name: b, address: 198.18.201.2, capacity: 1000 }\n`);
+    const cfg = config(`  - name: web\n    vip: 198.19.1.1\n    port: 80\n    synPath: kernel\n    servers:\n      - { name: a, address: 198.18.201.1, capacity: 1000 }\n      - { name: b, address: 198.18.201.2, capacity: 1000 }\n`);
     const svc = new ServiceRuntime(0, cfg.services[0]!, []);
     const scripts: string[] = [];
     let fail = false;

@@ -155,8 +155,10 @@ services:
   - name: www
     vip: 198.19.1.1
     port: 80
-    # The fixtures below are dumps of a table without SYN cookies.
+    # The fixtures below are dumps of a table without SYN cookies, with the
+    # service on the kernel SYN schedule (its chain k_0).
     synproxy: false
+    synPath: kernel
     servers:
       - { name: s1a, address: 198.18.201.11, capacity: 100 }
       - { name: s1b, address: 198.18.201.12, capacity: 200 }
