@@ -12,8 +12,8 @@
  *   sweep() frees recycled records whose time has come
  *   conntrack destroy event -> ended(): the kernel forgot the flow; its
  *           record is freed at once, active or recycled (O(1))
- *   reconcile(present) frees active records whose kernel flow is gone
- *           (the resync for lost destroy events)
+ *   resyncBegin/Seen/Sweep free active records whose kernel flow is gone
+ *           (the resync for lost destroy events), a slice at a time
  *
  * Storage: struct-of-arrays in typed arrays sized to the configured maximum,
  * plus an open-addressing index from the numeric key to the slot
@@ -75,6 +75,9 @@ export class ConnectionTable {
   readonly #reused: Uint8Array;
   /** 1: the record was adopted from a read of the kernel's table (markLegacy). */
   readonly #legacy: Uint8Array;
+  /** The resync pass that last saw the record's flow in the kernel's table (resyncBegin). */
+  readonly #seen: Uint32Array;
+  #epoch = 0;
   /** The key and service remove() removed last, until the next create(): a port reuse when create() gets the same. */
   #removedKey = -1;
   #removedService = -1;
@@ -109,6 +112,7 @@ export class ConnectionTable {
     this.#gen = new Uint32Array(capacity);
     this.#reused = new Uint8Array(capacity);
     this.#legacy = new Uint8Array(capacity);
+    this.#seen = new Uint32Array(capacity);
     this.#free = new Int32Array(capacity);
     for (let i = 0; i < capacity; i++) this.#free[i] = capacity - 1 - i;
     this.#freeTop = capacity;
@@ -260,15 +264,32 @@ export class ConnectionTable {
   }
 
   /**
-   * Frees active records created before `olderThan` whose key the kernel no
-   * longer has (`present(service, key)` false): the flow ended without a FIN
-   * or RST we saw, or timed out in conntrack. Young records are kept: their
-   * flow may not be in the kernel's table yet.
+   * The resync (reads of the kernel's table, which the daemon streams in
+   * chunks so a million flows never stall the packet loop) as mark and
+   * sweep: resyncBegin() opens a pass, resyncSeen() stamps the record of
+   * each live flow read, resyncSweep() then frees, a range of slots at a
+   * time, the active records created before `olderThan` that the pass did
+   * not stamp: their flow ended without a FIN, RST or destroy event we saw.
+   * Young records are kept: their flow may not be in the kernel's table
+   * yet. A slot freed and reused during the pass holds a young record, so
+   * a stale stamp never keeps a wrong record.
    */
-  reconcile(present: (service: number, key: number) => boolean, olderThan: number): number {
+  resyncBegin(): void {
+    this.#epoch = this.#epoch === 0xffffffff ? 1 : this.#epoch + 1;
+  }
+
+  /** The kernel has a live flow for (service, key) (see resyncBegin). */
+  resyncSeen(service: number, key: number): void {
+    const slot = this.#index.get(key, service);
+    if (slot >= 0) this.#seen[slot] = this.#epoch;
+  }
+
+  /** Frees the unstamped old active records among slots [from, from + count) (see resyncBegin). */
+  resyncSweep(olderThan: number, from: number, count: number): number {
     let n = 0;
-    for (let slot = 0; slot < this.capacity; slot++) {
-      if (this.#state[slot] !== RecordState.Active || (this.#created[slot] ?? 0) >= olderThan || present(this.#service[slot] ?? 0, this.#key[slot] ?? -1)) continue;
+    const end = Math.min(this.capacity, from + count);
+    for (let slot = from; slot < end; slot++) {
+      if (this.#state[slot] !== RecordState.Active || (this.#created[slot] ?? 0) >= olderThan || this.#seen[slot] === this.#epoch) continue;
       this.active--;
       this.#events.released(this.#service[slot] ?? 0, this.#server[slot] ?? -1, slot);
       this.#release(slot);

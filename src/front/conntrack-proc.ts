@@ -17,8 +17,8 @@
  * (conntrack-tools, over ctnetlink, which CAP_NET_ADMIN allows), whose lines
  * have the same format.
  */
-import { execFile } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { open } from 'node:fs/promises';
 import { SluiceError } from '../errors/errors.ts';
 
 /** The kernel's flow table could be read neither from /proc nor with conntrack(8). */
@@ -75,34 +75,121 @@ export function parseConntrackLine(line: string): KernelFlow | undefined {
   return { protocol, state, client, clientPort: Number(osp), dst, dstPort: Number(odp), replySrc, replySrcPort: Number(rsp) };
 }
 
-/** `conntrack -L -o extended` output (the flows of this network namespace). */
-function conntrackList(): Promise<string> {
+/** How much of the flow table is read and parsed per event-loop turn: ~64 KiB is ~400 lines, well under a millisecond. */
+export const FLOW_CHUNK_BYTES = 64 * 1024;
+
+/** Takes a byte stream in chunks, and its end. */
+export interface LineSink {
+  push(chunk: Buffer, length: number): void;
+  end(): void;
+}
+
+/**
+ * Splits a byte stream into lines across chunks and hands each complete
+ * line to `line`. A line cut by a chunk's end is kept (as bytes) until the
+ * next chunk completes it.
+ */
+class LineSplitter implements LineSink {
+  #rest = '';
+  readonly #line: (text: string) => void;
+  constructor(line: (text: string) => void) {
+    this.#line = line;
+  }
+  push(chunk: Buffer, length: number): void {
+    // latin1: the table is ASCII; no multi-byte sequence can be cut.
+    const text = this.#rest + chunk.toString('latin1', 0, length);
+    let from = 0;
+    for (let nl = text.indexOf('\n', from); nl >= 0; nl = text.indexOf('\n', from)) {
+      this.#line(text.slice(from, nl));
+      from = nl + 1;
+    }
+    this.#rest = text.slice(from);
+  }
+  end(): void {
+    if (this.#rest.length > 0) this.#line(this.#rest);
+    this.#rest = '';
+  }
+}
+
+/** Streams `conntrack -L -o extended` (the flows of this network namespace), one chunk per event-loop turn. */
+function conntrackList(splitter: LineSink): Promise<void> {
   return new Promise((resolve, reject) => {
-    execFile('conntrack', ['-L', '-o', 'extended'], { encoding: 'utf8', maxBuffer: 1 << 30, timeout: 120_000 }, (err, stdout, stderr) => {
-      if (err) reject(new ConntrackReadError(`cannot list the kernel's flows with conntrack -L (install conntrack-tools; the daemon needs CAP_NET_ADMIN): ${stderr.trim() || err.message}`, { cause: err }));
-      else resolve(stdout);
+    const child = spawn('conntrack', ['-L', '-o', 'extended'], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => {
+      splitter.push(b, b.length);
+    });
+    child.stderr.on('data', (b: Buffer) => {
+      if (stderr.length < 4096) stderr += b.toString();
+    });
+    child.on('error', (err) => {
+      reject(new ConntrackReadError(`cannot list the kernel's flows with conntrack -L (install conntrack-tools; the daemon needs CAP_NET_ADMIN): ${err.message}`, { cause: err }));
+    });
+    child.on('close', (code, signal) => {
+      if (code === 0) {
+        splitter.end();
+        resolve();
+      } else reject(new ConntrackReadError(`cannot list the kernel's flows with conntrack -L (install conntrack-tools; the daemon needs CAP_NET_ADMIN): ${stderr.trim() || `exit ${String(code ?? signal)}`}`));
     });
   });
 }
 
+/** The listing of the kernel's flows, as a line source (tests inject one). */
+export type FlowLister = (sink: LineSink) => Promise<void>;
+
 /**
- * The kernel's flows. Throws ConntrackReadError when the table exists but
- * cannot be read: an empty answer would make reconcile free every record.
+ * Streams the kernel's flows to `onFlow`, FLOW_CHUNK_BYTES per event-loop
+ * turn, so a table of a million flows (~300 MB of text) never stalls the
+ * loop that decides SYNs: each turn parses a few hundred lines. Reads
+ * /proc/net/nf_conntrack, or `conntrack -L` where /proc is not readable
+ * (CAP_NET_ADMIN without root). Returns the number of flows seen.
+ *
+ * Throws ConntrackReadError when the table exists but cannot be read: an
+ * empty answer would make reconcile free every record. The flows are those
+ * of a moving table: one that starts or ends during the read may or may
+ * not be seen (callers guard with record age, see the daemon's resync).
  */
-export async function readKernelFlows(path = '/proc/net/nf_conntrack', list: () => Promise<string> = conntrackList): Promise<KernelFlow[]> {
-  let text: string;
+export async function streamKernelFlows(onFlow: (f: KernelFlow) => void, path = '/proc/net/nf_conntrack', list: FlowLister = conntrackList): Promise<number> {
+  let n = 0;
+  const splitter = new LineSplitter((line) => {
+    const fl = parseConntrackLine(line);
+    if (fl) {
+      n++;
+      onFlow(fl);
+    }
+  });
+  let fh;
   try {
-    text = await readFile(path, 'utf8');
+    fh = await open(path, 'r');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return []; // no conntrack in this namespace yet: no flows
+    if (code === 'ENOENT') return 0; // no conntrack in this namespace yet: no flows
     if (code !== 'EACCES' && code !== 'EPERM') throw new ConntrackReadError(`cannot read ${path}: ${(err as Error).message}`, { cause: err });
-    text = await list();
+    await list(splitter);
+    return n;
   }
+  try {
+    const buf = Buffer.allocUnsafe(FLOW_CHUNK_BYTES);
+    for (;;) {
+      let got;
+      try {
+        got = await fh.read(buf, 0, buf.length, null);
+      } catch (err) {
+        throw new ConntrackReadError(`cannot read ${path}: ${(err as Error).message}`, { cause: err });
+      }
+      if (got.bytesRead === 0) break;
+      splitter.push(buf, got.bytesRead);
+    }
+    splitter.end();
+  } finally {
+    await fh.close();
+  }
+  return n;
+}
+
+/** The kernel's flows, collected (small tables and tests; the daemon streams them). */
+export async function readKernelFlows(path = '/proc/net/nf_conntrack', list?: FlowLister): Promise<KernelFlow[]> {
   const out: KernelFlow[] = [];
-  for (const line of text.split('\n')) {
-    const fl = parseConntrackLine(line);
-    if (fl) out.push(fl);
-  }
+  await streamKernelFlows((f) => out.push(f), path, list);
   return out;
 }

@@ -75,7 +75,7 @@ import { HOOK_ALLOWANCE_MS, HaRoleMachine, messageRole, type HaRole, type HaStat
 import { SyncStateReader } from './ha/sync-state.ts';
 import { AdminServer } from './admin.ts';
 import { ConnectionTable, connectionKey } from './connections.ts';
-import { LIVE_STATES, REBUILD_STATES, readKernelFlows } from './conntrack-proc.ts';
+import { LIVE_STATES, REBUILD_STATES, streamKernelFlows } from './conntrack-proc.ts';
 import { FrontControl } from './control.ts';
 import { FlowEnds, type ResyncReason } from './flow-ends.ts';
 import { FrontEngine, HELD } from './engine.ts';
@@ -125,6 +125,9 @@ export const SHARE_TICK_MS = 250;
  * not be in it yet. Any end they have since is reported by its event.
  */
 export const RESYNC_YOUNG_SECONDS = 10;
+
+/** Record slots the resync's sweep judges per loop turn (~0.3 ms). */
+const RESYNC_SWEEP_SLOTS = 65_536;
 /**
  * Least time between two selector rebuilds. A maglev table of 65,537 slots
  * takes ~5-15 ms to fill here: one per transition of 63 servers failing a
@@ -542,7 +545,7 @@ export class FrontDaemon implements FrontMetricsSource {
     await this.#admin.listen();
     if (this.config.control) this.#control = await FrontControl.start(this, this.config.control, this.log);
     if (this.config.http) {
-      const registry = newRegistry();
+      const registry = newRegistry(1);
       registerFrontMetrics(registry, this);
       this.#ops = new OpsServer({ listen: this.config.http.listen, registry, status: () => this.status(), log: this.log });
       await this.#ops.start();
@@ -763,37 +766,35 @@ export class FrontDaemon implements FrontMetricsSource {
    * the flow's packets follow.
    */
   async #rebuildFromKernel(correct: boolean, states: ReadonlySet<string> = REBUILD_STATES, legacy = true): Promise<{ added: number; corrected: number }> {
-    const flows = await readKernelFlows();
-    const now = performance.now();
     let added = 0;
     let corrected = 0;
-    for (const f of flows) {
-      if (!states.has(f.state)) continue;
-      const services = this.engine.services;
-      for (let s = 0; s < services.length; s++) {
-        const svc = services[s];
-        if (svc === undefined || svc.vip !== f.dst || svc.port !== f.dstPort || svc.protocol !== protocolNumber(f.protocol)) continue;
-        let target = svc.serverAt(f.replySrc, f.replySrcPort);
-        if (target < 0) {
-          const j = svc.overflow.findIndex((o) => o.vip === formatIPv4Address(f.replySrc));
-          if (j < 0) break;
-          target = OVERFLOW_BASE + j;
-        }
-        const key = connectionKey(f.client, f.clientPort);
-        const known = this.table.lookup(s, key);
-        if (known >= 0 && (!correct || known === target || !this.table.isActive(s, key))) break;
-        if (known >= 0) this.table.remove(s, key); // released(): its old server's count drops
-        const slot = this.table.create(key, s, target, now);
-        if (slot >= 0) {
-          if (legacy) this.table.markLegacy(slot);
-          const srv = svc.servers[target];
-          if (srv) srv.active++;
-          if (known >= 0) corrected++;
-          else added++;
-        }
-        break;
+    // Streamed (a chunk per loop turn): SYNs are decided between chunks.
+    // Each flow is judged against the services of that moment: a reload
+    // during the read renumbers services, and serviceOf follows it.
+    await streamKernelFlows((f) => {
+      if (!states.has(f.state)) return;
+      const s = this.engine.serviceOf(f.dst, f.dstPort, protocolNumber(f.protocol));
+      const svc = this.engine.services[s];
+      if (svc === undefined) return;
+      let target = svc.serverAt(f.replySrc, f.replySrcPort);
+      if (target < 0) {
+        const j = svc.overflow.findIndex((o) => o.vip === formatIPv4Address(f.replySrc));
+        if (j < 0) return;
+        target = OVERFLOW_BASE + j;
       }
-    }
+      const key = connectionKey(f.client, f.clientPort);
+      const known = this.table.lookup(s, key);
+      if (known >= 0 && (!correct || known === target || !this.table.isActive(s, key))) return;
+      if (known >= 0) this.table.remove(s, key); // released(): its old server's count drops
+      const slot = this.table.create(key, s, target, performance.now());
+      if (slot >= 0) {
+        if (legacy) this.table.markLegacy(slot);
+        const srv = svc.servers[target];
+        if (srv) srv.active++;
+        if (known >= 0) corrected++;
+        else added++;
+      }
+    });
     this.adopted += added;
     this.corrected += corrected;
     return { added, corrected };
@@ -819,26 +820,25 @@ export class FrontDaemon implements FrontMetricsSource {
     // Records younger than this when the read starts may not be in the
     // kernel's table yet (decided, the SYN not yet through conntrack).
     const olderThan = performance.now() - Math.min(this.config.connections.reconcileSeconds, RESYNC_YOUNG_SECONDS) * 1000;
-    let flows;
+    // Mark (streamed, a chunk per loop turn) and sweep (a slice of slots
+    // per loop turn): a million flows never stall the SYN decisions.
+    this.table.resyncBegin();
     try {
-      flows = await readKernelFlows();
+      await streamKernelFlows((f) => {
+        if (!LIVE_STATES.has(f.state)) return;
+        const s = this.engine.serviceOf(f.dst, f.dstPort, protocolNumber(f.protocol));
+        if (s >= 0) this.table.resyncSeen(s, connectionKey(f.client, f.clientPort));
+      });
     } catch (err) {
       // Without the kernel's table nothing can be judged gone: keep every record.
       this.log.error({ err: (err as Error).message }, 'reconcile skipped: cannot read the kernel flows');
       return;
     }
-    // Per service index, the live flows' keys.
-    const live = new Map<number, Set<number>>();
-    const services = this.engine.services;
-    for (const f of flows) {
-      if (!LIVE_STATES.has(f.state)) continue;
-      const s = services.findIndex((x) => x.vip === f.dst && x.port === f.dstPort && x.protocol === protocolNumber(f.protocol));
-      if (s < 0) continue;
-      let keys = live.get(s);
-      if (keys === undefined) live.set(s, (keys = new Set()));
-      keys.add(connectionKey(f.client, f.clientPort));
+    let freed = 0;
+    for (let from = 0; from < this.table.capacity; from += RESYNC_SWEEP_SLOTS) {
+      freed += this.table.resyncSweep(olderThan, from, RESYNC_SWEEP_SLOTS);
+      await new Promise<void>((r) => setImmediate(r));
     }
-    const freed = this.table.reconcile((s, k) => live.get(s)?.has(k) === true, olderThan);
     if (freed > 0 || reason === 'overrun') this.log.info({ freed, reason, legacy: this.table.legacy }, 'resync: records freed whose kernel flows are gone');
   }
 

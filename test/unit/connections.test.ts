@@ -93,7 +93,7 @@ describe('ConnectionTable', () => {
     assert.equal(t.active, 2, 'active records are never evicted');
   });
 
-  it('reconcile frees old active records whose kernel flow is gone, keeps young ones', () => {
+  it('the resync frees old active records whose kernel flow is gone, keeps young ones', () => {
     const { t, released } = table(8);
     const gone = connectionKey(C, 1);
     const alive = connectionKey(C, 2);
@@ -101,12 +101,20 @@ describe('ConnectionTable', () => {
     t.create(gone, 0, 0, 0);
     t.create(alive, 0, 1, 0);
     t.create(young, 0, 2, 500);
-    const n = t.reconcile((_s, key) => key === alive, 100);
+    t.resyncBegin();
+    t.resyncSeen(0, alive);
+    t.resyncSeen(0, connectionKey(C, 9)); // a flow without a record: nothing
+    // Swept in two slices, as the daemon does.
+    const n = t.resyncSweep(100, 0, 1) + t.resyncSweep(100, 1, 100);
     assert.equal(n, 1);
     assert.deepEqual(released, [[0, 0]]);
     assert.equal(t.lookup(0, gone), -1);
     assert.equal(t.lookup(0, alive), 1);
     assert.equal(t.lookup(0, young), 2);
+    // A stamp counts for its own pass only.
+    t.resyncBegin();
+    assert.equal(t.resyncSweep(100, 0, t.capacity), 1);
+    assert.equal(t.lookup(0, alive), -1);
   });
 
   it('ended (destroy event) frees an active record (released) or a recycled one (not released again), once', () => {
@@ -171,7 +179,8 @@ describe('ConnectionTable', () => {
     assert.equal(t.legacy, 3);
     t.ended(0, connectionKey(C, 1), 10);
     t.remove(0, connectionKey(C, 2));
-    assert.equal(t.reconcile(() => false, 1), 1);
+    t.resyncBegin();
+    assert.equal(t.resyncSweep(1, 0, t.capacity), 1);
     assert.equal(t.legacy, 0);
     // A slot freed and reused is not legacy.
     t.create(connectionKey(C, 4), 0, 0, 20);

@@ -1,0 +1,283 @@
+/**
+ * Benchmark (issue 22, acceptance 5): `sluice front` with a million
+ * tracked flows that end while new connections are decided.
+ *
+ * On the front benchmark's testbed (1 client, a front node, 2 nginx
+ * servers), in the front node's namespace:
+ *  1. --flows ESTABLISHED flows to the VIP are inserted into conntrack
+ *     (`conntrack -R`; reply from one of the servers, as DNAT leaves them;
+ *     net.netfilter.nf_conntrack_events=1 there, so each flow has the event
+ *     extension and reports its end), with timeouts spread so they end
+ *     between --end-from and --end-from + --end-over seconds after insertion.
+ *  2. The daemon starts and adopts a record per flow (its start reads the
+ *     kernel's table; these records are "legacy": the daemon cannot tell
+ *     they report their end, so its resync reads the whole table every
+ *     reconcileSeconds (30) while any remain: a 1M-line read under load).
+ *  3. wrk opens new connections (Connection: close) through the VIP for
+ *     the whole time the flows end, and some seconds around it.
+ *
+ * Watched, each from one clock (this process's):
+ *  - SYN decisions per second (the daemon's `decided` counter, sampled each
+ *    second): they must continue while the flows end;
+ *  - the longest event-loop stall (prom-client's nodejs_eventloop_lag_max_seconds,
+ *    from the daemon's /metrics once a second; it resets at each scrape);
+ *  - the RSS (VmRSS, sampled);
+ *  - how far the daemon's freeing lags the kernel's destroy events: an
+ *    observer in the namespace (its own ctnetlink listener) reports how many
+ *    destroy events of ours it has read, every 20 ms; the daemon's count of
+ *    events read (status flowEnds.events) is sampled every 100 ms; the lag
+ *    at a sample is how long ago the observer had read as many. (Each event
+ *    frees its record in the same batch callback that counts it.)
+ *
+ * The kernel's conntrack limits are global: nf_conntrack_max and the hash
+ * size are raised for the run and put back at exit.
+ *
+ *   node scripts/bench/front-flows.ts [--flows 1000000] [--end-from 45] [--end-over 30]
+ * Wrap it in `flock /tmp/sluice-netns.lock` on shared machines. Prints a
+ * table, writes bench/results/front-flows.json.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, release } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { adminRequest } from '../../src/admin/client.ts';
+import { ConntrackEvents } from '../../src/conntrack/events.ts';
+import { down, up } from '../testbed/testbed.ts';
+import { runIn } from '../testbed/sh.ts';
+import { parseWrk, type WrkResult } from './wrk.ts';
+
+const { values } = parseArgs({
+  options: {
+    flows: { type: 'string', default: '1000000' },
+    'end-from': { type: 'string', default: '45' },
+    'end-over': { type: 'string', default: '30' },
+    observer: { type: 'boolean', default: false },
+  },
+});
+const FLOWS = Number(values.flows);
+const END_FROM = Number(values['end-from']);
+const END_OVER = Number(values['end-over']);
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const VIP = '198.19.1.1';
+const MARK_TAG = 0x51;
+
+if (values.observer) {
+  // In the front namespace: count destroy events of our flows (mark tag 0x51), report every 20 ms.
+  let ours = 0;
+  const ev = ConntrackEvents.open({
+    maxBatch: 1024,
+    receiveBufferBytes: 64 << 20,
+    onBatch(b) {
+      for (let i = 0; i < b.count; i++) if (b.mark(i) >>> 24 === MARK_TAG) ours++;
+    },
+    onError(err) {
+      console.error(err);
+    },
+  });
+  console.log('ready');
+  setInterval(() => {
+    console.log(`${String(ours)} ${String(ev.stats().overruns)}`);
+  }, 20);
+} else {
+  await main();
+}
+
+async function main(): Promise<void> {
+  const sysctl = (name: string): string => readFileSync(`/proc/sys/${name.replaceAll('.', '/')}`, 'utf8').trim();
+  const hashsizePath = '/sys/module/nf_conntrack/parameters/hashsize';
+  const saved = { max: sysctl('net.netfilter.nf_conntrack_max'), hashsize: readFileSync(hashsizePath, 'utf8').trim() };
+  const prefix = `bff${randomBytes(2).toString('hex')}`;
+  const children: ChildProcess[] = [];
+  process.on('exit', () => {
+    for (const ch of children) ch.kill('SIGKILL');
+    down(prefix);
+    writeFileSync('/proc/sys/net/netfilter/nf_conntrack_max', saved.max);
+    writeFileSync(hashsizePath, saved.hashsize);
+  });
+  process.on('SIGINT', () => process.exit(130));
+  // Room for the flows, wrk's and the servers' (the servers' namespaces count against the same global limit).
+  writeFileSync('/proc/sys/net/netfilter/nf_conntrack_max', String(Math.max(Number(saved.max), FLOWS * 2 + 200_000)));
+  writeFileSync(hashsizePath, String(Math.max(Number(saved.hashsize), 1 << Math.ceil(Math.log2(FLOWS)))));
+
+  const st = up({ prefix, clients: 1, clusters: 1, serversPerCluster: 2, delaysMs: { '1:1': 0 } });
+  const k = st.plan.clusters[0];
+  const c = st.plan.clients[0];
+  if (!k || !c) throw new Error('bad plan');
+  const fr = k.front.name;
+  runIn(fr, 'sysctl', ['-q', '-w', 'net.netfilter.nf_conntrack_tcp_timeout_time_wait=1', 'net.netfilter.nf_conntrack_events=1']);
+  const servers = k.servers.map((s) => s.address);
+
+  // 1. The flows: client 198.18.64.0/18 (host h, port p), to the VIP, replied by server i % 2.
+  const t0 = performance.now();
+  const ins: string[] = [];
+  for (let i = 0; i < FLOWS; i++) {
+    const h = Math.floor(i / 50_000);
+    const port = 10_000 + (i % 50_000);
+    const cl = `198.18.${String(64 + (h >> 8))}.${String((h & 0xff) + 1)}`;
+    const srv = servers[i % servers.length] ?? '';
+    const timeout = END_FROM + (i % END_OVER);
+    ins.push(`-I -p tcp -s ${cl} -d ${VIP} --sport ${String(port)} --dport 80 -r ${srv} -q ${cl} --reply-port-src 80 --reply-port-dst ${String(port)} --state ESTABLISHED -t ${String(timeout)} -m 0x5100000${String(i % servers.length)}`);
+  }
+  const insFile = join(st.runDir, 'flows.ins');
+  writeFileSync(insFile, ins.join('\n') + '\n');
+  ins.length = 0;
+  execFileSync('ip', ['netns', 'exec', fr, 'sh', '-c', `conntrack -R ${insFile} >/dev/null 2>&1 || true`]);
+  const inserted = Number(execFileSync('ip', ['netns', 'exec', fr, 'conntrack', '-C'], { encoding: 'utf8' }).trim());
+  const insertSeconds = (performance.now() - t0) / 1000;
+  console.error(`${String(inserted)} flows inserted in ${insertSeconds.toFixed(1)} s`);
+  if (inserted < FLOWS * 0.99) throw new Error(`only ${String(inserted)} of ${String(FLOWS)} flows inserted`);
+
+  // The observer first: it must be reading before the first flow ends.
+  const obs = spawn('ip', ['netns', 'exec', fr, process.execPath, '--no-warnings', fileURLToPath(import.meta.url), '--observer'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(obs);
+  const obsSamples: { t: number; n: number }[] = [{ t: 0, n: 0 }];
+  let obsOverruns = 0;
+  await new Promise<void>((resolve) => {
+    const lines = createInterface({ input: obs.stdout });
+    lines.on('line', (l) => {
+      if (l === 'ready') { resolve(); return; }
+      const [n, o] = l.split(' ').map(Number);
+      obsSamples.push({ t: performance.now(), n: n ?? 0 });
+      obsOverruns = o ?? 0;
+    });
+  });
+
+  // 2. The daemon.
+  const socket = join(st.runDir, 'front.sock');
+  const cfgFile = join(st.runDir, 'front.json');
+  writeFileSync(
+    cfgFile,
+    JSON.stringify({
+      cluster: 'c1',
+      uplinkAddress: k.uplinkAddress,
+      adminSocket: socket,
+      http: { listen: '127.0.0.1:9109' },
+      connections: { max: FLOWS + 500_000 },
+      services: [{ name: 'www', vip: VIP, port: 80, method: 'byrequests', synproxy: false, servers: k.servers.map((s, i) => ({ name: `s${String(i)}`, address: s.address })) }],
+    }),
+  );
+  const ts = performance.now();
+  const daemon = spawn('ip', ['netns', 'exec', fr, join(ROOT, 'bin/sluice'), 'front', '--config', cfgFile], { stdio: ['ignore', 'ignore', 'pipe'] });
+  children.push(daemon);
+  let ready: (v: unknown) => void = () => undefined;
+  const readyP = new Promise((r) => (ready = r));
+  const logLines: string[] = [];
+  createInterface({ input: daemon.stderr }).on('line', (l) => {
+    if (l.includes('front node ready')) ready(l);
+    if (/"level":(4|5)0/.test(l) && logLines.length < 50) logLines.push(l);
+  });
+  daemon.once('exit', (code) => {
+    if (code !== null) console.error(`sluice front exited ${String(code)}`);
+  });
+  await readyP;
+  const startSeconds = (performance.now() - ts) / 1000;
+  const pid = Number(execFileSync('ip', ['netns', 'pids', fr], { encoding: 'utf8' }).trim().split('\n').find((p) => readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('front')));
+  const status0 = (await adminRequest(socket, { cmd: 'status' }, 10_000)) as { status?: { records?: { active?: number; adopted?: number } } };
+  const adopted = status0.status?.records?.adopted ?? 0;
+  console.error(`daemon ready in ${startSeconds.toFixed(1)} s, ${String(adopted)} records adopted`);
+
+  // 3. Load and sampling until every flow has ended (+ margin).
+  const endAt = t0 + (END_FROM + END_OVER + 10) * 1000;
+  const wrkSeconds = Math.max(10, Math.ceil((endAt - performance.now()) / 1000));
+  const wrkP = new Promise<WrkResult>((resolve, reject) => {
+    const w = spawn('ip', ['netns', 'exec', c.name, 'wrk', '-t2', '-c32', `-d${String(wrkSeconds)}s`, '-H', 'Connection: close', `http://${VIP}/`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(w);
+    let out = '';
+    w.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    w.on('close', () => {
+      const r = parseWrk(out);
+      if (r) resolve(r);
+      else reject(new Error(`wrk: ${out}`));
+    });
+  });
+  interface Second {
+    t: number;
+    decided: number;
+    active: number;
+    lagMaxMs: number;
+    rssMiB: number;
+    resyncs: number;
+  }
+  const seconds: Second[] = [];
+  const lags: number[] = [];
+  let wrkDone = false;
+  void wrkP.then(() => (wrkDone = true));
+  let lastSecond = performance.now();
+  let prevDecided = -1;
+  let daemonEvents = 0;
+  while (!wrkDone) {
+    await new Promise((r) => setTimeout(r, 100));
+    const now = performance.now();
+    const s = (await adminRequest(socket, { cmd: 'status' }, 10_000)) as { status?: { counters?: Record<string, number>; records?: { active?: number }; flowEnds?: { freed?: number; noRecord?: number; stale?: number; noService?: number; resyncs?: Record<string, number> } } };
+    const st2 = s.status;
+    const fe = st2?.flowEnds;
+    // Destroy events of our flows the daemon has handled (each in the batch callback that read it).
+    daemonEvents = (fe?.freed ?? 0) + (fe?.noRecord ?? 0) + (fe?.stale ?? 0) + (fe?.noService ?? 0);
+    // The lag: the oldest observer report (taken before the status request
+    // was sent) of more events than the daemon had handled when it answered.
+    let lag = 0;
+    for (let j = obsSamples.length - 1; j >= 0; j--) {
+      const o = obsSamples[j];
+      if (o === undefined || o.n <= daemonEvents) break;
+      if (o.t <= now) lag = now - o.t;
+    }
+    lags.push(lag);
+    if (now - lastSecond >= 1000) {
+      lastSecond = now;
+      const decided = (st2?.counters?.decided ?? 0);
+      const m = execFileSync('ip', ['netns', 'exec', fr, 'curl', '-s', 'http://127.0.0.1:9109/metrics'], { encoding: 'utf8' });
+      // The daemon samples its loop every 1 ms (newRegistry(1)): a stall of d ms reads as d to d + 1.
+      const lagMax = Number(/^nodejs_eventloop_lag_max_seconds (\S+)/m.exec(m)?.[1] ?? NaN) * 1000;
+      const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${String(pid)}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
+      const resyncs = Object.values(st2?.flowEnds?.resyncs ?? {}).reduce((a, b) => a + b, 0);
+      if (prevDecided >= 0) seconds.push({ t: Math.round((now - t0) / 100) / 10, decided: decided - prevDecided, active: st2?.records?.active ?? 0, lagMaxMs: Math.round(lagMax * 10) / 10, rssMiB: Math.round(rss), resyncs });
+      prevDecided = decided;
+      const last = seconds.at(-1);
+      if (last) console.error(`t=${last.t.toFixed(1)} s  decided ${String(last.decided)}/s  records ${String(last.active)}  loop max ${last.lagMaxMs.toFixed(1)} ms  RSS ${String(last.rssMiB)} MiB  resyncs ${String(resyncs)}  free lag ${lag.toFixed(0)} ms`);
+    }
+  }
+  const res = await wrkP;
+  const remaining = Number(execFileSync('ip', ['netns', 'exec', fr, 'sh', '-c', 'conntrack -L 2>/dev/null | grep -c "src=198.18.64." || true'], { encoding: 'utf8' }).trim());
+  const statusEnd = (await adminRequest(socket, { cmd: 'status' }, 10_000)) as { status?: { records?: { active?: number; reconciled?: number; ended?: number }; flowEnds?: Record<string, unknown> } };
+
+  const ending = seconds.filter((x) => x.t >= END_FROM && x.t <= END_FROM + END_OVER + insertSeconds);
+  const summary = {
+    flows: inserted,
+    insertSeconds: Math.round(insertSeconds * 10) / 10,
+    startSeconds: Math.round(startSeconds * 10) / 10,
+    adopted,
+    wrk: { rps: Math.round(res.rps), errors: res.errors, seconds: wrkSeconds },
+    decidedPerSecondWhileEnding: { min: Math.min(...ending.map((x) => x.decided)), median: ending.map((x) => x.decided).sort((a, b) => a - b)[Math.floor(ending.length / 2)] ?? 0 },
+    loopStallMaxMs: Math.max(...seconds.map((x) => x.lagMaxMs)),
+    loopStallMaxMsWhileEnding: Math.max(...ending.map((x) => x.lagMaxMs)),
+    rssMiBMax: Math.max(...seconds.map((x) => x.rssMiB)),
+    freeLagMaxMs: Math.round(Math.max(...lags)),
+    observerEvents: obsSamples.at(-1)?.n ?? 0,
+    observerOverruns: obsOverruns,
+    daemonEvents,
+    recordsAtEnd: statusEnd.status?.records?.active ?? -1,
+    insertedFlowsLeftAtEnd: remaining,
+    records: statusEnd.status?.records,
+    flowEnds: statusEnd.status?.flowEnds,
+    warnings: logLines,
+  };
+  console.log(`\nsluice front, ${String(inserted)} tracked flows ending over ${String(END_OVER)} s while wrk opens new connections`);
+  console.log(`start (adopting ${String(adopted)} records)  ${summary.startSeconds.toFixed(1)} s`);
+  console.log(`SYN decisions/s while the flows end    min ${String(summary.decidedPerSecondWhileEnding.min)}, median ${String(summary.decidedPerSecondWhileEnding.median)} (wrk ${String(summary.wrk.rps)} conn/s, ${String(res.errors)} errors)`);
+  console.log(`longest event-loop stall               ${summary.loopStallMaxMs.toFixed(1)} ms (while ending ${summary.loopStallMaxMsWhileEnding.toFixed(1)} ms)  target <= 10 ms`);
+  console.log(`RSS                                    max ${String(summary.rssMiBMax)} MiB`);
+  console.log(`records freed behind destroy events    max ${String(summary.freeLagMaxMs)} ms  target <= 1000 ms (observer ${String(summary.observerEvents)} events, ${String(obsOverruns)} overruns; daemon ${String(daemonEvents)})`);
+  console.log(`at the end: records ${String(summary.recordsAtEnd)}, inserted flows left in conntrack ${String(remaining)}`);
+  mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+  writeFileSync(
+    join(ROOT, 'bench/results/front-flows.json'),
+    JSON.stringify({ benchmark: 'front-flows', date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { flows: FLOWS, endFrom: END_FROM, endOver: END_OVER, wrk: '-t2 -c32 Connection: close' }, summary, seconds }, null, 2) + '\n',
+  );
+  console.log('results: bench/results/front-flows.json');
+  process.exit(0);
+}
