@@ -39,6 +39,16 @@ export function updateChecksum32(checksum: number, oldValue: number, newValue: n
   return updateChecksum16(c, oldValue & 0xffff, newValue & 0xffff);
 }
 
+/**
+ * RFC 1624 update for a 128-bit field (an IPv6 address) given as four
+ * big-endian u32 words (address6.ts): all eight 16-bit halves.
+ */
+export function updateChecksum128(checksum: number, oldWords: Uint32Array, newWords: Uint32Array): number {
+  let c = checksum;
+  for (let w = 0; w < 4; w++) c = updateChecksum32(c, oldWords[w] ?? 0, newWords[w] ?? 0);
+  return c;
+}
+
 export function readU16(buf: Uint8Array, off: number): number {
   return ((buf[off] ?? 0) << 8) | (buf[off + 1] ?? 0);
 }

@@ -31,6 +31,18 @@ export const ParseStatus = {
   ReservedFlag: 7,
   BadTcpHeader: 8,
   BadUdpLength: 9,
+  // IPv6 (parseIPv6, parseIP in ip.ts). Appended: the codes above are metric
+  // labels' indexes and must never move.
+  NotIPv6: 10,
+  UnknownVersion: 11,
+  HopByHopNotFirst: 12,
+  TooManyExtHeaders: 13,
+  Ipsec: 14,
+  UnknownExtHeader: 15,
+  RoutingHeader: 16,
+  Jumbogram: 17,
+  BadExtOption: 18,
+  UdpZeroChecksum: 19,
 } as const;
 export type ParseStatusCode = (typeof ParseStatus)[keyof typeof ParseStatus];
 
@@ -46,9 +58,19 @@ export const parseStatusName: readonly string[] = [
   'reserved_flag',
   'bad_tcp_header',
   'bad_udp_length',
+  'not_ipv6',
+  'unknown_version',
+  'hop_by_hop_not_first',
+  'too_many_ext_headers',
+  'ipsec',
+  'unknown_ext_header',
+  'routing_header',
+  'jumbogram',
+  'bad_ext_option',
+  'udp_zero_checksum',
 ];
 
-export const IpProtocol = { Icmp: 1, Tcp: 6, Udp: 17 } as const;
+export const IpProtocol = { Icmp: 1, Tcp: 6, Udp: 17, Icmpv6: 58 } as const;
 
 export const TcpFlag = {
   Fin: 0x01,
@@ -69,18 +91,40 @@ const ICMP_HEADER = 8;
 /**
  * Parsed fields. One instance is reused for every packet; all offsets are
  * absolute (into the same buffer). Fields of other protocols are zero.
+ *
+ * Both families fill the same object (parseIPv4 here, parseIPv6 in
+ * ipv6.ts); `family` says which parsed it. Addresses (design in address6.ts):
+ * `src6`/`dst6` hold the 128-bit address as four big-endian u32 words for
+ * BOTH families, an IPv4 address in its IPv4-mapped form ::ffff:a.b.c.d, so
+ * code keyed by client address can serve both families with one layout;
+ * `src`/`dst` keep the IPv4 address as a number (0 for IPv6), so the IPv4
+ * paths written against them are unchanged.
  */
 export class PacketInfo {
+  /** 4 or 6 once a parser got as far as the addresses; 0 otherwise. */
+  family = 0;
   /** Offset of the IP header in the buffer. */
   offset = 0;
+  /** IPv4: IHL in bytes. IPv6: fixed header plus extension headers (l4Offset - offset). */
   headerLength = 0;
+  /** IPv4: the total length field. IPv6: 40 + the payload length field. */
   totalLength = 0;
+  /** The upper-layer protocol (IPv6: the last Next Header of the chain). */
   protocol = 0;
+  /** IPv4 TTL or IPv6 hop limit. */
   ttl = 0;
+  /** IPv4: the 16-bit identification. IPv6: the 32-bit id of an atomic Fragment header, else 0. */
   identification = 0;
-  /** Source and destination addresses as unsigned 32-bit numbers. */
+  /** IPv6 only: traffic class, flow label, and how many extension headers were walked. */
+  trafficClass = 0;
+  flowLabel = 0;
+  extHeaderCount = 0;
+  /** IPv4 only: source and destination addresses as unsigned 32-bit numbers (0 for IPv6). */
   src = 0;
   dst = 0;
+  /** Both families: the address as four big-endian u32 words (IPv4: ::ffff:a.b.c.d). Never replaced, only written. */
+  readonly src6 = new Uint32Array(4);
+  readonly dst6 = new Uint32Array(4);
   /** Offset of the L4 header and its length including data (totalLength - headerLength). */
   l4Offset = 0;
   l4Length = 0;
@@ -105,6 +149,10 @@ export class PacketInfo {
   payloadLength = 0;
 
   reset(): void {
+    this.family = this.trafficClass = this.flowLabel = this.extHeaderCount = 0;
+    const s = this.src6;
+    const d = this.dst6;
+    s[0] = s[1] = s[2] = s[3] = d[0] = d[1] = d[2] = d[3] = 0;
     this.offset = this.headerLength = this.totalLength = this.protocol = this.ttl = this.identification = 0;
     this.src = this.dst = this.l4Offset = this.l4Length = this.srcPort = this.dstPort = 0;
     this.tcpFlags = this.tcpHeaderLength = this.seq = this.ack = this.window = this.udpLength = 0;
@@ -137,6 +185,11 @@ export function parseIPv4(buf: Uint8Array, offset: number, length: number, out: 
   out.protocol = buf[offset + 9] ?? 0;
   out.src = readU32(buf, offset + 12);
   out.dst = readU32(buf, offset + 16);
+  // The IPv4-mapped form ::ffff:a.b.c.d (address6.ts): words 0 and 1 stay 0 from reset().
+  out.family = 4;
+  out.src6[2] = out.dst6[2] = 0xffff;
+  out.src6[3] = out.src;
+  out.dst6[3] = out.dst;
   const l4 = offset + ihl;
   const l4Length = total - ihl;
   out.l4Offset = l4;
