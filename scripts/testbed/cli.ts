@@ -3,7 +3,7 @@
  *
  *   testbed up     [--prefix P] [--clients N] [--clusters N] [--servers N]
  *                  [--extra-addresses N] [--delay I:K=MS ...] [--blob-mib N]
- *                  [--fronts-per-cluster 1|2] [--dns-servers 1|2]
+ *                  [--fronts-per-cluster 1|2] [--dns-servers 1|2] [--ipv6-only-clients N]
  *   testbed down   [--prefix P]
  *   testbed status [--prefix P]
  *   testbed plan   [options of up]     print the topology without building it
@@ -14,7 +14,7 @@ import { down, status, up } from './testbed.ts';
 
 const USAGE = `usage: testbed up|down|status|plan [--prefix P] [--clients N] [--clusters N] [--servers N]
                  [--extra-addresses N] [--delay CLIENT:CLUSTER=MS ...] [--blob-mib N]
-                 [--fronts-per-cluster 1|2] [--dns-servers 1|2]`;
+                 [--fronts-per-cluster 1|2] [--dns-servers 1|2] [--ipv6-only-clients N]`;
 
 function main(argv: string[]): number {
   const { values, positionals } = parseArgs({
@@ -30,6 +30,7 @@ function main(argv: string[]): number {
       'blob-mib': { type: 'string' },
       'fronts-per-cluster': { type: 'string' },
       'dns-servers': { type: 'string' },
+      'ipv6-only-clients': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -57,6 +58,7 @@ function main(argv: string[]): number {
     ...(values['blob-mib'] !== undefined ? { blobMiB: num(values['blob-mib']) } : {}),
     ...(values['fronts-per-cluster'] !== undefined ? { frontsPerCluster: num(values['fronts-per-cluster']) } : {}),
     ...(values['dns-servers'] !== undefined ? { dnsServers: num(values['dns-servers']) } : {}),
+    ...(values['ipv6-only-clients'] !== undefined ? { ipv6OnlyClients: num(values['ipv6-only-clients']) } : {}),
     delaysMs,
   } as TestbedOptions;
   switch (cmd) {

@@ -28,6 +28,20 @@
  *
  * With dnsServers 2 a second DNS server dns2 has 198.18.3.2/24 (WAN .1).
  *
+ * Dual stack. Every link also carries IPv6 from 2001:2::/48 (RFC 5180's
+ * benchmarking range), and every IPv4 address has an IPv6 twin (ipv6Twin)
+ * on the same link, its digits copied so one reads like the other:
+ *   198.18.X.Y  ->  2001:2:0:X::Y/64     (198.18.201.11 -> 2001:2:0:201::11)
+ *   198.19.X.Y  ->  2001:2:0:1XXX::Y/64  (VIPs; 198.19.1.1 -> 2001:2:0:1001::1)
+ * X and Y are written in decimal digits and read as hex groups, so the map
+ * is one-to-one and the VIP /64s (1000-1255) never meet a link's (0-255).
+ * Every IPv4 route has its twin; the /24s and the /30 become /64s. The
+ * plan's IPv6 fields are the IPv4 field's name plus "6" (address6, vip6, …).
+ *
+ * With ipv6OnlyClients N, N more clients follow the dual-stack ones
+ * (indexes clients+1 …), planned like them but with IPv6 only: no IPv4
+ * address on their link at all (the demo's IPv6-only client).
+ *
  * Namespaces are named `<prefix>-<role>`; veth pairs are created directly
  * inside the namespaces, so nothing ever appears in the host's namespace.
  */
@@ -54,6 +68,8 @@ export interface TestbedOptions {
   readonly frontsPerCluster?: number;
   /** Authoritative DNS servers (the zone's NS set): 1 or 2. */
   readonly dnsServers?: number;
+  /** IPv6-only clients, numbered after the dual-stack ones (clients + this ≤ 9). */
+  readonly ipv6OnlyClients?: number;
 }
 
 export interface NsPlan {
@@ -61,14 +77,30 @@ export interface NsPlan {
   readonly role: 'wan' | 'client' | 'dns' | 'front' | 'server' | 'lan';
 }
 
-export interface ClientPlan extends NsPlan {
+/** What every client has, dual-stack or IPv6-only. */
+interface ClientLink extends NsPlan {
   readonly role: 'client';
+  /** 1-based; also the client's key in delaysMs ("i:k"). */
   readonly index: number;
-  readonly address: string;
-  readonly extraAddresses: readonly string[];
-  readonly gateway: string;
+  readonly address6: string;
+  /** The WAN's address on this client's link: the client's IPv6 default route. */
+  readonly gateway6: string;
   /** Interface name of this client's link inside the WAN namespace. */
   readonly wanIf: string;
+}
+
+/** A dual-stack client (plan.clients). */
+export interface ClientPlan extends ClientLink {
+  readonly address: string;
+  readonly extraAddresses: readonly string[];
+  /** The IPv6 twins of extraAddresses, in the same order. */
+  readonly extraAddresses6: readonly string[];
+  readonly gateway: string;
+}
+
+/** A client with no IPv4 address besides lo's (plan.ipv6OnlyClients). */
+export interface Ipv6OnlyClientPlan extends ClientLink {
+  readonly ipv6Only: true;
 }
 
 export interface ServerPlan extends NsPlan {
@@ -76,7 +108,9 @@ export interface ServerPlan extends NsPlan {
   readonly id: string;
   readonly cluster: number;
   readonly address: string;
+  readonly address6: string;
   readonly gateway: string;
+  readonly gateway6: string;
   /** Bridge port name inside the front namespace. */
   readonly frontIf: string;
 }
@@ -88,10 +122,13 @@ export interface FrontPlan extends NsPlan {
   readonly id: string;
   /** This node's own address on the uplink (its control PUB listens here). */
   readonly uplinkAddress: string;
+  readonly uplinkAddress6: string;
   /** This node's own address on the LAN (the agents push here). */
   readonly lanAddress: string;
+  readonly lanAddress6: string;
   /** Pair only: this node's address on the sync link (conntrackd). */
   readonly syncAddress?: string;
+  readonly syncAddress6?: string;
   /** Pair only: VRRP priority (node a higher). */
   readonly priority?: number;
 }
@@ -107,15 +144,30 @@ export interface ClusterPlan {
   readonly lanSwitch?: NsPlan & { readonly role: 'lan' };
   /** The address the WAN routes the VIPs to: the front's uplink address, or a pair's VRRP virtual address. */
   readonly uplinkAddress: string;
+  /**
+   * IPv6 twin of uplinkAddress. For a pair it is a virtual address too, and
+   * nothing holds it until keepalived carries IPv6 virtual addresses: until
+   * then a pair's cluster is reachable over IPv4 only.
+   */
+  readonly uplinkAddress6: string;
   /** Prefix length of the uplink segment (24). */
   readonly uplinkPrefix: number;
+  /** Prefix length of the uplink segment's IPv6 twin (64). */
+  readonly uplinkPrefix6: number;
   readonly wanSideAddress: string;
+  readonly wanSideAddress6: string;
   /** The servers' gateway: the front's LAN address, or a pair's VRRP virtual address. */
   readonly lanAddress: string;
+  readonly lanAddress6: string;
   readonly lanNetwork: string;
+  readonly lanNetwork6: string;
   readonly vipNetwork: string;
+  /** The cluster's IPv6 VIPs (2001:2:0:1kkk::/64), routed by the WAN to the front like vipNetwork. */
+  readonly vipNetwork6: string;
   /** The first VIP of the cluster (198.19.k.1). */
   readonly vip: string;
+  /** The first IPv6 VIP (2001:2:0:1kkk::1); the front node has no IPv6 services yet. */
+  readonly vip6: string;
   readonly wanIf: string;
   readonly servers: readonly ServerPlan[];
 }
@@ -125,7 +177,9 @@ export interface DnsPlan extends NsPlan {
   /** dns, dns2: its control-plane name and key file name. */
   readonly id: string;
   readonly address: string;
+  readonly address6: string;
   readonly gateway: string;
+  readonly gateway6: string;
   readonly wanIf: string;
 }
 
@@ -141,7 +195,10 @@ export interface TestbedPlan {
   /** The first DNS server (dnsServers[0]). */
   readonly dns: DnsPlan;
   readonly dnsServers: readonly DnsPlan[];
+  /** The dual-stack clients, indexes 1 … clients. */
   readonly clients: readonly ClientPlan[];
+  /** The IPv6-only clients, indexes clients+1 …; in delays like the others. */
+  readonly ipv6OnlyClients: readonly Ipv6OnlyClientPlan[];
   readonly clusters: readonly ClusterPlan[];
   readonly delays: readonly DelayPlan[];
   readonly blobMiB: number;
@@ -158,6 +215,29 @@ function count(name: string, v: number | undefined, dflt: number, min: number, m
     throw new InvalidArgumentError(`${name} must be an integer in [${min}, ${max}], got ${String(v)}`);
   }
   return n;
+}
+
+const BENCH6 = '2001:2:0';
+
+/**
+ * The IPv6 twin of a testbed IPv4 address (see the header): 198.18.X.Y ->
+ * 2001:2:0:X::Y, 198.19.X.Y -> 2001:2:0:1XXX::Y. Y 0 gives the /64's
+ * network address ("2001:2:0:201::").
+ */
+export function ipv6Twin(ipv4: string): string {
+  const m = /^198\.(18|19)\.(\d{1,3})\.(\d{1,3})$/.exec(ipv4);
+  const [b, x, y] = [m?.[1], Number(m?.[2]), Number(m?.[3])];
+  if (b === undefined || x > 255 || y > 255) throw new InvalidArgumentError(`no IPv6 twin for "${ipv4}": not an address in 198.18.0.0/15`);
+  const group = b === '18' ? String(x) : `1${String(x).padStart(3, '0')}`;
+  // RFC 5952 text (what ip(8) prints): a zero group 4 joins the "::" run.
+  const net = group === '0' ? '2001:2:' : `${BENCH6}:${group}:`;
+  return y === 0 ? `${net}:` : `${net}:${String(y)}`;
+}
+
+/** The IPv6 twin of a testbed /24 (or narrower) network: its /64. */
+export function ipv6TwinNetwork(ipv4Network: string): string {
+  const [addr = ''] = ipv4Network.split('/');
+  return `${ipv6Twin(addr.replace(/\.\d+$/, '.0'))}/64`;
 }
 
 /** Default one-way delays: client i is near cluster ((i-1) mod clusters)+1 (10 ms), far from the rest (40 ms). */
@@ -177,21 +257,32 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
   const blobMiB = count('blobMiB', opts.blobMiB, 0, 0, 1024);
   const nFronts = count('frontsPerCluster', opts.frontsPerCluster, 1, 1, 2);
   const nDns = count('dnsServers', opts.dnsServers, 1, 1, 2);
+  const nV6Only = count('ipv6OnlyClients', opts.ipv6OnlyClients, 0, 0, 9 - nClients);
   const serverCpus = opts.serverCpus ?? 0;
   if (!Number.isFinite(serverCpus) || serverCpus < 0 || serverCpus > 64) throw new InvalidArgumentError(`serverCpus must be between 0 and 64, got ${String(opts.serverCpus)}`);
 
   const clients: ClientPlan[] = [];
   for (let i = 1; i <= nClients; i++) {
     const net = `198.18.${10 + i}`;
+    const extraAddresses = Array.from({ length: extra }, (_, j) => `${net}.${3 + j}`);
     clients.push({
       name: `${p}-cl${i}`,
       role: 'client',
       index: i,
       address: `${net}.2`,
-      extraAddresses: Array.from({ length: extra }, (_, j) => `${net}.${3 + j}`),
+      address6: ipv6Twin(`${net}.2`),
+      extraAddresses,
+      extraAddresses6: extraAddresses.map(ipv6Twin),
       gateway: `${net}.1`,
+      gateway6: ipv6Twin(`${net}.1`),
       wanIf: `cl${i}`,
     });
+  }
+  // IPv6-only clients: the same per-index link as a dual-stack client's, IPv6 half only.
+  const ipv6OnlyClients: Ipv6OnlyClientPlan[] = [];
+  for (let i = nClients + 1; i <= nClients + nV6Only; i++) {
+    const net = `198.18.${10 + i}`;
+    ipv6OnlyClients.push({ name: `${p}-cl${i}`, role: 'client', index: i, address6: ipv6Twin(`${net}.2`), gateway6: ipv6Twin(`${net}.1`), wanIf: `cl${i}`, ipv6Only: true });
   }
   const clusters: ClusterPlan[] = [];
   for (let k = 1; k <= nClusters; k++) {
@@ -205,7 +296,9 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
         id: `s${k}${letter}`,
         cluster: k,
         address: `${lan}.${11 + s}`,
+        address6: ipv6Twin(`${lan}.${11 + s}`),
         gateway: `${lan}.1`,
+        gateway6: ipv6Twin(`${lan}.1`),
         frontIf: `sv${letter}`,
       });
     }
@@ -217,11 +310,24 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
           role: 'front' as const,
           id: `fr${k}${n}`,
           uplinkAddress: `${up}.${2 + i}`,
+          uplinkAddress6: ipv6Twin(`${up}.${2 + i}`),
           lanAddress: `${lan}.${2 + i}`,
+          lanAddress6: ipv6Twin(`${lan}.${2 + i}`),
           syncAddress: `198.18.${150 + k}.${1 + i}`,
+          syncAddress6: ipv6Twin(`198.18.${150 + k}.${1 + i}`),
           priority: i === 0 ? 150 : 100,
         }))
-      : [{ name: `${p}-fr${k}`, role: 'front', id: `fr${k}`, uplinkAddress: `${up}.2`, lanAddress: `${lan}.1` }];
+      : [
+          {
+            name: `${p}-fr${k}`,
+            role: 'front',
+            id: `fr${k}`,
+            uplinkAddress: `${up}.2`,
+            uplinkAddress6: ipv6Twin(`${up}.2`),
+            lanAddress: `${lan}.1`,
+            lanAddress6: ipv6Twin(`${lan}.1`),
+          },
+        ];
     const front = fronts[0];
     if (front === undefined) throw new InvalidArgumentError('no front node planned');
     clusters.push({
@@ -230,19 +336,26 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
       fronts,
       ...(pair ? { lanSwitch: { name: `${p}-lan${k}`, role: 'lan' as const } } : {}),
       uplinkAddress: pair ? `${up}.10` : `${up}.2`,
+      uplinkAddress6: ipv6Twin(pair ? `${up}.10` : `${up}.2`),
       uplinkPrefix: 24,
+      uplinkPrefix6: 64,
       wanSideAddress: `${up}.1`,
+      wanSideAddress6: ipv6Twin(`${up}.1`),
       lanAddress: `${lan}.1`,
+      lanAddress6: ipv6Twin(`${lan}.1`),
       lanNetwork: `${lan}.0/24`,
+      lanNetwork6: ipv6TwinNetwork(`${lan}.0/24`),
       vipNetwork: `198.19.${k}.0/24`,
+      vipNetwork6: ipv6TwinNetwork(`198.19.${k}.0/24`),
       vip: `198.19.${k}.1`,
+      vip6: ipv6Twin(`198.19.${k}.1`),
       // The WAN's interface toward the cluster: the front's veth, or the pair's uplink bridge.
       wanIf: pair ? `up${k}` : `fr${k}`,
       servers,
     });
   }
   const delays: DelayPlan[] = [];
-  for (let i = 1; i <= nClients; i++) {
+  for (let i = 1; i <= nClients + nV6Only; i++) {
     for (let k = 1; k <= nClusters; k++) {
       const key = `${i}:${k}`;
       const given = opts.delaysMs?.[key];
@@ -263,7 +376,9 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
     role: 'dns' as const,
     id: i === 0 ? 'dns' : `dns${i + 1}`,
     address: `198.18.${2 + i}.2`,
+    address6: ipv6Twin(`198.18.${2 + i}.2`),
     gateway: `198.18.${2 + i}.1`,
+    gateway6: ipv6Twin(`198.18.${2 + i}.1`),
     wanIf: i === 0 ? 'dns' : `dns${i + 1}`,
   }));
   const dns = dnsServers[0];
@@ -274,6 +389,7 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
     dns,
     dnsServers,
     clients,
+    ipv6OnlyClients,
     clusters,
     delays,
     blobMiB,
@@ -284,22 +400,26 @@ export function planTestbed(opts: TestbedOptions): TestbedPlan {
 
 /** Every namespace of the plan, routers first. */
 export function namespacesOf(plan: TestbedPlan): NsPlan[] {
-  return [plan.wan, ...plan.dnsServers, ...plan.clients, ...plan.clusters.flatMap((c) => [...(c.lanSwitch ? [c.lanSwitch] : []), ...c.fronts, ...c.servers])];
+  return [plan.wan, ...plan.dnsServers, ...plan.clients, ...plan.ipv6OnlyClients, ...plan.clusters.flatMap((c) => [...(c.lanSwitch ? [c.lanSwitch] : []), ...c.fronts, ...c.servers])];
 }
 
 /** The text diagram of a plan (for `testbed status` and the docs). */
 export function describePlan(plan: TestbedPlan): string {
   const lines: string[] = [];
   lines.push(`testbed ${plan.prefix}: WAN router ${plan.wan.name}`);
-  for (const c of plan.clients) lines.push(`  client ${c.name} ${c.address}${c.extraAddresses.length > 0 ? ` (+${c.extraAddresses.length} aliases)` : ''}`);
-  for (const d of plan.dnsServers) lines.push(`  dns    ${d.name} ${d.address}`);
+  for (const c of plan.clients) lines.push(`  client ${c.name} ${c.address} ${c.address6}${c.extraAddresses.length > 0 ? ` (+${c.extraAddresses.length} aliases each)` : ''}`);
+  for (const c of plan.ipv6OnlyClients) lines.push(`  client ${c.name} ${c.address6} (IPv6 only)`);
+  for (const d of plan.dnsServers) lines.push(`  dns    ${d.name} ${d.address} ${d.address6}`);
   for (const k of plan.clusters) {
-    if (k.fronts.length === 1) lines.push(`  cluster ${k.index}: front ${k.front.name} uplink ${k.uplinkAddress}, LAN ${k.lanNetwork}, VIPs ${k.vipNetwork}`);
-    else {
-      lines.push(`  cluster ${k.index}: front pair, uplink virtual ${k.uplinkAddress}, LAN gateway ${k.lanAddress} (${k.lanNetwork}), VIPs ${k.vipNetwork}`);
-      for (const f of k.fronts) lines.push(`    front ${f.name} uplink ${f.uplinkAddress}, LAN ${f.lanAddress}, sync ${f.syncAddress ?? ''}, priority ${String(f.priority ?? 0)}`);
+    if (k.fronts.length === 1) {
+      lines.push(`  cluster ${k.index}: front ${k.front.name} uplink ${k.uplinkAddress} ${k.uplinkAddress6}, LAN ${k.lanNetwork} ${k.lanNetwork6}, VIPs ${k.vipNetwork} ${k.vipNetwork6}`);
+    } else {
+      lines.push(`  cluster ${k.index}: front pair, uplink virtual ${k.uplinkAddress} ${k.uplinkAddress6}, LAN gateway ${k.lanAddress} ${k.lanAddress6} (${k.lanNetwork} ${k.lanNetwork6}), VIPs ${k.vipNetwork} ${k.vipNetwork6}`);
+      for (const f of k.fronts) {
+        lines.push(`    front ${f.name} uplink ${f.uplinkAddress} ${f.uplinkAddress6}, LAN ${f.lanAddress} ${f.lanAddress6}, sync ${f.syncAddress ?? ''} ${f.syncAddress6 ?? ''}, priority ${String(f.priority ?? 0)}`);
+      }
     }
-    for (const s of k.servers) lines.push(`    server ${s.id} ${s.name} ${s.address}`);
+    for (const s of k.servers) lines.push(`    server ${s.id} ${s.name} ${s.address} ${s.address6}`);
   }
   lines.push('  one-way delays (ms), client -> cluster:');
   for (const d of plan.delays) lines.push(`    cl${d.client} -> cluster ${d.cluster}: ${d.oneWayMs}`);

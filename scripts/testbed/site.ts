@@ -326,6 +326,15 @@ export function reviveNode(st: TestbedState, k: ClusterPlan, f: FrontPlan, o: Si
   // configures it again (without it the node, once master, forwards toward
   // the servers but cannot route the replies to the clients).
   spawnSync('ip', ['-n', f.name, 'route', 'replace', 'default', 'via', k.wanSideAddress]);
+  // Its IPv6 half too: the kernel flushes a link's IPv6 addresses when it
+  // goes down (keep_addr_on_down 0), and the default route with them.
+  const six = [
+    `addr replace ${f.uplinkAddress6}/${String(k.uplinkPrefix6)} dev wan0 nodad`,
+    `addr replace ${f.lanAddress6}/64 dev lan0 nodad`,
+    ...(f.syncAddress6 !== undefined ? [`addr replace ${f.syncAddress6}/64 dev sync0 nodad`] : []),
+    `route replace default via ${k.wanSideAddress6}`,
+  ];
+  spawnSync('ip', ['-n', f.name, '-batch', '-'], { input: `${six.join('\n')}\n` });
   return startFront(st, k, f, o);
 }
 

@@ -6,6 +6,11 @@
  * down() removes every namespace named `<prefix>-*` (after killing the
  * processes inside them) and the run directory; it never fails on absence.
  * Both are synchronous so they can run from a process 'exit' handler.
+ *
+ * The site is dual-stack (plan.ts). Everything build() creates besides
+ * processes, the run directory and the servers' cgroups (links, addresses,
+ * routes, iptables and ip6tables rules, sysctls) lives inside the prefix's
+ * namespaces, so deleting them removes it all.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, closeSync } from 'node:fs';
@@ -103,6 +108,22 @@ export function down(prefix: string): void {
   rmSync(runDirOf(prefix), { recursive: true, force: true });
 }
 
+/** IPv6 settings of every namespace, set before its links exist (see build). */
+const IPV6_QUIET: Record<string, string> = {
+  'net.ipv6.conf.all.accept_dad': '0',
+  'net.ipv6.conf.default.accept_dad': '0',
+  'net.ipv6.conf.all.accept_ra': '0',
+  'net.ipv6.conf.default.accept_ra': '0',
+  'net.ipv6.conf.all.autoconf': '0',
+  'net.ipv6.conf.default.autoconf': '0',
+};
+
+/** Bridged frames kept out of iptables and ip6tables (br_netfilter is built in here). */
+const BRIDGE_NF_OFF: Record<string, string> = {
+  'net.bridge.bridge-nf-call-iptables': '0',
+  'net.bridge.bridge-nf-call-ip6tables': '0',
+};
+
 function sysctl(ns: string, settings: Record<string, string>): void {
   runIn(
     ns,
@@ -118,33 +139,50 @@ function build(plan: TestbedPlan): TestbedState {
 
   for (const ns of namespacesOf(plan)) {
     run('ip', ['netns', 'add', ns.name]);
+    // Before any link exists, so every interface inherits "default": no
+    // duplicate address detection (addresses, link-local ones too, usable at
+    // once instead of tentative for a second), and no router advertisements
+    // or autoconfiguration (only the plan's addresses and routes appear).
+    sysctl(ns.name, IPV6_QUIET);
     ipBatch(ns.name, ['link set lo up']);
   }
 
   // --- links: created inside the namespaces, never in the host's ---------
+  // Every IPv4 address and route has its IPv6 twin (plan.ts); IPv6
+  // addresses are added "nodad" (usable at once).
   const wanLines: string[] = [];
   for (const c of plan.clients) {
     wanLines.push(`link add ${c.wanIf} type veth peer name wan0 netns ${c.name}`);
-    wanLines.push(`addr add ${c.gateway}/24 dev ${c.wanIf}`, `link set ${c.wanIf} up`);
+    wanLines.push(`addr add ${c.gateway}/24 dev ${c.wanIf}`, `addr add ${c.gateway6}/64 dev ${c.wanIf} nodad`, `link set ${c.wanIf} up`);
+  }
+  for (const c of plan.ipv6OnlyClients) {
+    wanLines.push(`link add ${c.wanIf} type veth peer name wan0 netns ${c.name}`);
+    wanLines.push(`addr add ${c.gateway6}/64 dev ${c.wanIf} nodad`, `link set ${c.wanIf} up`);
   }
   for (const d of plan.dnsServers) {
     wanLines.push(`link add ${d.wanIf} type veth peer name wan0 netns ${d.name}`);
-    wanLines.push(`addr add ${d.gateway}/24 dev ${d.wanIf}`, `link set ${d.wanIf} up`);
+    wanLines.push(`addr add ${d.gateway}/24 dev ${d.wanIf}`, `addr add ${d.gateway6}/64 dev ${d.wanIf} nodad`, `link set ${d.wanIf} up`);
   }
   for (const k of plan.clusters) {
     if (k.fronts.length === 1) {
       wanLines.push(`link add ${k.wanIf} type veth peer name wan0 netns ${k.front.name}`);
-      wanLines.push(`addr add ${k.wanSideAddress}/24 dev ${k.wanIf}`, `link set ${k.wanIf} up`);
+      wanLines.push(`addr add ${k.wanSideAddress}/24 dev ${k.wanIf}`, `addr add ${k.wanSideAddress6}/${String(k.uplinkPrefix6)} dev ${k.wanIf} nodad`, `link set ${k.wanIf} up`);
     } else {
       // A pair: one uplink segment (a bridge in the WAN namespace) that both
       // fronts join, so the VRRP virtual address can move between them.
-      wanLines.push(`link add ${k.wanIf} type bridge`, `addr add ${k.wanSideAddress}/24 dev ${k.wanIf}`, `link set ${k.wanIf} up`);
+      wanLines.push(
+        `link add ${k.wanIf} type bridge`,
+        `addr add ${k.wanSideAddress}/24 dev ${k.wanIf}`,
+        `addr add ${k.wanSideAddress6}/${String(k.uplinkPrefix6)} dev ${k.wanIf} nodad`,
+        `link set ${k.wanIf} up`,
+      );
       for (const [i, f] of k.fronts.entries()) {
         const port = `${k.wanIf}p${String(i + 1)}`;
         wanLines.push(`link add ${port} type veth peer name wan0 netns ${f.name}`, `link set ${port} master ${k.wanIf}`, `link set ${port} up`);
       }
     }
     wanLines.push(`route add ${k.lanNetwork} via ${k.uplinkAddress}`, `route add ${k.vipNetwork} via ${k.uplinkAddress}`);
+    wanLines.push(`route add ${k.lanNetwork6} via ${k.uplinkAddress6}`, `route add ${k.vipNetwork6} via ${k.uplinkAddress6}`);
   }
   ipBatch(wan, wanLines);
 
@@ -152,27 +190,46 @@ function build(plan: TestbedPlan): TestbedState {
     ipBatch(c.name, [
       `addr add ${c.address}/24 dev wan0`,
       ...c.extraAddresses.map((a) => `addr add ${a}/24 dev wan0`),
+      `addr add ${c.address6}/64 dev wan0 nodad`,
+      ...c.extraAddresses6.map((a) => `addr add ${a}/64 dev wan0 nodad`),
       'link set wan0 up',
       `route add default via ${c.gateway}`,
+      `route add default via ${c.gateway6}`,
     ]);
   }
-  for (const d of plan.dnsServers) ipBatch(d.name, [`addr add ${d.address}/24 dev wan0`, 'link set wan0 up', `route add default via ${d.gateway}`]);
+  // No IPv4 at all on an IPv6-only client's link (lo keeps 127.0.0.1).
+  for (const c of plan.ipv6OnlyClients) ipBatch(c.name, [`addr add ${c.address6}/64 dev wan0 nodad`, 'link set wan0 up', `route add default via ${c.gateway6}`]);
+  for (const d of plan.dnsServers) {
+    ipBatch(d.name, [
+      `addr add ${d.address}/24 dev wan0`,
+      `addr add ${d.address6}/64 dev wan0 nodad`,
+      'link set wan0 up',
+      `route add default via ${d.gateway}`,
+      `route add default via ${d.gateway6}`,
+    ]);
+  }
 
   for (const k of plan.clusters) {
     if (k.fronts.length === 1) {
       const fr = k.front.name;
       const lines = [
         `addr add ${k.uplinkAddress}/24 dev wan0`,
+        `addr add ${k.uplinkAddress6}/${String(k.uplinkPrefix6)} dev wan0 nodad`,
         'link set wan0 up',
         `route add default via ${k.wanSideAddress}`,
+        `route add default via ${k.wanSideAddress6}`,
         // SYN cookies (services' synproxy): the VIPs are local here, so the
         // untracked SYN and the cookie ACK reach INPUT, where SYNPROXY
         // answers them (routing drops them with a blackhole route, and sends
         // them back to the WAN with none). DNATed packets are routed to the
         // servers as before: the DNAT comes first.
         `route add local ${k.vipNetwork} dev lo`,
+        // The IPv6 VIPs likewise: with no IPv6 services yet they are simply
+        // local (closed ports answer RST), never routed back to the WAN.
+        `route add local ${k.vipNetwork6} dev lo`,
         'link add lan0 type bridge',
         `addr add ${k.lanAddress}/24 dev lan0`,
+        `addr add ${k.lanAddress6}/64 dev lan0 nodad`,
         'link set lan0 up',
       ];
       for (const s of k.servers) {
@@ -199,27 +256,39 @@ function build(plan: TestbedPlan): TestbedState {
       for (const f of k.fronts) {
         ipBatch(f.name, [
           `addr add ${f.uplinkAddress}/${String(k.uplinkPrefix)} dev wan0`,
+          `addr add ${f.uplinkAddress6}/${String(k.uplinkPrefix6)} dev wan0 nodad`,
           'link set wan0 up',
           `route add default via ${k.wanSideAddress}`,
+          `route add default via ${k.wanSideAddress6}`,
           `route add local ${k.vipNetwork} dev lo`,
+          `route add local ${k.vipNetwork6} dev lo`,
           `addr add ${f.lanAddress}/24 dev lan0`,
+          `addr add ${f.lanAddress6}/64 dev lan0 nodad`,
           'link set lan0 up',
           `addr add ${f.syncAddress ?? ''}/30 dev sync0`,
+          `addr add ${f.syncAddress6 ?? ''}/64 dev sync0 nodad`,
           'link set sync0 up',
         ]);
       }
     }
     for (const s of k.servers) {
-      ipBatch(s.name, [`addr add ${s.address}/24 dev eth0`, 'link set eth0 up', `route add default via ${s.gateway}`]);
+      ipBatch(s.name, [
+        `addr add ${s.address}/24 dev eth0`,
+        `addr add ${s.address6}/64 dev eth0 nodad`,
+        'link set eth0 up',
+        `route add default via ${s.gateway}`,
+        `route add default via ${s.gateway6}`,
+      ]);
     }
   }
 
   // --- kernel settings ----------------------------------------------------
-  sysctl(wan, { 'net.ipv4.ip_forward': '1' });
+  sysctl(wan, { 'net.ipv4.ip_forward': '1', 'net.ipv6.conf.all.forwarding': '1' });
   for (const k of plan.clusters) {
     // rp_filter's effective value is max(all, interface): clear both.
     const settings: Record<string, string> = {
       'net.ipv4.ip_forward': '1',
+      'net.ipv6.conf.all.forwarding': '1',
       'net.ipv4.conf.all.rp_filter': '0',
       'net.ipv4.conf.default.rp_filter': '0',
       'net.ipv4.conf.wan0.rp_filter': '0',
@@ -231,34 +300,41 @@ function build(plan: TestbedPlan): TestbedState {
     };
     if (k.fronts.length > 1) settings['net.ipv4.conf.sync0.rp_filter'] = '0';
     // br_netfilter is built in here: keep bridged LAN frames out of iptables
-    // so only routed traffic meets the front node's rules.
+    // and ip6tables so only routed traffic meets the front node's rules.
     const brNf = existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables');
-    if (brNf) settings['net.bridge.bridge-nf-call-iptables'] = '0';
+    if (brNf) Object.assign(settings, BRIDGE_NF_OFF);
     for (const f of k.fronts) sysctl(f.name, settings);
-    if (k.lanSwitch && brNf) sysctl(k.lanSwitch.name, { 'net.bridge.bridge-nf-call-iptables': '0' });
+    if (k.lanSwitch && brNf) sysctl(k.lanSwitch.name, BRIDGE_NF_OFF);
     for (const s of k.servers) sysctl(s.name, { 'net.core.somaxconn': '4096', 'net.ipv4.tcp_max_syn_backlog': '4096' });
   }
   if (existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables') && plan.clusters.some((k) => k.fronts.length > 1)) {
     // The pairs' uplink bridges live in the WAN namespace: its delay rules
     // must see routed packets only, not bridged frames.
-    sysctl(wan, { 'net.bridge.bridge-nf-call-iptables': '0' });
+    sysctl(wan, BRIDGE_NF_OFF);
   }
-  for (const c of plan.clients) {
+  // The net.ipv4 TCP settings apply to IPv6 sockets too.
+  for (const c of [...plan.clients, ...plan.ipv6OnlyClients]) {
     sysctl(c.name, { 'net.ipv4.ip_local_port_range': '1024 65000', 'net.ipv4.tcp_tw_reuse': '1', 'net.ipv4.tcp_timestamps': '2' });
   }
 
   // --- WAN delays: mark per path (µs), queue marked packets ---------------
   const mangle = ['*mangle', ':TESTBED_DELAY - [0:0]', '-A FORWARD -j TESTBED_DELAY'];
+  const allClients = [...plan.clients, ...plan.ipv6OnlyClients];
   for (const d of plan.delays) {
     if (d.oneWayMs <= 0) continue;
-    const c = plan.clients[d.client - 1];
+    const c = allClients.find((x) => x.index === d.client);
     const k = plan.clusters[d.cluster - 1];
-    if (!c || !k) continue;
+    // A delay the plan holds must become a rule: skipping one silently would
+    // leave a path undelayed.
+    if (!c || !k) throw new Error(`delay ${String(d.client)}:${String(d.cluster)} names no planned client or cluster`);
     const us = Math.round(d.oneWayMs * 1000);
     mangle.push(`-A TESTBED_DELAY -i ${c.wanIf} -o ${k.wanIf} -j MARK --set-mark ${us}`);
     mangle.push(`-A TESTBED_DELAY -i ${k.wanIf} -o ${c.wanIf} -j MARK --set-mark ${us}`);
   }
   mangle.push('COMMIT');
+  // The rules select paths by interface, so the same text serves IPv6: its
+  // packets get the same marks and go to the same queue (a queue takes both
+  // families), and the delay program holds them alike.
   const filter = [
     '*filter',
     ':TESTBED_DELAYQ - [0:0]',
@@ -267,6 +343,7 @@ function build(plan: TestbedPlan): TestbedState {
     'COMMIT',
   ];
   runIn(wan, 'iptables-restore', ['--noflush'], [...mangle, ...filter].join('\n') + '\n');
+  runIn(wan, 'ip6tables-restore', ['--noflush'], [...mangle, ...filter].join('\n') + '\n');
 
   const readyFile = join(dir, 'wan-delay.ready');
   const delayPid = startDetached(wan, process.execPath, [DELAY_PROGRAM, '--queue', String(plan.delayQueue), '--ready-file', readyFile], join(dir, 'wan-delay.log'));
@@ -349,6 +426,7 @@ http {
   default_type text/plain;
   server {
     listen 80 backlog=4096;
+    listen [::]:80 backlog=4096;
     root ${www};
     location = /blob.bin { root ${common}; }
     # Health checks (the demo's front nodes GET it every second): answered
@@ -367,7 +445,9 @@ http {
     } catch {
       return false;
     }
-    return pid > 0 && (tryRun('ip', ['netns', 'exec', ns, 'ss', '-Hltn', 'sport = :80']) ?? '').includes(':80');
+    // Both sockets: 0.0.0.0:80 and [::]:80 (nginx binds the latter IPv6-only).
+    const ss = tryRun('ip', ['netns', 'exec', ns, 'ss', '-Hltn', 'sport = :80']) ?? '';
+    return pid > 0 && ss.includes('0.0.0.0:80') && ss.includes('[::]:80');
   });
   return pid;
 }

@@ -1,8 +1,8 @@
 /**
  * The WAN namespace's delay program: holds each queued packet for the
  * one-way delay (µs) in its mark, then accepts it. Started by the testbed
- * inside <prefix>-wan; the mangle rules mark packets per client/cluster path
- * and queue marked ones (with --queue-bypass, so the site still works,
+ * inside <prefix>-wan; the mangle rules (iptables and ip6tables alike) mark
+ * packets per client/cluster path and queue marked ones (with --queue-bypass, so the site still works,
  * undelayed, if this program is not running).
  *
  *   node scripts/testbed/wan-delay.ts --queue 0 --ready-file FILE

@@ -1,19 +1,36 @@
 /**
  * The WAN delay (NFQUEUE program in the WAN namespace, standing in for
- * netem): configured one-way delays show in ping RTTs.
+ * netem): configured one-way delays show in ping RTTs, over IPv4 and IPv6.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { SLACK_MS } from '../../scripts/testbed/delay-line.ts';
 import { median, nsRunAsync, pingRtts, useTestbed } from '../helpers/testbed.ts';
 
-// Client 1: 10 ms to cluster 1, 40 ms to cluster 2. Client 2: the reverse, set explicitly.
-const testbed = useTestbed({ delaysMs: { '1:1': 10, '1:2': 40, '2:1': 40, '2:2': 10 } });
+// Client 1: 10 ms to cluster 1, 40 ms to cluster 2. Client 2: the reverse,
+// set explicitly. Client 3 (IPv6 only): 40 ms to cluster 1, 10 to cluster 2.
+const testbed = useTestbed({ ipv6OnlyClients: 1, delaysMs: { '1:1': 10, '1:2': 40, '2:1': 40, '2:2': 10, '3:1': 40, '3:2': 10 } });
 
-async function medianRtt(ns: string, target: string): Promise<number> {
-  const r = await nsRunAsync(ns, 'ping', ['-n', '-c', '10', '-i', '0.1', '-W', '2', target]);
+async function rttsTo(ns: string, target: string, family: '-4' | '-6' = '-4'): Promise<number[]> {
+  const r = await nsRunAsync(ns, 'ping', [family, '-n', '-c', '10', '-i', '0.1', '-W', '2', target]);
   const rtts = pingRtts(r.stdout);
   assert.ok(rtts.length >= 8, `too few replies from ${target}: ${r.stdout}`);
-  return median(rtts);
+  return rtts;
+}
+
+async function medianRtt(ns: string, target: string): Promise<number> {
+  return median(await rttsTo(ns, target));
+}
+
+/**
+ * Each RTT is ping's own (one clock). The delay line may release a packet
+ * up to SLACK_MS early per direction, hence the floor; the ceiling is only
+ * a sanity bound (a busy machine adds latency, never removes it).
+ */
+function assertDelayed(rtts: readonly number[], expected: number, what: string): void {
+  const floor = expected - 2 * SLACK_MS;
+  for (const r of rtts) assert.ok(r >= floor, `${what}: RTT ${r} ms below ${floor} (configured round trip ${expected} ms)`);
+  assert.ok(median(rtts) < expected + 50, `${what}: median RTT ${median(rtts)} ms, configured ${expected} ms`);
 }
 
 describe('WAN per-path delay', () => {
@@ -33,6 +50,18 @@ describe('WAN per-path delay', () => {
       for (const target of [k.uplinkAddress, k.servers[0]?.address ?? '']) {
         const rtt = await medianRtt(c.name, target);
         assert.ok(Math.abs(rtt - expected) <= 5, `RTT ${rtt} ms to ${target}, expected ${expected} ± 5`);
+      }
+    });
+  }
+
+  for (const [client, cluster, expected] of [...cases, [3, 1, 80], [3, 2, 20]] as const) {
+    it(`IPv6: client ${client}${client === 3 ? ' (IPv6 only)' : ''} -> cluster ${cluster}: every ping -6 RTT at least ${expected} ms`, async () => {
+      const st = testbed();
+      const c = [...st.plan.clients, ...st.plan.ipv6OnlyClients].find((x) => x.index === client);
+      const k = st.plan.clusters[cluster - 1];
+      assert.ok(c && k);
+      for (const target of [k.uplinkAddress6, k.servers[0]?.address6 ?? '']) {
+        assertDelayed(await rttsTo(c.name, target, '-6'), expected, `${c.name} -> ${target}`);
       }
     });
   }
