@@ -153,7 +153,7 @@ export class FrontControl {
           this.#src.usableChanged?.();
         },
         request_rate: (m) => {
-          receiveRequestRate(this.clients, m.body, performance.now());
+          receiveRequestRate(this.clients, m.body, performance.now(), { ipv4: cfg.requestRate.ipv4Prefix, ipv6: cfg.requestRate.ipv6Prefix });
         },
       });
     }
@@ -355,7 +355,7 @@ export class FrontControl {
           }))
         : [],
       cluster: clusterLoadOf(this.#src.services),
-      topClients: this.clients.top(10).map(([a, rate]) => ({ client: formatIPv4Address(a), rate: round(rate) })),
+      topClients: this.clients.top(10).map(([a, rate]) => ({ client: clientText(a, this.clients.clients.get(a)?.length), rate: round(rate) })),
       clients: { tracked: this.clients.clients.size, dropped: this.clients.dropped, expired: this.clients.expired },
       lastPass: this.lastPass,
       node: this.node.name,
@@ -398,4 +398,10 @@ export class FrontControl {
 
 function round(x: number): number {
   return Math.round(x * 1000) / 1000;
+}
+
+/** A rate-table client for status: the address, with its prefix length when it is a network (not one address). */
+function clientText(network: string, length: number | undefined): string {
+  const host = network.includes(':') ? 128 : 32;
+  return length === undefined || length === host ? network : `${network}/${length}`;
 }
