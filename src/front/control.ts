@@ -28,7 +28,7 @@ import { formatIPv4Address } from '../packet/address.ts';
 import { frontNodeName, type FrontConfig } from './config.ts';
 import { createNetPinger, type Pinger } from './icmp_echo.ts';
 import { LeastLoadedClusters } from './least_loaded_clusters.ts';
-import { RttProber } from './receive_probe_for_rtt.ts';
+import { resultMessages, RttProber } from './receive_probe_for_rtt.ts';
 import { receiveRequestRate } from './receive_request_rate.ts';
 import { clusterLoadOf, ServerLoadEstimator, type ServerLoadRecord } from './receive_server_load.ts';
 import { ClusterLoadReporter } from './send_cluster_load.ts';
@@ -218,6 +218,7 @@ export class FrontControl {
       this.#log.error({ err }, 'RTT probing off: cannot open the ICMP socket; probe requests will be ignored (counted in status)');
       return;
     }
+    if (this.#pinger.ipv6Unavailable !== undefined) this.#log.warn({ reason: this.#pinger.ipv6Unavailable }, 'RTT probing of IPv6 targets off (they are answered as lost); IPv4 probing on');
     this.#prober = new RttProber(this.#src.config.cluster, { ...cfg.probe, dedupMs: cfg.probe.dedupSeconds * 1000 }, this.#pinger, performance.now());
   }
 
@@ -256,7 +257,7 @@ export class FrontControl {
   #report(): void {
     const pub = this.#pub;
     if (!this.#prober || !pub) return;
-    for (const body of this.#prober.drainResults()) pub.send('rtt_results', body);
+    for (const body of this.#prober.drainResults()) for (const m of resultMessages(body)) pub.send('rtt_results', m);
   }
 
   /** The RTT prober while probing runs (metrics). */
@@ -376,6 +377,7 @@ export class FrontControl {
       probe: {
         enabled: this.#prober !== undefined,
         ...(this.#probeOff !== undefined ? { off: this.#probeOff } : {}),
+        ...(this.#pinger?.ipv6Unavailable !== undefined ? { ipv6Off: this.#pinger.ipv6Unavailable } : {}),
         ignoredRequests: this.#probeIgnored,
         pingerErrors: this.#pingerErrors,
         notMaster: this.#probeNotMaster,
