@@ -10,6 +10,17 @@
  * escapes a quote in the request as \x22, Apache as \"), or a custom regular
  * expression with a named group `client`. Only the client address is used.
  *
+ * Client addresses (src/util/ip.ts): IPv4, or IPv6 in any RFC 4291 text form
+ * (compressed `::`, an embedded IPv4 tail), optionally in brackets as nginx
+ * writes `$remote_addr` of some proxies and `$proxy_protocol_addr` setups.
+ * Each is counted under its canonical text, so `2001:DB8::0:1` and
+ * `[2001:db8::1]` are one client; an IPv4-mapped address (::ffff:a.b.c.d,
+ * nginx listening on `[::]` with ipv6only=off) is that IPv4 client. Zone
+ * ids (`fe80::1%eth0`) are refused: a link-local client is no steering
+ * target. A line whose client field is not an address is counted as
+ * rejected by reason (bad_address, zone_id), apart from lines that do not
+ * match the format at all (garbage).
+ *
  * Known limit (as for every log follower): after a copytruncate, lines
  * written between logrotate's copy and its truncate are lost, and if the
  * new file grows past our old offset before the next poll, the truncation
@@ -18,7 +29,7 @@
  */
 import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
 import { SluiceError } from '../errors/errors.ts';
-import { parseIPv4Address } from '../packet/address.ts';
+import { parseClientAddress } from '../util/ip.ts';
 
 const QUOTED = '"(?:[^"\\\\]|\\\\.)*"';
 /** host ident user [time] "request" status bytes "referer" "agent" */
@@ -49,23 +60,36 @@ export function formatRegex(format: string): RegExp {
   return re;
 }
 
-export type LineResult = 'ok' | 'garbage' | 'not-ipv4';
+export type LineResult = 'ok' | 'garbage' | 'bad-address' | 'zone-id';
 
-/** Client address of one log line, as a u32, or why there is none. */
-export function parseLogLine(line: string, re: RegExp): { result: LineResult; client: number } {
+/**
+ * Client address of one log line in canonical text (src/util/ip.ts), or why
+ * there is none: `garbage` when the line does not match the format,
+ * `zone-id` for a scoped IPv6 address, `bad-address` for any other client
+ * field that is not an address (a hostname, 300.1.1.1, a truncated IPv6).
+ */
+export function parseLogLine(line: string, re: RegExp): { result: LineResult; client: string; family: 4 | 6 | 0 } {
   const m = re.exec(line);
-  const text = m?.groups?.['client'];
-  if (text === undefined) return { result: 'garbage', client: 0 };
-  const a = parseIPv4Address(text);
-  if (a === undefined) return { result: text.includes(':') ? 'not-ipv4' : 'garbage', client: 0 };
-  return { result: 'ok', client: a };
+  const raw = m?.groups?.['client'];
+  if (raw === undefined) return { result: 'garbage', client: '', family: 0 };
+  const text = raw.length > 2 && raw.startsWith('[') && raw.endsWith(']') && raw.includes(':') ? raw.slice(1, -1) : raw;
+  if (text.includes('%')) return { result: 'zone-id', client: '', family: 0 };
+  const a = parseClientAddress(text);
+  if (a === undefined) return { result: 'bad-address', client: '', family: 0 };
+  return { result: 'ok', client: a.text, family: a.family };
 }
 
 export interface FollowerCounters {
   lines: number;
   requests: number;
+  /** Lines that do not match the format. */
   garbage: number;
-  notIpv4: number;
+  /** Lines whose client field is no address of either family. */
+  badAddress: number;
+  /** Lines whose client is a scoped IPv6 address (with a zone id). */
+  zoneId: number;
+  /** Of `requests`, those of IPv6 clients. */
+  requestsIpv6: number;
   /** Partial lines dropped (at a rotation or truncation, or over the length limit). */
   partial: number;
   rotations: number;
@@ -87,9 +111,9 @@ export interface FollowerOptions {
 
 export class AccessLogFollower {
   readonly path: string;
-  readonly counters: FollowerCounters = { lines: 0, requests: 0, garbage: 0, notIpv4: 0, partial: 0, rotations: 0, truncations: 0, tableFull: 0, readErrors: 0 };
-  /** Requests per client (u32 address) since the last take(). */
-  #counts = new Map<number, number>();
+  readonly counters: FollowerCounters = { lines: 0, requests: 0, garbage: 0, badAddress: 0, zoneId: 0, requestsIpv6: 0, partial: 0, rotations: 0, truncations: 0, tableFull: 0, readErrors: 0 };
+  /** Requests per client (canonical address text) since the last take(). */
+  #counts = new Map<string, number>();
   readonly #re: RegExp;
   readonly #maxLine: number;
   readonly #maxClients: number;
@@ -219,11 +243,16 @@ export class AccessLogFollower {
       this.counters.garbage++;
       return;
     }
-    if (r.result === 'not-ipv4') {
-      this.counters.notIpv4++;
+    if (r.result === 'bad-address') {
+      this.counters.badAddress++;
+      return;
+    }
+    if (r.result === 'zone-id') {
+      this.counters.zoneId++;
       return;
     }
     this.counters.requests++;
+    if (r.family === 6) this.counters.requestsIpv6++;
     const c = this.#counts.get(r.client);
     if (c !== undefined) this.#counts.set(r.client, c + 1);
     else if (this.#counts.size < this.#maxClients) this.#counts.set(r.client, 1);
@@ -231,7 +260,7 @@ export class AccessLogFollower {
   }
 
   /** The counts since the last take, and a fresh table. */
-  take(): Map<number, number> {
+  take(): Map<string, number> {
     const out = this.#counts;
     this.#counts = new Map();
     return out;

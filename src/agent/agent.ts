@@ -30,7 +30,6 @@ import { MAX_LIST, type Body } from '../control/messages.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
 import { newRegistry } from '../metrics/collect.ts';
-import { formatIPv4Address } from '../packet/address.ts';
 import { AccessLogFollower } from './access-log.ts';
 import { agentConfigSchema, agentFronts, type AgentConfig } from './config.ts';
 import { FrontFanout, type FrontLinkStatus } from './fronts.ts';
@@ -293,13 +292,23 @@ export class AgentDaemon {
     const interval = Math.max(0.001, (now - this.#rateStart) / 1000);
     this.#rateStart = now;
     const counts = this.follower.take();
-    const clients: [string, number][] = [];
-    for (const [addr, n] of counts) clients.push([formatIPv4Address(addr), n]);
+    // IPv4 and IPv6 clients go in separate messages: an IPv4-only message
+    // is sent at protocol version 1 (src/control/messages.ts), so a front
+    // node not yet upgraded still takes every IPv4 client and rejects (and
+    // counts) only the IPv6 messages.
+    const v4: [string, number][] = [];
+    const v6: [string, number][] = [];
+    for (const [addr, n] of counts) (addr.includes(':') ? v6 : v4).push([addr, n]);
     const fc = this.follower.counters;
-    const rejectedLines = fc.garbage + fc.partial;
+    const rejectedLines = fc.garbage + fc.badAddress + fc.zoneId + fc.partial;
     // Seed 000 sends the whole table each interval; split so each message stays bounded.
-    for (let i = 0; i === 0 || i < clients.length; i += MAX_LIST) {
-      this.#sender.send('request_rate', { server: this.config.name, interval, clients: clients.slice(i, i + MAX_LIST), rejectedLines });
+    // At least one message per interval (the IPv4 one, possibly empty): the front sees the agent report.
+    for (let i = 0; i === 0 || i < v4.length; i += MAX_LIST) {
+      this.#sender.send('request_rate', { server: this.config.name, interval, clients: v4.slice(i, i + MAX_LIST), rejectedLines });
+      this.requestReportsSent++;
+    }
+    for (let i = 0; i < v6.length; i += MAX_LIST) {
+      this.#sender.send('request_rate', { server: this.config.name, interval, clients: v6.slice(i, i + MAX_LIST), rejectedLines });
       this.requestReportsSent++;
     }
   }

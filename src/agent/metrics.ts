@@ -79,10 +79,12 @@ export function registerAgentMetrics(registry: Registry, src: AgentMetricsSource
   gaugeFrom(registry, 'sluice_agent_load1', 'One-minute load average in the last load report.', ['server'], lastOf('load1'));
   const f = (): AgentMetricsSource['daemon']['follower']['counters'] => d.follower.counters;
   counterOf(registry, 'sluice_agent_access_log_lines_total', 'Access log lines read.', () => f().lines);
-  counterOf(registry, 'sluice_agent_access_log_requests_total', 'Access log lines counted as requests of an IPv4 client.', () => f().requests);
+  counterOf(registry, 'sluice_agent_access_log_requests_total', 'Access log lines counted as requests of a client (either family).', () => f().requests);
+  counterOf(registry, 'sluice_agent_access_log_requests_ipv6_total', 'Of those, requests of IPv6 clients.', () => f().requestsIpv6);
   counterFrom(registry, 'sluice_agent_access_log_rejected_lines_total', 'Access log lines not counted, by reason.', ['reason'], () => [
     [{ reason: 'garbage' }, f().garbage],
-    [{ reason: 'not_ipv4' }, f().notIpv4],
+    [{ reason: 'bad_address' }, f().badAddress],
+    [{ reason: 'zone_id' }, f().zoneId],
     [{ reason: 'partial' }, f().partial],
   ]);
   counterFrom(registry, 'sluice_agent_access_log_events_total', 'Access log follower events: rotation, truncation, table_full (a client not counted), read_error.', ['event'], () => [

@@ -6,8 +6,8 @@
  * send time (for the staleness check), and the type's body.
  *
  * Versioning: `v` is the envelope version. A receiver accepts exactly the
- * versions it knows (today: 1) and rejects the rest as `version`, counted;
- * a new required field in a body is a new version. An optional field may
+ * versions it knows (today: 1 and 2) and rejects the rest as `version`,
+ * counted; a new required field in a body is a new version. An optional field may
  * be added within a version: a receiver that knows it still decodes a
  * sender that does not send it, and one that does not know it rejects it
  * as `schema` (bodies are strict), so receivers are upgraded first. So far:
@@ -16,6 +16,32 @@
  * `role` (front nodes of issue 21; absent means 'single', a front node
  * that is not one of a pair). Upgrade the DNS servers and every front node
  * that subscribes to another before the front nodes that send `role`.
+ *
+ * Version 2 (issue 23): client addresses of both families. The fields that
+ * name a client (request_rate and high_rate_clients `clients[i][0]`,
+ * rtt_probe_request `targets[i]`, rtt_results `results[i].target`) carry
+ * IPv4 or IPv6 text; the text is its own family tag (JSON carries no bytes:
+ * a separate family field could only disagree with the text). A receiver
+ * takes any strict RFC 4291 form and hands its handlers the canonical text
+ * (src/util/ip.ts: RFC 5952, IPv4-mapped as IPv4), so every table keys one
+ * client once; a zone id, brackets, a truncated or over-long address, or any
+ * other text is a `schema` rejection of the whole message, counted and
+ * logged like every malformed message. high_rate_clients entries may carry
+ * a third element in version 2, the prefix length the front node
+ * aggregated the client at (absent: one address, /32 or /128). Every other
+ * type's body is the same in both versions.
+ *
+ * Version 1, kept exactly: its client address fields are IPv4 dotted quads
+ * only (an IPv6 address in a version-1 message is a `schema` rejection, as
+ * before), high_rate_clients entries are pairs, and the body reaches the
+ * handler unchanged. Senders choose the lowest version that carries the
+ * body (messageVersion: 2 only when an address is IPv6 or an entry has a
+ * prefix length) and put IPv4 and IPv6 clients in separate messages, so
+ * a receiver that speaks version 1 only still takes every IPv4 client and
+ * rejects the IPv6 messages as `version`, counted: receivers can be
+ * upgraded in any order, and IPv6 clients count from the moment both sides
+ * speak version 2.
+ *
  * Types are added by adding a schema
  * to MESSAGE_SCHEMAS: the admission and throttling messages of later issues
  * land here beside these, and every receiver rejects types it was not built
@@ -26,13 +52,30 @@
  */
 import { z } from 'zod';
 import { parseIPv4Address } from '../packet/address.ts';
+import { canonicalAddress, MAX_ADDRESS_TEXT } from '../util/ip.ts';
 
-export const PROTOCOL_VERSION = 1;
+/** The highest version this node speaks (and decodes); it also decodes every version in PROTOCOL_VERSIONS. */
+export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSIONS: readonly number[] = [1, 2];
 /** Senders split longer lists over several messages. */
 export const MAX_LIST = 4096;
 
 const name = z.string().min(1).max(64).regex(/^[A-Za-z0-9._:-]+$/);
 const ipv4 = z.string().max(15).refine((s) => parseIPv4Address(s) !== undefined, 'expected an IPv4 address');
+/** Version 2: a client address of either family, handed on in canonical text. */
+const clientAddress = z
+  .string()
+  .max(MAX_ADDRESS_TEXT)
+  .transform((s, ctx) => {
+    const c = canonicalAddress(s);
+    if (c === undefined) {
+      ctx.issues.push({ code: 'custom', message: 'expected an IPv4 or IPv6 address (no zone id, no brackets)', input: s });
+      return z.NEVER;
+    }
+    return c;
+  });
+/** Prefix length of an aggregated client (version 2 high_rate_clients). */
+const prefixLength = z.int().min(0).max(128);
 const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 const nonNeg = z.number().min(0).max(1e12);
 const fraction = z.number().min(0).max(64); // utilization may exceed 1 (overload); 64 bounds garbage
@@ -69,11 +112,12 @@ export const loadReport = z.strictObject({
 export const requestRate = z.strictObject({
   server: name,
   interval: z.number().positive().max(86400),
-  /** [client address, requests in the interval] */
-  clients: z.array(z.tuple([ipv4, count])).max(MAX_LIST),
-  /** Lines of the log that were not requests (garbage, partial), for the operator. */
+  /** [client address (version 1: IPv4 only), requests in the interval] */
+  clients: z.array(z.tuple([clientAddress, count])).max(MAX_LIST),
+  /** Lines of the log that were not requests (garbage, bad addresses, partial), for the operator. */
   rejectedLines: count,
 });
+const requestRateV1 = requestRate.extend({ clients: z.array(z.tuple([ipv4, count])).max(MAX_LIST) });
 
 /** front node -> subscribers (DNS, other front nodes): the cluster's capacity and load. */
 export const clusterLoad = z.strictObject({
@@ -103,33 +147,34 @@ export const highRateClients = z.strictObject({
   /** Requests per second above which a client is reported. */
   threshold: nonNeg,
   average: nonNeg,
-  clients: z.array(z.tuple([ipv4, nonNeg])).max(MAX_LIST),
+  /** [client address, rate, prefix length it was aggregated at (version 2; absent: one address)] */
+  clients: z.array(z.tuple([clientAddress, nonNeg, prefixLength.optional()])).max(MAX_LIST),
   /** The last message of this pass. */
   final: z.boolean(),
 });
+const highRateClientsV1 = highRateClients.extend({ clients: z.array(z.tuple([ipv4, nonNeg])).max(MAX_LIST) });
 
 /** DNS -> front nodes (seed 000: receive_probe_for_rtt). */
 export const rttProbeRequest = z.strictObject({
-  targets: z.array(ipv4).min(1).max(MAX_LIST),
+  targets: z.array(clientAddress).min(1).max(MAX_LIST),
   /** Echo requests per target. */
   count: z.number().int().min(1).max(16),
 });
+const rttProbeRequestV1 = rttProbeRequest.extend({ targets: z.array(ipv4).min(1).max(MAX_LIST) });
 
 /** front node -> DNS: averaged RTTs of a probing round. */
+const rttResult = z.strictObject({
+  target: clientAddress,
+  sent: count,
+  received: count,
+  /** Mean RTT of the replies, ms; null when none came back. */
+  rttMs: z.number().min(0).max(60_000).nullable(),
+});
 export const rttResults = z.strictObject({
   cluster: name,
-  results: z
-    .array(
-      z.strictObject({
-        target: ipv4,
-        sent: count,
-        received: count,
-        /** Mean RTT of the replies, ms; null when none came back. */
-        rttMs: z.number().min(0).max(60_000).nullable(),
-      }),
-    )
-    .max(MAX_LIST),
+  results: z.array(rttResult).max(MAX_LIST),
 });
+const rttResultsV1 = rttResults.extend({ results: z.array(rttResult.extend({ target: ipv4 })).max(MAX_LIST) });
 
 /*
  * Admission control (issue 9, src/admission/): members of the site's
@@ -218,6 +263,15 @@ export const MESSAGE_SCHEMAS = {
   admission_refused: admissionRefused,
 } as const;
 
+/** Version 1's schemas: the client address fields IPv4 only, high-rate entries pairs (see the module comment). */
+export const MESSAGE_SCHEMAS_V1 = {
+  ...MESSAGE_SCHEMAS,
+  request_rate: requestRateV1,
+  high_rate_clients: highRateClientsV1,
+  rtt_probe_request: rttProbeRequestV1,
+  rtt_results: rttResultsV1,
+} as const;
+
 export type MessageType = keyof typeof MESSAGE_SCHEMAS;
 export const MESSAGE_TYPES = Object.keys(MESSAGE_SCHEMAS) as MessageType[];
 export type Body<T extends MessageType> = z.output<(typeof MESSAGE_SCHEMAS)[T]>;
@@ -230,6 +284,36 @@ export interface Envelope<T extends MessageType = MessageType> {
   /** Sender's wall clock at send, ms since the epoch. */
   readonly sentAt: number;
   readonly body: Body<T>;
+}
+
+const isV6 = (address: string): boolean => address.includes(':');
+
+/**
+ * The lowest version that carries `body`: 2 when a client address in it is
+ * IPv6 or a high-rate entry has a prefix length, else 1 (so receivers that
+ * speak only version 1 take it, exactly as before).
+ */
+export function messageVersion<T extends MessageType>(type: T, body: Body<T>): number {
+  switch (type) {
+    case 'request_rate':
+      return (body as Body<'request_rate'>).clients.some(([a]) => isV6(a)) ? 2 : 1;
+    case 'high_rate_clients':
+      return (body as Body<'high_rate_clients'>).clients.some((c) => isV6(c[0]) || c[2] !== undefined) ? 2 : 1;
+    case 'rtt_probe_request':
+      return (body as Body<'rtt_probe_request'>).targets.some(isV6) ? 2 : 1;
+    case 'rtt_results':
+      return (body as Body<'rtt_results'>).results.some((r) => isV6(r.target)) ? 2 : 1;
+    default:
+      return 1;
+  }
+}
+
+/** Splits a sender's items into IPv4 and IPv6 ones (so each message is of one version; see the module comment). */
+export function byFamily<T>(items: Iterable<T>, address: (item: T) => string): { v4: T[]; v6: T[] } {
+  const v4: T[] = [];
+  const v6: T[] = [];
+  for (const it of items) (isV6(address(it)) ? v6 : v4).push(it);
+  return { v4, v6 };
 }
 
 export function isMessageType(s: string): s is MessageType {

@@ -15,6 +15,7 @@ import type { Logger } from '../log/logger.ts';
 import type { ClusterTable } from './cluster_state.ts';
 import type { DnsConfig } from './config.ts';
 import type { HighRateTable } from './high_rate.ts';
+import { byFamily } from '../control/messages.ts';
 import type { ProbeScheduler } from './probe_scheduler.ts';
 import type { RttTable } from './rtt_table.ts';
 
@@ -77,8 +78,14 @@ export class DnsControl {
       setInterval(() => {
         const due = state.probes.flush(performance.now());
         if (due.length > 0 && dc.#pub) {
-          dc.#pub.send('rtt_probe_request', { targets: due.map(([t]) => t), count: probe.count });
-          dc.probeRequestsSent++;
+          // One message per family: an IPv4-only request is control-protocol
+          // version 1, so front nodes not yet upgraded still probe IPv4 targets.
+          const { v4, v6 } = byFamily(due, ([t]) => t);
+          for (const part of [v4, v6]) {
+            if (part.length === 0) continue;
+            dc.#pub.send('rtt_probe_request', { targets: part.map(([t]) => t), count: probe.count });
+            dc.probeRequestsSent++;
+          }
         }
       }, probe.intervalSeconds * 1000),
     );

@@ -10,9 +10,22 @@
  * lives expireSeconds after its last report (front nodes repeat reports every
  * pass while the client stays heavy). Bounded: at most maxClients; a new one
  * beyond that evicts the oldest, counted.
+ *
+ * Both families (control protocol version 2): a reported client is filed
+ * under the DNS prefix (steering.ipv4Prefix / ipv6Prefix) holding it. A
+ * front node counts clients per prefix too (its control.requestRate
+ * ipv4Prefix / ipv6Prefix, /32 and /64 by default) and says so in the
+ * report; a reported prefix at least as long as ours lies inside one of our
+ * prefixes and marks that one. A reported prefix shorter than ours (a front
+ * counting IPv6 per /48 while we key per /56) covers many of ours: it is
+ * filed at its own length, and a lookup also tries the client's prefix cut
+ * at each such length seen (at most 33 + 129, in practice one or two), so
+ * every client inside the heavy network is matched, as the front meant.
  */
 import type { Body } from '../control/messages.ts';
 import { prefixOfAddress, type PrefixLengths } from './client_prefix.ts';
+
+const KEY_FORM = /^([46]):(.+)\/(\d+)$/;
 
 interface Entry {
   rate: number;
@@ -25,6 +38,8 @@ export class HighRateTable {
   readonly #max: number;
   readonly #expireMs: number;
   readonly #lengths: PrefixLengths;
+  /** Lengths shorter than ours that reports were filed at, per family (the key's first character). */
+  readonly #coarse = { '4': new Set<number>(), '6': new Set<number>() };
   evicted = 0;
   reported = 0;
 
@@ -39,9 +54,14 @@ export class HighRateTable {
   }
 
   receive(body: Body<'high_rate_clients'>, now: number): void {
-    for (const [address, rate] of body.clients) {
-      const p = prefixOfAddress(address, this.#lengths);
+    for (const [address, rate, length] of body.clients) {
+      let p = prefixOfAddress(address, this.#lengths);
       if (!p) continue;
+      if (length !== undefined && length < p.length) {
+        p = prefixOfAddress(address, { ipv4: length, ipv6: length });
+        if (!p) continue;
+        this.#coarse[p.family === 4 ? '4' : '6'].add(length);
+      }
       this.reported++;
       const prev = this.#map.get(p.key);
       if (prev) this.#map.delete(p.key);
@@ -58,7 +78,22 @@ export class HighRateTable {
     }
   }
 
+  /** Whether the client prefix `key` (client_prefix.ts's form) is, or lies in, a reported high-rate prefix. */
   isHighRate(key: string, now: number): boolean {
+    if (this.#current(key, now)) return true;
+    const m = KEY_FORM.exec(key);
+    const coarse = m ? this.#coarse[m[1] === '4' ? '4' : '6'] : undefined;
+    if (!m || !coarse || coarse.size === 0) return false;
+    const len = Number(m[3]);
+    for (const l of coarse) {
+      if (l >= len) continue;
+      const p = prefixOfAddress(m[2] ?? '', { ipv4: l, ipv6: l });
+      if (p && this.#current(p.key, now)) return true;
+    }
+    return false;
+  }
+
+  #current(key: string, now: number): boolean {
     const e = this.#map.get(key);
     return e !== undefined && now - e.at <= this.#expireMs;
   }

@@ -247,6 +247,8 @@ const control = controlBaseSchema.extend({
       queueSize: z.int().min(1).max(4096).default(100).describe('Clients per `high_rate_clients` message.'),
       maxClients: z.int().min(16).max(10_000_000).default(1_000_000).describe('Clients tracked at most; more are dropped (counted).'),
       expireSeconds: z.number().positive().max(86400 * 7).default(600).describe('A client with no requests for this long is forgotten.'),
+      ipv4Prefix: z.int().min(8).max(32).default(32).describe('IPv4 clients are counted per prefix of this length (32: per address) and reported to DNS as that prefix. Keep it no shorter than the DNS server\'s `steering.ipv4Prefix` unless one heavy network should mark every DNS prefix inside it (it does: the length travels with the report).'),
+      ipv6Prefix: z.int().min(16).max(128).default(64).describe('IPv6 clients are counted per prefix of this length (64: per subnet, the unit one host or site usually holds whole; 128: per address) and reported to DNS as that prefix.'),
     })
     .prefault({})
     .describe('Per-client request rates from the agents\' access logs, and the high-rate clients published to DNS.'),

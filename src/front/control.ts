@@ -28,7 +28,7 @@ import { formatIPv4Address } from '../packet/address.ts';
 import { frontNodeName, type FrontConfig } from './config.ts';
 import { createNetPinger, type Pinger } from './icmp_echo.ts';
 import { LeastLoadedClusters } from './least_loaded_clusters.ts';
-import { RttProber } from './receive_probe_for_rtt.ts';
+import { resultMessages, RttProber } from './receive_probe_for_rtt.ts';
 import { receiveRequestRate } from './receive_request_rate.ts';
 import { clusterLoadOf, ServerLoadEstimator, type ServerLoadRecord } from './receive_server_load.ts';
 import { ClusterLoadReporter } from './send_cluster_load.ts';
@@ -153,7 +153,7 @@ export class FrontControl {
           this.#src.usableChanged?.();
         },
         request_rate: (m) => {
-          receiveRequestRate(this.clients, m.body, performance.now());
+          receiveRequestRate(this.clients, m.body, performance.now(), { ipv4: cfg.requestRate.ipv4Prefix, ipv6: cfg.requestRate.ipv6Prefix });
         },
       });
     }
@@ -218,6 +218,7 @@ export class FrontControl {
       this.#log.error({ err }, 'RTT probing off: cannot open the ICMP socket; probe requests will be ignored (counted in status)');
       return;
     }
+    if (this.#pinger.ipv6Unavailable !== undefined) this.#log.warn({ reason: this.#pinger.ipv6Unavailable }, 'RTT probing of IPv6 targets off (they are answered as lost); IPv4 probing on');
     this.#prober = new RttProber(this.#src.config.cluster, { ...cfg.probe, dedupMs: cfg.probe.dedupSeconds * 1000 }, this.#pinger, performance.now());
   }
 
@@ -256,7 +257,7 @@ export class FrontControl {
   #report(): void {
     const pub = this.#pub;
     if (!this.#prober || !pub) return;
-    for (const body of this.#prober.drainResults()) pub.send('rtt_results', body);
+    for (const body of this.#prober.drainResults()) for (const m of resultMessages(body)) pub.send('rtt_results', m);
   }
 
   /** The RTT prober while probing runs (metrics). */
@@ -355,7 +356,7 @@ export class FrontControl {
           }))
         : [],
       cluster: clusterLoadOf(this.#src.services),
-      topClients: this.clients.top(10).map(([a, rate]) => ({ client: formatIPv4Address(a), rate: round(rate) })),
+      topClients: this.clients.top(10).map(([a, rate]) => ({ client: clientText(a, this.clients.clients.get(a)?.length), rate: round(rate) })),
       clients: { tracked: this.clients.clients.size, dropped: this.clients.dropped, expired: this.clients.expired },
       lastPass: this.lastPass,
       node: this.node.name,
@@ -376,6 +377,7 @@ export class FrontControl {
       probe: {
         enabled: this.#prober !== undefined,
         ...(this.#probeOff !== undefined ? { off: this.#probeOff } : {}),
+        ...(this.#pinger?.ipv6Unavailable !== undefined ? { ipv6Off: this.#pinger.ipv6Unavailable } : {}),
         ignoredRequests: this.#probeIgnored,
         pingerErrors: this.#pingerErrors,
         notMaster: this.#probeNotMaster,
@@ -398,4 +400,10 @@ export class FrontControl {
 
 function round(x: number): number {
   return Math.round(x * 1000) / 1000;
+}
+
+/** A rate-table client for status: the address, with its prefix length when it is a network (not one address). */
+function clientText(network: string, length: number | undefined): string {
+  const host = network.includes(':') ? 128 : 32;
+  return length === undefined || length === host ? network : `${network}/${length}`;
 }

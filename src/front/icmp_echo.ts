@@ -20,6 +20,15 @@
  * monotonic time around the whole ping + 1 ms] is replaced by the monotonic
  * one (which includes our own scheduling delay but never goes backwards).
  *
+ * Families. IPv4 targets go to an ICMP session, IPv6 targets (control
+ * protocol version 2) to a second, ICMPv6 session (net-ping's
+ * `networkProtocol: IPv6`: a raw ICMPv6 socket, echo type 128, the kernel
+ * fills in the ICMPv6 checksum), opened beside the first. Failure to open
+ * the IPv6 one (a host with IPv6 disabled) leaves IPv4 probing on: IPv6
+ * targets are then answered null at once and the reason is kept
+ * (`ipv6Unavailable`) for status. The family is read from the target text
+ * (a colon is IPv6); targets arrive in canonical text from the decoder.
+ *
  * Sessions use retries 0 (the prober sends `count` echoes itself; a retry
  * would hide loss) and the prober's timeout. net-ping identifies its echoes
  * by (pid, sequence); at most 65535 may be outstanding, which the config's
@@ -30,7 +39,7 @@ import { SluiceError } from '../errors/errors.ts';
 
 export interface Pinger {
   /**
-   * Sends one echo request to `target` (IPv4). `done` is called exactly once:
+   * Sends one echo request to `target` (IPv4 or IPv6 text). `done` is called exactly once:
    * with the RTT in ms when the echo reply came back, or null on timeout or
    * any error (unreachable, TTL exceeded, send failure, pinger closed). It
    * may be called synchronously.
@@ -38,6 +47,8 @@ export interface Pinger {
   ping(target: string, done: (rttMs: number | null) => void): void;
   /** Stops the pinger; outstanding echoes are answered null. Idempotent. */
   close(): void;
+  /** Why IPv6 targets cannot be probed (undefined when they can). */
+  readonly ipv6Unavailable?: string | undefined;
 }
 
 /** The raw ICMP socket could not be opened (not root, or raw-socket not built). */
@@ -59,28 +70,45 @@ interface NetPingSession {
   on(event: 'error', listener: (err: Error) => void): unknown;
 }
 interface NetPingModule {
-  createSession(options: { retries: number; timeout: number; packetSize?: number }): NetPingSession;
+  createSession(options: { retries: number; timeout: number; packetSize?: number; networkProtocol?: number }): NetPingSession;
+  readonly NetworkProtocol: { readonly IPv4: number; readonly IPv6: number };
 }
 
-/** Opens one net-ping session; throws PingerUnavailableError if that is impossible. */
+/**
+ * Opens the net-ping sessions: IPv4 (required: throws PingerUnavailableError
+ * if it cannot be opened) and IPv6 (optional: see the module comment).
+ */
 export function createNetPinger(opts: NetPingerOptions): Pinger {
+  let netPing: NetPingModule;
   let session: NetPingSession;
   try {
-    const netPing = createRequire(import.meta.url)('net-ping') as NetPingModule;
+    netPing = createRequire(import.meta.url)('net-ping') as NetPingModule;
     session = netPing.createSession({ retries: 0, timeout: opts.timeoutMs });
   } catch (err) {
     throw new PingerUnavailableError(`cannot open a raw ICMP socket for RTT probes (needs root or CAP_NET_RAW): ${(err as Error).message}`, { cause: err });
   }
   session.on('error', (err) => opts.onSocketError?.(err));
-  return new NetPinger(session);
+  let session6: NetPingSession | undefined;
+  let why6: string | undefined;
+  try {
+    session6 = netPing.createSession({ retries: 0, timeout: opts.timeoutMs, networkProtocol: netPing.NetworkProtocol.IPv6 });
+    session6.on('error', (err) => opts.onSocketError?.(err));
+  } catch (err) {
+    why6 = `cannot open a raw ICMPv6 socket: ${(err as Error).message}`;
+  }
+  return new NetPinger(session, session6, why6);
 }
 
 class NetPinger implements Pinger {
   readonly #session: NetPingSession;
+  readonly #session6: NetPingSession | undefined;
+  readonly ipv6Unavailable: string | undefined;
   #closed = false;
 
-  constructor(session: NetPingSession) {
+  constructor(session: NetPingSession, session6: NetPingSession | undefined, why6: string | undefined) {
     this.#session = session;
+    this.#session6 = session6;
+    this.ipv6Unavailable = why6;
   }
 
   ping(target: string, done: (rttMs: number | null) => void): void {
@@ -90,13 +118,14 @@ class NetPinger implements Pinger {
       called = true;
       done(rtt);
     };
-    if (this.#closed) {
+    const session = target.includes(':') ? this.#session6 : this.#session;
+    if (this.#closed || session === undefined) {
       once(null);
       return;
     }
     const t0 = performance.now();
     try {
-      this.#session.pingHost(target, (error, _target, sent, rcvd) => {
+      session.pingHost(target, (error, _target, sent, rcvd) => {
         if (error !== null || sent === undefined || rcvd === undefined) {
           once(null);
           return;
@@ -116,5 +145,6 @@ class NetPinger implements Pinger {
     this.#closed = true;
     // net-ping answers every outstanding request with an error (-> null) here.
     this.#session.close();
+    this.#session6?.close();
   }
 }

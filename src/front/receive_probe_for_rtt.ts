@@ -45,7 +45,7 @@
  * Counters record every target and echo, so status adds up:
  *   requested = deduped + cached + dropped + (targets finished or still pending).
  */
-import { MAX_LIST, type Body } from '../control/messages.ts';
+import { byFamily, MAX_LIST, type Body } from '../control/messages.ts';
 import { Buckets, RTT_SECONDS_BOUNDS } from '../metrics/buckets.ts';
 import type { Pinger } from './icmp_echo.ts';
 
@@ -97,6 +97,21 @@ export interface ProbeCounters {
 }
 
 export type ProbeResult = Body<'rtt_results'>['results'][number];
+
+/**
+ * A report body as the messages to send: IPv4 and IPv6 targets apart (IPv4
+ * first), so the IPv4 results go at control-protocol version 1 and a DNS
+ * server not yet speaking version 2 still takes them (src/control/messages.ts).
+ * Targets are IPv4 or IPv6 text; the prober itself does not care which.
+ */
+export function resultMessages(body: Body<'rtt_results'>): Body<'rtt_results'>[] {
+  const { v4, v6 } = byFamily(body.results, (r) => r.target);
+  if (v4.length === 0 || v6.length === 0) return [body];
+  return [
+    { ...body, results: v4 },
+    { ...body, results: v6 },
+  ];
+}
 
 interface Target {
   readonly target: string;

@@ -4,9 +4,14 @@
  * queue is sent to DNS whenever it is full and once more at the end of the
  * pass (that last message has final: true, even when empty, so the DNS side
  * knows the pass is complete).
+ *
+ * A client is a prefix (receive_request_rate.ts); an entry carries its
+ * prefix length when that is not one address, and IPv6 clients go in their
+ * own messages, sent before the IPv4 ones: a DNS server that speaks
+ * control-protocol version 1 only rejects the IPv6 ones (counted) and
+ * still gets every IPv4 client and the final message (src/control/messages.ts).
  */
 import type { Body } from '../control/messages.ts';
-import { formatIPv4Address } from '../packet/address.ts';
 import type { ClientRateTable } from './update_request_rate.ts';
 
 export interface SendRequestRateOptions {
@@ -28,20 +33,24 @@ export function sendRequestRate(table: ClientRateTable, o: SendRequestRateOption
   const w = table.closeWindow(now);
   const average = w.clients > 0 ? w.total / w.clients : 0;
   const threshold = o.factor * average;
-  let queue: [string, number][] = [];
+  type Entry = Body<'high_rate_clients'>['clients'][number];
+  const queues: { v4: Entry[]; v6: Entry[] } = { v4: [], v6: [] };
   let reported = 0;
   let messages = 0;
-  const flush = (final: boolean): void => {
-    send({ cluster: o.cluster, threshold, average, clients: queue, final });
+  const flush = (q: 'v4' | 'v6', final: boolean): void => {
+    send({ cluster: o.cluster, threshold, average, clients: queues[q], final });
     messages++;
-    queue = [];
+    queues[q] = [];
   };
   for (const [client, r] of table.clients) {
     if (average <= 0 || r.rate <= threshold) continue;
-    queue.push([formatIPv4Address(client), r.rate]);
+    const q = client.includes(':') ? 'v6' : 'v4';
+    const host = q === 'v6' ? 128 : 32;
+    queues[q].push(r.length === host ? [client, r.rate] : [client, r.rate, r.length]);
     reported++;
-    if (queue.length >= o.queueSize) flush(false);
+    if (queues[q].length >= o.queueSize) flush(q, false);
   }
-  flush(true);
+  if (queues.v6.length > 0) flush('v6', false);
+  flush('v4', true);
   return { average, threshold, reported, messages };
 }

@@ -7,10 +7,16 @@
  * ones seen before, keep being counted). Expiring: a client with no requests
  * for expireSeconds is removed at the next pass (send_request_rate).
  *
+ * Keyed by the client's prefix (receive_request_rate.ts): the canonical
+ * text of its network address, IPv4 and IPv6 in one table (the texts
+ * cannot collide: only IPv6 text has a colon).
+ *
  * Counts accumulate in the current window; a pass (send_request_rate) turns
  * them into rates and starts a new window.
  */
 export interface ClientRecord {
+  /** Prefix length the client is counted at (32 or 128: one address). */
+  readonly length: number;
   /** Requests in the current window. */
   requests: number;
   /** Rate (requests/s) computed at the last pass. */
@@ -22,7 +28,7 @@ export interface ClientRecord {
 export class ClientRateTable {
   readonly maxClients: number;
   readonly expireMs: number;
-  readonly clients = new Map<number, ClientRecord>();
+  readonly clients = new Map<string, ClientRecord>();
   /** Client mentions dropped because the table was full. */
   dropped = 0;
   expired = 0;
@@ -36,15 +42,15 @@ export class ClientRateTable {
     this.windowStart = now;
   }
 
-  /** Seed 000 update_request_rate: creates or finds the client's record and adds to it. */
-  updateRequestRate(client: number, requests: number, now: number): void {
+  /** Seed 000 update_request_rate: creates or finds the client's record (network text, prefix length) and adds to it. */
+  updateRequestRate(client: string, length: number, requests: number, now: number): void {
     let r = this.clients.get(client);
     if (!r) {
       if (this.clients.size >= this.maxClients) {
         this.dropped++;
         return;
       }
-      r = { requests: 0, rate: 0, lastSeen: now };
+      r = { length, requests: 0, rate: 0, lastSeen: now };
       this.clients.set(client, r);
     }
     r.requests += requests;
@@ -72,7 +78,7 @@ export class ClientRateTable {
   }
 
   /** The n clients with the highest rate at the last pass. */
-  top(n: number): [number, number][] {
-    return [...this.clients].map(([k, r]): [number, number] => [k, r.rate]).sort((a, b) => b[1] - a[1]).slice(0, n);
+  top(n: number): [string, number][] {
+    return [...this.clients].map(([k, r]): [string, number] => [k, r.rate]).sort((a, b) => b[1] - a[1]).slice(0, n);
   }
 }

@@ -12,7 +12,6 @@ import { AccessLogFollower, formatRegex, parseLogLine } from '../../src/agent/ac
 import { agentConfigSchema } from '../../src/agent/config.ts';
 import { countEstablished, LoadSampler, readCgroupCpu, readMemoryUsed } from '../../src/agent/load.ts';
 import { ConfigError, parseConfig, validateConfig } from '../../src/config/load.ts';
-import { formatIPv4Address } from '../../src/packet/address.ts';
 
 const NGINX = '198.18.11.2 - - [21/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 31 "-" "curl/7.88.1"';
 const NGINX_ESC = '198.18.11.3 - alice [21/Nov/2026:10:00:00 +0000] "GET /\\x22quoted\\x22 HTTP/1.1" 404 0 "http://r/" "Mozilla/5.0 (X11)"';
@@ -25,9 +24,8 @@ describe('access-log line parsing', () => {
     ['nginx with \\x22 escapes and a user', 'nginx-combined', NGINX_ESC, '198.18.11.3'],
     ['apache combined (httpd docs example)', 'apache-combined', APACHE, '198.18.12.2'],
     ['apache with \\" escapes and - bytes', 'apache-combined', APACHE_ESC, '198.18.12.3'],
-    ['IPv6 client', 'nginx-combined', NGINX.replace('198.18.11.2', '2001:db8::1'), 'not-ipv4'],
-    ['hostname instead of address', 'apache-combined', APACHE.replace('198.18.12.2', 'host.example'), 'garbage'],
-    ['bad address', 'nginx-combined', NGINX.replace('198.18.11.2', '198.18.11.256'), 'garbage'],
+    ['hostname instead of address', 'apache-combined', APACHE.replace('198.18.12.2', 'host.example'), 'bad-address'],
+    ['bad address', 'nginx-combined', NGINX.replace('198.18.11.2', '198.18.11.256'), 'bad-address'],
     ['truncated line', 'nginx-combined', NGINX.slice(0, 40), 'garbage'],
     ['no status', 'nginx-combined', NGINX.replace(' 200 ', ' ok '), 'garbage'],
     ['binary garbage', 'nginx-combined', '\u0000\u0001\u00ff', 'garbage'],
@@ -36,7 +34,7 @@ describe('access-log line parsing', () => {
   for (const [name, format, line, want] of cases) {
     it(name, () => {
       const r = parseLogLine(line, formatRegex(format));
-      assert.equal(r.result === 'ok' ? formatIPv4Address(r.client) : r.result, want);
+      assert.equal(r.result === 'ok' ? r.client : r.result, want);
     });
   }
   it('refuses a custom format without a client group, or that is no regular expression', () => {
@@ -45,8 +43,61 @@ describe('access-log line parsing', () => {
   });
 });
 
+describe('access-log client addresses of both families', () => {
+  // [client field as logged, canonical client or the rejection]
+  const cases: [string, string][] = [
+    ['2001:db8::1', '2001:db8::1'],
+    ['2001:DB8:0:0:0:0:0:1', '2001:db8::1'],
+    ['2001:0db8:0000:0000:0000:0000:0000:0001', '2001:db8::1'],
+    ['[2001:db8::1]', '2001:db8::1'],
+    ['::1', '::1'],
+    ['::', '::'],
+    ['1::', '1::'],
+    ['2001:db8:0:1:0:0:0:1', '2001:db8:0:1::1'],
+    ['2001:db8:0:0:1:0:0:1', '2001:db8::1:0:0:1'],
+    ['2001:0:0:1:0:0:0:1', '2001:0:0:1::1'],
+    ['2001:db8:1:2:3:4:5:6', '2001:db8:1:2:3:4:5:6'],
+    ['1:2:3:4:5:6:7::', '1:2:3:4:5:6:7:0'],
+    ['::2:3:4:5:6:7:8', '0:2:3:4:5:6:7:8'],
+    ['64:ff9b::198.18.11.5', '64:ff9b::c612:b05'],
+    ['::ffff:198.18.11.2', '198.18.11.2'],
+    ['::FFFF:198.18.11.2', '198.18.11.2'],
+    ['::ffff:c612:b02', '198.18.11.2'],
+    ['[::ffff:198.18.11.2]', '198.18.11.2'],
+    ['198.18.11.2', '198.18.11.2'],
+    ['fe80::1%eth0', 'zone-id'],
+    ['[fe80::1%25eth0]', 'zone-id'],
+    ['2001:db8::1::2', 'bad-address'],
+    ['2001:db8:::1', 'bad-address'],
+    [':2001:db8::1', 'bad-address'],
+    ['2001:db8::1:', 'bad-address'],
+    ['2001:db8:1:2:3:4:5', 'bad-address'],
+    ['2001:db8:1:2:3:4:5:6:7', 'bad-address'],
+    ['1:2:3:4:5:6:7:8::', 'bad-address'],
+    ['2001:db8::12345', 'bad-address'],
+    ['2001:db8::g', 'bad-address'],
+    ['::ffff:198.18.11.256', 'bad-address'],
+    ['::198.18.11.2:1', 'bad-address'],
+    ['1:2:3:4:5:6:7:198.18.11.2', 'bad-address'],
+    ['[198.18.11.2]', 'bad-address'],
+    ['[2001:db8::1', 'bad-address'],
+    ['2001:db8::1]', 'bad-address'],
+    ['[]', 'bad-address'],
+    [':', 'bad-address'],
+    [':::', 'bad-address'],
+    ['0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:1', 'bad-address'],
+  ];
+  for (const [field, want] of cases) {
+    it(`${field} -> ${want}`, () => {
+      const r = parseLogLine(NGINX.replace('198.18.11.2', field), formatRegex('nginx-combined'));
+      assert.equal(r.result === 'ok' ? r.client : r.result, want);
+      if (r.result === 'ok') assert.equal(r.family, want.includes(':') ? 6 : 4);
+    });
+  }
+});
+
 function counts(f: AccessLogFollower): Record<string, number> {
-  return Object.fromEntries([...f.take()].map(([a, n]) => [formatIPv4Address(a), n]));
+  return Object.fromEntries(f.take());
 }
 
 describe('access-log following', () => {
@@ -78,6 +129,21 @@ describe('access-log following', () => {
     assert.deepEqual(counts(f), { '198.18.11.4': 1 });
     assert.equal(f.counters.garbage, 2);
     assert.equal(f.counters.partial, 1);
+    f.close();
+  });
+
+  it('counts IPv6 clients under one canonical key, IPv4-mapped ones as IPv4, and bad addresses by reason', () => {
+    const p = join(dir, 'b6.log');
+    writeFileSync(p, '');
+    const f = new AccessLogFollower(p, { format: 'nginx-combined' });
+    const lines = ['2001:db8::1', '[2001:DB8::0:1]', '2001:0db8::0001', '::ffff:198.18.11.4', '198.18.11.4', 'fe80::1%eth0', '2001:db8::1::2', 'host.example'];
+    appendFileSync(p, lines.map(line).join(''));
+    f.poll();
+    assert.deepEqual(counts(f), { '2001:db8::1': 3, '198.18.11.4': 2 });
+    assert.deepEqual(
+      { lines: f.counters.lines, requests: f.counters.requests, requestsIpv6: f.counters.requestsIpv6, zoneId: f.counters.zoneId, badAddress: f.counters.badAddress, garbage: f.counters.garbage },
+      { lines: 8, requests: 5, requestsIpv6: 3, zoneId: 1, badAddress: 2, garbage: 0 },
+    );
     f.close();
   });
 

@@ -142,11 +142,11 @@ describe('sluice schedule (seed 003 vectors through the CLI)', () => {
 describe('sluice status --agent', () => {
   it('renders what the agent reports, a missing figure as -', async () => {
     const { renderAgentStatus } = await import('../../src/cli/status.ts');
-    const accessLog = { path: '/var/log/nginx/access.log', lines: 12, requests: 10, garbage: 2, notIpv4: 0, partial: 0, rotations: 0, truncations: 0, tableFull: 0, readErrors: 0 };
+    const accessLog = { path: '/var/log/nginx/access.log', lines: 12, requests: 10, garbage: 2, badAddress: 0, zoneId: 0, requestsIpv6: 0, partial: 0, rotations: 0, truncations: 0, tableFull: 0, readErrors: 0 };
     const base = { agent: true as const, name: 's1a', front: 'tcp://198.18.201.1:7101', uptimeSeconds: 42, reports: { load: 7, requestRate: 3, sampleErrors: 1 }, accessLog, reloads: 1, reloadsRefused: 0 };
     const lastLoad = { server: 's1a', address: '198.18.201.11', interval: 1, cpu: 0.5, load1: 0.1, load5: 0.1, load15: 0.1, connections: 9, memoryUsed: 0.3, utilization: 0.25 };
     const cases: [string, Parameters<typeof renderAgentStatus>[0], RegExp[]][] = [
-      ['with a load report', { ...base, lastLoad }, [/^agent s1a -> tcp:\/\/198\.18\.201\.1:7101, up 42 s, reloads 1 \(refused 0\)$/m, /^7\s+3\s+1\s+25%\s+50%\s+9$/m, /^access log \/var\/log\/nginx\/access\.log: lines=12 requests=10 garbage=2 notIpv4=0 partial=0 rotations=0 truncations=0 tableFull=0 readErrors=0$/m]],
+      ['with a load report', { ...base, lastLoad }, [/^agent s1a -> tcp:\/\/198\.18\.201\.1:7101, up 42 s, reloads 1 \(refused 0\)$/m, /^7\s+3\s+1\s+25%\s+50%\s+9$/m, /^access log \/var\/log\/nginx\/access\.log: lines=12 requests=10 garbage=2 badAddress=0 zoneId=0 requestsIpv6=0 partial=0 rotations=0 truncations=0 tableFull=0 readErrors=0$/m]],
       // The agent sends no lastLoad before its first report.
       ['before the first report', base, [/^7\s+3\s+1\s+-\s+-\s+-$/m]],
     ];

@@ -100,7 +100,8 @@ describe('decodeMessage', () => {
     ['JSON array', frames('load_report', '[1,2]'), all, 'envelope'],
     ['extra envelope key', frames('load_report', { ...env, extra: 1 }), all, 'envelope'],
     ['bad sender name', frames('load_report', { ...env, from: 'a b' }), all, 'envelope'],
-    ['version 2', frames('load_report', { ...env, v: 2 }), all, 'version'],
+    ['version 3', frames('load_report', { ...env, v: 3 }), all, 'version'],
+    ['version 0', frames('load_report', { ...env, v: 0 }), all, 'version'],
     ['unknown type', frames('reboot', { ...env, type: 'reboot' }), all, 'unknown'],
     ['type not for this receiver', frames(...good), new Set<MessageType>(['cluster_load']), 'unexpected'],
     ['topic mismatch', frames('cluster_load', env), all, 'topic'],
@@ -120,6 +121,78 @@ describe('decodeMessage', () => {
   it('accepts a good message and returns its body', () => {
     const d = decodeMessage(frames(...good), limits, all, now);
     assert.deepEqual('message' in d ? d.message.body : d, load);
+  });
+});
+
+describe('client addresses in versions 1 and 2', () => {
+  const now = 1_800_000_000_000;
+  const msg = (type: MessageType, v: number, body: unknown): Buffer[] => [Buffer.from(type), Buffer.from(JSON.stringify({ v, type, from: 'x', sentAt: now, body }))];
+  const rr = (clients: unknown): unknown => ({ server: 's1a', interval: 60, clients, rejectedLines: 0 });
+  const hr = (clients: unknown): unknown => ({ cluster: 'c1', threshold: 3, average: 1, clients, final: true });
+  const probe = (targets: unknown): unknown => ({ targets, count: 3 });
+  const res = (target: unknown): unknown => ({ cluster: 'c1', results: [{ target, sent: 3, received: 3, rttMs: 1.5 }] });
+  // [name, type, version, body, the decoded body's addresses or the rejection]
+  const cases: [string, MessageType, number, unknown, unknown][] = [
+    // Version 1: exactly as before version 2 (IPv4 only, bodies unchanged).
+    ['v1 request_rate IPv4', 'request_rate', 1, rr([['198.18.11.2', 5]]), [['198.18.11.2', 5]]],
+    ['v1 request_rate IPv6 (as before)', 'request_rate', 1, rr([['2001:2::1', 5]]), 'schema'],
+    ['v1 request_rate IPv4-mapped (as before)', 'request_rate', 1, rr([['::ffff:198.18.11.2', 5]]), 'schema'],
+    ['v1 high_rate_clients pair', 'high_rate_clients', 1, hr([['198.18.11.2', 5]]), [['198.18.11.2', 5]]],
+    ['v1 high_rate_clients with a prefix length', 'high_rate_clients', 1, hr([['198.18.11.0', 5, 24]]), 'schema'],
+    ['v1 rtt_probe_request IPv4', 'rtt_probe_request', 1, probe(['198.18.11.2']), ['198.18.11.2']],
+    ['v1 rtt_probe_request IPv6', 'rtt_probe_request', 1, probe(['2001:2::1']), 'schema'],
+    ['v1 rtt_results IPv4', 'rtt_results', 1, res('198.18.11.2'), ['198.18.11.2']],
+    ['v1 rtt_results IPv6', 'rtt_results', 1, res('2001:2::1'), 'schema'],
+    // Version 2: both families, canonical text handed on.
+    ['v2 request_rate both families', 'request_rate', 2, rr([['198.18.11.2', 5], ['2001:2::1', 7]]), [['198.18.11.2', 5], ['2001:2::1', 7]]],
+    ['v2 request_rate non-canonical IPv6', 'request_rate', 2, rr([['2001:0002:0:0:0:0:0:0001', 7]]), [['2001:2::1', 7]]],
+    ['v2 request_rate IPv4-mapped', 'request_rate', 2, rr([['::ffff:198.18.11.2', 5]]), [['198.18.11.2', 5]]],
+    ['v2 high_rate_clients with and without length', 'high_rate_clients', 2, hr([['2001:2:0:11::', 5, 64], ['198.18.11.2', 4]]), [['2001:2:0:11::', 5, 64], ['198.18.11.2', 4]]],
+    ['v2 rtt_probe_request', 'rtt_probe_request', 2, probe(['2001:2::1', '198.18.11.2']), ['2001:2::1', '198.18.11.2']],
+    ['v2 rtt_results IPv6', 'rtt_results', 2, res('2001:2:0:0::1'), ['2001:2::1']],
+    ['v2 load_report (same body as v1)', 'load_report', 2, load, '198.18.201.11'],
+    // Version 2, malformed: no family, short, zone, brackets, long, wrong type.
+    ['v2 no family', 'request_rate', 2, rr([['client-7', 5]]), 'schema'],
+    ['v2 short IPv6', 'request_rate', 2, rr([['2001:2:0:0:0:0:1', 5]]), 'schema'],
+    ['v2 short IPv6 trailing colon', 'rtt_probe_request', 2, probe(['2001:2::1:']), 'schema'],
+    ['v2 short IPv4', 'rtt_results', 2, res('198.18.11'), 'schema'],
+    ['v2 zone id', 'rtt_probe_request', 2, probe(['fe80::1%eth0']), 'schema'],
+    ['v2 brackets', 'request_rate', 2, rr([['[2001:2::1]', 5]]), 'schema'],
+    ['v2 two ::', 'high_rate_clients', 2, hr([['2001::2::1', 5]]), 'schema'],
+    ['v2 over-long address', 'request_rate', 2, rr([[`${'0:'.repeat(30)}1`, 5]]), 'schema'],
+    ['v2 address not a string', 'request_rate', 2, rr([[0x20010002, 5]]), 'schema'],
+    ['v2 prefix length 129', 'high_rate_clients', 2, hr([['2001:2::', 5, 129]]), 'schema'],
+    ['v2 four-element entry', 'high_rate_clients', 2, hr([['2001:2::', 5, 64, 1]]), 'schema'],
+  ];
+  const addresses = (type: MessageType, body: Record<string, unknown>): unknown => {
+    if (type === 'request_rate' || type === 'high_rate_clients') return body['clients'];
+    if (type === 'rtt_probe_request') return body['targets'];
+    if (type === 'rtt_results') return (body['results'] as { target: string }[]).map((r) => r.target);
+    return body['address'];
+  };
+  for (const [name, type, v, body, want] of cases) {
+    it(`${name} -> ${JSON.stringify(want)}`, () => {
+      const d = decodeMessage(msg(type, v, body), limits, all, now);
+      assert.deepEqual(d.ok ? addresses(type, d.message.body as Record<string, unknown>) : d.reason, want);
+    });
+  }
+  it('senders use the lowest version that carries the body: 1 for IPv4 only (so version-1 receivers take it), 2 with IPv6 or a prefix length', () => {
+    const rows: [MessageType, Body<MessageType>, number][] = [
+      ['request_rate', { server: 's', interval: 1, clients: [['198.18.11.2', 1]], rejectedLines: 0 }, 1],
+      ['request_rate', { server: 's', interval: 1, clients: [], rejectedLines: 0 }, 1],
+      ['request_rate', { server: 's', interval: 1, clients: [['2001:2::1', 1]], rejectedLines: 0 }, 2],
+      ['high_rate_clients', { cluster: 'c', threshold: 1, average: 1, clients: [['198.18.11.2', 1]], final: true }, 1],
+      ['high_rate_clients', { cluster: 'c', threshold: 1, average: 1, clients: [['198.18.11.0', 1, 24]], final: true }, 2],
+      ['rtt_probe_request', { targets: ['198.18.11.2', '2001:2::1'], count: 1 }, 2],
+      ['rtt_results', { cluster: 'c', results: [{ target: '2001:2::1', sent: 1, received: 0, rttMs: null }] }, 2],
+      ['load_report', load, 1],
+    ];
+    for (const [type, body, v] of rows) {
+      const [topic, text] = encodeMessage(type, 'x', body, now);
+      assert.equal((JSON.parse(text) as { v: number }).v, v, `${type} ${JSON.stringify(body)}`);
+      const d = decodeMessage([Buffer.from(topic), Buffer.from(text)], limits, all, now);
+      assert.ok(d.ok, `${type} round-trips`);
+    }
   });
 });
 
@@ -205,7 +278,8 @@ describe('fuzz: 100k malformed messages over a real socket', () => {
     const front = await node('front');
     const ep = endpoint();
     const good: number[] = [];
-    await front.bindPull(ep, 'agents', [keys.agent.publicKey], { load_report: (m) => good.push(m.body.connections) });
+    const goodRates: number[] = [];
+    await front.bindPull(ep, 'agents', [keys.agent.publicKey], { load_report: (m) => good.push(m.body.connections), request_rate: (m) => goodRates.push(m.body.clients.length) });
     const kp = readKeyPair(keys.agent.keyFile);
     const raw = new Push({ curveServerKey: keys.front.publicKey, curvePublicKey: kp.publicKey, curveSecretKey: kp.secretKey, linger: 0, sendHighWaterMark: 200_000 });
     raw.connect(ep);
@@ -225,7 +299,16 @@ describe('fuzz: 100k malformed messages over a real socket', () => {
         return [Buffer.from('load_report'), Buffer.concat([b, Buffer.from('}')])];
       }
       if (k === 4) return [Buffer.from('load_report'), Buffer.from(JSON.stringify({ ...valid, sentAt: Date.now(), body: { ...load, connections: -rnd() - 1 } }))];
-      if (k === 5) return [Buffer.from('load_report'), Buffer.from(JSON.stringify({ ...valid, v: 1 + Math.ceil(rnd() * 5) }))];
+      if (k === 5) {
+        // Unknown versions, and version-2 request_rate messages with a malformed client address (no family, short, zone id, brackets, garbage text).
+        if (i % 16 === 5) return [Buffer.from('load_report'), Buffer.from(JSON.stringify({ ...valid, sentAt: Date.now(), v: 2 + Math.ceil(rnd() * 5) }))];
+        const good6 = '2001:2:0:11::1';
+        // Every variant is malformed for sure: a strict prefix of a full 8-group address, a zone, brackets, 7 groups, text with an 'x'.
+        const full = '2001:2:0:11:0:0:0:1';
+        const bad = [full.slice(0, 1 + Math.floor(rnd() * (full.length - 1))), 'fe80::1%eth0', `[${good6}]`, '2001:2:0:0:0:0:1', `${String.fromCharCode(...Array.from({ length: Math.floor(rnd() * 40) }, () => 33 + Math.floor(rnd() * 90)))}x`][i % 5];
+        const body = { server: 's1a', interval: 60, clients: [['198.18.11.2', 1], [good6, 2], [bad, 3]], rejectedLines: 0 };
+        return [Buffer.from('request_rate'), Buffer.from(JSON.stringify({ v: 2, type: 'request_rate', from: 'agent', sentAt: Date.now(), body }))];
+      }
       if (k === 6) return [Buffer.from('x'.repeat(Math.floor(rnd() * 100))), Buffer.from('{}'), Buffer.from('')];
       return [Buffer.from('load_report'), Buffer.from(`{"v":1,"type":"load_report","from":"agent","sentAt":${Date.now()},"body":${'['.repeat(1 + Math.floor(rnd() * 5000))}`)];
     };
@@ -234,9 +317,13 @@ describe('fuzz: 100k malformed messages over a real socket', () => {
     await until(() => rejected() >= N, `all ${N} rejections counted (now ${rejected()})`, 120_000, 100);
     assert.equal(rejected(), N);
     assert.equal(good.length, 0);
+    assert.equal(goodRates.length, 0, 'no request_rate with a malformed address got through');
+    assert.ok(front.counters.rejected.schema > N / 10, 'the bad-address messages are schema rejections');
     await raw.send(encodeMessage('load_report', 'agent', { ...load, connections: 4242 }));
     await until(() => good.length === 1, 'good message after the fuzz run');
     assert.equal(good[0], 4242);
+    await raw.send(encodeMessage('request_rate', 'agent', { server: 's1a', interval: 60, clients: [['2001:2:0:11::1', 2]], rejectedLines: 0 }));
+    await until(() => goodRates.length === 1, 'good IPv6 request_rate after the fuzz run');
     raw.close();
   });
 });

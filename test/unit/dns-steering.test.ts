@@ -12,6 +12,7 @@ import { prefixOfAddress, prefixOfEcs, ipv6Groups } from '../../src/dns/client_p
 import { ClusterTable } from '../../src/dns/cluster_state.ts';
 import { dnsConfigSchema, type DnsConfig } from '../../src/dns/config.ts';
 import { HighRateTable } from '../../src/dns/high_rate.ts';
+import type { Body } from '../../src/control/messages.ts';
 import { weightedOrder } from '../../src/dns/policy/capacity.ts';
 import { prefixDraw } from '../../src/dns/policy/draw.ts';
 import type { Candidate } from '../../src/dns/policy/policy.ts';
@@ -257,6 +258,54 @@ describe('steering pipeline', () => {
     rtt.set(a.key, 1, 90, 3, 3, later);
     s.changed();
     assert.deepEqual(s.decide(sn, a, later).clusters, ['c1']);
+  });
+
+  it('high-rate IPv6 clients: a reported /64 marks the DNS /56 holding it; a shorter reported prefix marks every /56 inside it', () => {
+    const { s, clusters, rtt, hr } = setup(config());
+    const sn = s.names.get('www.example.test')!;
+    clusters.receive(load('c1', 100, 90), 0); // 10 free, nearest
+    clusters.receive(load('c2', 500, 100), 0); // 400 free
+    clusters.receive(load('c3', 200, 100), 0);
+    const near = (c: ReturnType<typeof client>): void => {
+      rtt.set(c.key, 0, 5, 3, 3, 0);
+      rtt.set(c.key, 1, 90, 3, 3, 0);
+      rtt.set(c.key, 2, 90, 3, 3, 0);
+    };
+    // [client, reported entries, high-rate?]
+    const rows: [string, Body<'high_rate_clients'>['clients'], boolean][] = [
+      ['2001:2:0:11::abcd', [['2001:2:0:11::', 50, 64]], true],
+      ['2001:2:0:22::1', [['2001:2:0:11::', 50, 64]], true], // same /56 (2001:2:0::/56)
+      ['2001:2:0:100::1', [['2001:2:0:11::', 50, 64]], false], // next /56
+      ['2001:2:0:100::1', [['2001:2::', 50, 48]], true], // inside the reported /48
+      ['2001:2:1::1', [['2001:2::', 50, 48]], false], // outside it
+      ['2001:2:0:11::1', [['2001:2:0:11::1', 50]], true], // one address (no length)
+      ['198.18.11.2', [['2001:2:0:11::', 50, 64]], false], // other family
+      ['198.18.11.2', [['198.18.0.0', 50, 16]], true], // an IPv4 /16 marks the /24s inside it
+      ['198.19.11.2', [['198.18.0.0', 50, 16]], false],
+      ['::ffff:198.18.11.2', [['198.18.11.7', 50]], true], // IPv4-mapped client, IPv4 report
+    ];
+    for (const [addr, entries, want] of rows) {
+      const t = setup(config());
+      t.clusters.receive(load('c1', 100, 90), 0);
+      t.clusters.receive(load('c2', 500, 100), 0);
+      t.clusters.receive(load('c3', 200, 100), 0);
+      const c = client(addr);
+      t.rtt.set(c.key, 0, 5, 3, 3, 0);
+      t.rtt.set(c.key, 1, 90, 3, 3, 0);
+      t.rtt.set(c.key, 2, 90, 3, 3, 0);
+      t.hr.receive({ cluster: 'c1', threshold: 10, average: 2, clients: entries, final: true }, 1);
+      t.s.changed();
+      const d = t.s.decide(t.s.names.get('www.example.test')!, c, 2);
+      assert.deepEqual([addr, JSON.stringify(entries), d.clusters], [addr, JSON.stringify(entries), [want ? 'c2' : 'c1']]);
+      assert.equal(t.hr.isHighRate(c.key, 2 + 180_001), false, 'expired after highRateExpireSeconds');
+    }
+    // The same through the shared table: the DNS status lists the reported prefix.
+    const a = client('2001:2:0:11::1');
+    near(a);
+    hr.receive({ cluster: 'c1', threshold: 10, average: 2, clients: [['2001:2:0:11::', 50, 64]], final: true }, 1);
+    s.changed();
+    assert.deepEqual(s.decide(sn, a, 2).clusters, ['c2']);
+    assert.deepEqual(hr.list(2, 10).map((e) => e.prefix), ['2001:2:0:0:0:0:0:0/56']);
   });
 
   it('sticky: a client keeps its cluster while it stays usable, then moves', () => {

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Body } from '../../src/control/messages.ts';
+import { messageVersion, type Body } from '../../src/control/messages.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { LeastLoadedClusters } from '../../src/front/least_loaded_clusters.ts';
 import { receiveRequestRate } from '../../src/front/receive_request_rate.ts';
@@ -15,7 +15,6 @@ import { sendRequestRate } from '../../src/front/send_request_rate.ts';
 import { ServiceRuntime } from '../../src/front/service.ts';
 import { ClientRateTable } from '../../src/front/update_request_rate.ts';
 import { parseConfig } from '../../src/config/load.ts';
-import { formatIPv4Address, parseIPv4Address } from '../../src/packet/address.ts';
 
 const opts: EstimateOptions = { targetUtilization: 0.8, smoothing: 0.5, maxStep: 2, minCapacity: 1, maxCapacity: 1e6, minUtilization: 0.02, loadSeconds: 5, downAfter: 3, initialCapacity: 100 };
 
@@ -126,12 +125,14 @@ describe('receive_server_load: capacity estimation', () => {
 
 describe('receive_request_rate / update_request_rate / send_request_rate', () => {
   const rr = (server: string, clients: [string, number][]): Body<'request_rate'> => ({ server, interval: 10, clients, rejectedLines: 0 });
+  const HOSTS = { ipv4: 32, ipv6: 128 };
+  const DEFAULTS = { ipv4: 32, ipv6: 64 };
 
   it('aggregates per client over servers; reports clients above factor x average', () => {
     const t = new ClientRateTable(100, 600, 0);
     // 4 ordinary clients at 10 req/s, one at 100 (10x), split over two servers.
-    receiveRequestRate(t, rr('s1a', [['198.18.11.2', 50], ['198.18.12.2', 50], ['198.18.13.2', 50], ['198.18.14.2', 50], ['198.18.15.2', 500]]), 1000);
-    receiveRequestRate(t, rr('s1b', [['198.18.11.2', 50], ['198.18.12.2', 50], ['198.18.13.2', 50], ['198.18.14.2', 50], ['198.18.15.2', 500]]), 2000);
+    receiveRequestRate(t, rr('s1a', [['198.18.11.2', 50], ['198.18.12.2', 50], ['198.18.13.2', 50], ['198.18.14.2', 50], ['198.18.15.2', 500]]), 1000, HOSTS);
+    receiveRequestRate(t, rr('s1b', [['198.18.11.2', 50], ['198.18.12.2', 50], ['198.18.13.2', 50], ['198.18.14.2', 50], ['198.18.15.2', 500]]), 2000, HOSTS);
     const sent: Body<'high_rate_clients'>[] = [];
     const r = sendRequestRate(t, { cluster: 'c1', factor: 3, queueSize: 100 }, 10_000, (b) => sent.push(b));
     // window 10 s: rates 10,10,10,10,100 -> average 28, threshold 84
@@ -145,7 +146,7 @@ describe('receive_request_rate / update_request_rate / send_request_rate', () =>
     const clients: [string, number][] = [];
     for (let i = 0; i < 20; i++) clients.push([`198.18.20.${i + 1}`, 1]);
     for (let i = 0; i < 5; i++) clients.push([`198.18.21.${i + 1}`, 1000]);
-    receiveRequestRate(t, rr('s1a', clients), 500);
+    receiveRequestRate(t, rr('s1a', clients), 500, HOSTS);
     const sent: Body<'high_rate_clients'>[] = [];
     sendRequestRate(t, { cluster: 'c1', factor: 2, queueSize: 2 }, 1000, (b) => sent.push(b));
     assert.deepEqual(sent.map((m) => [m.clients.length, m.final]), [[2, false], [2, false], [1, true]]);
@@ -161,15 +162,48 @@ describe('receive_request_rate / update_request_rate / send_request_rate', () =>
 
   it('is bounded and expires silent clients', () => {
     const t = new ClientRateTable(2, 60, 0);
-    const a = (s: string) => parseIPv4Address(s)!;
-    t.updateRequestRate(a('198.18.11.2'), 5, 0);
-    t.updateRequestRate(a('198.18.11.3'), 5, 0);
-    t.updateRequestRate(a('198.18.11.4'), 5, 0);
+    t.updateRequestRate('198.18.11.2', 32, 5, 0);
+    t.updateRequestRate('2001:2:0:11::', 64, 5, 0);
+    t.updateRequestRate('198.18.11.4', 32, 5, 0);
     assert.equal(t.dropped, 1);
-    t.updateRequestRate(a('198.18.11.2'), 5, 50_000);
+    t.updateRequestRate('198.18.11.2', 32, 5, 50_000);
     t.closeWindow(61_000);
-    assert.deepEqual([...t.clients.keys()].map(formatIPv4Address), ['198.18.11.2']);
+    assert.deepEqual([...t.clients.keys()], ['198.18.11.2']);
     assert.equal(t.expired, 1);
+  });
+
+  it('aggregates IPv6 clients per /64 by default, IPv4 per address, and reports the prefix length', () => {
+    const t = new ClientRateTable(100, 600, 0);
+    // One /64 with four addresses (privacy addresses of one host) at 30 req/s together, spread over two servers;
+    // three ordinary IPv4 clients and one ordinary /64 at 1 req/s each.
+    receiveRequestRate(t, rr('s1a', [['2001:2:0:11::a', 100], ['2001:2:0:11:1:2:3:4', 50], ['198.18.11.2', 10], ['198.18.11.3', 10], ['2001:2:0:12::1', 10]]), 1000, DEFAULTS);
+    receiveRequestRate(t, rr('s1b', [['2001:2:0:11::a', 100], ['2001:2:0:11:ffff:ffff:ffff:ffff', 50], ['198.18.11.4', 10]]), 2000, DEFAULTS);
+    assert.deepEqual([...t.clients.keys()].sort(), ['198.18.11.2', '198.18.11.3', '198.18.11.4', '2001:2:0:11::', '2001:2:0:12::']);
+    const sent: Body<'high_rate_clients'>[] = [];
+    const r = sendRequestRate(t, { cluster: 'c1', factor: 2, queueSize: 10 }, 10_000, (b) => sent.push(b));
+    // window 10 s: rates 30, 1, 1, 1, 1 -> average 6.8, threshold 13.6
+    assert.ok(Math.abs(r.average - 6.8) < 1e-9);
+    assert.equal(r.reported, 1);
+    // The IPv6 message first (version 2 only), then the final IPv4 one (version 1: a DNS of version 1 still hears the pass end).
+    assert.deepEqual(sent, [
+      { cluster: 'c1', threshold: r.threshold, average: r.average, clients: [['2001:2:0:11::', 30, 64]], final: false },
+      { cluster: 'c1', threshold: r.threshold, average: r.average, clients: [], final: true },
+    ]);
+    assert.deepEqual(sent.map((b) => messageVersion('high_rate_clients', b)), [2, 1]);
+  });
+
+  it('counts IPv4 clients per configured prefix, IPv4-mapped ones as IPv4, IPv6 per /128 when so configured', () => {
+    const t = new ClientRateTable(100, 600, 0);
+    receiveRequestRate(t, rr('s1a', [['198.18.11.2', 1], ['198.18.11.200', 1], ['::ffff:198.18.11.3', 1], ['198.18.12.2', 1], ['2001:2::1', 1], ['2001:2::2', 1]]), 0, { ipv4: 24, ipv6: 128 });
+    assert.deepEqual(
+      [...t.clients].map(([k, r]) => [k, r.length, r.requests]),
+      [['198.18.11.0', 24, 3], ['198.18.12.0', 24, 1], ['2001:2::1', 128, 1], ['2001:2::2', 128, 1]],
+    );
+    const sent: Body<'high_rate_clients'>[] = [];
+    receiveRequestRate(t, rr('s1a', [['198.18.11.9', 100]]), 500, { ipv4: 24, ipv6: 128 });
+    sendRequestRate(t, { cluster: 'c1', factor: 2, queueSize: 10 }, 1000, (b) => sent.push(b));
+    assert.deepEqual(sent.map((b) => b.clients), [[['198.18.11.0', 103, 24]]]);
+    assert.equal(messageVersion('high_rate_clients', sent[0]!), 2, 'a prefix length needs version 2');
   });
 });
 

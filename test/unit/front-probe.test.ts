@@ -6,10 +6,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
-import { MAX_LIST, rttResults, type Body } from '../../src/control/messages.ts';
+import { decodeMessage, encodeMessage } from '../../src/control/codec.ts';
+import { MAX_LIST, MESSAGE_TYPES, rttResults, type Body, type MessageType } from '../../src/control/messages.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import type { Pinger } from '../../src/front/icmp_echo.ts';
-import { RttProber, type ProbeOptions, type ProbeResult } from '../../src/front/receive_probe_for_rtt.ts';
+import { resultMessages, RttProber, type ProbeOptions, type ProbeResult } from '../../src/front/receive_probe_for_rtt.ts';
 
 /** What the fake network does with the n-th echo (0-based) to a target. */
 type Reply = number | 'lost' | 'error' | 'sync';
@@ -309,6 +310,42 @@ describe('receive_probe_for_rtt: reports', () => {
     assert.equal(sim.pings.length, 2);
     assert.deepEqual(sim.prober.drainResults(), []);
     assert.deepEqual(sim.request([T(2)]), { queued: 0, deduped: 0, cached: 0, dropped: 0 });
+  });
+});
+
+describe('receive_probe_for_rtt: IPv6 targets through the control messages', () => {
+  it('a version-2 probe request with IPv6 targets is probed and reported, IPv4 results apart at version 1', () => {
+    const now = 1_800_000_000_000;
+    const all = new Set<MessageType>(MESSAGE_TYPES);
+    const limits = { maxBytes: 1 << 20, maxAgeMs: 30_000, maxFutureMs: 5000 };
+    // The DNS side's request, as it arrives: non-canonical IPv6 text becomes canonical, so a repeat is deduped.
+    const req = encodeMessage('rtt_probe_request', 'dns1', { targets: ['2001:2:0:11:0:0:0:1', '198.18.11.2', '2001:2::12'], count: 2 }, now);
+    assert.equal((JSON.parse(req[1]) as { v: number }).v, 2);
+    const d = decodeMessage([Buffer.from(req[0]), Buffer.from(req[1])], limits, all, now);
+    assert.ok(d.ok && d.message.type === 'rtt_probe_request');
+    const body = d.message.body as Body<'rtt_probe_request'>;
+    assert.deepEqual(body.targets, ['2001:2:0:11::1', '198.18.11.2', '2001:2::12']);
+    const rtts: Record<string, number | 'lost'> = { '2001:2:0:11::1': 12, '198.18.11.2': 30, '2001:2::12': 'lost' };
+    const sim = new Sim({}, (t) => rtts[t] ?? 'lost');
+    sim.prober.receive(body, sim.now);
+    assert.deepEqual(sim.prober.receive({ targets: ['2001:2:0:11::1'], count: 2 }, sim.now), { queued: 0, deduped: 1, cached: 0, dropped: 0 });
+    sim.run();
+    assert.deepEqual(new Set(sim.pings.map((p) => p.target)), new Set(['2001:2:0:11::1', '198.18.11.2', '2001:2::12']));
+    const bodies = sim.prober.drainResults().flatMap(resultMessages);
+    // The messages the front node publishes, decoded by a DNS server.
+    const got = bodies.map((b) => {
+      const [topic, text] = encodeMessage('rtt_results', 'c1', b, now);
+      const r = decodeMessage([Buffer.from(topic), Buffer.from(text)], limits, all, now);
+      assert.ok(r.ok);
+      return { v: r.message.v, results: (r.message.body as Body<'rtt_results'>).results.map((x) => [x.target, x.received, x.rttMs]) };
+    });
+    assert.deepEqual(
+      got.map((g) => ({ ...g, results: g.results.sort() })),
+      [
+        { v: 1, results: [['198.18.11.2', 2, 30]] },
+        { v: 2, results: [['2001:2:0:11::1', 2, 12], ['2001:2::12', 0, null]] },
+      ],
+    );
   });
 });
 

@@ -485,7 +485,7 @@ describe('agent metrics', () => {
       a.reportsSent = 4;
       a.requestReportsSent = 2;
       a.sampleErrors = 1;
-      Object.assign(a.follower.counters, { lines: 10, requests: 8, garbage: 1, partial: 1, rotations: 1 });
+      Object.assign(a.follower.counters, { lines: 10, requests: 8, requestsIpv6: 3, garbage: 1, badAddress: 2, zoneId: 1, partial: 1, rotations: 1 });
       p = await scrape(r);
       expectRows(p, [
         ['sluice_agent_info', { server: 's1a', source: 'cpu' }, 1],
@@ -494,7 +494,10 @@ describe('agent metrics', () => {
         ['sluice_agent_load_sample_errors_total', {}, 1],
         ['sluice_agent_access_log_lines_total', {}, 10],
         ['sluice_agent_access_log_requests_total', {}, 8],
+        ['sluice_agent_access_log_requests_ipv6_total', {}, 3],
         ['sluice_agent_access_log_rejected_lines_total', { reason: 'garbage' }, 1],
+        ['sluice_agent_access_log_rejected_lines_total', { reason: 'bad_address' }, 2],
+        ['sluice_agent_access_log_rejected_lines_total', { reason: 'zone_id' }, 1],
         ['sluice_agent_access_log_events_total', { event: 'rotation' }, 1],
         ['sluice_agent_health', { server: 's1a', state: 'up' }, 1],
         ['sluice_agent_health', { server: 's1a', state: 'drain' }, 0],

@@ -1,0 +1,148 @@
+/**
+ * Client addresses of both families as text: strict parsing, the canonical
+ * text form, and prefixes. For the control plane, the agent and the DNS
+ * tables (minute-scale work on strings); the packet path keeps its own
+ * allocation-free forms in src/packet/.
+ *
+ * Canonical text (the one form every table keys by and every message
+ * carries, so one client is one key whatever its log wrote):
+ *   - IPv4: dotted quad without leading zeros (parseIPv4Address's form);
+ *   - IPv6: RFC 5952 (lower case, no leading zeros in a group, the longest
+ *     run of two or more zero groups compressed to `::`, the first on a tie);
+ *   - an IPv4-mapped IPv6 address (::ffff:a.b.c.d, what a dual-stack socket
+ *     or an nginx on `listen [::]` logs for an IPv4 client) is that IPv4
+ *     client, in IPv4 form.
+ *
+ * Refused: zone ids (`fe80::1%eth0`: a link-local address names no client
+ * beyond the link, and the zone is the host's own interface name), brackets
+ * (callers that accept `[addr]` strip them first), more than one `::`, a
+ * group of more than 4 hex digits, an embedded IPv4 tail anywhere but the
+ * last 32 bits, and text longer than any address (45 characters).
+ */
+import { formatIPv4Address, parseIPv4Address } from '../packet/address.ts';
+
+/** Longest valid IPv6 text: 6 groups of 4, 6 colons, a dotted quad of 15. */
+export const MAX_ADDRESS_TEXT = 45;
+
+const HEX_GROUP = /^[0-9A-Fa-f]{1,4}$/;
+
+/** The 8 groups of IPv6 text, or undefined when it is not strictly one (see the module comment). */
+export function parseIPv6Groups(text: string): number[] | undefined {
+  if (text.length < 2 || text.length > MAX_ADDRESS_TEXT) return undefined;
+  const dbl = text.indexOf('::');
+  if (dbl >= 0 && text.indexOf('::', dbl + 1) >= 0) return undefined;
+  const groups: number[] = [];
+  const parseSide = (side: string, isLast: boolean): boolean => {
+    if (side === '') return true;
+    const parts = side.split(':');
+    for (let i = 0; i < parts.length; i++) {
+      const p = parts[i] ?? '';
+      if (isLast && i === parts.length - 1 && p.includes('.')) {
+        const v4 = parseIPv4Address(p);
+        if (v4 === undefined) return false;
+        groups.push(v4 >>> 16, v4 & 0xffff);
+      } else if (HEX_GROUP.test(p)) {
+        groups.push(parseInt(p, 16));
+      } else {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (dbl < 0) {
+    if (!parseSide(text, true) || groups.length !== 8) return undefined;
+    return groups;
+  }
+  if (!parseSide(text.slice(0, dbl), false)) return undefined;
+  const head = groups.length;
+  if (!parseSide(text.slice(dbl + 2), true)) return undefined;
+  const tail = groups.splice(head);
+  // `::` stands for at least one zero group.
+  if (head + tail.length > 7) return undefined;
+  while (groups.length + tail.length < 8) groups.push(0);
+  groups.push(...tail);
+  return groups;
+}
+
+/** RFC 5952 text of 8 groups (no IPv4-mapped special case: canonicalAddress handles that). */
+export function formatIPv6Groups(groups: readonly number[]): string {
+  let bestAt = -1;
+  let bestLen = 1; // a single zero group is not compressed
+  for (let i = 0; i < 8; ) {
+    if ((groups[i] ?? 0) !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && (groups[j] ?? 0) === 0) j++;
+    if (j - i > bestLen) {
+      bestAt = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = (from: number, to: number): string =>
+    groups
+      .slice(from, to)
+      .map((g) => g.toString(16))
+      .join(':');
+  if (bestAt < 0) return hex(0, 8);
+  return `${hex(0, bestAt)}::${hex(bestAt + bestLen, 8)}`;
+}
+
+function isMapped(g: readonly number[]): boolean {
+  return g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff;
+}
+
+export type ClientAddress = { readonly family: 4; readonly text: string; readonly v4: number } | { readonly family: 6; readonly text: string; readonly groups: readonly number[] };
+
+/** A client address of either family in canonical form; undefined when the text is not strictly one. */
+export function parseClientAddress(text: string): ClientAddress | undefined {
+  const v4 = parseIPv4Address(text);
+  if (v4 !== undefined) return { family: 4, text, v4 };
+  if (!text.includes(':')) return undefined;
+  const g = parseIPv6Groups(text);
+  if (g === undefined) return undefined;
+  if (isMapped(g)) {
+    const n = (((g[6] ?? 0) << 16) | (g[7] ?? 0)) >>> 0;
+    return { family: 4, text: formatIPv4Address(n), v4: n };
+  }
+  return { family: 6, text: formatIPv6Groups(g), groups: g };
+}
+
+/** The canonical text of a client address, or undefined. */
+export function canonicalAddress(text: string): string | undefined {
+  return parseClientAddress(text)?.text;
+}
+
+/** Prefix lengths per family: the unit a client is counted or keyed by. */
+export interface FamilyPrefixLengths {
+  readonly ipv4: number;
+  readonly ipv6: number;
+}
+
+/** A client's prefix: canonical text of its network address, with family and length. */
+export interface AddressPrefix {
+  readonly family: 4 | 6;
+  /** Canonical text of the prefix's first address. */
+  readonly network: string;
+  readonly length: number;
+}
+
+/** The prefix of `a` at its family's length. */
+export function prefixOf(a: ClientAddress, lengths: FamilyPrefixLengths): AddressPrefix {
+  if (a.family === 4) {
+    const len = lengths.ipv4;
+    const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
+    return { family: 4, network: len === 32 ? a.text : formatIPv4Address((a.v4 & mask) >>> 0), length: len };
+  }
+  const len = lengths.ipv6;
+  if (len === 128) return { family: 6, network: a.text, length: 128 };
+  const out: number[] = [];
+  for (let i = 0; i < 8; i++) {
+    const bits = Math.max(0, Math.min(16, len - i * 16));
+    const mask = bits === 0 ? 0 : (0xffff << (16 - bits)) & 0xffff;
+    out.push((a.groups[i] ?? 0) & mask);
+  }
+  return { family: 6, network: formatIPv6Groups(out), length: len };
+}
