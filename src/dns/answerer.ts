@@ -11,8 +11,10 @@
  *   EDNS version > 0 -> BADVERS (RFC 6891 §6.1.3)
  *   class other than IN/ANY -> REFUSED; AXFR/IXFR -> REFUSED (no transfers)
  *   name outside our zones -> REFUSED (authoritative only, RA clear)
- *   steered name, type A/ANY -> steering decision (ECS scope = client prefix
- *     length when the answer depends on it)
+ *   steered name, type A/AAAA/ANY -> steering decision, one per client
+ *     prefix for both families (ECS scope = client prefix length when the
+ *     answer depends on it); a family no usable cluster has VIPs of falls
+ *     through to the zone data (NODATA with the SOA as a rule)
  *   anything else -> zone data (AA, NXDOMAIN/NODATA + SOA, referral, CNAME)
  *   UDP: response rate limiting per client prefix (rrl.ts); size limit
  *     min(requestor's EDNS size, ours) or 512 without EDNS, TC beyond it.
@@ -20,7 +22,7 @@
 import { prefixOfAddress, prefixOfEcs, type ClientPrefix, type PrefixLengths } from './client_prefix.ts';
 import type { ResponseRateLimiter } from './rrl.ts';
 import { RrlVerdict } from './rrl.ts';
-import type { Steering } from './steer.ts';
+import type { FamilyAnswer, Steering } from './steer.ts';
 import { encodeBody, type Body } from './wire/body.ts';
 import { Parse, ParsedQuery, parseQuery, QCLASS, QTYPE, RCODE, type RejectReason } from './wire/query.ts';
 import { MAX_MESSAGE, ResponseWriter } from './wire/response.ts';
@@ -168,23 +170,42 @@ export class Answerer {
     let body: Body | undefined;
     let scope = 0;
     let chosen: readonly number[] | undefined;
+    let fallback = false;
     const sn = this.steering.names.get(q.name);
-    if (sn !== undefined && (q.qtype === QTYPE.A || q.qtype === QTYPE.ANY)) {
-      const prefix: ClientPrefix | undefined = q.ecs && q.ecsSource > 0 ? prefixOfEcs(q.ecsFamily, q.ecsSource, q.ecsAddress, this.#lengths) : this.#sourcePrefix(source);
+    if (sn !== undefined && (q.qtype === QTYPE.A || q.qtype === QTYPE.AAAA || q.qtype === QTYPE.ANY)) {
+      // An ECS option with a source prefix names the client (RFC 7871 §7.1.1),
+      // family 1 or 2 alike; source 0 (or none) leaves the query's source.
+      const fromEcs = q.ecs && q.ecsSource > 0;
+      const prefix: ClientPrefix | undefined = fromEcs ? prefixOfEcs(q.ecsFamily, q.ecsSource, q.ecsAddress, this.#lengths) : this.#sourcePrefix(source);
       if (prefix === undefined) {
         c.servfail++;
         return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
       }
+      // One decision per (name, prefix) for every type: A and AAAA from one client prefix name the same clusters.
       const d = this.steering.decide(sn, prefix, now);
       if (d.servfail) {
         c.servfail++;
         return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
       }
-      chosen = d.clusterIndexes;
-      if (d.scoped && q.ecs) scope = prefix.length;
-      const ttl = sn.config.ttl;
-      body = this.#cached(`s${q.qtype}|${q.name}|${ttl}|${d.answerKey}`, () => encodeBody(q.name, q.oddName, q.qtype, { answer: d.vips.map((address) => aRecord(q.name, ttl, address)), authority: [], additional: [] }, RCODE.NOERROR, true));
-    } else {
+      const a = q.qtype === QTYPE.AAAA ? NO_ADDRESSES : d.a;
+      const aaaa = q.qtype === QTYPE.A ? NO_ADDRESSES : d.aaaa;
+      // A family no usable cluster has VIPs of is answered from the zone below (NODATA with the SOA as a rule).
+      if (a.vips.length + aaaa.vips.length > 0) {
+        chosen = q.qtype === QTYPE.A ? a.clusterIndexes : q.qtype === QTYPE.AAAA ? aaaa.clusterIndexes : d.clusterIndexes;
+        fallback = d.fallback;
+        // The scope is the part of the ECS address the answer depends on: none when the source address decided.
+        if (d.scoped && fromEcs) scope = prefix.length;
+        const ttl = sn.config.ttl;
+        body = this.#cached(`s${q.qtype}|${q.name}|${ttl}|${a.answerKey}|${aaaa.answerKey}`, () =>
+          encodeBody(q.name, q.oddName, q.qtype, { answer: [...a.vips.map((address) => addressRecord(q.name, ttl, QTYPE.A, address)), ...aaaa.vips.map((address) => addressRecord(q.name, ttl, QTYPE.AAAA, address))], authority: [], additional: [] }, RCODE.NOERROR, true),
+        );
+        if (body === undefined) {
+          c.servfail++;
+          return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
+        }
+      }
+    }
+    if (body === undefined) {
       body = this.#cached(`z${q.qtype}|${q.name}`, () => {
         const a = zone.lookup(q.name, q.qtype);
         // A steered name without static data of this type is NODATA, not NXDOMAIN: the name exists.
@@ -198,7 +219,7 @@ export class Answerer {
     }
     if (chosen !== undefined) {
       c.steered++;
-      if (chosen.length === 0) c.steeredFallback++;
+      if (fallback) c.steeredFallback++;
       const by = this.steeredByCluster;
       for (let i = 0; i < chosen.length; i++) {
         const k = chosen[i] ?? -1;
@@ -259,6 +280,9 @@ export class Answerer {
   }
 }
 
-function aRecord(name: string, ttl: number, address: string): RR {
-  return { name, type: QTYPE.A, class: 1, ttl, address };
+function addressRecord(name: string, ttl: number, type: typeof QTYPE.A | typeof QTYPE.AAAA, address: string): RR {
+  return { name, type, class: 1, ttl, address };
 }
+
+/** The family a query type does not ask for. */
+const NO_ADDRESSES: FamilyAnswer = Object.freeze({ vips: [], clusterIndexes: [], answerKey: '' });

@@ -20,6 +20,7 @@
  *
  * Times are performance.now() milliseconds, injected for tests.
  */
+import { isIPv4 } from 'node:net';
 import { ClusterReports, type NodeReport } from '../control/cluster-reports.ts';
 import type { Body } from '../control/messages.ts';
 
@@ -31,8 +32,11 @@ export interface ClusterConfig {
 export interface ClusterRecord {
   readonly index: number;
   readonly name: string;
-  /** The configured VIPs: answers use these (reports may list more; the config is the authority). */
+  /** The configured VIPs, both families: answers use these (reports may list more; the config is the authority). */
   readonly vips: readonly string[];
+  /** The IPv4 VIPs (A answers) and the IPv6 VIPs (AAAA answers), split once here. */
+  readonly vips4: readonly string[];
+  readonly vips6: readonly string[];
   capacity: number;
   load: number;
   available: number;
@@ -56,7 +60,7 @@ export class ClusterTable {
   unknownReports = 0;
 
   constructor(configs: readonly ClusterConfig[], reportSeconds: number, downAfterIntervals: number) {
-    this.clusters = configs.map((c, index) => ({ index, name: c.name, vips: c.vips, capacity: 0, load: 0, available: 0, serversUp: 0, serversTotal: 0, reports: 0, lastReport: -Infinity, source: undefined, nextStaleAt: -Infinity }));
+    this.clusters = configs.map((c, index) => ({ index, name: c.name, vips: c.vips, vips4: c.vips.filter((a) => isIPv4(a)), vips6: c.vips.filter((a) => !isIPv4(a)), capacity: 0, load: 0, available: 0, serversUp: 0, serversTotal: 0, reports: 0, lastReport: -Infinity, source: undefined, nextStaleAt: -Infinity }));
     this.#byName = new Map(this.clusters.map((c) => [c.name, c]));
     this.reports = new ClusterReports(reportSeconds * downAfterIntervals * 1000);
   }

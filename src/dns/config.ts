@@ -5,7 +5,7 @@
  *   name: dns1
  *   listen: ["198.18.2.2:53", "[fd00::2]:53"]    # UDP and TCP on each
  *   zones: [{ file: /etc/sluice/example.test.zone }]
- *   clusters: [{ name: c1, vips: [198.19.1.1] }, ...]
+ *   clusters: [{ name: c1, vips: [198.19.1.1, "2001:db8:1::1"] }, ...]
  *   steering: { names: [{ name: www.example.test, policy: rtt, ttl: 5 }] }
  *   control: { keyFile, publish: {listen, allow}, subscribe: [front PUBs] }
  *
@@ -13,13 +13,50 @@
  * (npm run docs:config regenerates it).
  *   http: { listen: 127.0.0.1:9101 }             # GET /metrics, /status
  */
+import { isIPv4, isIPv6 } from 'node:net';
 import { z } from 'zod';
 import { controlBaseSchema, keyRef, peerSchema, requireKeys, zmqEndpoint } from '../control/config.ts';
 import { httpSchema } from '../http/config.ts';
 import { POLICY_NAMES } from './policy/index.ts';
 
 const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
-const ipv4 = z.ipv4({ error: 'expected an IPv4 address like 198.19.1.1' });
+/**
+ * An address answered for a steered name, either family: A answers hold
+ * the IPv4 ones, AAAA answers the IPv6 ones. IPv6 text is normalised to
+ * RFC 5952 (what the answers are encoded from, and what `sluice status`
+ * shows); an IPv4-mapped IPv6 address is refused (it would be answered as
+ * AAAA for what is an IPv4 VIP), and so is a zone index.
+ */
+const vipAddress = z
+  .string({ error: 'expected an IPv4 or IPv6 address like 198.19.1.1 or 2001:db8:1::1' })
+  .superRefine((s, ctx) => {
+    if (isIPv4(s)) return;
+    if (s.includes('%') || !isIPv6(s)) ctx.addIssue({ code: 'custom', message: `"${s}" is not an IPv4 or IPv6 address: write e.g. 198.19.1.1 or 2001:db8:1::1 (IPv6 without brackets or zone index)` });
+    else if (/^::ffff:[0-9a-f]{1,4}:[0-9a-f]{1,4}$/.test(canonicalIPv6(s))) {
+      const [hi = 0, lo = 0] = canonicalIPv6(s).slice(7).split(':').map((g) => parseInt(g, 16));
+      ctx.addIssue({ code: 'custom', message: `"${s}" is an IPv4-mapped IPv6 address: write the IPv4 address itself (${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff})` });
+    }
+  })
+  .transform((s) => (isIPv4(s) ? s : canonicalIPv6(s)));
+
+/** RFC 5952 text without a dotted quad (the WHATWG URL serializer's), the form the zone parser also holds. */
+function canonicalIPv6(s: string): string {
+  return new URL(`http://[${s}]`).hostname.slice(1, -1);
+}
+
+/** A list of VIPs, each address once (after normalisation: 2001:db8::1 and 2001:DB8:0::1 are the same VIP). */
+function vipList(what: string) {
+  return z
+    .array(vipAddress)
+    .max(32)
+    .superRefine((list, ctx) => {
+      const seen = new Set<string>();
+      list.forEach((a, i) => {
+        if (seen.has(a)) ctx.addIssue({ code: 'custom', path: [i], message: `${a} is listed twice in ${what}: list each address once` });
+        seen.add(a);
+      });
+    });
+}
 const domain = z
   .string({ error: 'expected a domain name' })
   .transform((s) => s.toLowerCase().replace(/\.$/, ''))
@@ -35,7 +72,7 @@ const listenAddress = z
   }, 'the port is 1..65535');
 
 const steeredName = z.strictObject({
-  name: domain.describe('The steered name (type A), e.g. www.example.test: inside one of the zones served; unique. Matched after lowercasing and removing a final dot.'),
+  name: domain.describe('The steered name (types A and AAAA), e.g. www.example.test: inside one of the zones served; unique. Matched after lowercasing and removing a final dot.'),
   policy: z
     .enum(POLICY_NAMES, { error: `policy is one of ${POLICY_NAMES.join(', ')}` })
     .default('rtt')
@@ -49,7 +86,9 @@ const steeredName = z.strictObject({
         .enum(['all', 'sorry', 'servfail'], { error: 'fallback.mode is all, sorry or servfail' })
         .default('all')
         .describe('`all` answers every configured VIP (better a loaded site than none), `sorry` the `addresses` given (a maintenance page), `servfail` fails the query.'),
-      addresses: z.array(ipv4).max(16).default([]).describe('The sorry server\'s addresses; at least one when `mode` is `sorry`.'),
+      addresses: vipList('fallback.addresses')
+        .default([])
+        .describe('The sorry server\'s addresses, IPv4 and IPv6 in one list (A answers get the IPv4 ones, AAAA the IPv6 ones); at least one when `mode` is `sorry`.'),
     })
     .prefault({})
     .superRefine((f, ctx) => {
@@ -91,7 +130,11 @@ export const dnsConfigSchema = z
       .array(
         z.strictObject({
           name: name.describe('The cluster\'s name: its front node\'s `cluster` (its `cluster_load` reports carry it); unique.'),
-          vips: z.array(ipv4).min(1, 'a cluster needs at least one VIP').max(16).describe('The VIPs answered for this cluster.'),
+          vips: vipList('a cluster\'s vips')
+            .min(1, 'a cluster needs at least one VIP: vips: [198.19.1.1] (IPv4 and IPv6 in one list)')
+            .describe(
+              'The VIPs answered for this cluster, IPv4 and IPv6 in one list (e.g. `[198.19.1.1, "2001:db8:1::1"]`; quote IPv6 addresses in YAML flow lists for clarity): A answers hold its IPv4 VIPs, AAAA answers its IPv6 VIPs, both from one decision per client prefix. A cluster without VIPs of a family is passed over for that family: AAAA goes to the most preferred usable cluster that has IPv6 VIPs (docs/operations.md, "IPv6 answers").',
+            ),
         }),
       )
       .max(64)

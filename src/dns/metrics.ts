@@ -90,7 +90,7 @@ export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): v
   counterOf(registry, 'sluice_dns_answer_encode_errors_total', 'Answers that could not be encoded (answered SERVFAIL).', () => a().encodeErrors);
 
   // Steering.
-  counterOf(registry, 'sluice_dns_steered_responses_total', 'Answers to steered names (A/ANY) sent.', () => a().steered);
+  counterOf(registry, 'sluice_dns_steered_responses_total', 'Answers to steered names (A/AAAA/ANY) holding steered addresses sent (a family no usable cluster has is answered from the zone and not counted here).', () => a().steered);
   counterFrom(registry, 'sluice_dns_steered_answers_total', 'Steered answers sent, by chosen cluster (each cluster in an answer counts once).', ['cluster'], () =>
     d.clusters.clusters.map((c) => [{ cluster: c.name }, d.answerer.steeredByCluster[c.index] ?? 0] as const),
   );

@@ -10,6 +10,21 @@
  *   and, whenever the client's prefix lacks a current RTT to some usable
  *   cluster, a probe of it is requested (probe_scheduler.ts).
  *
+ * One decision serves both address families. The pipeline ranks clusters,
+ * whatever VIPs they have; an A answer holds the IPv4 VIPs of the first
+ * `answers` clusters in that order that have IPv4 VIPs, an AAAA answer the
+ * IPv6 VIPs of the first that have IPv6 VIPs. With dual-stack clusters the
+ * two answers name the same clusters, so a dual-stack client reaches one
+ * cluster whichever family it connects with. A cluster without IPv6 VIPs is
+ * passed over for AAAA rather than answered with NODATA: an IPv6-only
+ * client then reaches the nearest cluster that can serve it instead of no
+ * cluster at all (what a GSLB operator expects). A family gets no
+ * addresses only when no usable cluster has VIPs of it (or, in fallback,
+ * no configured VIP or sorry address is of it); the answerer then answers
+ * that type from the zone (NODATA with the SOA, unless the zone holds
+ * static records of the type there). Either way the outcome for a family
+ * does not depend on the client's prefix beyond what the ranking does.
+ *
  * Decisions are memoised per (name, prefix) until the steering state
  * changes (any cluster report, RTT result or high-rate report bumps the
  * epoch), memoMs pass, or a cluster that was usable would go stale
@@ -18,6 +33,7 @@
  * The memo is also the "recent clients" view of `sluice status`; it is
  * bounded (least recently decided evicted).
  */
+import { isIPv4 } from 'node:net';
 import type { Logger } from '../log/logger.ts';
 import type { ClientPrefix } from './client_prefix.ts';
 import { ClusterTable, type ClusterRecord } from './cluster_state.ts';
@@ -37,20 +53,34 @@ export interface SteeredName {
   readonly policy: Policy;
 }
 
+/** One family's answer of a decision. */
+export interface FamilyAnswer {
+  /** The addresses (empty: no usable cluster, or no fallback address, has this family). */
+  readonly vips: readonly string[];
+  /** The clusters they belong to, by index in the cluster table (answers counted per cluster without a lookup). */
+  readonly clusterIndexes: readonly number[];
+  /** Identifies the answer's content (for the encoded-answer cache). */
+  readonly answerKey: string;
+}
+
 export interface Decision {
   readonly name: string;
   readonly prefix: string;
-  /** Addresses to answer with (empty with servfail). */
+  /** The A answer: IPv4 VIPs. */
+  readonly a: FamilyAnswer;
+  /** The AAAA answer: IPv6 VIPs, from the same ranking. */
+  readonly aaaa: FamilyAnswer;
+  /** Both answers' addresses, A's first (status, logs; empty with servfail). */
   readonly vips: readonly string[];
+  /** The clusters either answer holds, in order of preference. */
   readonly clusters: readonly string[];
-  /** The same clusters by index in the cluster table (answers counted per cluster without a lookup). */
   readonly clusterIndexes: readonly number[];
   readonly reason: string;
   readonly servfail: boolean;
+  /** No usable cluster: the name's fallback answered. */
+  readonly fallback: boolean;
   /** The answer depends on the client's prefix (ECS scope = prefix length), else scope 0. */
   readonly scoped: boolean;
-  /** Identifies the answer's content (for the encoded-answer cache). */
-  readonly answerKey: string;
   readonly at: number;
   readonly epoch: number;
   /** The memo holds it until then: memoMs, but never past the moment a cluster it relied on goes stale. */
@@ -73,7 +103,9 @@ export class Steering {
   readonly #memoMax: number;
   readonly #memoMs: number;
   readonly #rttScratch: Float64Array;
-  readonly #allVips: readonly string[];
+  /** Fallback `all`: every configured VIP, per family. */
+  readonly #allVips4: readonly string[];
+  readonly #allVips6: readonly string[];
   /** Bumped on every change of steering state; memoised decisions of older epochs are recomputed. */
   epoch = 0;
   decisions = 0;
@@ -85,7 +117,9 @@ export class Steering {
     this.#memoMax = Math.max(1024, cfg.steering.recentClients);
     this.#memoMs = memoMs;
     this.#rttScratch = new Float64Array(parts.clusters.clusters.length);
-    this.#allVips = [...new Set(cfg.clusters.flatMap((c) => c.vips))];
+    const all = [...new Set(cfg.clusters.flatMap((c) => c.vips))];
+    this.#allVips4 = all.filter((a) => isIPv4(a));
+    this.#allVips6 = all.filter((a) => !isIPv4(a));
   }
 
   changed(): void {
@@ -143,8 +177,9 @@ export class Steering {
     }
     if (candidates.length === 0) {
       const f = cfg.fallback;
-      const vips = f.mode === 'all' ? this.#allVips : f.mode === 'sorry' ? f.addresses : [];
-      return this.#decision(cfg, prefix, vips, [], `fallback:${f.mode}:no-usable-cluster`, f.mode === 'servfail', false, now, validUntil);
+      const v4 = f.mode === 'all' ? this.#allVips4 : f.mode === 'sorry' ? f.addresses.filter((a) => isIPv4(a)) : [];
+      const v6 = f.mode === 'all' ? this.#allVips6 : f.mode === 'sorry' ? f.addresses.filter((a) => !isIPv4(a)) : [];
+      return this.#decision(cfg, prefix, family(v4, []), family(v6, []), [], `fallback:${f.mode}:no-usable-cluster`, f.mode === 'servfail', true, false, now, validUntil);
     }
     let order: readonly Candidate[];
     let reason: string;
@@ -163,14 +198,53 @@ export class Steering {
       reason = r.reason;
       scoped = sn.policy.name !== 'capacity' && measured > 0;
     }
-    const chosen = order.slice(0, cfg.answers);
-    if (cfg.sticky && chosen[0] !== undefined) p.sticky.set(prefix.key, chosen[0].index, now);
-    const records = chosen.map((c) => p.clusters.clusters[c.index]).filter((c): c is ClusterRecord => c !== undefined);
-    const vips = records.flatMap((c) => c.vips);
-    return this.#decision(cfg, prefix, vips, records, reason, false, scoped, now, validUntil);
+    if (cfg.sticky && order[0] !== undefined) p.sticky.set(prefix.key, order[0].index, now);
+    const records = order.map((c) => p.clusters.clusters[c.index]).filter((c): c is ClusterRecord => c !== undefined);
+    const a = pick(records, cfg.answers, 'vips4');
+    const aaaa = pick(records, cfg.answers, 'vips6');
+    // Say so when a family's first cluster is not the ranking's first (it has no VIPs of that family).
+    const top = records[0];
+    if (top !== undefined && a.first !== undefined && a.first !== top) reason += `;a:${a.first.name}`;
+    if (top !== undefined && aaaa.first !== undefined && aaaa.first !== top) reason += `;aaaa:${aaaa.first.name}`;
+    const held = records.filter((c) => a.held.has(c) || aaaa.held.has(c));
+    return this.#decision(cfg, prefix, a.answer, aaaa.answer, held, reason, false, false, scoped, now, validUntil);
   }
 
-  #decision(cfg: SteeredConfig, prefix: ClientPrefix, vips: readonly string[], chosen: readonly ClusterRecord[], reason: string, servfail: boolean, scoped: boolean, now: number, validUntil: number): Decision {
-    return { name: cfg.name, prefix: prefix.key.slice(2), vips, clusters: chosen.map((c) => c.name), clusterIndexes: chosen.map((c) => c.index), reason, servfail, scoped, answerKey: vips.join(','), at: now, epoch: this.epoch, validUntil };
+  #decision(cfg: SteeredConfig, prefix: ClientPrefix, a: FamilyAnswer, aaaa: FamilyAnswer, held: readonly ClusterRecord[], reason: string, servfail: boolean, fallback: boolean, scoped: boolean, now: number, validUntil: number): Decision {
+    return {
+      name: cfg.name,
+      prefix: prefix.key.slice(2),
+      a,
+      aaaa,
+      vips: [...a.vips, ...aaaa.vips],
+      clusters: held.map((c) => c.name),
+      clusterIndexes: held.map((c) => c.index),
+      reason,
+      servfail,
+      fallback,
+      scoped,
+      at: now,
+      epoch: this.epoch,
+      validUntil,
+    };
   }
+}
+
+function family(vips: readonly string[], clusterIndexes: readonly number[]): FamilyAnswer {
+  return { vips, clusterIndexes, answerKey: vips.join(',') };
+}
+
+/** The first `answers` clusters of the ranking that have VIPs of the family, and their VIPs. */
+function pick(ranked: readonly ClusterRecord[], answers: number, key: 'vips4' | 'vips6'): { answer: FamilyAnswer; held: Set<ClusterRecord>; first: ClusterRecord | undefined } {
+  const held = new Set<ClusterRecord>();
+  const vips: string[] = [];
+  const indexes: number[] = [];
+  for (const c of ranked) {
+    if (held.size >= answers) break;
+    if (c[key].length === 0) continue;
+    held.add(c);
+    indexes.push(c.index);
+    vips.push(...c[key]);
+  }
+  return { answer: family(vips, indexes), held, first: held.values().next().value };
 }
