@@ -8,19 +8,19 @@
  * per network rather than per host.
  *
  * Keys are strings ("4:198.18.11.0/24", "6:fd00:0:0:1::/56") so IPv4 and
- * IPv6 share one Map without collisions. IPv4 prefixes also keep the
- * representative address (the first address seen), which is what front
- * nodes probe.
+ * IPv6 share one Map without collisions. A prefix also carries the address
+ * the front nodes probe for it: the source address, or for an ECS prefix
+ * its network address + 1.
  */
-import { isIPv4, isIPv6 } from 'node:net';
 import { formatIPv4Address, parseIPv4Address, prefixMask } from '../packet/address.ts';
+import { formatIPv6Groups, parseIPv6Groups } from '../packet/address6.ts';
 
 export interface ClientPrefix {
   readonly key: string;
   readonly family: 4 | 6;
   /** The prefix length the key was cut at (the ECS scope of a steered answer). */
   readonly length: number;
-  /** An IPv4 address inside the prefix to probe; undefined for IPv6 (probe messages are IPv4). */
+  /** An address inside the prefix for the front nodes to probe (ICMP or ICMPv6 echo), in canonical text. */
   readonly probeTarget: string | undefined;
 }
 
@@ -28,39 +28,30 @@ function maskV4(n: number, len: number): number {
   return (n & prefixMask(len)) >>> 0;
 }
 
-/** Expands an IPv6 text address into 8 groups; undefined when invalid. */
+/**
+ * Expands an IPv6 text address into 8 groups; undefined when invalid. A
+ * zone index (a link-local source, "fe80::1%eth0") is dropped: the prefix
+ * is the address's.
+ */
 export function ipv6Groups(s: string): number[] | undefined {
-  if (!isIPv6(s)) return undefined;
-  let text = s;
-  const groups: number[] = [];
-  // An embedded IPv4 tail (::ffff:1.2.3.4) becomes two groups.
-  const lastColon = text.lastIndexOf(':');
-  const tail = text.slice(lastColon + 1);
-  let v4: number[] = [];
-  if (isIPv4(tail)) {
-    const n = parseIPv4Address(tail) ?? 0;
-    v4 = [n >>> 16, n & 0xffff];
-    text = `${text.slice(0, lastColon + 1)}0:0`;
+  const zone = s.indexOf('%');
+  return parseIPv6Groups(zone >= 0 ? s.slice(0, zone) : s);
+}
+
+/** The groups of the prefix `len` of `groups` (host bits cleared). */
+function maskGroups(groups: readonly number[], len: number): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < 8; i++) {
+    const bits = Math.max(0, Math.min(16, len - i * 16));
+    out.push((groups[i] ?? 0) & (bits === 0 ? 0 : (0xffff << (16 - bits)) & 0xffff));
   }
-  const [head = '', rest] = text.split('::');
-  const h = head === '' ? [] : head.split(':');
-  const r = rest === undefined || rest === '' ? [] : rest.split(':');
-  const fill = rest === undefined ? 0 : 8 - h.length - r.length;
-  for (const g of h) groups.push(parseInt(g, 16));
-  for (let i = 0; i < fill; i++) groups.push(0);
-  for (const g of r) groups.push(parseInt(g, 16));
-  if (v4.length === 2) groups.splice(6, 2, (v4[0] ?? 0), (v4[1] ?? 0));
-  return groups.length === 8 ? groups : undefined;
+  return out;
 }
 
 function v6Key(groups: readonly number[], len: number): string {
-  const out: string[] = [];
-  for (let i = 0; i < 8; i++) {
-    const bits = Math.max(0, Math.min(16, len - i * 16));
-    const mask = bits === 0 ? 0 : (0xffff << (16 - bits)) & 0xffff;
-    out.push(((groups[i] ?? 0) & mask).toString(16));
-  }
-  return `6:${out.join(':')}/${len}`;
+  return `6:${maskGroups(groups, len)
+    .map((g) => g.toString(16))
+    .join(':')}/${String(len)}`;
 }
 
 export interface PrefixLengths {
@@ -78,7 +69,8 @@ export function prefixOfAddress(address: string, lengths: PrefixLengths): Client
   if (g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff) {
     return prefixOfAddress(formatIPv4Address((((g[6] ?? 0) << 16) | (g[7] ?? 0)) >>> 0), lengths);
   }
-  return { key: v6Key(g, lengths.ipv6), family: 6, length: lengths.ipv6, probeTarget: undefined };
+  // The source itself is probed (RFC 5952 text: the front node reports its RTT under the same text).
+  return { key: v6Key(g, lengths.ipv6), family: 6, length: lengths.ipv6, probeTarget: formatIPv6Groups(g) };
 }
 
 /**
@@ -97,5 +89,8 @@ export function prefixOfEcs(family: number, source: number, addr: Uint8Array, le
   const len = Math.min(source, lengths.ipv6);
   const groups: number[] = [];
   for (let i = 0; i < 8; i++) groups.push(((addr[2 * i] ?? 0) << 8) | (addr[2 * i + 1] ?? 0));
-  return { key: v6Key(groups, len), family: 6, length: len, probeTarget: undefined };
+  // As for IPv4: the network address + 1 stands for a host inside the prefix.
+  const net = maskGroups(groups, len);
+  if (len <= 126) net[7] = (net[7] ?? 0) + 1;
+  return { key: v6Key(groups, len), family: 6, length: len, probeTarget: formatIPv6Groups(net) };
 }

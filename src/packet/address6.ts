@@ -119,42 +119,74 @@ const HEX_GROUP = /^[0-9a-fA-F]{1,4}$/;
  * one. Zone indexes ("%eth0") are refused: a client address has none.
  */
 export function parseIPv6Address(text: string, out: Address6 = newAddress6()): Address6 | undefined {
-  if (text.length < 2 || text.length > 45) return undefined;
-  const halves = text.split('::');
-  if (halves.length > 2) return undefined;
-  const groups: number[][] = [];
-  for (let h = 0; h < halves.length; h++) {
-    const half = halves[h] ?? '';
-    const last = h === halves.length - 1;
-    const g: number[] = [];
-    if (half !== '') {
-      const parts = half.split(':');
-      for (let i = 0; i < parts.length; i++) {
-        const p = parts[i] ?? '';
-        if (last && i === parts.length - 1 && p.includes('.')) {
-          const v4 = parseIPv4Address(p);
-          if (v4 === undefined) return undefined;
-          g.push(v4 >>> 16, v4 & 0xffff);
-        } else {
-          if (!HEX_GROUP.test(p)) return undefined;
-          g.push(parseInt(p, 16));
-        }
-      }
-    }
-    groups.push(g);
-  }
-  const [head = [], tail = []] = groups;
-  let all: number[];
-  if (groups.length === 1) {
-    if (head.length !== 8) return undefined;
-    all = head;
-  } else {
-    const gap = 8 - head.length - tail.length;
-    if (gap < 1) return undefined;
-    all = [...head, ...new Array<number>(gap).fill(0), ...tail];
-  }
+  const all = parseIPv6Groups(text);
+  if (all === undefined) return undefined;
   for (let w = 0; w < 4; w++) out[w] = (((all[2 * w] ?? 0) << 16) | (all[2 * w + 1] ?? 0)) >>> 0;
   return out;
+}
+
+/** The 8 groups of IPv6 text, or undefined when it is not strictly one (see the module comment). */
+export function parseIPv6Groups(text: string): number[] | undefined {
+  if (text.length < 2 || text.length > 45) return undefined;
+  const dbl = text.indexOf('::');
+  if (dbl >= 0 && text.indexOf('::', dbl + 1) >= 0) return undefined;
+  const groups: number[] = [];
+  const parseSide = (side: string, isLast: boolean): boolean => {
+    if (side === '') return true;
+    const parts = side.split(':');
+    for (let i = 0; i < parts.length; i++) {
+      const p = parts[i] ?? '';
+      if (isLast && i === parts.length - 1 && p.includes('.')) {
+        const v4 = parseIPv4Address(p);
+        if (v4 === undefined) return false;
+        groups.push(v4 >>> 16, v4 & 0xffff);
+      } else if (HEX_GROUP.test(p)) {
+        groups.push(parseInt(p, 16));
+      } else {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (dbl < 0) {
+    if (!parseSide(text, true) || groups.length !== 8) return undefined;
+    return groups;
+  }
+  if (!parseSide(text.slice(0, dbl), false)) return undefined;
+  const head = groups.length;
+  if (!parseSide(text.slice(dbl + 2), true)) return undefined;
+  const tail = groups.splice(head);
+  // `::` stands for at least one zero group.
+  if (head + tail.length > 7) return undefined;
+  while (groups.length + tail.length < 8) groups.push(0);
+  groups.push(...tail);
+  return groups;
+}
+
+/** RFC 5952 text of 8 groups (no IPv4-mapped special case: canonicalAddress handles that). */
+export function formatIPv6Groups(groups: readonly number[]): string {
+  let bestAt = -1;
+  let bestLen = 1; // a single zero group is not compressed
+  for (let i = 0; i < 8; ) {
+    if ((groups[i] ?? 0) !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && (groups[j] ?? 0) === 0) j++;
+    if (j - i > bestLen) {
+      bestAt = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = (from: number, to: number): string =>
+    groups
+      .slice(from, to)
+      .map((g) => g.toString(16))
+      .join(':');
+  if (bestAt < 0) return hex(0, 8);
+  return `${hex(0, bestAt)}::${hex(bestAt + bestLen, 8)}`;
 }
 
 /**
@@ -166,28 +198,7 @@ export function formatIPv6Address(a: Address6): string {
   if (isIPv4Mapped(a)) return `::ffff:${formatIPv4Address(a[3] ?? 0)}`;
   const g: number[] = [];
   for (let w = 0; w < 4; w++) g.push((a[w] ?? 0) >>> 16, (a[w] ?? 0) & 0xffff);
-  let bestAt = -1;
-  let bestLen = 1; // a single zero group is not compressed
-  for (let i = 0; i < 8; ) {
-    if (g[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && g[j] === 0) j++;
-    if (j - i > bestLen) {
-      bestAt = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = (from: number, to: number): string =>
-    g
-      .slice(from, to)
-      .map((x) => x.toString(16))
-      .join(':');
-  if (bestAt < 0) return hex(0, 8);
-  return `${hex(0, bestAt)}::${hex(bestAt + bestLen, 8)}`;
+  return formatIPv6Groups(g);
 }
 
 /** "2001:2::/48" (host bits cleared) or a bare address (/128); undefined if malformed. */

@@ -20,75 +20,10 @@
  * last 32 bits, and text longer than any address (45 characters).
  */
 import { formatIPv4Address, parseIPv4Address } from '../packet/address.ts';
+import { formatIPv6Groups, parseIPv6Groups } from '../packet/address6.ts';
 
 /** Longest valid IPv6 text: 6 groups of 4, 6 colons, a dotted quad of 15. */
 export const MAX_ADDRESS_TEXT = 45;
-
-const HEX_GROUP = /^[0-9A-Fa-f]{1,4}$/;
-
-/** The 8 groups of IPv6 text, or undefined when it is not strictly one (see the module comment). */
-export function parseIPv6Groups(text: string): number[] | undefined {
-  if (text.length < 2 || text.length > MAX_ADDRESS_TEXT) return undefined;
-  const dbl = text.indexOf('::');
-  if (dbl >= 0 && text.indexOf('::', dbl + 1) >= 0) return undefined;
-  const groups: number[] = [];
-  const parseSide = (side: string, isLast: boolean): boolean => {
-    if (side === '') return true;
-    const parts = side.split(':');
-    for (let i = 0; i < parts.length; i++) {
-      const p = parts[i] ?? '';
-      if (isLast && i === parts.length - 1 && p.includes('.')) {
-        const v4 = parseIPv4Address(p);
-        if (v4 === undefined) return false;
-        groups.push(v4 >>> 16, v4 & 0xffff);
-      } else if (HEX_GROUP.test(p)) {
-        groups.push(parseInt(p, 16));
-      } else {
-        return false;
-      }
-    }
-    return true;
-  };
-  if (dbl < 0) {
-    if (!parseSide(text, true) || groups.length !== 8) return undefined;
-    return groups;
-  }
-  if (!parseSide(text.slice(0, dbl), false)) return undefined;
-  const head = groups.length;
-  if (!parseSide(text.slice(dbl + 2), true)) return undefined;
-  const tail = groups.splice(head);
-  // `::` stands for at least one zero group.
-  if (head + tail.length > 7) return undefined;
-  while (groups.length + tail.length < 8) groups.push(0);
-  groups.push(...tail);
-  return groups;
-}
-
-/** RFC 5952 text of 8 groups (no IPv4-mapped special case: canonicalAddress handles that). */
-export function formatIPv6Groups(groups: readonly number[]): string {
-  let bestAt = -1;
-  let bestLen = 1; // a single zero group is not compressed
-  for (let i = 0; i < 8; ) {
-    if ((groups[i] ?? 0) !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && (groups[j] ?? 0) === 0) j++;
-    if (j - i > bestLen) {
-      bestAt = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = (from: number, to: number): string =>
-    groups
-      .slice(from, to)
-      .map((g) => g.toString(16))
-      .join(':');
-  if (bestAt < 0) return hex(0, 8);
-  return `${hex(0, bestAt)}::${hex(bestAt + bestLen, 8)}`;
-}
 
 function isMapped(g: readonly number[]): boolean {
   return g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff;

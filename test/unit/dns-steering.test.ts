@@ -71,8 +71,11 @@ describe('client prefixes', () => {
     ['198.18.11.2', '4:198.18.11.0/24', '198.18.11.2'],
     ['198.18.11.250', '4:198.18.11.0/24', '198.18.11.250'],
     ['::ffff:198.18.12.7', '4:198.18.12.0/24', '198.18.12.7'],
-    ['2001:2::1', '6:2001:2:0:0:0:0:0:0/56', undefined],
-    ['2001:2:0:1ff::1', '6:2001:2:0:100:0:0:0:0/56', undefined],
+    // IPv6 sources are probed at their own address, in RFC 5952 text (what the front node reports under).
+    ['2001:2::1', '6:2001:2:0:0:0:0:0:0/56', '2001:2::1'],
+    ['2001:2:0:1FF:0:0:0:1', '6:2001:2:0:100:0:0:0:0/56', '2001:2:0:1ff::1'],
+    ['fe80::7%eth0', '6:fe80:0:0:0:0:0:0:0/56', 'fe80::7'],
+    ['2001:2::1::2', undefined, undefined],
     ['198.18.11', undefined, undefined],
     ['not an address', undefined, undefined],
   ];
@@ -87,7 +90,9 @@ describe('client prefixes', () => {
     assert.deepEqual(prefixOfEcs(1, 24, Uint8Array.of(198, 18, 11), L), { key: '4:198.18.11.0/24', family: 4, length: 24, probeTarget: '198.18.11.1' });
     assert.equal(prefixOfEcs(1, 32, Uint8Array.of(198, 18, 11, 9), L).key, '4:198.18.11.0/24');
     assert.equal(prefixOfEcs(1, 20, Uint8Array.of(198, 18, 16), L).key, '4:198.18.16.0/20');
-    assert.equal(prefixOfEcs(2, 48, Uint8Array.of(0x20, 0x01, 0, 2, 0, 0), L).key, '6:2001:2:0:0:0:0:0:0/48');
+    assert.deepEqual(prefixOfEcs(2, 48, Uint8Array.of(0x20, 0x01, 0, 2, 0, 0), L), { key: '6:2001:2:0:0:0:0:0:0/48', family: 6, length: 48, probeTarget: '2001:2::1' });
+    assert.equal(prefixOfEcs(2, 64, Uint8Array.of(0x20, 0x01, 0, 2, 0, 0x12, 0x34, 0x56, 0xff), L).probeTarget, '2001:2:12:3400::1'); // 2001:2:12:3456:ff00::/64 cut at our /56
+    assert.equal(prefixOfEcs(2, 128, Uint8Array.from([0x20, 0x01, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]), { ipv4: 24, ipv6: 128 }).probeTarget, '2001:2::9');
   });
   it('IPv6 expansion', () => {
     assert.deepEqual(ipv6Groups('::1'), [0, 0, 0, 0, 0, 0, 0, 1]);
