@@ -57,7 +57,7 @@ if (values.inner) {
     const c = client(i);
     table.create(connectionKey(c.num, c.port), 0, 0, 0);
   }
-  const ends = new FlowEnds({ table, serviceOf: (vip, port, proto) => (vip === VIP && port === 80 && proto === 6 ? 0 : -1) });
+  const ends = new FlowEnds({ table, serviceOf: (vip, port, proto) => (vip === VIP && port === 80 && proto === 6 ? 0 : -1), serviceOf6: () => -1 });
   const delay = monitorEventLoopDelay({ resolution: 1 });
   let first = 0;
   let last = 0;

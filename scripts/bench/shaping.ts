@@ -27,6 +27,9 @@ import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { checkpointSchema } from '../../src/shaping/config.ts';
 import { Outcome, Shaper } from '../../src/shaping/shaper.ts';
 
+/** IPv4 clients: checkpoints key them by the number (the words serve IPv6 clients). */
+const V4_WORDS = new Uint32Array(4);
+
 const SOURCES = Number(process.env['SOURCES'] ?? 10_000);
 const DECISIONS = Number(process.env['DECISIONS'] ?? 2_000_000);
 const ROUNDS = Number(process.env['ROUNDS'] ?? 5);
@@ -73,7 +76,7 @@ function runSluice(src: Uint32Array): Round {
     for (let i = b; i < end; i++) {
       const s = src[i] ?? 0;
       const port = i & 0xffff;
-      if (shaper.begin(i, s * 0x10000 + port, s, 80, 0, now) === Outcome.Pass) admitted++;
+      if (shaper.begin(i, s * 0x10000 + port, s, V4_WORDS, 80, 0, now) === Outcome.Pass) admitted++;
     }
   }
   const seconds = (performance.now() - t0) / 1000;

@@ -127,6 +127,7 @@ export class Operation {
       if (!hit) return false;
     }
     const n = this.#prefixAddr.length;
+    if (n > 0 && src >= 0x100000000) return false; // an IPv6 client (front/client6.ts) is in no IPv4 prefix
     if (n > 0) {
       let hit = false;
       for (let k = 0; k < n && !hit; k++) hit = ((src & (this.#prefixMask[k] ?? 0)) >>> 0) === this.#prefixAddr[k];

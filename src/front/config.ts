@@ -18,6 +18,18 @@ import { checkHa, haSchema } from './ha/config.ts';
 const checkpoints = z.array(checkpointSchema).max(32, 'at most 32 checkpoints per list').default([]);
 
 const ipv4 = z.ipv4({ error: 'expected an IPv4 address like 198.18.201.11' });
+/**
+ * A VIP: IPv4 only for now. The engine decides IPv6 packets (engine.ts,
+ * docs/front-node-design.md "IPv6 in the engine"), but the node's rules
+ * (nft.ts, rules.ts: queueing, DNAT by mark, fallback) carry IPv4 only,
+ * so an IPv6 VIP would never see a packet: refused with that reason.
+ */
+const vipAddress = z.ipv4({
+  error: (iss) =>
+    typeof iss.input === 'string' && iss.input.includes(':')
+      ? 'IPv6 VIPs are not accepted yet: the front node\'s rules (queueing, DNAT, fallback) carry IPv4 only (issue 23)'
+      : 'expected an IPv4 address like 198.18.201.11',
+});
 const port = z.int({ error: 'expected a port number' }).min(1, 'a port is 1..65535').max(65535, 'a port is 1..65535');
 const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
 
@@ -170,7 +182,7 @@ export type SynproxyPlan = SynproxyOptions & { readonly mode: 'auto' | 'on'; rea
 const service = z
   .strictObject({
     name: name.describe('Service name, unique in this file (`sluice ctl SERVICE SERVER ...`).'),
-    vip: ipv4.describe('Virtual IP address the clients connect to. It need not be on an interface of the front node; it must be routed to it.'),
+    vip: vipAddress.describe('Virtual IP address the clients connect to. It need not be on an interface of the front node; it must be routed to it.'),
     port: port.describe('Port of the virtual service. VIP, port and protocol together must be unique.'),
     protocol: z
       .enum(['tcp', 'udp'], { error: 'protocol is tcp or udp' })
@@ -350,7 +362,7 @@ export const frontConfigSchema = z
       .array(
         z.strictObject({
           cluster: name.describe('The other cluster\'s name (as its front node\'s `cluster`).'),
-          vip: ipv4.describe('The other cluster\'s VIP; overflowed connections are DNATed to it on the service\'s port.'),
+          vip: vipAddress.describe('The other cluster\'s VIP; overflowed connections are DNATed to it on the service\'s port.'),
           freeCapacity: z.int().min(0).default(0).describe('Free capacity (connections) until the control plane reports it.'),
         }),
       )

@@ -1,9 +1,16 @@
 /**
  * Connection records (seed 000's forward_request, forward_request.ts),
  * keyed by virtual service, client address and client port: the key
- * (connectionKey: address and port, 48 bits, exact in a double) and the
- * service index (up to 0xffe, marks.ts) are stored and compared side by
- * side (key-index.ts), so neither limits the other.
+ * (a double, exact) and the service index (up to 0xffe, marks.ts) are
+ * stored and compared side by side (key-index.ts), so neither limits the
+ * other. Keys of both families, in disjoint ranges:
+ *   IPv4: connectionKey(address u32, port) = address * 2^16 + port < 2^48
+ *   IPv6: key6(address words, port) = 2^48 + id * 2^16 + port, where id
+ *         names the 128-bit address in the table's ClientIds (client6.ts)
+ *         for as long as a record or a held SYN uses it: exact, not a hash.
+ * An IPv6 record holds one reference on its id from create() to its free;
+ * ClientIds is allocated at the first IPv6 client (an IPv4-only node pays
+ * nothing for it).
  *
  *   SYN  -> create(): record with the chosen server and a timestamp
  *           (a retransmitted SYN finds the record: same server)
@@ -30,12 +37,32 @@
  * {free list, active, recycle ring (current generation)}; legacy counts the
  * slots flagged by markLegacy, and a free slot is never flagged.
  */
+import { ClientIds } from './client6.ts';
 import { KeyIndex } from './key-index.ts';
 
 /** Key of (IPv4 u32, port u16): exact in a double (< 2^48); the service index goes beside it. */
 export function connectionKey(client: number, port: number): number {
   return (client >>> 0) * 0x10000 + (port & 0xffff);
 }
+
+/** IPv6 connection keys are at or above this (see the file comment); IPv4 ones below. */
+export const KEY6_BASE = 0x1000000000000;
+
+/** Whether `key` is an IPv6 connection key. */
+export function isKey6(key: number): boolean {
+  return key >= KEY6_BASE;
+}
+
+/** The ClientIds id of an IPv6 key. */
+export function key6Id(key: number): number {
+  return Math.floor((key - KEY6_BASE) / 0x10000);
+}
+
+/**
+ * Ids beyond the records' capacity: the SYNs checkpoints hold (shaping.maxHeld
+ * is at most 32768, shaping/config) and the one provisional id (client6.ts).
+ */
+const HELD_CLIENTS = 32768 + 1;
 
 export const RecordState = { Free: 0, Active: 1, Recycled: 2 } as const;
 
@@ -90,6 +117,8 @@ export class ConnectionTable {
   #ringSize = 0;
   readonly #events: ConnectionEvents;
   readonly #recycleMs: number;
+  /** IPv6 client addresses of the records (and held SYNs), made at the first IPv6 client. */
+  #clients: ClientIds | undefined;
 
   active = 0;
   recycled = 0;
@@ -122,6 +151,43 @@ export class ConnectionTable {
 
   get size(): number {
     return this.#index.size;
+  }
+
+  /** IPv6 client addresses in use (status). */
+  get clients6(): number {
+    return this.#clients?.size ?? 0;
+  }
+
+  /**
+   * The key of (IPv6 address `a`, `port`): made for a packet being decided
+   * (its address interned: client6.ts). -1 when every id is in use (cannot
+   * happen within the bounds: the packet is then treated as untracked).
+   */
+  key6(a: Uint32Array, port: number): number {
+    const ids = (this.#clients ??= new ClientIds(this.capacity + HELD_CLIENTS));
+    const id = ids.intern(a);
+    return id < 0 ? -1 : KEY6_BASE + id * 0x10000 + (port & 0xffff);
+  }
+
+  /** The key of (IPv6 address `a`, `port`) if a record or held SYN uses the address, else -1 (no record can have it). */
+  findKey6(a: Uint32Array, port: number): number {
+    const id = this.#clients?.find(a) ?? -1;
+    return id < 0 ? -1 : KEY6_BASE + id * 0x10000 + (port & 0xffff);
+  }
+
+  /** The client address of an IPv6 key (status, logs): written into `out`. */
+  address6(key: number, out: Uint32Array): void {
+    this.#clients?.address(key6Id(key), out);
+  }
+
+  /** A held SYN keeps its IPv6 key's address (no-op for IPv4 keys). */
+  retainKey(key: number): void {
+    if (key >= KEY6_BASE) this.#clients?.retain(key6Id(key));
+  }
+
+  /** The held SYN of retainKey() is settled. */
+  releaseKey(key: number): void {
+    if (key >= KEY6_BASE) this.#clients?.release(key6Id(key));
   }
 
   /** The server of an existing record of service `service`, or -1. */
@@ -159,6 +225,7 @@ export class ConnectionTable {
     this.#reused[slot] = key === this.#removedKey && service === this.#removedService ? 1 : 0;
     this.#removedKey = -1;
     this.#index.set(key, service, slot);
+    if (key >= KEY6_BASE) this.#clients?.retain(key6Id(key));
     this.active++;
     this.counts.created++;
     return slot;
@@ -376,7 +443,9 @@ export class ConnectionTable {
       this.#legacy[slot] = 0;
       this.legacy--;
     }
-    this.#index.delete(this.#key[slot] ?? -1, this.#service[slot] ?? 0);
+    const key = this.#key[slot] ?? -1;
+    this.#index.delete(key, this.#service[slot] ?? 0);
+    if (key >= KEY6_BASE) this.#clients?.release(key6Id(key));
     this.#state[slot] = RecordState.Free;
     this.#gen[slot] = ((this.#gen[slot] ?? 0) + 1) >>> 0;
     this.#free[this.#freeTop++] = slot;

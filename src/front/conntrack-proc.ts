@@ -9,6 +9,9 @@
  * Line format (udp, no state field):
  *   ipv4 2 udp 17 29 src=C dst=VIP sport=CP dport=53 src=SERVER dst=C
  *        sport=53 dport=CP [ASSURED] mark=0 zone=0 use=2
+ * Line format (IPv6: family 10, addresses in RFC 5952 text):
+ *   ipv6 10 tcp 6 115 ESTABLISHED src=2001:2::c dst=2001:2:1::1 sport=CP
+ *        dport=80 src=2001:2:2::b dst=2001:2::c sport=80 dport=CP ...
  * The first tuple is the original direction, the second the reply.
  *
  * /proc/net/nf_conntrack is mode 0440 root: a front node running as its own
@@ -26,8 +29,11 @@ export class ConntrackReadError extends SluiceError {
   readonly code = 'ERR_SLUICE_CONNTRACK_READ';
 }
 import { parseIPv4Address } from '../packet/address.ts';
+import { parseIPv6Address } from '../packet/address6.ts';
 
 export interface KernelFlow {
+  /** 4: the addresses are the numbers below. 6: they are the words of `v6` (the numbers are 0). */
+  readonly family: 4 | 6;
   readonly protocol: 'tcp' | 'udp';
   /** TCP state, or UDP for every UDP flow (conntrack keeps a UDP flow until it times out). */
   readonly state: string;
@@ -38,6 +44,8 @@ export interface KernelFlow {
   /** Reply source: the server (DNAT) or the other cluster's VIP (overflow). */
   readonly replySrc: number;
   readonly replySrcPort: number;
+  /** IPv6 flows only: client, dst and replySrc as four words each (packet/address6.ts). */
+  readonly v6?: { readonly client: Uint32Array; readonly dst: Uint32Array; readonly replySrc: Uint32Array };
 }
 
 /**
@@ -58,7 +66,8 @@ export const REBUILD_STATES: ReadonlySet<string> = new Set(['SYN_SENT', 'SYN_REC
 export function parseConntrackLine(line: string): KernelFlow | undefined {
   const f = line.split(/\s+/);
   const protocol = f[2];
-  if ((protocol !== 'tcp' && protocol !== 'udp') || f[0] !== 'ipv4') return undefined;
+  const family = f[0] === 'ipv4' ? 4 : f[0] === 'ipv6' ? 6 : 0;
+  if ((protocol !== 'tcp' && protocol !== 'udp') || family === 0) return undefined;
   const state = protocol === 'tcp' ? (f[5] ?? '') : 'UDP';
   const kv: string[] = [];
   for (let i = protocol === 'tcp' ? 6 : 5; i < f.length && kv.length < 8; i++) {
@@ -68,11 +77,18 @@ export function parseConntrackLine(line: string): KernelFlow | undefined {
   }
   if (kv.length < 8) return undefined;
   const [os, od, osp, odp, rs, , rsp] = kv;
+  if (family === 6) {
+    const client = parseIPv6Address(os ?? '');
+    const dst = parseIPv6Address(od ?? '');
+    const replySrc = parseIPv6Address(rs ?? '');
+    if (client === undefined || dst === undefined || replySrc === undefined) return undefined;
+    return { family, protocol, state, client: 0, clientPort: Number(osp), dst: 0, dstPort: Number(odp), replySrc: 0, replySrcPort: Number(rsp), v6: { client, dst, replySrc } };
+  }
   const client = parseIPv4Address(os ?? '');
   const dst = parseIPv4Address(od ?? '');
   const replySrc = parseIPv4Address(rs ?? '');
   if (client === undefined || dst === undefined || replySrc === undefined) return undefined;
-  return { protocol, state, client, clientPort: Number(osp), dst, dstPort: Number(odp), replySrc, replySrcPort: Number(rsp) };
+  return { family, protocol, state, client, clientPort: Number(osp), dst, dstPort: Number(odp), replySrc, replySrcPort: Number(rsp) };
 }
 
 /** How much of the flow table is read and parsed per event-loop turn: ~64 KiB is ~400 lines, well under a millisecond. */

@@ -68,6 +68,7 @@ import { NfQueue, type QueueStats } from '../nfqueue/queue.ts';
 import { QueueLossLog } from '../nfqueue/loss-log.ts';
 import { ShedLog, shedCounts, type ShedReason } from './shed.ts';
 import { formatIPv4Address } from '../packet/address.ts';
+import { formatIPv6Address } from '../packet/address6.ts';
 import { IpProtocol, parseStatusName } from '../packet/ipv4.ts';
 import { frontConfigSchema, frontNodeName, type FrontConfig } from './config.ts';
 import { parseCidr } from './ha/config.ts';
@@ -298,7 +299,7 @@ export class FrontDaemon implements FrontMetricsSource {
     });
     this.engine = new FrontEngine(services, this.table);
     const engine = this.engine;
-    this.flowEnds = new FlowEnds({ table: this.table, serviceOf: (vip, port, protocol) => engine.serviceOf(vip, port, protocol) });
+    this.flowEnds = new FlowEnds({ table: this.table, serviceOf: (vip, port, protocol) => engine.serviceOf(vip, port, protocol), serviceOf6: (vip, port, protocol) => engine.serviceOf6(vip, port, protocol) });
     this.#shapingLayout = shapingLayoutKey(this.config);
     this.engine.setShaper(this.#buildShaper(this.config));
   }
@@ -711,9 +712,7 @@ export class FrontDaemon implements FrontMetricsSource {
       const p = shaper.pool;
       const name = oldServices[p.service[slot] ?? 0]?.name;
       const s = this.engine.services.findIndex((x) => x.name === name);
-      const key = p.key[slot] ?? 0;
-      const port = key % 0x10000;
-      this.engine.admitHeld(p.id[slot] ?? 0, s, p.src[slot] ?? 0, port, now);
+      this.engine.admitHeld(p.id[slot] ?? 0, s, p.key[slot] ?? 0, p.src[slot] ?? 0, now);
       released++;
     });
     return released;
@@ -773,16 +772,20 @@ export class FrontDaemon implements FrontMetricsSource {
     // during the read renumbers services, and serviceOf follows it.
     await streamKernelFlows((f) => {
       if (!states.has(f.state)) return;
-      const s = this.engine.serviceOf(f.dst, f.dstPort, protocolNumber(f.protocol));
+      const v6 = f.v6;
+      const s = v6 ? this.engine.serviceOf6(v6.dst, f.dstPort, protocolNumber(f.protocol)) : this.engine.serviceOf(f.dst, f.dstPort, protocolNumber(f.protocol));
       const svc = this.engine.services[s];
       if (svc === undefined) return;
-      let target = svc.serverAt(f.replySrc, f.replySrcPort);
+      let target = v6 ? svc.serverAt6(v6.replySrc, f.replySrcPort) : svc.serverAt(f.replySrc, f.replySrcPort);
       if (target < 0) {
-        const j = svc.overflow.findIndex((o) => o.vip === formatIPv4Address(f.replySrc));
+        const vip = v6 ? formatIPv6Address(v6.replySrc) : formatIPv4Address(f.replySrc);
+        const j = svc.overflow.findIndex((o) => o.vip === vip);
         if (j < 0) return;
         target = OVERFLOW_BASE + j;
       }
-      const key = connectionKey(f.client, f.clientPort);
+      // An IPv6 client's key interns its address (client6.ts); create() below takes it.
+      const key = v6 ? this.table.key6(v6.client, f.clientPort) : connectionKey(f.client, f.clientPort);
+      if (key < 0) return;
       const known = this.table.lookup(s, key);
       if (known >= 0 && (!correct || known === target || !this.table.isActive(s, key))) return;
       if (known >= 0) this.table.remove(s, key); // released(): its old server's count drops
@@ -826,6 +829,13 @@ export class FrontDaemon implements FrontMetricsSource {
     try {
       await streamKernelFlows((f) => {
         if (!LIVE_STATES.has(f.state)) return;
+        const v6 = f.v6;
+        if (v6) {
+          const s = this.engine.serviceOf6(v6.dst, f.dstPort, protocolNumber(f.protocol));
+          const key = s >= 0 ? this.table.findKey6(v6.client, f.clientPort) : -1; // -1: no record uses the address
+          if (key >= 0) this.table.resyncSeen(s, key);
+          return;
+        }
         const s = this.engine.serviceOf(f.dst, f.dstPort, protocolNumber(f.protocol));
         if (s >= 0) this.table.resyncSeen(s, connectionKey(f.client, f.clientPort));
       });

@@ -28,11 +28,12 @@
  * SYN of a held connection is dropped: the original's verdict is pending.
  */
 import { ConnectionTable, connectionKey } from './connections.ts';
-import { type Decision, type Forwarder, destinationMark, forwardRequest, newConnection, record, selectTarget, shapedVerdict } from './forward_request.ts';
+import { type Decision, type Forwarder, clientNumber, destinationMark, forwardRequest, newConnection, packetKey, record, selectTarget, shapedVerdict } from './forward_request.ts';
 import { MARK_TAG, MARK_TAG_MASK, OVERFLOW_TARGET_BASE, SERVICE_SHIFT } from './marks.ts';
 import { OVERFLOW_BASE } from './service.ts';
 import type { ServiceRuntime } from './service.ts';
 import { ServiceIndex } from './service-index.ts';
+import { clampToCopy, parseIP } from '../packet/ip.ts';
 import { IpProtocol, PacketInfo, ParseStatus, TcpFlag, parseIPv4, parseStatusName } from '../packet/ipv4.ts';
 import { Verdict, type VerdictCode } from '../nfqueue/layout.ts';
 import type { Shaper, ShapingHost } from '../shaping/shaper.ts';
@@ -117,6 +118,17 @@ export class FrontEngine implements ShapingHost, Forwarder {
     return this.#index.find(vip, port, protocol);
   }
 
+  /** The index of the service at (IPv6 VIP as four words, port, protocol), or -1. */
+  serviceOf6(vip: Uint32Array, port: number, protocol: number): number {
+    return this.#index.find6(vip, port, protocol);
+  }
+
+  /** The service the parsed packet goes to (its destination), either family, or -1. */
+  #serviceOfPacket(protocol: number): number {
+    const info = this.#info;
+    return info.family === 4 ? this.#index.find(info.dst, info.dstPort, protocol) : this.#index.find6(info.dst6, info.dstPort, protocol);
+  }
+
   /** Installs the checkpoints (undefined or none configured: every SYN goes straight to its server). */
   setShaper(shaper: Shaper | undefined): void {
     this.#shaper = shaper?.enabled === true ? shaper : undefined;
@@ -135,23 +147,29 @@ export class FrontEngine implements ShapingHost, Forwarder {
     const shaper = this.#shaper;
     if (!shaper) return;
     const pool = shaper.pool;
-    const v = shapedVerdict(this, shaper, slot, outcome, pool.service[slot] ?? 0, pool.key[slot] ?? 0, now);
+    const key = pool.key[slot] ?? 0;
+    const v = shapedVerdict(this, shaper, slot, outcome, pool.service[slot] ?? 0, key, now);
+    this.#table.releaseKey(key); // held: forwardRequest retained it (its record, if any, holds its own)
     this.counters.shapingSettled++;
     this.onSettled(pool.id[slot] ?? 0, v, this.mark);
   }
 
   /**
    * A SYN held by checkpoints that were replaced (reload): decided now
-   * without checkpoints, its verdict given through onSettled.
+   * without checkpoints, its verdict given through onSettled. `key` and
+   * `client` as the held pool kept them (the key's IPv6 client id was
+   * retained while held: released here).
    */
-  admitHeld(id: number, s: number, src: number, port: number, now: number): void {
+  admitHeld(id: number, s: number, key: number, client: number, now: number): void {
     const svc = this.#services[s];
     if (!svc) {
+      this.#table.releaseKey(key);
       this.counters.unexpected++;
       this.onSettled(id, Verdict.Drop, 0);
       return;
     }
-    const v = newConnection(this, s, svc, connectionKey(src, port), src, now);
+    const v = newConnection(this, s, svc, key, client, now);
+    this.#table.releaseKey(key);
     this.counters.shapingSettled++;
     this.onSettled(id, v, this.mark);
   }
@@ -175,11 +193,15 @@ export class FrontEngine implements ShapingHost, Forwarder {
    */
   #udp(now: number): VerdictCode {
     const info = this.#info;
-    const s = this.#index.find(info.dst, info.dstPort, IpProtocol.Udp);
+    const s = this.#serviceOfPacket(IpProtocol.Udp);
     const svc = s >= 0 ? this.#services[s] : undefined;
     if (svc !== undefined) {
       this.counters.udpFlows++;
-      const key = connectionKey(info.src, info.srcPort);
+      const key = packetKey(this.#table, info);
+      if (key < 0) {
+        this.counters.untracked++; // no IPv6 client id left (cannot happen within the bounds)
+        return Verdict.Drop;
+      }
       const known = this.#table.lookup(s, key);
       if (known >= 0 && this.#table.isActive(s, key)) {
         this.counters.resumed++;
@@ -187,7 +209,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
         return Verdict.Accept;
       }
       if (known >= 0) this.#table.remove(s, key);
-      return newConnection(this, s, svc, key, info.src, now);
+      return newConnection(this, s, svc, key, clientNumber(info), now);
     }
     // No UDP service here (a reload removed it): nothing to steer it to.
     this.counters.unexpected++;
@@ -201,7 +223,8 @@ export class FrontEngine implements ShapingHost, Forwarder {
     const info = this.#info;
     this.mark = 0;
     c.packets++;
-    const st = parseIPv4(buf, offset, length, info);
+    // IPv4 straight to its parser (the common case pays no dispatch), any other version through parseIP.
+    const st = (buf[offset] ?? 0) >>> 4 === 4 ? parseIPv4(buf, offset, length, info) : parseIP(buf, offset, length, info);
     if (st !== ParseStatus.Ok) {
       c.malformed[st] = (c.malformed[st] ?? 0) + 1;
       return Verdict.Drop;
@@ -213,7 +236,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
       return Verdict.Drop;
     }
     const flags = info.tcpFlags;
-    const s = this.#index.find(info.dst, info.dstPort, IpProtocol.Tcp);
+    const s = info.family === 4 ? this.#index.find(info.dst, info.dstPort, IpProtocol.Tcp) : this.#index.find6(info.dst6, info.dstPort, IpProtocol.Tcp);
     const svc = s >= 0 ? this.#services[s] : undefined;
     if (svc !== undefined) return forwardRequest(this, s, svc, info, now, id);
     // Not to a VIP: a server's reset toward a client.
@@ -235,7 +258,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
     const c = this.counters;
     const info = this.#info;
     const m = mark >>> 0;
-    const s = this.#index.find(info.dst, info.dstPort, IpProtocol.Tcp);
+    const s = this.#serviceOfPacket(IpProtocol.Tcp);
     const svc = s >= 0 ? this.#services[s] : undefined;
     const field = m & 0xfff;
     // A mark that is not a decision of ours for this very service (a reload
@@ -252,8 +275,12 @@ export class FrontEngine implements ShapingHost, Forwarder {
       c.unexpected++;
       return;
     }
-    const key = connectionKey(info.src, info.srcPort);
     const table = this.#table;
+    const key = packetKey(table, info);
+    if (key < 0) {
+      c.untracked++; // no IPv6 client id left (cannot happen within the bounds)
+      return;
+    }
     const known = table.lookup(s, key);
     c.syn++;
     if (known >= 0) {
@@ -279,10 +306,13 @@ export class FrontEngine implements ShapingHost, Forwarder {
   #serverReset(now: number): boolean {
     const info = this.#info;
     const services = this.#services;
+    const v4 = info.family === 4;
     for (let s = 0; s < services.length; s++) {
       const svc = services[s];
-      if (svc === undefined || svc.serverAt(info.src, info.srcPort) < 0) continue;
-      if (this.#table.finish(s, connectionKey(info.dst, info.dstPort), now)) this.counters.serverResets++;
+      if (svc === undefined || (v4 ? svc.serverAt(info.src, info.srcPort) : svc.family === 6 ? svc.serverAt6(info.src6, info.srcPort) : -1) < 0) continue;
+      // An IPv6 client no record uses has no key (findKey6: -1): nothing to finish.
+      const key = v4 ? connectionKey(info.dst, info.dstPort) : this.#table.findKey6(info.dst6, info.dstPort);
+      if (key >= 0 && this.#table.finish(s, key, now)) this.counters.serverResets++;
       return true;
     }
     return false;
@@ -292,18 +322,16 @@ export class FrontEngine implements ShapingHost, Forwarder {
    * A FIN or RST copy from the NFLOG group: the record goes to the recycle
    * list, as decide() does for a queued one. Copies are cut at
    * TEARDOWN_LOG.size bytes and only the headers matter, so a longer
-   * packet's IP total length is clamped to the copy before parsing (the
-   * bytes are the log's receive area; nothing is sent back to the kernel).
+   * packet's IP length field is clamped to the copy before parsing
+   * (clampToCopy, either family; the bytes are the log's receive area;
+   * nothing is sent back to the kernel).
    */
   teardown(buf: Uint8Array, offset: number, length: number, now: number, mark = 0): void {
     const c = this.counters;
     const info = this.#info;
     c.logged++;
-    if (length >= 4 && offset + length <= buf.length && (((buf[offset + 2] ?? 0) << 8) | (buf[offset + 3] ?? 0)) > length) {
-      buf[offset + 2] = length >>> 8;
-      buf[offset + 3] = length & 0xff;
-    }
-    if (parseIPv4(buf, offset, length, info) !== ParseStatus.Ok) {
+    clampToCopy(buf, offset, length);
+    if (parseIP(buf, offset, length, info) !== ParseStatus.Ok) {
       c.loggedMalformed++;
       return;
     }
@@ -316,9 +344,10 @@ export class FrontEngine implements ShapingHost, Forwarder {
       c.unexpected++;
       return;
     }
-    const s = this.#index.find(info.dst, info.dstPort, IpProtocol.Tcp);
+    const s = this.#serviceOfPacket(IpProtocol.Tcp);
     if (s >= 0) {
-      if (this.#table.finish(s, connectionKey(info.src, info.srcPort), now)) c.finishes++;
+      const key = info.family === 4 ? connectionKey(info.src, info.srcPort) : this.#table.findKey6(info.src6, info.srcPort);
+      if (key >= 0 && this.#table.finish(s, key, now)) c.finishes++;
       return;
     }
     if ((flags & TcpFlag.Rst) === 0 || !this.#serverReset(now)) c.unexpected++;

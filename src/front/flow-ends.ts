@@ -29,6 +29,7 @@ import { connectionKey, type ConnectionTable } from './connections.ts';
 import { MARK_TAG, MARK_TAG_MASK } from './marks.ts';
 
 const AF_INET = 2;
+const AF_INET6 = 10;
 
 /** Most destroy events read per wakeup (ConntrackEvents maxBatch). */
 export const EVENT_BATCH = 256;
@@ -41,6 +42,8 @@ export interface FlowEndsHost {
   readonly table: ConnectionTable;
   /** The service at (VIP, port, IP protocol), or -1 (FrontEngine.serviceOf). */
   serviceOf(vip: number, port: number, protocol: number): number;
+  /** The same for an IPv6 VIP as four words (FrontEngine.serviceOf6). */
+  serviceOf6(vip: Uint32Array, port: number, protocol: number): number;
 }
 
 /** Why a resync (full read of the kernel's table) runs. */
@@ -59,7 +62,7 @@ export class FlowEnds {
     noService: 0,
     /** Not ours: no mark with our tag. */
     foreign: 0,
-    /** Not IPv4 (IPv6 records do not exist yet). */
+    /** Neither IPv4 nor IPv6. */
     otherFamily: 0,
   };
   /** Resyncs run, by reason. */
@@ -69,6 +72,9 @@ export class FlowEnds {
   /** Overruns already answered by a resync. */
   #overrunsSeen = 0;
   #lastOverrunResync = -Infinity;
+  /** An IPv6 event's addresses (no allocation per event). */
+  readonly #src6 = new Uint32Array(4);
+  readonly #dst6 = new Uint32Array(4);
 
   constructor(host: FlowEndsHost) {
     this.#host = host;
@@ -103,18 +109,33 @@ export class FlowEnds {
         c.foreign++;
         continue;
       }
-      if (batch.family(i) !== AF_INET) {
+      const family = batch.family(i);
+      let s: number;
+      let key: number;
+      const table = host.table;
+      if (family === AF_INET) {
+        s = host.serviceOf(batch.dst(i), batch.dstPort(i), batch.protocol(i));
+        key = connectionKey(batch.src(i), batch.srcPort(i));
+      } else if (family === AF_INET6) {
+        const src = this.#src6;
+        const dst = this.#dst6;
+        for (let w = 0; w < 4; w++) {
+          src[w] = batch.addressWord(i, 0, w);
+          dst[w] = batch.addressWord(i, 1, w);
+        }
+        s = host.serviceOf6(dst, batch.dstPort(i), batch.protocol(i));
+        // -1: no record or held SYN uses the client's address (client6.ts): no record to free.
+        key = table.findKey6(src, batch.srcPort(i));
+      } else {
         c.otherFamily++;
         continue;
       }
-      const s = host.serviceOf(batch.dst(i), batch.dstPort(i), batch.protocol(i));
       if (s < 0) {
         c.noService++;
         continue;
       }
-      const table = host.table;
       const stale = table.counts.endedStale;
-      if (table.ended(s, connectionKey(batch.src(i), batch.srcPort(i)), now)) c.freed++;
+      if (key >= 0 && table.ended(s, key, now)) c.freed++;
       else if (table.counts.endedStale !== stale) c.stale++;
       else c.noRecord++;
     }

@@ -51,6 +51,7 @@
  * of the engine (EngineCounters, engine.ts). The state worked on is the
  * engine's, seen through Forwarder.
  */
+import { clientNumber6 } from './client6.ts';
 import { connectionKey, type ConnectionTable } from './connections.ts';
 import { REJECT_MARK, overflowMark, serverMark } from './marks.ts';
 import { OVERFLOW_BASE, type ServiceRuntime } from './service.ts';
@@ -101,7 +102,12 @@ export function forwardRequest(f: Forwarder, s: number, svc: ServiceRuntime, inf
   const c = f.counters;
   const table = f.table;
   const flags = info.tcpFlags;
-  const key = connectionKey(info.src, info.srcPort);
+  const key = packetKey(table, info);
+  if (key < 0) {
+    // No IPv6 client id left (cannot happen within the bounds: client6.ts): like a full table.
+    c.untracked++;
+    return Verdict.Drop;
+  }
   const server = table.lookup(s, key);
   // The connection already exists (a recycled record does not count: its connection has ended).
   if (server >= 0 && table.isActive(s, key)) {
@@ -131,9 +137,13 @@ export function forwardRequest(f: Forwarder, s: number, svc: ServiceRuntime, inf
     c.syn++;
     if (server >= 0) table.remove(s, key); // its port reused after a FIN: a new connection
     const shaper = f.shaper;
-    if (shaper === undefined) return newConnection(f, s, svc, key, info.src, now);
-    const out = shaper.begin(id, key, info.src, info.dstPort, s, now);
+    const client = clientNumber(info);
+    if (shaper === undefined) return newConnection(f, s, svc, key, client, now);
+    const out = shaper.begin(id, key, client, info.src6, info.dstPort, s, now);
     if (out === Outcome.Held) {
+      // An IPv6 key's client id must outlive this packet: the held SYN is
+      // recorded later (released when settled: FrontEngine.settle, admitHeld).
+      table.retainKey(key);
       c.shapingHeld++;
       return HELD;
     }
@@ -146,6 +156,22 @@ export function forwardRequest(f: Forwarder, s: number, svc: ServiceRuntime, inf
   }
   c.noRecord++;
   return Verdict.Drop;
+}
+
+/**
+ * The connection key of the client (source) of parsed packet `info`, either
+ * family (connections.ts); an IPv6 one interns its address (-1: no id left).
+ */
+export function packetKey(table: ConnectionTable, info: PacketInfo): number {
+  return info.family === 4 ? connectionKey(info.src, info.srcPort) : table.key6(info.src6, info.srcPort);
+}
+
+/**
+ * The client number selection methods and checkpoints see: IPv4's address
+ * as u32, or an IPv6 address's clientNumber6 (>= 2^32, client6.ts).
+ */
+export function clientNumber(info: PacketInfo): number {
+  return info.family === 4 ? info.src : clientNumber6(info.src6);
 }
 
 /**

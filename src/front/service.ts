@@ -7,6 +7,7 @@
  */
 import { InvalidArgumentError } from '../errors/errors.ts';
 import { parseIPv4Address } from '../packet/address.ts';
+import { equalAddress6, parseIPv6Address, setIPv4Mapped } from '../packet/address6.ts';
 import { IpProtocol } from '../packet/ipv4.ts';
 import type { FrontConfig, ServiceConfig } from './config.ts';
 import { createSelector, type Backend, type Selector } from './select/index.ts';
@@ -27,7 +28,10 @@ export const OVERFLOW_BASE = 0x800;
  */
 export class ServerRuntime implements Backend {
   readonly id: string;
+  /** IPv4 address as u32 (0 for an IPv6 server). */
   readonly address: number;
+  /** The address as four words, both families (IPv4 mapped: packet/address6.ts). */
+  readonly address6 = new Uint32Array(4);
   readonly port: number;
   weight: number;
   capacity: number;
@@ -54,6 +58,7 @@ export class ServerRuntime implements Backend {
   constructor(id: string, address: number, port: number, weight: number, capacity: number, state: ServerRuntime['state'], health?: ServerHealth) {
     this.id = id;
     this.address = address;
+    setIPv4Mapped(this.address6, address);
     this.port = port;
     this.weight = weight;
     this.capacity = capacity;
@@ -95,10 +100,31 @@ function addr(text: string): number {
   return a;
 }
 
+/**
+ * An address of either family: IPv4 as u32 with its mapped words, IPv6 as
+ * 0 with its words. (The front config accepts IPv4 VIPs only for now, see
+ * config.ts; the runtime and the engine already take either.)
+ */
+function addrAny(text: string): { v4: number; v6: Uint32Array; family: 4 | 6 } {
+  const v4 = parseIPv4Address(text);
+  const v6 = new Uint32Array(4);
+  if (v4 !== undefined) {
+    setIPv4Mapped(v6, v4);
+    return { v4, v6, family: 4 };
+  }
+  if (parseIPv6Address(text, v6) === undefined) throw new InvalidArgumentError(`${text} is not an IP address (the config was not validated)`);
+  return { v4: 0, v6, family: 6 };
+}
+
 export class ServiceRuntime {
   readonly index: number;
   readonly name: string;
+  /** IPv4 VIP as u32 (0 for an IPv6 service). */
   readonly vip: number;
+  /** 4 or 6: the VIP's family (its servers are of the same family). */
+  readonly family: 4 | 6;
+  /** The VIP as four words, both families (IPv4 mapped). */
+  readonly vip6: Uint32Array;
   readonly port: number;
   /** IpProtocol.Tcp or IpProtocol.Udp. */
   readonly protocol: number;
@@ -126,7 +152,10 @@ export class ServiceRuntime {
   ) {
     this.index = index;
     this.name = svc.name;
-    this.vip = addr(svc.vip);
+    const vip = addrAny(svc.vip);
+    this.vip = vip.v4;
+    this.family = vip.family;
+    this.vip6 = vip.v6;
     this.port = svc.port;
     this.protocol = svc.protocol === 'udp' ? IpProtocol.Udp : IpProtocol.Tcp;
     // A service with checks starts its new servers in health.startAs (no transition: nothing changed).
@@ -134,10 +163,13 @@ export class ServiceRuntime {
     const h = svc.health as ServiceConfig['health'] | undefined;
     const initial = h !== undefined && h.kind !== 'none' ? { check: h.startAs, reason: `not checked yet (health.startAs ${h.startAs})` } : undefined;
     this.servers = svc.servers.map((s) => {
-      const a = addr(s.address);
+      const any = this.family === 6 ? addrAny(s.address) : undefined;
+      const a = any === undefined ? addr(s.address) : any.v4;
       const p = s.port ?? svc.port;
       const kept = health?.keep?.(s.name, a, p);
-      return new ServerRuntime(s.name, a, p, s.weight, s.capacity ?? Infinity, s.state, kept ?? new ServerHealth(s.name, health?.now ?? 0, health?.sink, initial));
+      const srv = new ServerRuntime(s.name, a, p, s.weight, s.capacity ?? Infinity, s.state, kept ?? new ServerHealth(s.name, health?.now ?? 0, health?.sink, initial));
+      if (any !== undefined) srv.address6.set(any.v6);
+      return srv;
     });
     this.selector = createSelector(svc.method);
     this.selector.rebuild(this.servers);
@@ -173,6 +205,15 @@ export class ServiceRuntime {
     chosen.decided++;
     this.overflowed++;
     return j;
+  }
+
+  /** Index of the server with this address (four words, either family) and port, or -1. */
+  serverAt6(address: Uint32Array, port: number): number {
+    for (let i = 0; i < this.servers.length; i++) {
+      const s = this.servers[i];
+      if (s !== undefined && s.port === port && equalAddress6(s.address6, address)) return i;
+    }
+    return -1;
   }
 
   /** Index of the server with this address and port, or -1. */

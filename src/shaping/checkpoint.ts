@@ -3,9 +3,20 @@
  * queue"): its condition, its criterion (pattern extraction: the request's
  * key), its stick table, and for the limit kinds its queue and gate.
  *
- * Requests are described by plain numbers (client address as uint32,
- * destination port, service index, server index or -1): no objects per
- * request. Conditions and key extraction allocate nothing.
+ * Requests are described by plain numbers (the client number: IPv4
+ * address as uint32, or for IPv6 a number >= 2^32 (front/client6.ts) with
+ * the address's four words beside it in the held pool; destination port,
+ * service index, server index or -1): no objects per request. Conditions
+ * and key extraction allocate nothing.
+ *
+ * IPv6 client keys (criterion source or source-prefix): the address
+ * masked to 128 bits or to `prefixLength6` (default /64), hashed to a
+ * number in [2^32, 2^53) with a seed drawn at start (ipv6Key): disjoint
+ * from IPv4 keys (< 2^32), so one table holds both families. Two IPv6
+ * prefixes share a key only on a 52-bit hash collision (~2^-52 per pair),
+ * and the seed keeps a client from choosing addresses that collide with
+ * another's key. `when.sourceIn` lists IPv4 prefixes: an IPv6 client is
+ * in none of them.
  *
  * Kinds:
  *  counter            counts every request the condition lets in (rate,
@@ -30,6 +41,8 @@ import { StickTable } from './stick_table.ts';
 import { WaitQueue, type HeldLinks, type QueueGate, type Scheduler } from './queue.ts';
 import { TimedHolds } from './timed_holds.ts';
 import { parseCidr, prefixMask } from '../packet/address.ts';
+import { prefixWordMask } from '../packet/address6.ts';
+import { CLIENT6_BASE, hashWords } from '../front/client6.ts';
 import type { AdmissionLimiter, ThrottleDomain, ThrottleLimiter } from './limiters.ts';
 
 export const Kind = { Counter: 0, RateLimit: 1, ConcurrencyLimit: 2, Gatekeeper: 3, Admission: 4 } as const;
@@ -42,6 +55,24 @@ export const LEVEL_NAMES = ['service', 'cluster', 'server'] as const;
 const KIND_CODES = { counter: Kind.Counter, 'rate-limit': Kind.RateLimit, 'concurrency-limit': Kind.ConcurrencyLimit, gatekeeper: Kind.Gatekeeper, admission: Kind.Admission } as const;
 const CRITERION_CODES = { source: Criterion.Source, 'source-prefix': Criterion.SourcePrefix, service: Criterion.Service, server: Criterion.Server, none: Criterion.None } as const;
 const MEASURE_CODES = { rate: Measure.Rate, concurrent: Measure.Concurrent, total: Measure.Total } as const;
+
+/** The IPv6 key seeds: drawn once per process (keys live in memory only). */
+const SEEDS = crypto.getRandomValues(new Uint32Array(2));
+const SEED_HI = SEEDS[0] ?? 0;
+const SEED_LO = SEEDS[1] ?? 0;
+
+/**
+ * The checkpoint key of an IPv6 client: the four words at words[at..at+3]
+ * masked to `length` bits, hashed into [2^32, 2^53) (see the file comment).
+ */
+export function ipv6Key(words: Uint32Array, at: number, length: number): number {
+  const w0 = ((words[at] ?? 0) & prefixWordMask(length, 0)) >>> 0;
+  const w1 = ((words[at + 1] ?? 0) & prefixWordMask(length, 1)) >>> 0;
+  const w2 = ((words[at + 2] ?? 0) & prefixWordMask(length, 2)) >>> 0;
+  const w3 = ((words[at + 3] ?? 0) & prefixWordMask(length, 3)) >>> 0;
+  const hi = hashWords(w0, w1, w2, w3, SEED_HI) & 0xfffff;
+  return CLIENT6_BASE * (1 + hi) + hashWords(w0, w1, w2, w3, SEED_LO);
+}
 
 /** Receives requests leaving a queue (the Shaper). */
 export interface CheckpointSink {
@@ -69,6 +100,8 @@ export class Checkpoint implements QueueGate {
   readonly kind: number;
   readonly criterion: number;
   readonly keyMask: number;
+  /** Criterion source-prefix: the IPv6 prefix length (source: 128). */
+  readonly prefixLength6: number;
   readonly limit: number;
   readonly action: number;
   /** Overflow target index for Action.Steer. */
@@ -121,6 +154,7 @@ export class Checkpoint implements QueueGate {
     this.kind = KIND_CODES[cfg.kind];
     this.criterion = CRITERION_CODES[cfg.criterion];
     this.keyMask = cfg.criterion === 'source-prefix' ? prefixMask(cfg.prefixLength) : 0xffffffff;
+    this.prefixLength6 = cfg.criterion === 'source-prefix' ? cfg.prefixLength6 : 128;
     this.limit = cfg.limit ?? Infinity;
     const act = cfg.action;
     this.action = act === 'continue' ? Action.Continue : act === 'reject' ? Action.Reject : Action.Steer;
@@ -150,13 +184,17 @@ export class Checkpoint implements QueueGate {
     return this.#refName;
   }
 
-  /** This rule's key for a request (criterion: pattern extraction). */
-  keyOf(src: number, service: number, server: number): number {
+  /**
+   * This rule's key for a request (criterion: pattern extraction). `src` is
+   * the client number; an IPv6 one (>= 2^32) is keyed by its address, the
+   * words at src6[at..at+3] (ipv6Key).
+   */
+  keyOf(src: number, src6: Uint32Array, at: number, service: number, server: number): number {
     switch (this.criterion) {
       case Criterion.Source:
-        return src >>> 0;
+        return src >= CLIENT6_BASE ? ipv6Key(src6, at, 128) : src >>> 0;
       case Criterion.SourcePrefix:
-        return (src & this.keyMask) >>> 0;
+        return src >= CLIENT6_BASE ? ipv6Key(src6, at, this.prefixLength6) : (src & this.keyMask) >>> 0;
       case Criterion.Service:
         return service;
       case Criterion.Server:
@@ -167,9 +205,9 @@ export class Checkpoint implements QueueGate {
   }
 
   /** A measure of this rule's counter for a request's key (0 when the key is not in the table). */
-  measure(measure: number, src: number, service: number, server: number, now: number): number {
+  measure(measure: number, src: number, src6: Uint32Array, at: number, service: number, server: number, now: number): number {
     if (this.criterion === Criterion.Server && server < 0) return 0;
-    const e = this.table.find(this.keyOf(src, service, server));
+    const e = this.table.find(this.keyOf(src, src6, at, service, server));
     if (e < 0) return 0;
     if (measure === Measure.Rate) return this.table.freq.estimate(e, now);
     if (measure === Measure.Concurrent) return this.table.concurrent[e] ?? 0;
@@ -177,9 +215,10 @@ export class Checkpoint implements QueueGate {
   }
 
   /** Whether the condition holds (no condition: always). */
-  matches(src: number, dstPort: number, service: number, server: number, now: number): boolean {
+  matches(src: number, src6: Uint32Array, at: number, dstPort: number, service: number, server: number, now: number): boolean {
     const n = this.#prefixAddr.length;
     if (n > 0) {
+      if (src >= CLIENT6_BASE) return false; // IPv4 prefixes only (file comment)
       let hit = false;
       for (let k = 0; k < n && !hit; k++) hit = ((src & (this.#prefixMask[k] ?? 0)) >>> 0) === this.#prefixAddr[k];
       if (!hit) return false;
@@ -192,7 +231,7 @@ export class Checkpoint implements QueueGate {
     }
     const ref = this.counterRef;
     if (ref !== undefined) {
-      const v = ref.measure(this.#measure, src, service, server, now);
+      const v = ref.measure(this.#measure, src, src6, at, service, server, now);
       if (!(v > this.#above && v < this.#below)) return false;
     }
     return true;

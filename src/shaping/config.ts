@@ -26,7 +26,8 @@ export const checkpointSchema = z
       .enum(CRITERIA, { error: `criterion is one of ${CRITERIA.join(', ')}` })
       .default('source')
       .describe('What a key is: the client address, its prefix (`prefixLength`), the virtual service, the chosen server (server-level lists only), or `none` (one shared counter).'),
-    prefixLength: z.int().min(1, 'prefixLength is 1..32').max(32, 'prefixLength is 1..32').default(24).describe('For criterion `source-prefix` (IPv4: the front node steers IPv4 only).'),
+    prefixLength: z.int().min(1, 'prefixLength is 1..32').max(32, 'prefixLength is 1..32').default(24).describe('For criterion `source-prefix`: the prefix of an IPv4 client.'),
+    prefixLength6: z.int().min(1, 'prefixLength6 is 1..128').max(128, 'prefixLength6 is 1..128').default(64).describe('For criterion `source-prefix`: the prefix of an IPv6 client (/64: one subscriber\'s LAN, RFC 6177; /56 or /48 for a whole site).'),
     limit: z.int().min(1, 'limit must be >= 1').max(10_000_000).optional().describe('Required for the limit kinds: connections per period (`rate-limit`) or open at once (`concurrency-limit`) per key.'),
     periodMs: z
       .int()

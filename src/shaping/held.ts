@@ -27,7 +27,10 @@ export class HeldPool implements HeldLinks {
   readonly since: Float64Array;
   readonly id: Float64Array;
   readonly key: Float64Array;
+  /** Client number (forward_request.ts clientNumber: IPv4 u32, IPv6 >= 2^32). */
   readonly src: Float64Array;
+  /** The client address as four words per slot (stride 4; IPv4 mapped): IPv6 checkpoint keys. */
+  readonly src6: Uint32Array;
   readonly dstPort: Int32Array;
   readonly service: Int32Array;
   /** Chosen target (server index or overflow code), -1 before the choice. */
@@ -53,6 +56,7 @@ export class HeldPool implements HeldLinks {
     this.id = new Float64Array(n);
     this.key = new Float64Array(n);
     this.src = new Float64Array(n);
+    this.src6 = new Uint32Array(n * 4);
     this.dstPort = new Int32Array(n);
     this.service = new Int32Array(n);
     this.target = new Int32Array(n);
@@ -83,11 +87,16 @@ export class HeldPool implements HeldLinks {
   }
 
   /** Fills the scratch slot for a new request. */
-  start(id: number, connKey: number, src: number, dstPort: number, service: number): number {
+  start(id: number, connKey: number, src: number, src6: Uint32Array, dstPort: number, service: number): number {
     const s = this.scratch;
     this.id[s] = id;
     this.key[s] = connKey;
     this.src[s] = src;
+    const w = this.src6;
+    w[s * 4] = src6[0] ?? 0;
+    w[s * 4 + 1] = src6[1] ?? 0;
+    w[s * 4 + 2] = src6[2] ?? 0;
+    w[s * 4 + 3] = src6[3] ?? 0;
     this.dstPort[s] = dstPort;
     this.service[s] = service;
     this.target[s] = -1;
@@ -106,6 +115,7 @@ export class HeldPool implements HeldLinks {
     this.id[to] = this.id[from] ?? 0;
     this.key[to] = this.key[from] ?? 0;
     this.src[to] = this.src[from] ?? 0;
+    this.src6.copyWithin(to * 4, from * 4, from * 4 + 4);
     this.dstPort[to] = this.dstPort[from] ?? 0;
     this.service[to] = this.service[from] ?? 0;
     this.target[to] = this.target[from] ?? -1;

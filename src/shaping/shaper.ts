@@ -25,6 +25,7 @@
 import { Action, Checkpoint, Kind, LEVEL_NAMES, Level, type CheckpointSink } from './checkpoint.ts';
 import type { CheckpointConfig } from './config.ts';
 import { HeldPool, MAX_ACQUIRED } from './held.ts';
+import { CLIENT6_BASE } from '../front/client6.ts';
 import type { Scheduler } from './queue.ts';
 import { ACCEPTED, ADMISSION_NOT_CONFIGURED, AdmissionVerdict, DELAYED, REJECTED, type AdmissionLimiter, type ThrottleLimiter } from './limiters.ts';
 
@@ -175,13 +176,13 @@ export class Shaper implements CheckpointSink {
    * Evaluates a new connection's SYN. Pass: pool.target[pool.scratch] is
    * the target and commit(pool.scratch, connSlot) must follow.
    */
-  begin(id: number, connKey: number, src: number, dstPort: number, service: number, now: number): number {
+  begin(id: number, connKey: number, src: number, src6: Uint32Array, dstPort: number, service: number, now: number): number {
     if (this.pool.heldSlot(connKey) >= 0) {
       this.counts.retransmits++;
       return Outcome.Retransmit;
     }
     this.counts.evaluated++;
-    return this.#run(this.pool.start(id, connKey, src, dstPort, service), now);
+    return this.#run(this.pool.start(id, connKey, src, src6, dstPort, service), now);
   }
 
   #list(level: number, service: number, target: number): readonly Checkpoint[] | undefined {
@@ -209,7 +210,7 @@ export class Shaper implements CheckpointSink {
       if (list === undefined) continue;
       for (let i = first; i < list.length; i++) {
         const cp = list[i];
-        if (cp === undefined || !cp.matches(src, dstPort, s, target, now)) continue;
+        if (cp === undefined || !cp.matches(src, pool.src6, slot * 4, dstPort, s, target, now)) continue;
         cp.counts.matched++;
         if (cp.kind === Kind.Gatekeeper) {
           const out = this.#gatekeeper(slot, cp, level, i, src, now);
@@ -222,7 +223,7 @@ export class Shaper implements CheckpointSink {
           return out;
         }
         const table = cp.table;
-        const e = table.acquire(cp.keyOf(src, s, target), now);
+        const e = table.acquire(cp.keyOf(src, pool.src6, slot * 4, s, target), now);
         if (e < 0) {
           cp.counts.untracked++;
           continue;
@@ -302,6 +303,13 @@ export class Shaper implements CheckpointSink {
     const holds = cp.holds;
     if (gk === undefined || d === undefined || holds === undefined) {
       // Not connected to a gatekeeper (starting, or its domain unknown): fail open.
+      cp.counts.untracked++;
+      return -1;
+    }
+    if (src >= CLIENT6_BASE) {
+      // The throttling masters key clients by IPv4 prefix on the wire
+      // (throttle/gatekeeper.ts): an IPv6 client passes untracked until the
+      // control messages carry IPv6 (issue 23 part 2).
       cp.counts.untracked++;
       return -1;
     }

@@ -151,7 +151,8 @@ describe('front engine', () => {
     assert.equal(decide(e, new Uint8Array(7)).v, Verdict.Drop);
     assert.equal(decide(e, udp({ dst: '198.19.1.1' }, {})).v, Verdict.Drop);
     assert.equal(e.counters.malformed[ParseStatus.Fragment], 1);
-    assert.equal(e.counters.malformed[ParseStatus.NotIPv4], 1);
+    // Both families are parsed (parseIP): version 0 is an unknown version, no longer "not IPv4".
+    assert.equal(e.counters.malformed[ParseStatus.UnknownVersion], 1);
     assert.equal(e.counters.unexpected, 1);
   });
 
@@ -201,8 +202,9 @@ describe('kernel flow lines (/proc/net/nf_conntrack)', () => {
     const line =
       'ipv4     2 tcp      6 431999 ESTABLISHED src=198.18.11.2 dst=198.19.1.1 sport=55532 dport=80 src=198.18.201.11 dst=198.18.11.2 sport=80 dport=55532 [ASSURED] mark=0 zone=0 use=2';
     const f = parseConntrackLine(line);
-    assert.deepEqual(f, { protocol: 'tcp', state: 'ESTABLISHED', client: 0xc6120b02, clientPort: 55532, dst: 0xc6130101, dstPort: 80, replySrc: 0xc612c90b, replySrcPort: 80 });
+    assert.deepEqual(f, { family: 4, protocol: 'tcp', state: 'ESTABLISHED', client: 0xc6120b02, clientPort: 55532, dst: 0xc6130101, dstPort: 80, replySrc: 0xc612c90b, replySrcPort: 80 });
     assert.deepEqual(parseConntrackLine('ipv4     2 udp      17 20 src=1.2.3.4 dst=5.6.7.8 sport=1 dport=2 [UNREPLIED] src=5.6.7.9 dst=1.2.3.4 sport=2 dport=1 mark=0 use=1'), {
+      family: 4,
       protocol: 'udp',
       state: 'UDP',
       client: 0x01020304,

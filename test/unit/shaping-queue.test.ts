@@ -7,6 +7,9 @@ import { checkpointSchema, type CheckpointConfig } from '../../src/shaping/confi
 import { Outcome, Shaper } from '../../src/shaping/shaper.ts';
 import type { Checkpoint } from '../../src/shaping/checkpoint.ts';
 
+/** An IPv4 client's address words (checkpoints key IPv4 clients by the number; the words serve IPv6). */
+const V4_WORDS = new Uint32Array(4);
+
 const OUT = ['pass', 'held', 'reject', 'drop', 'notarget', 'retransmit'];
 const OVERFLOW_BASE = 0x800;
 
@@ -52,7 +55,7 @@ class Harness {
 
   /** A SYN: id doubles as the client port; src is the client address. */
   syn(id: number, src = 0x0a000001, port = id): number {
-    const out = this.shaper.begin(id, src * 0x10000 + port, src, 80, 0, this.now);
+    const out = this.shaper.begin(id, src * 0x10000 + port, src, V4_WORDS, 80, 0, this.now);
     if (out !== Outcome.Held && out !== Outcome.Retransmit) this.log.push([id, OUT[out] ?? '?', this.now]);
     if (out === Outcome.Pass) {
       const conn = this.#conn++;
@@ -150,7 +153,7 @@ describe('rate-limit queue', () => {
     const h = new Harness({ service: [rule({ name: 'r', kind: 'rate-limit', criterion: 'none', limit: 1, queue: { maxDelayMs: 5000 } })] });
     h.syn(0);
     h.syn(1);
-    assert.equal(h.shaper.begin(1, 0x0a000001 * 0x10000 + 1, 0x0a000001, 80, 0, 10), Outcome.Retransmit);
+    assert.equal(h.shaper.begin(1, 0x0a000001 * 0x10000 + 1, 0x0a000001, V4_WORDS, 80, 0, 10), Outcome.Retransmit);
     assert.equal(h.shaper.all[0]!.queue?.length, 1);
     h.run(5000);
     assert.deepEqual(h.log, [[0, 'pass', 0], [1, 'pass', 1001]]);

@@ -40,8 +40,9 @@ export function eligible(b: Backend): boolean {
 export interface Selector {
   readonly method: MethodName;
   /**
-   * Index of the server for a new connection from `client` (IPv4 as u32),
-   * or -1 when no server is eligible (the caller overflows or rejects).
+   * Index of the server for a new connection from `client` (the client
+   * number: IPv4 address as u32, IPv6 >= 2^32 from the address's 128 bits,
+   * front/client6.ts clientNumber6), or -1 when no server is eligible (the caller overflows or rejects).
    * Deterministic: the same state and inputs give the same answer.
    */
   pick(backends: readonly Backend[], client: number): number;

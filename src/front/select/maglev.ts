@@ -1,6 +1,7 @@
 /**
  * Maglev consistent hashing (Eisenbud et al., NSDI 2016) of the client
- * address. Each server has a permutation of the M table slots given by
+ * address (IPv4's u32, or an IPv6 address's client number, whose low 32
+ * bits are a fixed hash of all 128 bits: front/client6.ts). Each server has a permutation of the M table slots given by
  * (offset, skip); servers take turns claiming their next free preferred
  * slot until the table is full. A client maps to table[hash(addr) mod M].
  *
@@ -119,7 +120,7 @@ export class Maglev implements Selector {
       }
     }
     if (!any) return -1;
-    const start = mix32(client) % t.length;
+    const start = mix32(client) % t.length; // mix32 reads the low 32 bits: all of IPv4, the hash of IPv6
     for (let k = 0; k < t.length; k++) {
       const idx = this.#members[t[(start + k) % t.length] ?? -1] ?? -1;
       const b = backends[idx];
