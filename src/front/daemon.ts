@@ -82,7 +82,7 @@ import { FrontEngine, HELD } from './engine.ts';
 import { saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
 import { KernelScheduleWriter, SCHEDULE_TICK_MS, type KernelScheduleStatus } from './kernel-schedule.ts';
-import { SYN_SEEN_SET, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript } from './nft.ts';
+import { SYN_SEEN_SET, listChainsAsync, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript } from './nft.ts';
 import { SynproxyAuto, type SynproxyAutoStatus } from './synproxy-auto.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG } from './rules.ts';
@@ -209,12 +209,17 @@ export class FrontDaemon implements FrontMetricsSource {
   /** The uplink virtual address ('' without `ha`), parsed once (#holdsUplinkVip). */
   #uplinkVip: string | undefined;
 
+  /** Where a start's time went (ms since the process began: performance.now()), logged with "front node ready". */
+  readonly #startup: Record<string, number> = {};
+
   constructor(configFile: string) {
+    this.#startup['begin'] = Math.round(performance.now());
     this.configFile = configFile;
     const file = loadConfig(frontConfigSchema, configFile);
     assertHostReady(file);
     this.overrides = new OverrideStore(stateFilePath(configFile, file.stateFile), this.log);
     this.config = this.overrides.load(file);
+    this.#startup['configLoaded'] = Math.round(performance.now());
     const ha = this.config.ha;
     // Role and address may disagree for one detection time (3 adverts) and the hook's run around a takeover.
     this.ha = new HaRoleMachine(ha !== undefined, 3 * (ha?.advertSeconds ?? 1) * 1000 + HOOK_ALLOWANCE_MS, Date.now());
@@ -261,10 +266,13 @@ export class FrontDaemon implements FrontMetricsSource {
       apply: (rules, whole) => {
         const elements = installRuleset(rules, undefined, whole ? undefined : this.#installed);
         this.#installed = rules;
+        // The fallback map: filled by a whole install only when small; the writer brings it to the running spread.
+        this.fallback.afterInstall(!elements, rules.nft.fallbackHeld);
         return elements;
       },
       save: (table) => (table === 'nft' ? listNft() : saveTable(table)),
       saveAsync: (table, timeoutMs) => (table === 'nft' ? listTableAsync(timeoutMs) : saveTableAsync(table, timeoutMs)),
+      nftChains: (timeoutMs) => listChainsAsync(timeoutMs),
       fallback: () => this.fallback.state(),
       onNftDump: (list) => {
         this.vipGuard.read(list);
@@ -298,6 +306,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.flowEnds = new FlowEnds({ table: this.table, serviceOf: (vip, port, protocol) => engine.serviceOf(vip, port, protocol) });
     this.#shapingLayout = shapingLayoutKey(this.config);
     this.engine.setShaper(this.#buildShaper(this.config));
+    this.#startup['constructed'] = Math.round(performance.now());
   }
 
   /**
@@ -471,7 +480,11 @@ export class FrontDaemon implements FrontMetricsSource {
     const targets = this.schedule.render(this.config, this.engine.services);
     this.schedule.installed(targets);
     this.synproxy.installed();
-    this.rules.install(renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged()));
+    this.#startup['renderBegin'] = Math.round(performance.now());
+    const first = renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged());
+    this.#startup['rendered'] = Math.round(performance.now());
+    this.rules.install(first);
+    this.#startup['installed'] = Math.round(performance.now());
     this.#queue = NfQueue.open({
       queue: this.config.queue,
       // Packets wait here for their verdict: those of one batch, plus the
@@ -558,7 +571,8 @@ export class FrontDaemon implements FrontMetricsSource {
       );
       this.sync.start();
     }
-    this.log.info({ cluster: this.config.cluster, node: frontNodeName(this.config), role: this.ha.role, queue: this.config.queue, services: this.config.services.length, rebuilt, adoptedAfterBind: late.added, corrected: late.corrected }, 'front node ready');
+    this.#startup['ready'] = Math.round(performance.now());
+    this.log.info({ cluster: this.config.cluster, node: frontNodeName(this.config), role: this.ha.role, queue: this.config.queue, services: this.config.services.length, rebuilt, adoptedAfterBind: late.added, corrected: late.corrected, startupMs: this.#startup }, 'front node ready');
     this.systemd.ready(this.#statusLine());
     const every = this.watchdog.start();
     if (every !== undefined) this.log.info({ everyMs: every }, 'systemd watchdog: WATCHDOG=1 while the packet loop is alive and the rules can be installed');

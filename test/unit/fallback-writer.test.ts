@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { describe, it, mock } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
-import { FallbackWriter } from '../../src/front/fallback.ts';
-import { FALLBACK_SLOTS } from '../../src/front/nft.ts';
+import { FallbackWriter, spreadOf } from '../../src/front/fallback.ts';
+import { FALLBACK_SLOTS, fallbackHeldOf } from '../../src/front/nft.ts';
 import { pino } from 'pino';
 import { ServiceRuntime } from '../../src/front/service.ts';
 
@@ -61,6 +61,30 @@ function setup(): { writer: FallbackWriter; writes: string[]; finish: () => void
 }
 
 const flush = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+/**
+ * The map's contents after `scripts` ran in order (flush, delete element
+ * by key, add element), as key -> element.
+ */
+function mapAfter(scripts: readonly string[]): Map<string, string> {
+  const map = new Map<string, string>();
+  for (const script of scripts) {
+    for (const line of script.split('\n')) {
+      if (line.startsWith('flush map ')) map.clear();
+      const m = /^(add|delete) element ip sluice fallback \{ (.*) \}$/.exec(line);
+      if (!m) continue;
+      for (const e of (m[2] ?? '').split(', ')) {
+        const key = e.split(' : ')[0] ?? '';
+        if (m[1] === 'delete') assert.ok(map.delete(key), `deleted ${key}, which the map does not hold`);
+        else {
+          assert.ok(!map.has(key), `added ${key}, which the map holds`);
+          map.set(key, e);
+        }
+      }
+    }
+  }
+  return map;
+}
 
 /** The servers a fallback script spreads over, with their slot counts. */
 function targets(script: string): Record<string, number> {
@@ -118,7 +142,10 @@ describe('FallbackWriter', () => {
       mock.timers.tick(100);
       await flush();
       assert.equal(writes.length, 2);
-      assert.deepEqual(targets(writes[1] ?? ''), { '198.18.201.12': FALLBACK_SLOTS }, 'the latest state');
+      // Only what changed since write 1: the slots of the server gone (a deletes and adds of those slots).
+      assert.ok(!(writes[1] ?? '').startsWith('flush'), 'a diff against what write 1 wrote');
+      assert.ok((writes[1] ?? '').length < (writes[0] ?? '').length);
+      assert.deepEqual(targets([...mapAfter(writes.slice(0, 2)).values()].join(', ')), { '198.18.201.12': FALLBACK_SLOTS }, 'the latest state');
       finish();
       await flush();
       assert.equal(writer.state().writing, false);
@@ -133,6 +160,28 @@ describe('FallbackWriter', () => {
     } finally {
       mock.timers.reset();
     }
+  });
+
+  it('after an install: nothing written when the table holds the spread; the deferred fill of a whole install written in the background', async () => {
+    const { writer, writes, finish } = setup();
+    const services = buildServices(cfg);
+    writer.installed(services);
+    // A whole install that filled the map (small): the same spread, nothing to write.
+    writer.afterInstall(true, fallbackHeldOf(cfg, spreadOf(services)));
+    await flush();
+    assert.equal(writes.length, 0, 'the map holds the spread');
+    // A whole install that deferred the map (large): the writer fills it.
+    writer.afterInstall(true, new Map());
+    await flush();
+    assert.equal(writes.length, 1);
+    assert.ok(!(writes[0] ?? '').startsWith('flush'), 'adds into the empty map the install declared');
+    assert.deepEqual(targets(writes[0] ?? ''), { '198.18.201.11': 86, '198.18.201.12': 85, '198.18.201.13': 85 });
+    finish();
+    await flush();
+    // An element-only install (a reload) leaves the map as it is: nothing to write.
+    writer.afterInstall(false, new Map());
+    await flush();
+    assert.equal(writes.length, 1);
   });
 
   it('a failed write is counted and the next change writes again', async () => {
@@ -163,5 +212,6 @@ describe('FallbackWriter', () => {
     await flush();
     assert.equal(writer.status().writes, 1);
     assert.equal(writes.length, 2);
+    assert.ok(writes[1]?.startsWith('flush map ip sluice fallback\n'), 'after a failed write the map\'s contents are unknown: flushed and refilled');
   });
 });
