@@ -209,6 +209,8 @@ export class FrontDaemon implements FrontMetricsSource {
   /** The uplink virtual address ('' without `ha`), parsed once (#holdsUplinkVip). */
   #uplinkVip: string | undefined;
 
+  /** The last apply()'s rules: render and install (ms), logged with "configuration reloaded". */
+  #lastApplyMs: Record<string, number> = {};
   /** Where a start's time went (ms since the process began: performance.now()), logged with "front node ready". */
   readonly #startup: Record<string, number> = {};
 
@@ -235,7 +237,8 @@ export class FrontDaemon implements FrontMetricsSource {
     this.fallback = new FallbackWriter({
       log: this.log,
       config: () => this.config,
-      write: (script) => nftLoadAsync(script, 10_000),
+      // A fill of 256k elements (13.8 MB of script) takes ~3 s of nft here, far more on a loaded machine: the timeout grows with the script.
+      write: (script) => nftLoadAsync(script, 10_000 + Math.ceil(script.length / 500)),
     });
     this.schedule = new KernelScheduleWriter({
       log: this.log,
@@ -585,6 +588,7 @@ export class FrontDaemon implements FrontMetricsSource {
   /** Re-reads the config file; keeps the running config if it is refused. */
   reload(): boolean {
     this.systemd.reloading();
+    const t0 = performance.now();
     let next: Readonly<FrontConfig>;
     try {
       next = loadConfig(frontConfigSchema, this.configFile);
@@ -599,6 +603,7 @@ export class FrontDaemon implements FrontMetricsSource {
     // every new connection to the fail mode.
     const { applied, changed } = keepRestartKeys(this.config, next, RESTART_KEYS);
     if (changed.length > 0) this.log.warn({ keys: changed }, 'these changes need a restart and were not applied');
+    const t1 = performance.now();
     try {
       // The ctl overrides again, over the new file (stale ones logged and dropped).
       this.apply(this.overrides.load(applied));
@@ -607,7 +612,8 @@ export class FrontDaemon implements FrontMetricsSource {
       // caller): systemd must not be left in "reloading".
       this.systemd.ready(this.#statusLine());
     }
-    this.log.info({ services: next.services.length }, 'configuration reloaded');
+    // Where a reload's time went (ms): the file read and validated, then the services rebuilt and the rules rendered and installed.
+    this.log.info({ services: next.services.length, ms: { config: Math.round(t1 - t0), apply: Math.round(performance.now() - t1), ...this.#lastApplyMs } }, 'configuration reloaded');
     return true;
   }
 
@@ -657,7 +663,11 @@ export class FrontDaemon implements FrontMetricsSource {
     // Gates follow the services by name: an auto service engaged now stays engaged in the new table.
     this.synproxy.installed(next);
     try {
-      this.rules.install(renderRuleset(next, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged()));
+      const t0 = performance.now();
+      const rules = renderRuleset(next, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged());
+      const t1 = performance.now();
+      this.rules.install(rules);
+      this.#lastApplyMs = { render: Math.round(t1 - t0), install: Math.round(performance.now() - t1) };
     } catch (err) {
       // The running services stay: so do the fallback's and the schedule's states (a repair renders them with the running configuration).
       this.fallback.installed(old);

@@ -26,7 +26,10 @@
  *     allocation), so callers may call it on every tick;
  *   - the latest state asked for is always written eventually: a change
  *     during a write, or within minIntervalMs of one, is written when that
- *     ends;
+ *     ends; a failed write is retried (flush and refill) after retryMs,
+ *     doubling up to MAX_RETRY_MS while it keeps failing (a deferred fill
+ *     that timed out on a loaded machine must not leave the map empty
+ *     until the next change);
  *   - after an install (start, reload, repair: installed(), then
  *     afterInstall()), the map is brought to spread() by the next write; a
  *     write in flight then is followed by another with the latest state,
@@ -48,6 +51,8 @@ export interface FallbackWriterDeps {
   readonly write: (script: string) => Promise<void>;
   /** At most one write per this many ms (default 100). */
   readonly minIntervalMs?: number;
+  /** A failed write is retried after this many ms (default 2000), doubling up to MAX_RETRY_MS. */
+  readonly retryMs?: number;
   /** Monotonic clock in ms (tests inject one). */
   readonly now?: () => number;
 }
@@ -63,6 +68,9 @@ export interface FallbackWriterStatus {
   /** A write is due or in flight (after a start with a large table: the map's deferred fill). */
   readonly pending?: boolean;
 }
+
+/** The longest wait before retrying a failed write. */
+export const MAX_RETRY_MS = 30_000;
 
 export class FallbackWriter {
   readonly #deps: FallbackWriterDeps;
@@ -88,10 +96,13 @@ export class FallbackWriter {
   #writes = 0;
   #writeFailures = 0;
   #failing = false;
+  /** The wait before the next retry while writes fail. */
+  #retryMs: number;
 
   constructor(deps: FallbackWriterDeps) {
     this.#deps = deps;
     this.#minIntervalMs = deps.minIntervalMs ?? 100;
+    this.#retryMs = deps.retryMs ?? 2000;
     this.#now = deps.now ?? (() => performance.now());
   }
 
@@ -177,7 +188,7 @@ export class FallbackWriter {
 
   #kick(): void {
     if (this.#stopped || this.#writing || this.#timer !== undefined || !this.#dirty) return;
-    const wait = this.#lastWriteAt + this.#minIntervalMs - this.#now();
+    const wait = this.#lastWriteAt + (this.#failing ? this.#retryMs : this.#minIntervalMs) - this.#now();
     if (wait > 0) {
       this.#timer = setTimeout(() => {
         this.#timer = undefined;
@@ -210,13 +221,18 @@ export class FallbackWriter {
       if (filling) this.#deps.log.info({ elements: this.state().elements, ms: Math.round(this.#now() - this.#lastWriteAt) }, 'fallback map filled (the table was installed without its elements)');
       if (this.#failing) this.#deps.log.info('fallback map written again');
       this.#failing = false;
+      this.#retryMs = this.#deps.retryMs ?? 2000;
       this.#deps.log.debug({ usableServers: spread.reduce((n, u) => n + u.length, 0) }, 'fallback map rewritten');
     } catch (err) {
       this.#held = undefined;
       this.#writeFailures++;
       // Written again at the next change, and a repair of the table (rules-health.ts) renders the latest state in full.
-      if (!this.#failing) this.#deps.log.warn({ err: err instanceof Error ? err.message : err }, 'fallback map could not be written (logged once until a write works)');
+      if (!this.#failing) this.#deps.log.warn({ err: err instanceof Error ? err.message : err }, 'fallback map could not be written (retried; logged once until a write works)');
+      else this.#retryMs = Math.min(MAX_RETRY_MS, this.#retryMs * 2);
       this.#failing = true;
+      // Retried (flush and refill: what the map holds is unknown now), after retryMs.
+      this.#dirty = true;
+      this.#filling ||= filling;
     } finally {
       this.#writing = false;
       this.#generation++;

@@ -184,34 +184,58 @@ describe('FallbackWriter', () => {
     assert.equal(writes.length, 1);
   });
 
-  it('a failed write is counted and the next change writes again', async () => {
-    const services = buildServices(cfg);
-    let fail = true;
-    const writes: string[] = [];
-    const writer = new FallbackWriter({
-      log: silent,
-      config: () => cfg,
-      write: (s) => {
-        writes.push(s);
-        return fail ? Promise.reject(new Error('nft: table absent')) : Promise.resolve();
-      },
-      minIntervalMs: 0,
-    });
-    writer.installed(services);
-    const a = services[0]?.servers[0];
-    assert.ok(a);
-    a.health.setSilent(true, 0);
-    a.refreshUsable();
-    writer.update(services);
-    await flush();
-    assert.equal(writer.status().writeFailures, 1);
-    fail = false;
-    a.health.setSilent(false, 0);
-    a.refreshUsable();
-    writer.update(services);
-    await flush();
-    assert.equal(writer.status().writes, 1);
-    assert.equal(writes.length, 2);
-    assert.ok(writes[1]?.startsWith('flush map ip sluice fallback\n'), 'after a failed write the map\'s contents are unknown: flushed and refilled');
+  it('a failed write is counted and retried after retryMs (doubling while it fails), flushed and refilled', async () => {
+    mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      const services = buildServices(cfg);
+      let fail = true;
+      const writes: string[] = [];
+      const clock = { now: 1000 };
+      const writer = new FallbackWriter({
+        log: silent,
+        config: () => cfg,
+        write: (s) => {
+          writes.push(s);
+          return fail ? Promise.reject(new Error('nft: killed after 10000 ms')) : Promise.resolve();
+        },
+        minIntervalMs: 0,
+        retryMs: 1000,
+        now: () => clock.now,
+      });
+      writer.installed(services);
+      const a = services[0]?.servers[0];
+      assert.ok(a);
+      a.health.setSilent(true, 0);
+      a.refreshUsable();
+      writer.update(services);
+      await flush();
+      assert.equal(writer.status().writeFailures, 1);
+      assert.equal(writer.status().pending, true, 'a retry is due');
+      // Not before retryMs; then again, failing: the next wait doubles.
+      clock.now += 999;
+      mock.timers.tick(999);
+      await flush();
+      assert.equal(writes.length, 1);
+      clock.now += 1;
+      mock.timers.tick(1);
+      await flush();
+      assert.equal(writes.length, 2);
+      assert.equal(writer.status().writeFailures, 2);
+      fail = false;
+      clock.now += 1999;
+      mock.timers.tick(1999);
+      await flush();
+      assert.equal(writes.length, 2, 'the second retry waits 2000 ms');
+      clock.now += 1;
+      mock.timers.tick(1);
+      await flush();
+      assert.equal(writer.status().writes, 1);
+      assert.equal(writes.length, 3);
+      assert.ok(writes[2]?.startsWith('flush map ip sluice fallback\n'), 'after a failed write the map\'s contents are unknown: flushed and refilled');
+      assert.equal(writer.status().pending, false);
+    } finally {
+      mock.timers.reset();
+    }
   });
+
 });
