@@ -178,7 +178,11 @@ for (let r = 1; r <= rounds; r++) {
     const startMs = await start(config(mode === 'many', 0));
     // A large table's fallback map is filled after ready (nft.ts FALLBACK_INLINE_MAX): how long until it is in place.
     // The measurement starts after it (the steady state); a small table has it from the install (0).
-    const fallbackFillMs = mode === 'many' ? await Promise.race([filled, new Promise<number>((_, rej) => setTimeout(() => rej(new Error('the fallback map was not filled within 60 s')), 60_000).unref())]) : 0;
+    const fallbackFillMs = mode === 'many' ? await Promise.race([filled, new Promise<number>((_, rej) => {
+            setTimeout(() => {
+              rej(new Error('the fallback map was not filled within 60 s'));
+            }, 60_000).unref();
+          })]) : 0;
     const boot = startup;
     await wrk(['-t1', '-c8', '-d2s', '-H', 'Connection: close', `http://${VIP}/`]);
     const pid = frontPid();
