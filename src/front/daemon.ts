@@ -267,7 +267,10 @@ export class FrontDaemon implements FrontMetricsSource {
       // replaces only set and map elements (installRuleset); a repair, or
       // the first install, replaces the whole table.
       apply: (rules, whole) => {
-        const elements = installRuleset(rules, undefined, whole ? undefined : this.#installed);
+        const over = whole ? undefined : this.#installed;
+        // Unknown while installing: an install that fails half-way (nft done, iptables refused) must not be diffed against.
+        this.#installed = undefined;
+        const elements = installRuleset(rules, undefined, over);
         this.#installed = rules;
         // The fallback map: filled by a whole install only when small; the writer brings it to the running spread.
         this.fallback.afterInstall(!elements, rules.nft.fallbackHeld);
