@@ -13,7 +13,7 @@
 import { parseArgs } from 'node:util';
 import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
-import { configuredSpread, fallbackUpdateScript, listTable, nftLoad } from '../../src/front/nft.ts';
+import { configuredSpread, fallbackDiffScript, fallbackUpdateScript, listChainsAsync, listTable, nftLoad } from '../../src/front/nft.ts';
 import { installRuleset, removeRules, renderRuleset } from '../../src/front/ruleset.ts';
 import { run } from '../testbed/sh.ts';
 
@@ -47,16 +47,35 @@ run('ip', ['netns', 'add', ns]);
 try {
   t = process.hrtime.bigint();
   installRuleset(rules, ns);
-  console.log(`first install ${ms(t)}`);
+  console.log(`first install ${ms(t)}${rules.nft.fallbackInline ? '' : ' (fallback map declared empty: filled next)'}`);
+  if (!rules.nft.fallbackInline) {
+    t = process.hrtime.bigint();
+    nftLoad(fallbackDiffScript(cfg, configuredSpread(cfg), new Map()).script, ns);
+    console.log(`fallback map fill (the writer, after the install) ${ms(t)}`);
+  }
   t = process.hrtime.bigint();
   installRuleset(rules, ns);
-  console.log(`second install (reload: table replaced) ${ms(t)}`);
+  console.log(`second install (table replaced: a repair) ${ms(t)}`);
+  // A reload that moves one service to another port: over the last rendering, only the changed elements.
+  const doc2 = structuredClone(doc);
+  const last = doc2.services[services - 1];
+  if (last) last.port = 81;
   t = process.hrtime.bigint();
-  const list = listTable(ns);
-  console.log(`read-back (nft list table) ${ms(t)}: ${(list.length / 1e6).toFixed(1)} MB`);
+  const cfg2 = parseConfig(frontConfigSchema, JSON.stringify(doc2), 'bench');
+  const rules2 = renderRuleset(cfg2, configuredSpread(cfg2));
+  const parsed = ms(t);
+  t = process.hrtime.bigint();
+  const diffOnly = installRuleset(rules2, ns, rules);
+  console.log(`reload install (one service changed; schema and render ${parsed}): ${ms(t)}, ${diffOnly ? 'changed elements only' : 'table replaced'}`);
+  t = process.hrtime.bigint();
+  const chains = await listChainsAsync(10_000, ns);
+  console.log(`structural check (nft list chains) ${ms(t)}: ${String(chains.length)} chains`);
   t = process.hrtime.bigint();
   nftLoad(fallbackUpdateScript(cfg, configuredSpread(cfg)), ns);
-  console.log(`fallback map rewrite (all services) ${ms(t)}`);
+  console.log(`fallback map rewrite (all services: flush and add) ${ms(t)}`);
+  t = process.hrtime.bigint();
+  const list = listTable(ns);
+  console.log(`read-back (nft list table, with the fallback map) ${ms(t)}: ${(list.length / 1e6).toFixed(1)} MB`);
   removeRules(ns);
 } finally {
   run('ip', ['netns', 'del', ns]);

@@ -84,6 +84,10 @@ function config(many: boolean, variant: number): string {
 const cfgFile = join(st.runDir, 'front.json.yaml');
 
 let child: ChildProcess | undefined;
+/** The "front node ready" line's startupMs (ms since the daemon's process began: config loaded, rules rendered, installed, ready). */
+let startup: Record<string, number> = {};
+/** Resolves with the ms from ready to the writer's "fallback map filled" line (a large table's deferred fill). */
+let filled: Promise<number> = Promise.resolve(0);
 /** Starts the daemon on `cfg`; resolves with the ms from spawn to its "front node ready" line. */
 async function start(cfg: string): Promise<number> {
   writeFileSync(cfgFile, cfg);
@@ -91,13 +95,25 @@ async function start(cfg: string): Promise<number> {
   const ch = spawn('ip', ['netns', 'exec', fr, join(ROOT, 'bin/sluice'), 'front', '--config', cfgFile], { stdio: ['ignore', 'ignore', 'pipe'] });
   child = ch;
   const lines = createInterface({ input: ch.stderr });
+  let readyAt = 0;
+  filled = new Promise<number>((resolve) => {
+    lines.on('line', (l) => {
+      if (l.includes('fallback map filled')) resolve(performance.now() - readyAt);
+    });
+  });
   return new Promise<number>((resolve, reject) => {
     const t = setTimeout(() => {
       reject(new Error('sluice front did not start within 60 s'));
     }, 60_000);
     lines.on('line', (l) => {
       if (l.includes('front node ready')) {
+        readyAt = performance.now();
         clearTimeout(t);
+        try {
+          startup = (JSON.parse(l) as { startupMs?: Record<string, number> }).startupMs ?? {};
+        } catch {
+          startup = {};
+        }
         resolve(performance.now() - t0);
       }
     });
@@ -151,11 +167,23 @@ interface Sample {
   daemonCpuShare: number;
   reloadMs: number;
   rssMiB: number;
+  /** The daemon's own figures (ms since its process began): configLoaded, constructed, renderBegin, rendered, installed, ready. */
+  startupMs: Record<string, number>;
+  /** From ready until the fallback map's deferred fill was written (0: filled by the install itself). */
+  fallbackFillMs: number;
 }
 const samples: Sample[] = [];
 for (let r = 1; r <= rounds; r++) {
   for (const mode of ['one', 'many'] as const) {
     const startMs = await start(config(mode === 'many', 0));
+    // A large table's fallback map is filled after ready (nft.ts FALLBACK_INLINE_MAX): how long until it is in place.
+    // The measurement starts after it (the steady state); a small table has it from the install (0).
+    const fallbackFillMs = mode === 'many' ? await Promise.race([filled, new Promise<number>((_, rej) => {
+            setTimeout(() => {
+              rej(new Error('the fallback map was not filled within 60 s'));
+            }, 60_000).unref();
+          })]) : 0;
+    const boot = startup;
     await wrk(['-t1', '-c8', '-d2s', '-H', 'Connection: close', `http://${VIP}/`]);
     const pid = frontPid();
     const c0 = cpuSeconds(pid);
@@ -168,14 +196,18 @@ for (let r = 1; r <= rounds; r++) {
     const reloadMs = performance.now() - tr;
     if (reply.ok !== true) throw new Error(`reload refused: ${JSON.stringify(reply)}`);
     const rss = rssMiB(pid);
-    samples.push({ mode, round: r, startMs, rps: res.rps, errors: res.errors, daemonCpuShare: cpuShare, reloadMs, rssMiB: rss });
-    console.error(`round ${String(r)} ${mode.padEnd(4)} start ${startMs.toFixed(0)} ms, ${res.rps.toFixed(0)} new conn/s (errors ${String(res.errors)}), daemon ${(cpuShare * 100).toFixed(1)}% CPU, reload ${reloadMs.toFixed(0)} ms, RSS ${rss.toFixed(0)} MiB`);
+    samples.push({ mode, round: r, startMs, rps: res.rps, errors: res.errors, daemonCpuShare: cpuShare, reloadMs, rssMiB: rss, startupMs: boot, fallbackFillMs });
+    const install = (boot['installed'] ?? NaN) - (boot['renderBegin'] ?? NaN);
+    console.error(`round ${String(r)} ${mode.padEnd(4)} start ${startMs.toFixed(0)} ms (${JSON.stringify(boot)}; render+install ${install.toFixed(0)} ms; fallback filled ${fallbackFillMs.toFixed(0)} ms after ready), ${res.rps.toFixed(0)} new conn/s (errors ${String(res.errors)}), daemon ${(cpuShare * 100).toFixed(1)}% CPU, reload ${reloadMs.toFixed(0)} ms, RSS ${rss.toFixed(0)} MiB`);
     await stop();
     sleepSync(1500); // TIME_WAIT (1 s here) drains between modes
   }
 }
 
 const of = (mode: string, f: 'rps' | 'startMs' | 'reloadMs' | 'rssMiB'): number[] => samples.filter((s) => s.mode === mode).map((s) => s[f]);
+function installs(mode: string): number[] {
+  return samples.filter((s) => s.mode === mode).map((s) => (s.startupMs['installed'] ?? NaN) - (s.startupMs['renderBegin'] ?? NaN));
+}
 const ratios = Array.from({ length: rounds }, (_, i) => (samples.find((s) => s.mode === 'many' && s.round === i + 1)?.rps ?? NaN) / (samples.find((s) => s.mode === 'one' && s.round === i + 1)?.rps ?? NaN));
 const summary = {
   rpsOne: med(of('one', 'rps')),
@@ -191,6 +223,13 @@ const summary = {
   reloadMsManyMax: Math.max(...of('many', 'reloadMs')),
   rssMiBOne: med(of('one', 'rssMiB')),
   rssMiBMany: med(of('many', 'rssMiB')),
+  /** The daemon's render and rule install at start (its own clock). */
+  installMsOne: med(installs('one')),
+  installMsMany: med(installs('many')),
+  installMsManyMax: Math.max(...installs('many')),
+  /** Ready until the deferred fallback fill was written. */
+  fallbackFillMsMany: med(samples.filter((s) => s.mode === 'many').map((s) => s.fallbackFillMs)),
+  fallbackFillMsManyMax: Math.max(...samples.filter((s) => s.mode === 'many').map((s) => s.fallbackFillMs)),
 };
 console.error(`raw rule install (scripts/bench/front-rules-install.ts --services ${String(nServices)} --servers ${String(nServers)}):`);
 const rawInstall = execFileSync(process.execPath, [join(ROOT, 'scripts/bench/front-rules-install.ts'), '--services', String(nServices), '--servers', String(nServers), '--prefix', `${prefix}r`], { encoding: 'utf8' }).trim();
@@ -200,6 +239,7 @@ console.log(`\nsluice front with ${String(nServices)} VIPs x ${String(nServers)}
 console.log(`new conn/s   one ${summary.rpsOne.toFixed(0)}, many ${summary.rpsMany.toFixed(0)}; many/one median of per-round ratios ${summary.ratioMedian.toFixed(3)} (rounds ${ratios.map((x) => x.toFixed(2)).join(' ')})  target >= 0.95`);
 console.log(`start        one ${summary.startMsOne.toFixed(0)} ms, many ${summary.startMsMany.toFixed(0)} ms (spawn to ready: Node start-up + rule install)  install target < 2 s`);
 console.log(`reload       one ${summary.reloadMsOne.toFixed(0)} ms, many ${summary.reloadMsMany.toFixed(0)} ms (max ${summary.reloadMsManyMax.toFixed(0)}; admin request until the new rules are installed)  target < 2 s`);
+console.log(`install      one ${summary.installMsOne.toFixed(0)} ms, many ${summary.installMsMany.toFixed(0)} ms (max ${summary.installMsManyMax.toFixed(0)}; the daemon's render + nft + iptables at start); fallback map filled ${summary.fallbackFillMsMany.toFixed(0)} ms after ready (max ${summary.fallbackFillMsManyMax.toFixed(0)})`);
 console.log(`RSS          one ${summary.rssMiBOne.toFixed(0)} MiB, many ${summary.rssMiBMany.toFixed(0)} MiB`);
 mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
 writeFileSync(

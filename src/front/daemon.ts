@@ -83,7 +83,7 @@ import { FrontEngine, HELD } from './engine.ts';
 import { saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
 import { KernelScheduleWriter, SCHEDULE_TICK_MS, type KernelScheduleStatus } from './kernel-schedule.ts';
-import { SYN_SEEN_SET, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript } from './nft.ts';
+import { SYN_SEEN_SET, listChainsAsync, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript } from './nft.ts';
 import { SynproxyAuto, type SynproxyAutoStatus } from './synproxy-auto.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG } from './rules.ts';
@@ -213,12 +213,19 @@ export class FrontDaemon implements FrontMetricsSource {
   /** The uplink virtual address ('' without `ha`), parsed once (#holdsUplinkVip). */
   #uplinkVip: string | undefined;
 
+  /** The last apply()'s rules: render and install (ms), logged with "configuration reloaded". */
+  #lastApplyMs: Record<string, number> = {};
+  /** Where a start's time went (ms since the process began: performance.now()), logged with "front node ready". */
+  readonly #startup: Record<string, number> = {};
+
   constructor(configFile: string) {
+    this.#startup['begin'] = Math.round(performance.now());
     this.configFile = configFile;
     const file = loadConfig(frontConfigSchema, configFile);
     assertHostReady(file);
     this.overrides = new OverrideStore(stateFilePath(configFile, file.stateFile), this.log);
     this.config = this.overrides.load(file);
+    this.#startup['configLoaded'] = Math.round(performance.now());
     const ha = this.config.ha;
     // Role and address may disagree for one detection time (3 adverts) and the hook's run around a takeover.
     this.ha = new HaRoleMachine(ha !== undefined, 3 * (ha?.advertSeconds ?? 1) * 1000 + HOOK_ALLOWANCE_MS, Date.now());
@@ -234,7 +241,8 @@ export class FrontDaemon implements FrontMetricsSource {
     this.fallback = new FallbackWriter({
       log: this.log,
       config: () => this.config,
-      write: (script) => nftLoadAsync(script, 10_000),
+      // A fill of 256k elements (13.8 MB of script) takes ~3 s of nft here, far more on a loaded machine: the timeout grows with the script.
+      write: (script) => nftLoadAsync(script, 10_000 + Math.ceil(script.length / 500)),
     });
     this.schedule = new KernelScheduleWriter({
       log: this.log,
@@ -263,12 +271,18 @@ export class FrontDaemon implements FrontMetricsSource {
       // replaces only set and map elements (installRuleset); a repair, or
       // the first install, replaces the whole table.
       apply: (rules, whole) => {
-        const elements = installRuleset(rules, undefined, whole ? undefined : this.#installed);
+        const over = whole ? undefined : this.#installed;
+        // Unknown while installing: an install that fails half-way (nft done, iptables refused) must not be diffed against.
+        this.#installed = undefined;
+        const elements = installRuleset(rules, undefined, over);
         this.#installed = rules;
+        // The fallback map: filled by a whole install only when small; the writer brings it to the running spread.
+        this.fallback.afterInstall(!elements, rules.nft.fallbackHeld);
         return elements;
       },
       save: (table) => (table === 'nft' ? listNft() : saveTable(table)),
       saveAsync: (table, timeoutMs) => (table === 'nft' ? listTableAsync(timeoutMs) : saveTableAsync(table, timeoutMs)),
+      nftChains: (timeoutMs) => listChainsAsync(timeoutMs),
       fallback: () => this.fallback.state(),
       onNftDump: (list) => {
         this.vipGuard.read(list);
@@ -302,6 +316,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.flowEnds = new FlowEnds({ table: this.table, serviceOf: (vip, port, protocol) => engine.serviceOf(vip, port, protocol), serviceOf6: (vip, port, protocol) => engine.serviceOf6(vip, port, protocol) });
     this.#shapingLayout = shapingLayoutKey(this.config);
     this.engine.setShaper(this.#buildShaper(this.config));
+    this.#startup['constructed'] = Math.round(performance.now());
   }
 
   /**
@@ -475,7 +490,11 @@ export class FrontDaemon implements FrontMetricsSource {
     const targets = this.schedule.render(this.config, this.engine.services);
     this.schedule.installed(targets);
     this.synproxy.installed();
-    this.rules.install(renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged()));
+    this.#startup['renderBegin'] = Math.round(performance.now());
+    const first = renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged());
+    this.#startup['rendered'] = Math.round(performance.now());
+    this.rules.install(first);
+    this.#startup['installed'] = Math.round(performance.now());
     this.#queue = NfQueue.open({
       queue: this.config.queue,
       // Packets wait here for their verdict: those of one batch, plus the
@@ -562,7 +581,8 @@ export class FrontDaemon implements FrontMetricsSource {
       );
       this.sync.start();
     }
-    this.log.info({ cluster: this.config.cluster, node: frontNodeName(this.config), role: this.ha.role, queue: this.config.queue, services: this.config.services.length, rebuilt, adoptedAfterBind: late.added, corrected: late.corrected }, 'front node ready');
+    this.#startup['ready'] = Math.round(performance.now());
+    this.log.info({ cluster: this.config.cluster, node: frontNodeName(this.config), role: this.ha.role, queue: this.config.queue, services: this.config.services.length, rebuilt, adoptedAfterBind: late.added, corrected: late.corrected, startupMs: this.#startup }, 'front node ready');
     this.systemd.ready(this.#statusLine());
     const every = this.watchdog.start();
     if (every !== undefined) this.log.info({ everyMs: every }, 'systemd watchdog: WATCHDOG=1 while the packet loop is alive and the rules can be installed');
@@ -575,6 +595,7 @@ export class FrontDaemon implements FrontMetricsSource {
   /** Re-reads the config file; keeps the running config if it is refused. */
   reload(): boolean {
     this.systemd.reloading();
+    const t0 = performance.now();
     let next: Readonly<FrontConfig>;
     try {
       next = loadConfig(frontConfigSchema, this.configFile);
@@ -589,6 +610,7 @@ export class FrontDaemon implements FrontMetricsSource {
     // every new connection to the fail mode.
     const { applied, changed } = keepRestartKeys(this.config, next, RESTART_KEYS);
     if (changed.length > 0) this.log.warn({ keys: changed }, 'these changes need a restart and were not applied');
+    const t1 = performance.now();
     try {
       // The ctl overrides again, over the new file (stale ones logged and dropped).
       this.apply(this.overrides.load(applied));
@@ -597,7 +619,8 @@ export class FrontDaemon implements FrontMetricsSource {
       // caller): systemd must not be left in "reloading".
       this.systemd.ready(this.#statusLine());
     }
-    this.log.info({ services: next.services.length }, 'configuration reloaded');
+    // Where a reload's time went (ms): the file read and validated, then the services rebuilt and the rules rendered and installed.
+    this.log.info({ services: next.services.length, ms: { config: Math.round(t1 - t0), apply: Math.round(performance.now() - t1), ...this.#lastApplyMs } }, 'configuration reloaded');
     return true;
   }
 
@@ -647,7 +670,11 @@ export class FrontDaemon implements FrontMetricsSource {
     // Gates follow the services by name: an auto service engaged now stays engaged in the new table.
     this.synproxy.installed(next);
     try {
-      this.rules.install(renderRuleset(next, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged()));
+      const t0 = performance.now();
+      const rules = renderRuleset(next, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged());
+      const t1 = performance.now();
+      this.rules.install(rules);
+      this.#lastApplyMs = { render: Math.round(t1 - t0), install: Math.round(performance.now() - t1) };
     } catch (err) {
       // The running services stay: so do the fallback's and the schedule's states (a repair renders them with the running configuration).
       this.fallback.installed(old);

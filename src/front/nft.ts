@@ -95,6 +95,18 @@ export const FALLBACK_SLOTS = 256;
 /** jhash seed of the fallback spread (any constant; the same in every rendering, so a source keeps its slot). */
 const FALLBACK_SEED = 0x5175;
 
+/**
+ * Above this many fallback elements a whole-table install (start, repair, a
+ * change of the table's chains) declares the fallback map empty, and the
+ * fallback writer (fallback.ts) fills it right after, off the event loop:
+ * the map is used only while no daemon is bound, and the daemon that just
+ * installed the table is bound. Measured with 1,000 services (256k
+ * elements): the table with its fallback 3.4 s of `nft -f`, without 0.6 s;
+ * the writer's fill 2.8 s in the background. Below, the map is filled in
+ * the same transaction, as before.
+ */
+export const FALLBACK_INLINE_MAX = 16_384;
+
 /** The usable servers of each service (by service index), for the fallback: address and port. */
 export type FallbackSpread = readonly (readonly (readonly [address: string, port: number])[])[];
 
@@ -117,13 +129,22 @@ export function fallbackElements(cfg: Pick<FrontConfig, 'services'>, spread: Fal
   return out;
 }
 
+/** How many elements fallbackElements(cfg, spread) returns, without building them. */
+export function fallbackCount(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread): number {
+  let n = 0;
+  cfg.services.forEach((_, si) => {
+    if ((spread[si]?.length ?? 0) > 0) n += FALLBACK_SLOTS;
+  });
+  return n;
+}
+
 /** Whether this configuration has a daemon-down fallback (only with --queue-bypass: else a queue without reader drops). */
 export function hasFallback(cfg: Pick<FrontConfig, 'failMode'>): boolean {
   return cfg.failMode === 'bypass';
 }
 
 export interface RenderedNft {
-  /** The `nft -f` script: creates, deletes and recreates our table in one transaction. */
+  /** The `nft -f` script: creates, deletes and recreates our table in one transaction (built when read: megabytes for a large table). */
   readonly script: string;
   /**
    * The table without its elements and counter values: two renderings with
@@ -133,12 +154,27 @@ export interface RenderedNft {
   readonly structure: string;
   /** The kernel schedule's per-service chains (outside `structure`: `update` rewrites them; chains of an older rendering that this one lacks are deleted after it). */
   readonly kernelChains: readonly string[];
+  /** Each kernel-schedule chain's rules (elementDiffScript rewrites those that changed). */
+  readonly kernelRules: Readonly<Record<string, readonly string[]>>;
   /**
    * The `nft -f` script that replaces every set's and map's elements in
    * one transaction (flush and add), leaving chains, hooks and counters in
-   * place. Valid only over a table of the same `structure`.
+   * place. Valid only over a table of the same `structure`. Built when
+   * read; installs use elementDiffScript (only what changed).
    */
   readonly update: string;
+  /**
+   * The elements rendered per set and map (`key : value` for a map), as
+   * elementDiffScript compares them. The fallback map's are those of the
+   * whole-table script: none when it is deferred (fallbackInline false).
+   */
+  readonly sets: Readonly<Record<string, readonly string[]>>;
+  /** The lines that set the `synproxied*` sets to the engaged state rendered (none without a SYN-cookie service). */
+  readonly synproxiedLines: readonly string[];
+  /** Whether `script` fills the fallback map (else the fallback writer does, after the install: FALLBACK_INLINE_MAX). */
+  readonly fallbackInline: boolean;
+  /** What `script` leaves in the fallback map (empty when deferred). */
+  readonly fallbackHeld: FallbackHeld;
   /** The table's declaration alone (tests, docs). */
   readonly table: string;
   /** Elements per set or map (tests, the rule check's counts). */
@@ -176,7 +212,9 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
       overflow.push(mark);
     });
   });
-  const fb = hasFallback(cfg) ? fallbackElements(cfg, spread) : [];
+  const fbCount = hasFallback(cfg) ? fallbackCount(cfg, spread) : 0;
+  const fallbackInline = fbCount <= FALLBACK_INLINE_MAX;
+  const fb = fallbackInline && fbCount > 0 ? fallbackElements(cfg, spread) : [];
   // SYN cookies: services grouped by options (synproxyGroups); the sets
   // hold the services whose cookies are engaged now (mode on, or auto
   // under a flood: `engaged`), syn_seen every capable one (the counts).
@@ -242,7 +280,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     '  chain nat_pre {',
     '    type nat hook prerouting priority dstnat - 1; policy accept;',
     `    meta mark & 0xff000000 == 0x51000000 meta l4proto { tcp, udp } ct mark set meta mark dnat ip to meta mark map @targets`,
-    ...(fb.length > 0
+    ...(fbCount > 0
       ? [
           `    meta mark ${q} ${synOnly} counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
           `    meta mark ${q} meta l4proto udp counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
@@ -291,7 +329,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     // dstnat - 1 (nft accepts the name in prerouting only).
     '    type nat hook output priority -101; policy accept;',
     `    meta mark & 0xff000000 == 0x51000000 meta l4proto tcp ct mark set meta mark dnat ip to meta mark map @targets`,
-    ...(fb.length > 0 ? [`    meta mark ${q} ${synOnly} counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`] : []),
+    ...(fbCount > 0 ? [`    meta mark ${q} ${synOnly} counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`] : []),
     '  }',
     ]),
     '  chain nat_post {',
@@ -327,6 +365,13 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
       })
       .map((l) => l.replace(/ elements = \{ .* \} \}$/, ' }').replace(/ \{ packets \d+ bytes \d+ \}$/, ' {}'))
       .join('\n') + '\n';
+  const sets: Record<string, readonly string[]> = { vips, services, overflow_marks: overflow, targets, kernel, schedule: sched, fallback: fb };
+  if (seen.length > 0) {
+    sets[SYN_SEEN_SET] = seen;
+    sets['synproxied'] = synproxy;
+    groupEls.forEach((els, i) => (sets[`synproxied_${String(i)}`] = els));
+  }
+  const scriptOf = (): string => {
   const bare = lines.map((l) => l.replace(/ elements = \{ .* \} \}$/, ' }')).join('\n') + '\n';
   const adds = [...elementAdds('vips', vips), ...elementAdds('services', services), ...elementAdds('overflow_marks', overflow), ...elementAdds('targets', targets), ...elementAdds('kernel', kernel), ...elementAdds('schedule', sched), ...elementAdds('fallback', fb)];
   if (seen.length > 0) {
@@ -338,8 +383,9 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
   // declarations (`add element`), not declared inline: measured with 1,000
   // services x 100 servers (456k elements), inline 13.1 s (10.8 s of it in
   // the kernel), added 5.5 s, the same table.
-  const script = `table ${NFT_FAMILY} ${NFT_TABLE}\ndelete table ${NFT_FAMILY} ${NFT_TABLE}\n${bare}${adds.map((l) => l + '\n').join('')}`;
-  const update = [
+  return `table ${NFT_FAMILY} ${NFT_TABLE}\ndelete table ${NFT_FAMILY} ${NFT_TABLE}\n${bare}${adds.map((l) => l + '\n').join('')}`;
+  };
+  const updateOf = (): string => [
     // Chains first: the verdict map's new elements may jump to a new one.
     ...kernelChains.flatMap(([name, rules]) => [`add chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, `flush chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, ...rules.map((r) => `add rule ${NFT_FAMILY} ${NFT_TABLE} ${name} ${r}`)]),
     ...elementUpdate('set', 'vips', vips),
@@ -348,16 +394,25 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     ...elementUpdate('map', 'targets', targets),
     ...elementUpdate('map', 'kernel', kernel),
     ...elementUpdate('map', 'schedule', sched),
-    ...elementUpdate('map', 'fallback', fb),
+    ...elementUpdate('map', 'fallback', fbCount > 0 && fb.length === 0 ? fallbackElements(cfg, spread) : fb),
     ...(seen.length > 0 ? [...elementUpdate('set', SYN_SEEN_SET, seen), ...synproxiedUpdate(groups, engaged)] : []),
   ].join('\n') + '\n';
   return {
-    script,
+    get script() {
+      return scriptOf();
+    },
     structure,
-    update,
+    get update() {
+      return updateOf();
+    },
+    sets,
+    fallbackInline,
+    fallbackHeld: fallbackInline ? fallbackHeldOf(cfg, hasFallback(cfg) ? spread : []) : new Map(),
+    synproxiedLines: seen.length > 0 ? synproxiedUpdate(groups, engaged) : [],
     table,
     kernelChains: [...kernelNames],
-    elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, kernel: kernel.length, schedule: sched.length, fallback: fb.length, ...(seen.length > 0 ? { [SYN_SEEN_SET]: seen.length, synproxied: synproxy.length } : {}), ...Object.fromEntries(groupEls.map((els, i) => [`synproxied_${String(i)}`, els.length])) },
+    kernelRules: Object.fromEntries(kernelChains.map(([n, r]) => [n, r])),
+    elements: { vips: vips.length, services: services.length, overflow_marks: overflow.length, targets: targets.length, kernel: kernel.length, schedule: sched.length, fallback: fbCount, ...(seen.length > 0 ? { [SYN_SEEN_SET]: seen.length, synproxied: synproxy.length } : {}), ...Object.fromEntries(groupEls.map((els, i) => [`synproxied_${String(i)}`, els.length])) },
     chainSizes,
   };
 }
@@ -423,6 +478,79 @@ export function listSetAsync(name: string, timeoutMs: number, netns?: string): P
   return nftAsync(['list', 'set', NFT_FAMILY, NFT_TABLE, name], timeoutMs, netns);
 }
 
+/**
+ * The sets and maps whose elements only installs write: an install over
+ * the rules this process installed last writes only their changed
+ * elements (elementDiffScript). The others are rewritten between installs
+ * by their writers, so the last rendering is not what they hold: `schedule`
+ * (kernel-schedule.ts) and `synproxied*` (synproxy-auto.ts) are flushed and
+ * refilled (small, or empty with no kernel-schedule service), `fallback` is
+ * left to the fallback writer, which diffs against what it last wrote.
+ */
+const DIFFED: readonly string[] = ['vips', 'services', 'overflow_marks', 'targets', 'kernel', SYN_SEEN_SET];
+
+/** An element's key: the text before ` : ` for a map, the element itself for a set. */
+function elementKey(e: string): string {
+  const i = e.indexOf(' : ');
+  return i < 0 ? e : e.slice(0, i);
+}
+
+/**
+ * The `nft -f` lines that turn set or map `name` holding `before` into one
+ * holding `after`: deletes (keys gone or whose value changed) before adds
+ * (keys new or changed), so one transaction replaces a changed mapping.
+ */
+export function elementDiff(name: string, before: Iterable<string>, after: readonly string[]): string[] {
+  const held = new Map<string, string>();
+  for (const e of before) held.set(elementKey(e), e);
+  const dels: string[] = [];
+  const adds: string[] = [];
+  for (const e of after) {
+    const k = elementKey(e);
+    const old = held.get(k);
+    if (old === e) {
+      held.delete(k);
+      continue;
+    }
+    if (old !== undefined) {
+      dels.push(k);
+      held.delete(k);
+    }
+    adds.push(e);
+  }
+  for (const k of held.keys()) dels.push(k);
+  return [...elementLines('delete', name, dels), ...elementLines('add', name, adds)];
+}
+
+/**
+ * The `nft -f` script that turns the table `over` rendered into the one
+ * `next` renders, for the same `structure`: the kernel-schedule chains
+ * rewritten, and only the elements that changed (DIFFED). Valid when the
+ * kernel holds `over`'s elements; if it does not (an element removed by
+ * someone else), a delete of it fails the transaction and the caller
+ * replaces the whole table. Empty when nothing changed.
+ */
+export function elementDiffScript(over: RenderedNft, next: RenderedNft): string {
+  const lines: string[] = [];
+  // Chains first: the verdict map's new elements may jump to a new one.
+  // All of them, as `update` does: the schedule writer rewrites a chain's
+  // rule between installs (its slot count), so `over` may not be what the
+  // kernel holds, and the schedule map below is refilled to match `next`.
+  for (const name of next.kernelChains) {
+    const rules = next.kernelRules[name] ?? [];
+    lines.push(`add chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, `flush chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, ...rules.map((r) => `add rule ${NFT_FAMILY} ${NFT_TABLE} ${name} ${r}`));
+  }
+  for (const name of DIFFED) {
+    const after = next.sets[name];
+    if (after === undefined) continue;
+    lines.push(...elementDiff(name, over.sets[name] ?? [], after));
+  }
+  // Without a kernel-schedule service, before or after, the schedule map is empty and stays so.
+  if (next.kernelChains.length > 0 || over.kernelChains.length > 0) lines.push(...elementUpdate('map', 'schedule', next.sets['schedule'] ?? []));
+  lines.push(...next.synproxiedLines);
+  return lines.length === 0 ? '' : lines.join('\n') + '\n';
+}
+
 /** Lines that replace the elements of one set or map (part of one `nft -f` transaction). */
 function elementUpdate(kind: 'set' | 'map', name: string, els: readonly string[]): string[] {
   return [`flush ${kind} ${NFT_FAMILY} ${NFT_TABLE} ${name}`, ...elementAdds(name, els)];
@@ -430,9 +558,14 @@ function elementUpdate(kind: 'set' | 'map', name: string, els: readonly string[]
 
 /** Lines that add `els` to set or map `name`. */
 function elementAdds(name: string, els: readonly string[]): string[] {
+  return elementLines('add', name, els);
+}
+
+/** `add element` or `delete element` lines for `els` (elements, or keys to delete). */
+function elementLines(verb: 'add' | 'delete', name: string, els: readonly string[]): string[] {
   const lines: string[] = [];
   // Chunks keep each line of the script short for nft's parser.
-  for (let i = 0; i < els.length; i += 4096) lines.push(`add element ${NFT_FAMILY} ${NFT_TABLE} ${name} { ${els.slice(i, i + 4096).join(', ')} }`);
+  for (let i = 0; i < els.length; i += 4096) lines.push(`${verb} element ${NFT_FAMILY} ${NFT_TABLE} ${name} { ${els.slice(i, i + 4096).join(', ')} }`);
   return lines;
 }
 
@@ -453,9 +586,68 @@ export function scheduleUpdateScript(cfg: Pick<FrontConfig, 'nflogGroup'>, servi
   return lines.map((l) => l + '\n').join('');
 }
 
+/**
+ * What the fallback map holds, per service (`VIP . protocol . port`, its
+ * slots' key prefix): the usable servers its slots were written from (slot
+ * k holds server k mod n). Services without a usable server are absent.
+ */
+export type FallbackHeld = ReadonlyMap<string, readonly (readonly [address: string, port: number])[]>;
+
+/** The FallbackHeld of `spread` (what fallbackElements(cfg, spread) writes). */
+export function fallbackHeldOf(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread): Map<string, readonly (readonly [string, number])[]> {
+  const out = new Map<string, readonly (readonly [string, number])[]>();
+  cfg.services.forEach((svc, si) => {
+    const usable = spread[si] ?? [];
+    if (usable.length > 0) out.set(`${svc.vip} . ${svc.protocol} . ${String(svc.port)}`, usable);
+  });
+  return out;
+}
+
+function sameServers(a: readonly (readonly [string, number])[], b: readonly (readonly [string, number])[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i]?.[0] !== b[i]?.[0] || a[i]?.[1] !== b[i]?.[1]) return false;
+  return true;
+}
+
+/**
+ * The `nft -f` script that turns the fallback map holding `held` (what the
+ * writer last wrote, or undefined: unknown) into `spread`'s elements: per
+ * service whose usable servers changed, only the slots whose server
+ * changed; a flush and every element when `held` is unknown or nothing is
+ * left. Compared per service, not per element: with 1,000 services x 256
+ * slots a comparison of the elements' text took ~1 s of the event loop.
+ * Empty when nothing changed.
+ */
+export function fallbackDiffScript(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread, held: FallbackHeld | undefined): { script: string; held: Map<string, readonly (readonly [string, number])[]> } {
+  const next = fallbackHeldOf(cfg, spread);
+  if (held === undefined || next.size === 0) return { script: fallbackScriptOf(fallbackElements(cfg, spread)), held: next };
+  const dels: string[] = [];
+  const adds: string[] = [];
+  for (const [key, now] of next) {
+    const was = held.get(key);
+    if (was !== undefined && sameServers(was, now)) continue;
+    for (let k = 0; k < FALLBACK_SLOTS; k++) {
+      const n = now[k % now.length] ?? now[0] ?? ['0.0.0.0', 0];
+      const o = was === undefined ? undefined : was[k % was.length];
+      if (o !== undefined && o[0] === n[0] && o[1] === n[1]) continue;
+      if (o !== undefined) dels.push(`${key} . ${String(k)}`);
+      adds.push(`${key} . ${String(k)} : ${n[0]} . ${String(n[1])}`);
+    }
+  }
+  for (const key of held.keys()) {
+    if (next.has(key)) continue;
+    for (let k = 0; k < FALLBACK_SLOTS; k++) dels.push(`${key} . ${String(k)}`);
+  }
+  const lines = [...elementLines('delete', 'fallback', dels), ...elementLines('add', 'fallback', adds)];
+  return { script: lines.length === 0 ? '' : lines.join('\n') + '\n', held: next };
+}
+
 /** The `nft -f` script that replaces the fallback map's elements (one transaction: flush and add). */
 export function fallbackUpdateScript(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread): string {
-  const els = fallbackElements(cfg, spread);
+  return fallbackScriptOf(fallbackElements(cfg, spread));
+}
+
+function fallbackScriptOf(els: readonly string[]): string {
   const lines = [`flush map ${NFT_FAMILY} ${NFT_TABLE} fallback`];
   // Chunks keep each line of the script short for nft's parser.
   for (let i = 0; i < els.length; i += 4096) lines.push(`add element ${NFT_FAMILY} ${NFT_TABLE} fallback { ${els.slice(i, i + 4096).join(', ')} }`);
@@ -491,6 +683,32 @@ export async function listTableAsync(timeoutMs: number, netns?: string): Promise
     if (err instanceof CommandFailedError && /No such file or directory/.test(err.message)) return '';
     throw err;
   }
+}
+
+/**
+ * The chains our table declares (`nft list chains ip`: names and hooks,
+ * no rules, no elements: milliseconds however large the sets, where a
+ * listing of the table or of one chain makes nft fetch every element
+ * first, seconds at 10^5 elements). Empty when the table is absent.
+ */
+export async function listChainsAsync(timeoutMs: number, netns?: string): Promise<string[]> {
+  return chainsOf(await nftAsync(['list', 'chains', NFT_FAMILY], timeoutMs, netns));
+}
+
+/** The chain names of our table in a `nft list chains` output. */
+export function chainsOf(list: string): string[] {
+  const out: string[] = [];
+  let ours = false;
+  for (const line of list.split('\n')) {
+    const table = /^table (\S+) (\S+) \{$/.exec(line);
+    if (table !== null) {
+      ours = table[1] === NFT_FAMILY && table[2] === NFT_TABLE;
+      continue;
+    }
+    const chain = /^\tchain (\S+) \{$/.exec(line);
+    if (ours && chain !== null) out.push(chain[1] ?? '');
+  }
+  return out;
 }
 
 /** Deletes our table if present; leaves every other table alone. */

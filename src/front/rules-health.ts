@@ -8,7 +8,12 @@
  * and `nft list table ip sluice` (our nft table, with its sets and maps),
  * and compares our part of each with the set read back right after the
  * last install (rules-check.ts); the fallback map, which fallback.ts
- * rewrites between installs, by its element count. On a difference it reinstalls the running
+ * rewrites between installs, by its element count. A large nft table is
+ * dumped only every so often (NFT_CHECK_SHARE: every nft command that
+ * reads rules fetches every element first, seconds at 10^5 elements); the
+ * checks between read its chains only (`nft list chains`, milliseconds),
+ * which finds a deleted table or chain within a period, while a rule or an
+ * element removed inside an intact chain waits for the next dump. On a difference it reinstalls the running
  * configuration's rules through the same install as start and reload
  * (atomic per table), logs the event once at warn with counts of what was
  * missing or changed, and counts it.
@@ -58,6 +63,14 @@ export interface RulesHealthDeps {
   readonly saveAsync: (table: Table, timeoutMs: number) => Promise<string>;
   /** The fallback map's expected contents (undefined: not checked). */
   readonly fallback?: () => FallbackState | undefined;
+  /**
+   * The chains our nft table declares, off the event loop (nft.ts
+   * listChainsAsync: milliseconds at any size). Read at each check that
+   * does not dump the table: a deleted table or chain (`nft flush ruleset`,
+   * `nft delete table`) is found within one period even when the table is
+   * dumped only every few minutes. Absent: only the dumps check it.
+   */
+  readonly nftChains?: (timeoutMs: number) => Promise<readonly string[]>;
   /** Each dump of our nft table (the VIP guard's counter is read from it: no extra command). */
   readonly onNftDump?: (list: string) => void;
   /** Monotonic clock in ms (tests inject one). */
@@ -98,6 +111,16 @@ export interface RulesHealthStatus {
  */
 export const NFT_CHECK_SHARE = 0.1;
 
+/**
+ * A dump's expected cost per set or map element (ms), before one was
+ * measured: ~6-7 s for 356k elements here (nft 1.0.6). After an install,
+ * the first dump (the read-back) waits as long as NFT_CHECK_SHARE asks of
+ * a dump that long, so a large table's install is not followed at once by
+ * seconds of nft and a 20 MB parse on the packet loop (measured: the ratio
+ * of 1,000 VIPs to one fell to 0.71 with the dump during the benchmark).
+ */
+export const NFT_DUMP_MS_PER_ELEMENT = 0.02;
+
 export type CheckOutcome = 'intact' | 'repaired' | 'repair-failed' | 'check-failed' | 'superseded' | 'skipped';
 
 export class RulesHealth {
@@ -126,6 +149,8 @@ export class RulesHealth {
   /** Not before this time (ms, deps.now) is our nft table dumped again (see NFT_CHECK_SHARE). */
   #nftDueAt = 0;
   #nftDumpMs = 0;
+  /** The chains the last install rendered in our nft table (the structural check between dumps). */
+  #nftChainNames: readonly string[] = [];
 
   constructor(deps: RulesHealthDeps) {
     this.#deps = deps;
@@ -156,7 +181,11 @@ export class RulesHealth {
     }
     this.#expected = expected;
     this.#nftPending = rules;
-    this.#nftDueAt = 0;
+    this.#nftChainNames = Object.keys(rules.nft.chainSizes);
+    let els = 0;
+    for (const n of Object.values(rules.nft.elements)) els += n;
+    const estimate = els * NFT_DUMP_MS_PER_ELEMENT;
+    this.#nftDueAt = estimate > this.#deps.periodMs() ? this.#now() + estimate / NFT_CHECK_SHARE : 0;
   }
 
   /** Starts the periodic check (after the first install). */
@@ -207,6 +236,8 @@ export class RulesHealth {
     const timeoutMs = Math.max(1000, this.#deps.periodMs());
     const fbBefore = this.#deps.fallback?.();
     const actual = new Map<Table, string>();
+    /** Our nft table's chains, read when the table is not dumped this time. */
+    let chains: readonly string[] | undefined;
     try {
       // One table after the other: one child process at a time. Our nft
       // table only when due: every nft command loads the whole table's
@@ -216,7 +247,10 @@ export class RulesHealth {
       const nftPending = this.#nftPending;
       for (const t of [...(nftPending !== undefined || expected.has('nft') ? (['nft'] as const) : []), ...[...expected.keys()].filter((x) => x !== 'nft')]) {
         if (t === 'nft') {
-          if (nftPending === undefined && this.#now() < this.#nftDueAt) continue;
+          if (this.#now() < this.#nftDueAt) {
+            if (this.#deps.nftChains !== undefined) chains = await this.#deps.nftChains(timeoutMs);
+            continue;
+          }
           const t0 = this.#now();
           actual.set(t, await this.#deps.saveAsync(t, Math.max(timeoutMs, 60_000)));
           const t1 = this.#now();
@@ -256,6 +290,15 @@ export class RulesHealth {
         this.#nftPending = undefined;
       } catch {
         damage = addDamage(damage, { ...NO_DAMAGE, missingChains: nftDump === '' ? 1 : 0, missingRules: 1 });
+        tables.push('nft');
+      }
+    }
+    if (chains !== undefined) {
+      // Between dumps: every chain the install rendered still declared.
+      const have = new Set(chains);
+      const missing = this.#nftChainNames.filter((c) => !have.has(c)).length;
+      if (missing > 0) {
+        damage = addDamage(damage, { ...NO_DAMAGE, missingChains: missing });
         tables.push('nft');
       }
     }

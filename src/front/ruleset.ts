@@ -15,7 +15,7 @@
 import { CommandFailedError } from '../errors/errors.ts';
 import type { FrontConfig } from './config.ts';
 import { installRules as installIptables, removeIptablesRules } from './iptables.ts';
-import { NFT_FAMILY, NFT_TABLE, listTable, nftLoad, removeNftTable, renderNft, type FallbackSpread, type RenderedNft } from './nft.ts';
+import { NFT_FAMILY, NFT_TABLE, elementDiffScript, listTable, nftLoad, removeNftTable, renderNft, type FallbackSpread, type RenderedNft } from './nft.ts';
 import { renderRules, type RenderedRules } from './rules.ts';
 import type { ScheduleTargets } from './kernel-schedule.ts';
 
@@ -40,7 +40,9 @@ export function renderRuleset(cfg: FrontConfig, spread: FallbackSpread, guard?: 
  * Over `over` (the rules this process installed last, still intact: a
  * reload or a ctl change) with the same nft structure, only the sets' and
  * maps' elements are replaced (one transaction): the chains, their hooks
- * and the counters stay. Replacing the whole table re-registers its hooks,
+ * and the counters stay; only the elements that changed are written
+ * (elementDiffScript), so the fallback map is left to the fallback writer.
+ * Replacing the whole table re-registers its hooks,
  * and under a SYN flood 2-7 SYNs in ~1M across 300 replacements were lost
  * in the swap (test/netns/front-restart.test.ts; the client retransmits
  * them). If the element update fails (the table is gone or changed), the
@@ -54,7 +56,11 @@ export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet): 
       // Kernel-schedule chains the new rendering lacks go after the update
       // (which has already emptied the verdict map that jumped to them).
       const gone = over.nft.kernelChains.filter((c) => !rules.nft.kernelChains.includes(c));
-      nftLoad(rules.nft.update + gone.map((c) => `delete chain ${NFT_FAMILY} ${NFT_TABLE} ${c}\n`).join(''), netns);
+      // Only the elements that changed (elementDiffScript): a reload of
+      // 1,000 services x 100 servers that changes one service writes ~100
+      // elements, not 10^5 (flush and add took 4.7 s).
+      const script = elementDiffScript(over.nft, rules.nft) + gone.map((c) => `delete chain ${NFT_FAMILY} ${NFT_TABLE} ${c}\n`).join('');
+      if (script !== '') nftLoad(script, netns);
       done = true;
     } catch (err) {
       if (!(err instanceof CommandFailedError)) throw err;

@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from '../../src/front/marks.ts';
-import { FALLBACK_COUNTER, FALLBACK_SLOTS, GUARD_COUNTER, configuredSpread, fallbackElements, fallbackUpdateScript, renderNft, type FallbackSpread } from '../../src/front/nft.ts';
+import { FALLBACK_COUNTER, FALLBACK_INLINE_MAX, FALLBACK_SLOTS, GUARD_COUNTER, chainsOf, configuredSpread, elementDiff, elementDiffScript, fallbackDiffScript, fallbackElements, fallbackHeldOf, fallbackUpdateScript, renderNft, type FallbackSpread } from '../../src/front/nft.ts';
 import { CHAINS, renderRules, resetsClients } from '../../src/front/rules.ts';
 
 const text = readFileSync(new URL('../../deploy/examples/front-cluster1.yaml', import.meta.url), 'utf8');
@@ -165,6 +165,82 @@ describe('front rules', () => {
     const added = (name: string): number => lines.filter((l) => l.startsWith(`add element ip sluice ${name} `)).reduce((n, l) => n + l.split(' : ').length - 1 + (name === 'vips' || name === 'services' || name === 'overflow_marks' ? l.split(',').length : 0), 0);
     assert.equal(added('targets'), more.elements['targets']);
     assert.equal(added('services'), more.elements['services']);
+  });
+
+  it('element diffs: only changed elements, deletes before adds, a changed value deleted and added again', () => {
+    assert.deepEqual(elementDiff('targets', ['0x1 : 10.0.0.1 . 80', '0x2 : 10.0.0.2 . 80', '0x3 : 10.0.0.3 . 80'], ['0x1 : 10.0.0.1 . 80', '0x2 : 10.0.0.9 . 80', '0x4 : 10.0.0.4 . 80']), [
+      'delete element ip sluice targets { 0x2, 0x3 }',
+      'add element ip sluice targets { 0x2 : 10.0.0.9 . 80, 0x4 : 10.0.0.4 . 80 }',
+    ]);
+    assert.deepEqual(elementDiff('vips', ['198.19.1.1', '198.19.1.2'], ['198.19.1.2', '198.19.1.3']), ['delete element ip sluice vips { 198.19.1.1 }', 'add element ip sluice vips { 198.19.1.3 }']);
+    assert.deepEqual(elementDiff('vips', ['198.19.1.1'], ['198.19.1.1']), []);
+  });
+
+  it('an install over the last rendering writes only what changed: one service\'s servers, nothing of the fallback map', () => {
+    const a = bigConfig(50, 10, { synPath: 'queue' });
+    const b = structuredClone(a);
+    const svc = b.services[7];
+    assert.ok(svc?.servers[3]);
+    svc.servers[3] = { ...svc.servers[3], address: '10.9.9.9' };
+    const na = renderNft(a, configuredSpread(a));
+    const nb = renderNft(b, configuredSpread(b));
+    assert.equal(na.structure, nb.structure);
+    const diff = elementDiffScript(na, nb);
+    assert.deepEqual(diff.split('\n').filter((l) => l !== '' && !l.includes('synproxied')), [
+      `delete element ip sluice targets { ${hex(serverMark(7, 3))} }`,
+      `add element ip sluice targets { ${hex(serverMark(7, 3))} : 10.9.9.9 . 80 }`,
+    ]);
+    assert.ok(!diff.includes('fallback'), 'the fallback writer owns the map between whole installs');
+    assert.ok(!diff.includes('schedule'), 'no kernel-schedule service: the schedule map stays empty');
+    assert.equal(elementDiffScript(na, na).split('\n').filter((l) => l !== '' && !l.includes('synproxied')).length, 0);
+  });
+
+  it('a whole install fills a small fallback map itself and leaves a large one to the fallback writer', () => {
+    const small = bigConfig(2, 3, { synPath: 'queue' });
+    const ns = renderNft(small, configuredSpread(small));
+    assert.ok(ns.fallbackInline);
+    assert.ok(ns.script.includes('add element ip sluice fallback'));
+    const services = Math.floor(FALLBACK_INLINE_MAX / FALLBACK_SLOTS) + 1;
+    const large = bigConfig(services, 2, { synPath: 'queue' });
+    const nl = renderNft(large, configuredSpread(large));
+    assert.ok(!nl.fallbackInline);
+    assert.ok(!nl.script.includes('add element ip sluice fallback'), 'declared empty');
+    assert.ok(nl.script.includes('jhash ip saddr'), 'its rules are there');
+    assert.equal(nl.elements['fallback'], services * FALLBACK_SLOTS, 'what the map is to hold');
+    assert.equal(ns.structure.includes('jhash'), nl.structure.includes('jhash'));
+    // The writer's diffs: nothing when the map holds the spread; the changed slots when one server goes.
+    const spread = configuredSpread(small);
+    const held = fallbackElements(small, spread);
+    assert.equal(fallbackDiffScript(small, spread, fallbackHeldOf(small, spread)).script, '');
+    assert.equal(ns.fallbackHeld.size, 2, 'what the whole install left in the map');
+    assert.equal(nl.fallbackHeld.size, 0);
+    const fewer: FallbackSpread = [spread[0] ?? [], (spread[1] ?? []).slice(0, 2)];
+    const d = fallbackDiffScript(small, fewer, ns.fallbackHeld).script;
+    assert.ok(!d.startsWith('flush'));
+    // Applied to what the map held, the diff gives the new spread exactly, and touches only slots that changed.
+    const map = new Map(held.map((e) => [e.split(' : ')[0] ?? '', e]));
+    let touched = 0;
+    for (const line of d.split('\n')) {
+      const m = /^(add|delete) element ip sluice fallback \{ (.*) \}$/.exec(line);
+      for (const e of m?.[2]?.split(', ') ?? []) {
+        if (m?.[1] === 'delete') assert.ok(map.delete(e));
+        else {
+          map.set(e.split(' : ')[0] ?? '', e);
+          touched++;
+        }
+      }
+    }
+    const want = fallbackElements(small, fewer);
+    assert.deepEqual([...map.values()].sort(), [...want].sort());
+    assert.equal(touched, want.filter((e) => !held.includes(e)).length);
+    assert.ok(touched < want.length);
+    assert.ok(fallbackDiffScript(small, fewer, undefined).script.startsWith('flush map ip sluice fallback\n'), 'unknown contents: flushed and refilled');
+  });
+
+  it('our chains in a `nft list chains` listing, not those of other tables', () => {
+    const list = 'table ip filter {\n\tchain INPUT {\n\t\ttype filter hook input priority filter; policy accept;\n\t}\n}\ntable ip sluice {\n\tchain classify {\n\t\ttype filter hook prerouting priority mangle - 10; policy accept;\n\t}\n\tchain to_service {\n\t}\n}\n';
+    assert.deepEqual(chainsOf(list), ['classify', 'to_service']);
+    assert.deepEqual(chainsOf(''), []);
   });
 
   it('UDP service: keyed by protocol in the services set', () => {
