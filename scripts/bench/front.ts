@@ -541,7 +541,9 @@ if (values.only === 'flood') {
     await sluice.start();
     // The same warm-up as the other runs: the decision path compiled before the flood.
     await wrk(['-t1', '-c8', '-d2s', '-H', 'Connection: close', `http://${VIP}/`]);
+    const perfStop = perfStart(`flood-${String(r + 1)}`);
     const f = floodRun(seconds, procs);
+    await perfStop?.();
     floods.push(f);
     printFlood(r + 1, f);
     await sluice.stop();

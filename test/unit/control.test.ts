@@ -246,7 +246,18 @@ describe('CURVE sockets with ZAP allowlists', () => {
     for (let round = 0; round < 2; round++) {
       const front = await node('front');
       let n = 0;
-      await front.bindPull(ep, 'agents', [keys.agent.pubFile], { load_report: () => n++ });
+      // The previous round's socket closes asynchronously (ZeroMQ's I/O
+      // thread releases the port a moment after close()): bind again until
+      // the port is free, within a bound.
+      for (let tries = 0; ; tries++) {
+        try {
+          await front.bindPull(ep, 'agents', [keys.agent.pubFile], { load_report: () => n++ });
+          break;
+        } catch (err) {
+          if (tries >= 50 || !/EADDRINUSE|in use/i.test(`${(err as Error).message} ${String((err as NodeJS.ErrnoException).code)}`)) throw err;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
       await until(async () => {
         a.send('load_report', load);
         await a.drain();
