@@ -10,17 +10,22 @@
  *   all over the CURVE control plane with the testbed's keys.
  *
  * Every client resolves www.example.test at the Sluice DNS server and
- * fetches from the address it gets, twice a second. Every 2 s the demo
+ * fetches from the address it gets, twice a second. One more client
+ * (--ipv6-only-clients, default 1) has IPv6 only: it asks for AAAA over
+ * IPv6 and is steered by RTT like the others (the front nodes ping it with
+ * ICMPv6 echo), but it only resolves: the front nodes do not serve IPv6
+ * VIPs yet, so there is nothing to fetch from, and the demo says so rather
+ * than pretend. Every 2 s the demo
  * shows each cluster (its front nodes' roles, capacity, load, servers with
  * their connections and utilization), the DNS servers' choice per client
- * prefix with its reason, and what each client got. Clients ask the DNS
+ * prefix with its reason and the RTTs measured to it, and what each client got. Clients ask the DNS
  * servers in turn, as resolvers spread over an NS set. Kill the master of a
  * pair (ip netns pids <prefix>-fr1a | xargs kill -9) and watch the other
  * take over. Ctrl-C, or the end of --duration, prints a summary and tears
  * everything down.
  *
  *   scripts/demo.sh [--duration SECONDS] [--keep] [--prefix NAME] [--dashboard HOST:PORT|off]
- *                   [--fronts-per-cluster 1|2] [--dns-servers 1|2]
+ *                   [--fronts-per-cluster 1|2] [--dns-servers 1|2] [--ipv6-only-clients 0|1|2]
  */
 import { execFile, spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -39,6 +44,7 @@ const { values } = parseArgs({
     prefix: { type: 'string', default: 'demo' },
     'fronts-per-cluster': { type: 'string', default: '2' },
     'dns-servers': { type: 'string', default: '2' },
+    'ipv6-only-clients': { type: 'string', default: '1' },
   },
 });
 const duration = values.duration === undefined ? Infinity : Number(values.duration);
@@ -56,8 +62,13 @@ function nsExec(ns: string, cmd: string, args: string[], timeoutMs = 5000): Prom
 }
 
 console.log('Bringing up the demo site...');
-const st = up({ prefix: values.prefix, serverCpus: 0.25, frontsPerCluster: Number(values['fronts-per-cluster']), dnsServers: Number(values['dns-servers']) });
+const st = up({ prefix: values.prefix, serverCpus: 0.25, frontsPerCluster: Number(values['fronts-per-cluster']), dnsServers: Number(values['dns-servers']), ipv6OnlyClients: Number(values['ipv6-only-clients']) });
 console.log(describePlan(st.plan));
+for (const c of st.plan.ipv6OnlyClients) {
+  console.log(
+    `\n${c.name} is IPv6-only (${c.address6}): it resolves AAAA over IPv6 and is steered by the RTTs the front nodes measure to it with ICMPv6 echo. It does not fetch: the front nodes do not serve IPv6 VIPs yet, so the demo shows its answer and RTTs only ("resolve only").`,
+  );
+}
 // Health checks on, as a real site runs: a killed nginx is taken out within 2 s (front check) and shows on the dashboard.
 const daemons: Daemon[] = startSite(st, { healthChecks: true });
 console.log(`\nStarted ${daemons.length} Sluice daemons (logs in ${st.runDir}/*.log).`);
@@ -72,16 +83,21 @@ console.log(missing.length === 0 ? 'The site is serving.' : `Still not ready aft
 console.log(`Metrics and status over HTTP in each namespace: ip netns exec ${st.plan.clusters[0]?.front.name ?? ''} curl -s http://127.0.0.1:${OPS_PORTS.front}/metrics (front; dns :${OPS_PORTS.dns}, agents :${OPS_PORTS.agent}; /status for JSON)`);
 console.log(values.keep ? `(--keep: the site stays up; remove it with: node scripts/testbed/cli.ts down --prefix ${values.prefix})` : 'Ctrl-C to stop (the site is torn down).');
 
-const vipCluster = new Map(st.plan.clusters.map((k) => [k.vip, `c${k.index}`]));
+const vipCluster = new Map(st.plan.clusters.flatMap((k) => [[k.vip, `c${k.index}`] as const, [k.vip6, `c${k.index}`] as const]));
 
 interface ClientTally {
+  /** An IPv6-only client: resolves AAAA only, no fetch (no IPv6 VIPs on the front yet). */
+  resolveOnly: boolean;
   resolved: Map<string, number>;
   fetched: number;
   failed: number;
   servers: Map<string, number>;
   last: string;
 }
-const tally = new Map<string, ClientTally>(st.plan.clients.map((c) => [c.name, { resolved: new Map<string, number>(), fetched: 0, failed: 0, servers: new Map<string, number>(), last: '-' }]));
+const newTally = (resolveOnly: boolean): ClientTally => ({ resolveOnly, resolved: new Map<string, number>(), fetched: 0, failed: 0, servers: new Map<string, number>(), last: '-' });
+const tally = new Map<string, ClientTally>([...st.plan.clients.map((c) => [c.name, newTally(false)] as const), ...st.plan.ipv6OnlyClients.map((c) => [c.name, newTally(true)] as const)]);
+/** FETCHED as shown: a resolve-only client says so instead of a 0. */
+const fetchedText = (t: ClientTally): string => (t.resolveOnly ? 'resolve only' : String(t.fetched));
 
 let stopping = false;
 const started = Date.now();
@@ -91,8 +107,8 @@ let dnsTurn = 0;
 /** One resolve-and-fetch per client (DNS answer, then HTTP to it). */
 async function clientRound(): Promise<void> {
   const dnsServer = st.plan.dnsServers[dnsTurn++ % st.plan.dnsServers.length] ?? st.plan.dns;
-  await Promise.all(
-    st.plan.clients.map(async (c) => {
+  await Promise.all([
+    ...st.plan.clients.map(async (c) => {
       const t = tally.get(c.name);
       if (!t) return;
       const answer = (await nsExec(c.name, 'dig', ['+short', '+time=1', '+tries=1', `@${dnsServer.address}`, 'www.example.test', 'A']))?.trim().split('\n')[0] ?? '';
@@ -114,7 +130,20 @@ async function clientRound(): Promise<void> {
       t.servers.set(id, (t.servers.get(id) ?? 0) + 1);
       t.last = `${cluster} -> ${id}`;
     }),
-  );
+    ...st.plan.ipv6OnlyClients.map(async (c) => {
+      const t = tally.get(c.name);
+      if (!t) return;
+      const answer = (await nsExec(c.name, 'dig', ['-6', '+short', '+time=1', '+tries=1', `@${dnsServer.address6}`, 'www.example.test', 'AAAA']))?.trim().split('\n')[0] ?? '';
+      if (!/^[0-9a-f:]+$/i.test(answer) || !answer.includes(':')) {
+        t.failed++;
+        t.last = 'no DNS answer';
+        return;
+      }
+      const cluster = vipCluster.get(answer) ?? answer;
+      t.resolved.set(cluster, (t.resolved.get(cluster) ?? 0) + 1);
+      t.last = `${cluster} (AAAA ${answer}; not fetched)`;
+    }),
+  ]);
 }
 
 interface HaView {
@@ -130,6 +159,7 @@ interface FrontView {
 interface DnsView {
   clusters: { name: string; state: string; available: number }[];
   steering: { recent: { client: string; answer: string[]; reason: string }[] };
+  rtt: { recent: { client: string; rttMs: Record<string, number | string | null> }[] };
   counters: Record<string, number>;
 }
 
@@ -170,10 +200,12 @@ async function view(title: string): Promise<void> {
     const d = await statusOf<DnsView>(dnsSocket(st, dp));
     if (d) {
       out.push(`DNS ${dp.id}: clusters ${d.clusters.map((c) => `${c.name} ${c.state}`).join(', ')}; answered ${d.counters['steered'] ?? 0} steered queries`);
-      out.push(table(['  CLIENT PREFIX', 'ANSWER', 'REASON'], d.steering.recent.map((r) => [`  ${r.client}`, r.answer.map((a) => vipCluster.get(a) ?? a).join(','), r.reason])));
+      // The RTTs behind each choice (ms per cluster; IPv6 prefixes measured with ICMPv6 echo).
+      const rtts = new Map(d.rtt.recent.map((r) => [r.client, Object.entries(r.rttMs).map(([c, ms]) => `${c}=${typeof ms === 'number' ? ms.toFixed(0) : (ms ?? '-')}`).join(' ')]));
+      out.push(table(['  CLIENT PREFIX', 'ANSWER', 'REASON', 'RTTS (MS)'], d.steering.recent.map((r) => [`  ${r.client}`, [...new Set(r.answer.map((a) => vipCluster.get(a) ?? a))].join(','), r.reason, rtts.get(r.client) ?? '-'])));
     } else out.push(`DNS ${dp.id}: not answering`);
   }
-  out.push(table(['CLIENT', 'DNS ANSWERS', 'FETCHED', 'FAILED', 'SERVERS', 'LAST'], [...tally].map(([name, t]) => [name, fmt(t.resolved), String(t.fetched), String(t.failed), fmt(t.servers), t.last])));
+  out.push(table(['CLIENT', 'DNS ANSWERS', 'FETCHED', 'FAILED', 'SERVERS', 'LAST'], [...tally].map(([name, t]) => [name, fmt(t.resolved), fetchedText(t), String(t.failed), fmt(t.servers), t.last])));
   console.log(out.join('\n'));
 }
 
@@ -183,7 +215,8 @@ function fmt(m: Map<string, number>): string {
 
 function summary(): void {
   console.log('\n=== Summary ===');
-  console.log(table(['CLIENT', 'DNS ANSWERS BY CLUSTER', 'FETCHED', 'FAILED', 'SERVERS THAT ANSWERED'], [...tally].map(([name, t]) => [name, fmt(t.resolved), String(t.fetched), String(t.failed), fmt(t.servers)])));
+  console.log(table(['CLIENT', 'DNS ANSWERS BY CLUSTER', 'FETCHED', 'FAILED', 'SERVERS THAT ANSWERED'], [...tally].map(([name, t]) => [name, fmt(t.resolved), fetchedText(t), String(t.failed), fmt(t.servers)])));
+  if (st.plan.ipv6OnlyClients.length > 0) console.log(`(${st.plan.ipv6OnlyClients.map((c) => c.name).join(', ')}: IPv6-only, resolve only: the front nodes do not serve IPv6 VIPs yet)`);
   const favourite = [...tally.values()].map((t) => [...t.resolved].sort((a, b) => b[1] - a[1])[0]?.[0] ?? '-');
   const clustersServing = new Set([...tally.values()].flatMap((t) => [...t.servers.keys()].map((id) => id.slice(1, 2))));
   console.log(`\nclusters serving: ${[...clustersServing].sort().map((c) => `c${c}`).join(', ') || 'none'}; DNS answers differ by client: ${new Set(favourite).size > 1 ? 'yes' : 'no'} (${favourite.join(', ')})`);

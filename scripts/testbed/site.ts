@@ -4,7 +4,8 @@
  * starting/stopping them. The demo runs the whole site from here.
  *
  * Addresses: each front node's agents listen on its LAN side (.1:7101), its
- * PUB on its uplink (:7102); the DNS server's PUB on 198.18.2.2:7300. Every
+ * PUB on its uplink (:7102); the DNS server's PUB on 198.18.2.2:7300, its
+ * DNS on 198.18.2.2:53 and [2001:2:0:2::2]:53 (dnsConfig). Every
  * front subscribes to the DNS server (probe requests) and to the other
  * fronts (overflow); the DNS server subscribes to every front.
  *
@@ -77,25 +78,36 @@ export function zoneText(st: TestbedState): string {
 $TTL 1h
 @    IN SOA ns1 hostmaster ( 2026112101 1h 15m 1w 60 )
 ${st.plan.dnsServers.map((_d, i) => `     IN NS  ns${String(i + 1)}`).join('\n')}
-${st.plan.dnsServers.map((d, i) => `ns${String(i + 1)}  IN A   ${d.address}`).join('\n')}
+${st.plan.dnsServers.map((d, i) => `ns${String(i + 1)}  IN A   ${d.address}\n     IN AAAA ${d.address6}`).join('\n')}
 www  60 IN A ${st.plan.clusters[0]?.vip ?? '198.19.1.1'}
 ${st.plan.clusters.map((k) => `c${k.index}   IN A   ${k.vip}`).join('\n')}
 `;
 }
 
+/**
+ * A DNS server of the site, dual-stack: it listens on its IPv4 and IPv6
+ * addresses, and each cluster's vips list both families (A answers the
+ * IPv4 VIP, AAAA the IPv6 one, from one decision per client prefix), so an
+ * IPv6-only client (plan.ipv6OnlyClients) resolves over IPv6 and is steered
+ * by the RTTs the front nodes measure to it with ICMPv6 echo. The IPv6
+ * client prefix is /64: the testbed gives each client link its own /64, and
+ * all of them lie in one /56 (the default unit), which would make every
+ * client one IPv6 prefix.
+ */
 export function dnsConfig(st: TestbedState, o: SiteOptions = {}, d: DnsPlan = st.plan.dns): string {
   const keys = st.keysDir;
   const a = d.address;
   const fronts = frontNodes(st);
   return `name: ${d.id}
-listen: ["${a}:53"]
+listen: ["${a}:53", "[${d.address6}]:53"]
 zones: [{ file: ${join(st.runDir, 'example.test.zone')} }]
 clusters:
-${st.plan.clusters.map((k) => `  - { name: c${k.index}, vips: [${k.vip}] }`).join('\n')}
+${st.plan.clusters.map((k) => `  - { name: c${k.index}, vips: [${k.vip}, "${k.vip6}"] }`).join('\n')}
 steering:
   names: [{ name: www.example.test, policy: rtt, ttl: ${o.ttl ?? 2} }]
   reportSeconds: ${o.reportSeconds ?? 1}
   downAfterIntervals: 3
+  ipv6Prefix: 64
 probe: { count: 3, intervalSeconds: 0.5, retrySeconds: 30 }
 rrl: { enabled: true, responsesPerSecond: 200 }
 adminSocket: ${dnsSocket(st, d)}

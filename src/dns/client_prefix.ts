@@ -7,7 +7,7 @@
  * one client's many addresses share measurements and a table holds one entry
  * per network rather than per host.
  *
- * Keys are strings ("4:198.18.11.0/24", "6:fd00:0:0:1::/56") so IPv4 and
+ * Keys are strings ("4:198.18.11.0/24", "6:2001:2:0:1200::/56") so IPv4 and
  * IPv6 share one Map without collisions. A prefix also carries the address
  * the front nodes probe for it: the source address, or for an ECS prefix
  * its network address + 1.
@@ -48,10 +48,14 @@ function maskGroups(groups: readonly number[], len: number): number[] {
   return out;
 }
 
+/**
+ * The network in RFC 5952 text, as every other IPv6 address sluice shows:
+ * status and the dashboard print keys (without the "6:"), and an operator
+ * looks for "2001:2:0:12::/64", not "2001:2:0:12:0:0:0:0/64". One text per
+ * prefix (the groups are masked first), so keys still compare as strings.
+ */
 function v6Key(groups: readonly number[], len: number): string {
-  return `6:${maskGroups(groups, len)
-    .map((g) => g.toString(16))
-    .join(':')}/${String(len)}`;
+  return `6:${formatIPv6Groups(maskGroups(groups, len))}/${String(len)}`;
 }
 
 export interface PrefixLengths {

@@ -72,9 +72,9 @@ describe('client prefixes', () => {
     ['198.18.11.250', '4:198.18.11.0/24', '198.18.11.250'],
     ['::ffff:198.18.12.7', '4:198.18.12.0/24', '198.18.12.7'],
     // IPv6 sources are probed at their own address, in RFC 5952 text (what the front node reports under).
-    ['2001:2::1', '6:2001:2:0:0:0:0:0:0/56', '2001:2::1'],
-    ['2001:2:0:1FF:0:0:0:1', '6:2001:2:0:100:0:0:0:0/56', '2001:2:0:1ff::1'],
-    ['fe80::7%eth0', '6:fe80:0:0:0:0:0:0:0/56', 'fe80::7'],
+    ['2001:2::1', '6:2001:2::/56', '2001:2::1'],
+    ['2001:2:0:1FF:0:0:0:1', '6:2001:2:0:100::/56', '2001:2:0:1ff::1'],
+    ['fe80::7%eth0', '6:fe80::/56', 'fe80::7'],
     ['2001:2::1::2', undefined, undefined],
     ['198.18.11', undefined, undefined],
     ['not an address', undefined, undefined],
@@ -86,11 +86,21 @@ describe('client prefixes', () => {
       assert.equal(p?.probeTarget, probe);
     });
   }
+  it('IPv6 keys are one RFC 5952 text per prefix (what status shows), from any spelling of the address', () => {
+    // The testbed's IPv6-only client at /64: status once showed "2001:2:0:12:0:0:0:0/64".
+    const L64 = { ipv4: 24, ipv6: 64 };
+    for (const a of ['2001:2:0:12::2', '2001:0002:0000:0012:0000:0000:0000:0002', '2001:2:0:12:0:0:0:ffff']) assert.equal(prefixOfAddress(a, L64)?.key, '6:2001:2:0:12::/64', a);
+    assert.equal(prefixOfAddress('2001:2:3:4:5:6:7:8', { ipv4: 24, ipv6: 128 })?.key, '6:2001:2:3:4:5:6:7:8/128');
+    assert.equal(prefixOfAddress('2001:2:3:4:5:6:7:8', { ipv4: 24, ipv6: 16 })?.key, '6:2001::/16');
+    assert.equal(prefixOfEcs(2, 64, Uint8Array.of(0x20, 0x01, 0, 2, 0, 0, 0, 0x12), L64).key, '6:2001:2:0:12::/64');
+    // The same key from the source address and from ECS: one decision, one RTT entry.
+    assert.equal(prefixOfEcs(2, 64, Uint8Array.of(0x20, 0x01, 0, 2, 0, 0, 0, 0x12), L64).key, prefixOfAddress('2001:2:0:12::2', L64)?.key);
+  });
   it('ECS prefixes: the shorter of theirs and ours; a probe target inside', () => {
     assert.deepEqual(prefixOfEcs(1, 24, Uint8Array.of(198, 18, 11), L), { key: '4:198.18.11.0/24', family: 4, length: 24, probeTarget: '198.18.11.1' });
     assert.equal(prefixOfEcs(1, 32, Uint8Array.of(198, 18, 11, 9), L).key, '4:198.18.11.0/24');
     assert.equal(prefixOfEcs(1, 20, Uint8Array.of(198, 18, 16), L).key, '4:198.18.16.0/20');
-    assert.deepEqual(prefixOfEcs(2, 48, Uint8Array.of(0x20, 0x01, 0, 2, 0, 0), L), { key: '6:2001:2:0:0:0:0:0:0/48', family: 6, length: 48, probeTarget: '2001:2::1' });
+    assert.deepEqual(prefixOfEcs(2, 48, Uint8Array.of(0x20, 0x01, 0, 2, 0, 0), L), { key: '6:2001:2::/48', family: 6, length: 48, probeTarget: '2001:2::1' });
     assert.equal(prefixOfEcs(2, 64, Uint8Array.of(0x20, 0x01, 0, 2, 0, 0x12, 0x34, 0x56, 0xff), L).probeTarget, '2001:2:12:3400::1'); // 2001:2:12:3456:ff00::/64 cut at our /56
     assert.equal(prefixOfEcs(2, 128, Uint8Array.from([0x20, 0x01, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]), { ipv4: 24, ipv6: 128 }).probeTarget, '2001:2::9');
   });
@@ -310,7 +320,7 @@ describe('steering pipeline', () => {
     hr.receive({ cluster: 'c1', threshold: 10, average: 2, clients: [['2001:2:0:11::', 50, 64]], final: true }, 1);
     s.changed();
     assert.deepEqual(s.decide(sn, a, 2).clusters, ['c2']);
-    assert.deepEqual(hr.list(2, 10).map((e) => e.prefix), ['2001:2:0:0:0:0:0:0/56']);
+    assert.deepEqual(hr.list(2, 10).map((e) => e.prefix), ['2001:2::/56']);
   });
 
   it('sticky: a client keeps its cluster while it stays usable, then moves', () => {
