@@ -23,7 +23,7 @@
  *
  *   node scripts/bench/front.ts [--seconds 5] [--rounds 2] [--conns 64] [--threads 2]
  *                               [--only close|keepalive|bulk|flood|latency] [--burner]
- *                               [--modes dnat,haproxy,sluice[,sluice-kernel]] [--perf DIR (perf record -a -g per run)]
+ *                               [--modes dnat,haproxy,sluice[,sluice-kernel][,sluice-nice]] [--perf DIR (perf record -a -g per run)]
  *                               [--flood-procs 1] [--flood-synproxy false|auto|true]
  * Prints a table, writes bench/results/front.json (`--only close|keepalive|bulk`:
  * front-<workload>.json; `--burner` adds `-burner` to the file name).
@@ -77,6 +77,7 @@ const { values } = parseArgs({
     perf: { type: 'string' },
     burner: { type: 'boolean', default: false },
     'flood-procs': { type: 'string', default: '1' },
+    nice: { type: 'string', default: '-10' },
     'flood-synproxy': { type: 'string', default: 'false' },
   },
 });
@@ -124,7 +125,7 @@ runIn(fr, 'sysctl', ['-q', '-w', 'net.netfilter.nf_conntrack_tcp_timeout_time_wa
 
 // ---- modes -------------------------------------------------------------
 interface Mode {
-  name: 'dnat' | 'haproxy' | 'sluice' | 'sluice-kernel';
+  name: 'dnat' | 'haproxy' | 'sluice' | 'sluice-kernel' | 'sluice-nice';
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -208,10 +209,14 @@ ${servers.map((s, i) => `      - { name: s${i}, address: ${s} }`).join('\n')}
 `,
 );
 let frontChild: ChildProcess | undefined;
-const sluiceMode = (name: Mode['name'], cfgFile: string): Mode => ({
+// `nice`: the daemon's scheduling priority (nice -n; the unit's Nice=):
+// `sluice-nice` runs the queue path at `--nice` (default -10), to see how
+// the scheduler's treatment of the daemon moves the figures on a shared
+// machine.
+const sluiceMode = (name: Mode['name'], cfgFile: string, nice = 0): Mode => ({
   name,
   async start() {
-    const child = spawn('ip', ['netns', 'exec', fr, join(ROOT, 'bin/sluice'), 'front', '--config', cfgFile], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn('ip', ['netns', 'exec', fr, ...(nice !== 0 ? ['nice', '-n', String(nice)] : []), join(ROOT, 'bin/sluice'), 'front', '--config', cfgFile], { stdio: ['ignore', 'ignore', 'pipe'] });
     frontChild = child;
     const lines = createInterface({ input: child.stderr });
     await new Promise<void>((resolve, reject) => {
@@ -241,6 +246,7 @@ const sluiceMode = (name: Mode['name'], cfgFile: string): Mode => ({
 });
 const sluice = sluiceMode('sluice', frontCfg);
 const sluiceKernel = sluiceMode('sluice-kernel', frontCfgKernel);
+const sluiceNice = sluiceMode('sluice-nice', frontCfg, Number(values.nice));
 
 // ---- workloads ---------------------------------------------------------
 function wrk(args: string[]): Promise<WrkResult> {
@@ -339,7 +345,7 @@ function daemonProbe(): () => DaemonCost {
   };
 }
 const samples: Sample[] = [];
-const modes = [dnat, haproxy, sluice, sluiceKernel].filter((m) => values.modes.split(',').includes(m.name));
+const modes = [dnat, haproxy, sluice, sluiceKernel, sluiceNice].filter((m) => values.modes.split(',').includes(m.name));
 /** `--perf DIR`: a system-wide `perf record -g` per run (where the CPU goes, mode against mode). */
 function perfStart(name: string): (() => Promise<void>) | undefined {
   if (values.perf === undefined) return undefined;
@@ -660,7 +666,7 @@ for (let r = 0; r < rounds; r++) {
     await wrk(['-t1', '-c8', '-d1s', `http://${VIP}/`]);
     for (const w of Object.keys(workloads) as Workload[]) {
       if (values.only !== undefined && values.only !== w) continue;
-      const probe = m.name === 'sluice' || m.name === 'sluice-kernel' ? daemonProbe() : undefined;
+      const probe = m.name.startsWith('sluice') ? daemonProbe() : undefined;
       const perfStop = perfStart(`${m.name}-${w}-${r + 1}`);
       const cpu0 = machineCpu();
       const res = await wrk([...workloads[w]]);
