@@ -490,10 +490,10 @@ function isOff(v: NonNullable<ServiceConfig['synproxy']>): boolean {
  * steps aside; an explicit `synproxy` there is refused by the schema).
  * Absent or `auto`: mode auto; `true`, or an object without `mode`: on.
  */
-export function synproxyOf(cfg: Pick<FrontConfig, 'checkpoints'>, svc: Pick<ServiceConfig, 'protocol' | 'synproxy' | 'checkpoints' | 'servers'> & { readonly vip?: string }): SynproxyPlan | undefined {
+export function synproxyOf(cfg: Pick<FrontConfig, 'checkpoints'>, svc: Pick<ServiceConfig, 'vip' | 'protocol' | 'synproxy' | 'checkpoints' | 'servers'>): SynproxyPlan | undefined {
   const v = svc.synproxy;
   // IPv6: no cookies (checkFamilies refuses an explicit request).
-  if (svc.protocol !== 'tcp' || v === false || (svc.vip !== undefined && familyOf(svc.vip) === 6)) return undefined;
+  if (svc.protocol !== 'tcp' || v === false || familyOf(svc.vip) === 6) return undefined;
   const auto = { mode: 'auto', above: SYNPROXY_ABOVE, calmSeconds: SYNPROXY_CALM_SECONDS } as const;
   if (v === undefined) return canReset(cfg, svc) ? undefined : { ...SYNPROXY_DEFAULTS, ...auto };
   if (v === 'auto') return { ...SYNPROXY_DEFAULTS, ...auto };

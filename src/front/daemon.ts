@@ -505,7 +505,13 @@ export class FrontDaemon implements FrontMetricsSource {
       // not dropped, so held SYNs never block other traffic.
       maxLength: 65536,
       failOpen: true,
-      copyRange: 128, // headers are all the engine reads
+      // Headers are all the engine reads: IPv4 (20) or IPv6 (40) with up to
+      // 8 extension headers, and TCP with options (<= 60). 128 bytes cut an
+      // IPv6 SYN behind more than ~28 bytes of extension headers (a 9-header
+      // chain read as truncated, test/netns/front-ipv6.test.ts); 256 holds
+      // any chain the codec accepts with common option sizes. A SYN is
+      // shorter than either, so its copy is unchanged.
+      copyRange: 256,
       onBatch(batch, q) {
         const now = performance.now();
         for (let i = 0; i < batch.count; i++) {

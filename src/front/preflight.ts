@@ -339,7 +339,7 @@ function synproxyVips(cfg: PreflightConfig): string[] {
   const out = new Set<string>();
   for (const s of cfg.services ?? []) {
     if (s.vip === undefined || s.protocol === undefined || s.checkpoints === undefined || s.servers === undefined) continue;
-    if (synproxyOf({ checkpoints: cfg.checkpoints ?? [] }, { protocol: s.protocol, synproxy: s.synproxy, checkpoints: s.checkpoints, servers: s.servers }) !== undefined) out.add(s.vip);
+    if (synproxyOf({ checkpoints: cfg.checkpoints ?? [] }, { vip: s.vip, protocol: s.protocol, synproxy: s.synproxy, checkpoints: s.checkpoints, servers: s.servers }) !== undefined) out.add(s.vip);
   }
   return [...out];
 }
