@@ -109,6 +109,9 @@ function typeName(n: Node): string {
   if (n.type === 'array') return n.items === undefined ? 'list' : isObject(n.items) ? 'list of objects' : `list of ${typeName(n.items)}`;
   if (n.type === 'object') return 'object';
   if (n.type === 'string' && n.format === 'ipv4') return 'IPv4 address';
+  if (n.type === 'string' && n.format === 'ipv6') return 'IPv6 address';
+  // A VIP or server address: either family.
+  if (n.anyOf !== undefined && n.anyOf.length === 2 && n.anyOf.every((a) => a.type === 'string') && n.anyOf.map((a) => a.format).join() === 'ipv4,ipv6') return 'IPv4 or IPv6 address';
   return n.type ?? 'any';
 }
 
@@ -133,10 +136,10 @@ function allowedOf(n: Node): string[] {
   if (n.enum !== undefined) out.push(n.enum.map((v) => yamlValue(v)).join(', '));
   if (n.type === 'number' || n.type === 'integer') out.push(...numberBounds(n));
   if (n.type === 'string') {
-    // An IPv4 address is said by its type; its pattern would only repeat it.
+    // An IP address is said by its type; its pattern would only repeat it.
     const prefix = n.format === 'starts_with' ? /^\^(.*)\.\*$/.exec(n.pattern ?? '') : null;
     if (prefix?.[1] !== undefined) out.push(`starts with ${code(prefix[1].replace(/\\(.)/g, '$1'))}`);
-    else if (n.pattern !== undefined && n.format !== 'ipv4') out.push(`matches ${code(n.pattern)}`);
+    else if (n.pattern !== undefined && n.format !== 'ipv4' && n.format !== 'ipv6') out.push(`matches ${code(n.pattern)}`);
     const min = n.minLength !== undefined && n.minLength > 0 ? n.minLength : undefined;
     if (min === 1 && n.maxLength === undefined) out.push('not empty');
     else if (min !== undefined && n.maxLength !== undefined) out.push(`${min} to ${n.maxLength} characters`);

@@ -111,7 +111,8 @@ export function renderFrontStatus(s: FrontStatus): string {
   const est = new Map((s.control?.servers ?? []).map((x) => [x.name, x]));
   for (const svc of s.services as readonly (Partial<FrontServiceStatus> & Pick<FrontServiceStatus, 'name' | 'overflowed' | 'overflow' | 'servers'>)[]) {
     // Older daemons send no endpoint, method or rates: print what there is.
-    const where = svc.vip !== undefined && svc.protocol !== undefined ? `  ${svc.protocol.toUpperCase()} ${svc.vip}:${String(svc.port)}  method ${svc.method}` : '';
+    // An IPv6 address with a port in brackets (RFC 5952 section 6).
+    const where = svc.vip !== undefined && svc.protocol !== undefined ? `  ${svc.protocol.toUpperCase()} ${hostPort(svc.vip, svc.port ?? 0)}  method ${svc.method}` : '';
     const cps = svc.cps !== undefined ? `  ${num(svc.cps, 2)} conn/s (last ${String(s.rateWindowSeconds)} s)` : '';
     out.push('', `service ${svc.name}${where}${cps}  overflowed ${svc.overflowed}`);
     out.push(
@@ -126,7 +127,7 @@ export function renderFrontStatus(s: FrontStatus): string {
             b.override ? `${b.name}*` : b.name,
             b.state,
             b.estimated ? `${num(b.capacity)}/s` : num(b.capacity, 0),
-            b.address !== undefined ? `${b.address}:${String(b.port)}` : '-',
+            b.address !== undefined ? hostPort(b.address, b.port ?? 0) : '-',
             b.weight !== undefined ? String(b.weight) : '-',
             b.health?.state ?? '-',
             String(b.active),
@@ -262,3 +263,8 @@ export const statusCommand: Command = {
     }
   },
 };
+
+/** `address:port`, the address in brackets when it is IPv6 (RFC 5952 section 6). */
+function hostPort(address: string, port: number): string {
+  return address.includes(':') ? `[${address}]:${String(port)}` : `${address}:${String(port)}`;
+}

@@ -18,24 +18,39 @@ import { checkHa, haSchema } from './ha/config.ts';
 const checkpoints = z.array(checkpointSchema).max(32, 'at most 32 checkpoints per list').default([]);
 
 const ipv4 = z.ipv4({ error: 'expected an IPv4 address like 198.18.201.11' });
+const ipv6 = z.ipv6({ error: 'expected an IPv6 address like 2001:2:0:101::2' });
+
 /**
- * A VIP: IPv4 only for now. The engine decides IPv6 packets (engine.ts,
- * docs/front-node-design.md "IPv6 in the engine"), but the node's rules
- * (nft.ts, rules.ts: queueing, DNAT by mark, fallback) carry IPv4 only,
- * so an IPv6 VIP would never see a packet: refused with that reason.
+ * An IPv6 address in RFC 5952 text (lowercase, the longest run of zero
+ * groups compressed): the form the rules, `nft list` and `sluice status`
+ * print, so a VIP written `2001:0002:0:1001:0:0:0:1` in the file is the
+ * same VIP everywhere. The WHATWG URL parser's serialisation is RFC 5952's
+ * (an embedded IPv4 tail is printed in hex, which RFC 5952 5 allows).
  */
-const vipAddress = z.ipv4({
-  error: (iss) =>
-    typeof iss.input === 'string' && iss.input.includes(':')
-      ? 'IPv6 VIPs are not accepted yet: the front node\'s rules (queueing, DNAT, fallback) carry IPv4 only (issue 23)'
-      : 'expected an IPv4 address like 198.18.201.11',
-});
+export function canonicalIPv6(text: string): string {
+  return new URL(`http://[${text}]/`).hostname.slice(1, -1);
+}
+
+/**
+ * A VIP or a server address: IPv4, or IPv6 in canonical text. A service
+ * is of one family (checked with its servers: checkFamilies); the rules
+ * of each family are their own nft table (nft.ts) and iptables or
+ * ip6tables chains (rules.ts).
+ */
+const anyAddress = (what: string): z.ZodType<string> =>
+  z.union([ipv4, ipv6.transform(canonicalIPv6)], { error: `expected ${what}: an IPv4 address like 198.18.201.11 or an IPv6 address like 2001:2:0:1001::1` });
+const vipAddress = anyAddress('a VIP');
+
+/** The family of a configured (validated) address. */
+export function familyOf(address: string): 4 | 6 {
+  return address.includes(':') ? 6 : 4;
+}
 const port = z.int({ error: 'expected a port number' }).min(1, 'a port is 1..65535').max(65535, 'a port is 1..65535');
 const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
 
 const server = z.strictObject({
   name: name.describe('Server name, unique within the service: `sluice ctl`, `sluice status` and the server\'s agent (its `name`) use it.'),
-  address: ipv4.describe('The server\'s address on the LAN. Its replies must be routed back through this front node (operations.md).'),
+  address: anyAddress('a server address').describe('The server\'s address on the LAN, of the service VIP\'s family (IPv4 or IPv6). Its replies must be routed back through this front node (operations.md).'),
   port: port.optional().describe('Port on the server; defaults to the service\'s port.'),
   capacity: z
     .int()
@@ -182,7 +197,7 @@ export type SynproxyPlan = SynproxyOptions & { readonly mode: 'auto' | 'on'; rea
 const service = z
   .strictObject({
     name: name.describe('Service name, unique in this file (`sluice ctl SERVICE SERVER ...`).'),
-    vip: vipAddress.describe('Virtual IP address the clients connect to. It need not be on an interface of the front node; it must be routed to it.'),
+    vip: vipAddress.describe('Virtual IP address the clients connect to, IPv4 or IPv6 (the servers are of the same family). It need not be on an interface of the front node; it must be routed to it.'),
     port: port.describe('Port of the virtual service. VIP, port and protocol together must be unique.'),
     protocol: z
       .enum(['tcp', 'udp'], { error: 'protocol is tcp or udp' })
@@ -209,7 +224,7 @@ const service = z
       .union([z.boolean(), z.literal('auto'), synproxyObject], { error: 'synproxy is auto, true, false, or { mode, above, calmSeconds, mss, wscale, timestamps, sack }' })
       .optional()
       .describe(
-        'TCP only. Kernel SYN cookies (SYNPROXY) in front of the decision: the kernel answers the SYN with a cookie, and only a client that completes the handshake reaches the daemon (a spoofed SYN costs no queue entry, record or conntrack entry). Cookies cost every connection one client round trip before its first byte, so by default (`auto`, or absent) they engage only while the service is under a SYN flood: the kernel counts each service\'s client SYNs, and the daemon engages cookies at the first one-second reading above `above` SYNs/s (20000: set it to 2-3x the service\'s peak legitimate SYN rate on one node) and disengages them once the rate stayed below above/2 for `calmSeconds` (30). `true` (or an object without `mode`): always on; `false`: never. Absent: auto for a TCP service, unless a checkpoint that applies to it can reset (`reject: rst`), which SYNPROXY cannot combine with (set `false` or `reject: drop`). Needs `net.netfilter.nf_conntrack_tcp_loose=0` and a local route for the VIP on the front node, in mode auto too (checked at start; docs/operations.md, "SYN cookies").',
+        'TCP over IPv4 only (refused on an IPv6 service). Kernel SYN cookies (SYNPROXY) in front of the decision: the kernel answers the SYN with a cookie, and only a client that completes the handshake reaches the daemon (a spoofed SYN costs no queue entry, record or conntrack entry). Cookies cost every connection one client round trip before its first byte, so by default (`auto`, or absent) they engage only while the service is under a SYN flood: the kernel counts each service\'s client SYNs, and the daemon engages cookies at the first one-second reading above `above` SYNs/s (20000: set it to 2-3x the service\'s peak legitimate SYN rate on one node) and disengages them once the rate stayed below above/2 for `calmSeconds` (30). `true` (or an object without `mode`): always on; `false`: never. Absent: auto for a TCP service, unless a checkpoint that applies to it can reset (`reject: rst`), which SYNPROXY cannot combine with (set `false` or `reject: drop`). Needs `net.netfilter.nf_conntrack_tcp_loose=0` and a local route for the VIP on the front node, in mode auto too (checked at start; docs/operations.md, "SYN cookies").',
       ),
   })
   .superRefine((svc, ctx) => {
@@ -318,6 +333,10 @@ export const frontConfigSchema = z
       .default('bypass')
       .describe('While the daemon is not running: `bypass` spreads new connections over the active servers by a static source hash (kernel only); `drop` refuses them. Established connections continue either way.'),
     uplinkAddress: ipv4.describe('This front node\'s address toward the other clusters (overflowed connections are SNATed to it). With `ha`: the uplink virtual address (`ha.uplink.virtualAddress` without its prefix), held by whichever node is master.'),
+    uplinkAddress6: ipv6
+      .transform(canonicalIPv6)
+      .optional()
+      .describe('This front node\'s IPv6 address toward the other clusters: overflowed connections of IPv6 services are SNATed to it. Required when an IPv6 service can overflow (`overflow` not empty).'),
     lanInterface: z
       .string()
       .regex(/^[A-Za-z0-9_.-]{1,15}$/, 'an interface name (at most 15 characters)')
@@ -362,7 +381,11 @@ export const frontConfigSchema = z
       .array(
         z.strictObject({
           cluster: name.describe('The other cluster\'s name (as its front node\'s `cluster`).'),
-          vip: vipAddress.describe('The other cluster\'s VIP; overflowed connections are DNATed to it on the service\'s port.'),
+          vip: ipv4.describe('The other cluster\'s IPv4 VIP; overflowed connections of IPv4 services are DNATed to it on the service\'s port.'),
+          vip6: ipv6
+            .transform(canonicalIPv6)
+            .optional()
+            .describe('The other cluster\'s IPv6 VIP; overflowed connections of IPv6 services are DNATed to it on the service\'s port. Required on every overflow cluster when an IPv6 service exists.'),
           freeCapacity: z.int().min(0).default(0).describe('Free capacity (connections) until the control plane reports it.'),
         }),
       )
@@ -400,6 +423,7 @@ export const frontConfigSchema = z
     }
     checkCheckpoints(cfg, ctx);
     checkHa(cfg, ctx);
+    checkFamilies(cfg, ctx);
     const names = new Set<string>();
     const endpoints = new Set<string>();
     cfg.services.forEach((s, i) => {
@@ -423,6 +447,37 @@ export const frontConfigSchema = z
     });
   });
 
+/**
+ * A service is of one family: its VIP and its servers (DNAT does not
+ * translate between families, and the mark's rule lives in the VIP's
+ * family's table). An IPv6 service overflows to the other clusters' IPv6
+ * VIPs, SNATed to uplinkAddress6. SYN cookies and the kernel SYN path are
+ * IPv4's for now (their rules exist in the ip table only): an explicit
+ * request for them on an IPv6 service is refused, the defaults step aside.
+ */
+function checkFamilies(cfg: Pick<z.output<typeof frontConfigSchema>, 'services' | 'overflow' | 'uplinkAddress6'>, ctx: z.RefinementCtx): void {
+  const v6 = cfg.services.some((s) => familyOf(s.vip) === 6);
+  cfg.services.forEach((s, i) => {
+    const fam = familyOf(s.vip);
+    s.servers.forEach((srv, k) => {
+      if (familyOf(srv.address) !== fam) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['services', i, 'servers', k, 'address'],
+          message: `server ${srv.name} is IPv${String(familyOf(srv.address))} but the VIP ${s.vip} is IPv${String(fam)}: a service is of one family (DNAT does not translate between them); give the server its IPv${String(fam)} address, or make a second service with an IPv${String(familyOf(srv.address))} VIP for it`,
+        });
+      }
+    });
+    if (fam === 6 && s.synproxy !== undefined && !isOff(s.synproxy)) ctx.addIssue({ code: 'custom', path: ['services', i, 'synproxy'], message: 'SYN cookies are for IPv4 services only (the SYNPROXY rules are in the ip table): remove synproxy, or set it to false' });
+    if (fam === 6 && s.synPath === 'kernel') ctx.addIssue({ code: 'custom', path: ['services', i, 'synPath'], message: 'the kernel SYN path is for IPv4 services only (the schedule map is in the ip table): remove synPath, or set it to queue' });
+  });
+  if (!v6 || cfg.overflow.length === 0) return;
+  cfg.overflow.forEach((o, i) => {
+    if (o.vip6 === undefined) ctx.addIssue({ code: 'custom', path: ['overflow', i, 'vip6'], message: `an IPv6 service overflows to cluster ${o.cluster} on its IPv6 VIP: add overflow[${String(i)}].vip6` });
+  });
+  if (cfg.uplinkAddress6 === undefined) ctx.addIssue({ code: 'custom', path: ['uplinkAddress6'], message: 'an IPv6 service can overflow: set uplinkAddress6 (this node\'s IPv6 address toward the other clusters; overflowed connections are SNATed to it)' });
+}
+
 /** Whether an explicit `synproxy` value turns cookies off. */
 function isOff(v: NonNullable<ServiceConfig['synproxy']>): boolean {
   return v === false || (typeof v === 'object' && v.mode === 'off');
@@ -435,9 +490,10 @@ function isOff(v: NonNullable<ServiceConfig['synproxy']>): boolean {
  * steps aside; an explicit `synproxy` there is refused by the schema).
  * Absent or `auto`: mode auto; `true`, or an object without `mode`: on.
  */
-export function synproxyOf(cfg: Pick<FrontConfig, 'checkpoints'>, svc: Pick<ServiceConfig, 'protocol' | 'synproxy' | 'checkpoints' | 'servers'>): SynproxyPlan | undefined {
+export function synproxyOf(cfg: Pick<FrontConfig, 'checkpoints'>, svc: Pick<ServiceConfig, 'vip' | 'protocol' | 'synproxy' | 'checkpoints' | 'servers'>): SynproxyPlan | undefined {
   const v = svc.synproxy;
-  if (svc.protocol !== 'tcp' || v === false) return undefined;
+  // IPv6: no cookies (checkFamilies refuses an explicit request).
+  if (svc.protocol !== 'tcp' || v === false || familyOf(svc.vip) === 6) return undefined;
   const auto = { mode: 'auto', above: SYNPROXY_ABOVE, calmSeconds: SYNPROXY_CALM_SECONDS } as const;
   if (v === undefined) return canReset(cfg, svc) ? undefined : { ...SYNPROXY_DEFAULTS, ...auto };
   if (v === 'auto') return { ...SYNPROXY_DEFAULTS, ...auto };

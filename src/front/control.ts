@@ -312,7 +312,8 @@ export class FrontControl {
   }
 
   #clusterLoadBody(f: ReturnType<typeof clusterLoadOf>): Body<'cluster_load'> {
-    const vips = [...new Set(this.#src.services.map((s) => formatIPv4Address(s.vip)))];
+    // IPv4 VIPs only: the message's `vips` are IPv4 (IPv6 VIPs in control messages: issue 23 part 2).
+    const vips = [...new Set(this.#src.services.filter((s) => s.family === 4).map((s) => formatIPv4Address(s.vip)))];
     return { cluster: this.#src.config.cluster, vips, ...f, role: this.role };
   }
 

@@ -88,6 +88,7 @@ import { SynproxyAuto, type SynproxyAutoStatus } from './synproxy-auto.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG } from './rules.ts';
 import { installRuleset, listNft, renderRuleset, type RuleSet } from './ruleset.ts';
+import { iptablesOf } from './rules-check.ts';
 import { VipGuard, type GuardCount } from './vip-guard.ts';
 import { assertHostReady } from './preflight.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
@@ -277,11 +278,12 @@ export class FrontDaemon implements FrontMetricsSource {
         const elements = installRuleset(rules, undefined, over);
         this.#installed = rules;
         // The fallback map: filled by a whole install only when small; the writer brings it to the running spread.
-        this.fallback.afterInstall(!elements, rules.nft.fallbackHeld);
+        this.fallback.afterInstall(!elements, rules.nft.v6 === undefined ? rules.nft.fallbackHeld : new Map([...rules.nft.fallbackHeld, ...rules.nft.v6.fallbackHeld]));
         return elements;
       },
-      save: (table) => (table === 'nft' ? listNft() : saveTable(table)),
-      saveAsync: (table, timeoutMs) => (table === 'nft' ? listTableAsync(timeoutMs) : saveTableAsync(table, timeoutMs)),
+      save: (table) => (table === 'nft' ? listNft() : table === 'nft6' ? listNft(undefined, 'ip6') : saveTable(iptablesOf(table) ?? table, undefined, table.endsWith('6') ? 6 : 4)),
+      saveAsync: (table, timeoutMs) =>
+        table === 'nft' ? listTableAsync(timeoutMs) : table === 'nft6' ? listTableAsync(timeoutMs, undefined, 'ip6') : saveTableAsync(iptablesOf(table) ?? table, timeoutMs, undefined, table.endsWith('6') ? 6 : 4),
       nftChains: (timeoutMs) => listChainsAsync(timeoutMs),
       fallback: () => this.fallback.state(),
       onNftDump: (list) => {
@@ -503,7 +505,13 @@ export class FrontDaemon implements FrontMetricsSource {
       // not dropped, so held SYNs never block other traffic.
       maxLength: 65536,
       failOpen: true,
-      copyRange: 128, // headers are all the engine reads
+      // Headers are all the engine reads: IPv4 (20) or IPv6 (40) with up to
+      // 8 extension headers, and TCP with options (<= 60). 128 bytes cut an
+      // IPv6 SYN behind more than ~28 bytes of extension headers (a 9-header
+      // chain read as truncated, test/netns/front-ipv6.test.ts); 256 holds
+      // any chain the codec accepts with common option sizes. A SYN is
+      // shorter than either, so its copy is unchanged.
+      copyRange: 256,
       onBatch(batch, q) {
         const now = performance.now();
         for (let i = 0; i < batch.count; i++) {
@@ -1084,7 +1092,8 @@ export class FrontDaemon implements FrontMetricsSource {
       },
       services: this.engine.services.map((s) => ({
         name: s.name,
-        vip: formatIPv4Address(s.vip),
+        // RFC 5952 text for an IPv6 VIP and its servers (the config's form).
+        vip: s.family === 6 ? formatIPv6Address(s.vip6) : formatIPv4Address(s.vip),
         port: s.port,
         protocol: s.protocol === IpProtocol.Udp ? ('udp' as const) : ('tcp' as const),
         method: this.config.services.find((c) => c.name === s.name)?.method ?? '-',
@@ -1099,7 +1108,7 @@ export class FrontDaemon implements FrontMetricsSource {
           capacity: Number.isFinite(b.capacity) ? b.capacity : null,
           estimated: b.estimated,
           rate: round2(b.rate),
-          address: formatIPv4Address(b.address),
+          address: s.family === 6 ? formatIPv6Address(b.address6) : formatIPv4Address(b.address),
           port: b.port,
           weight: b.weight,
           admin: b.state,
@@ -1187,10 +1196,12 @@ function shapingLayoutKey(cfg: Readonly<FrontConfig>): string {
 /** A stick-table key as people read it (status). */
 function keyName(services: readonly ServiceRuntime[], cp: Checkpoint, key: number): string {
   switch (cp.criterion) {
+    // An IPv6 client's key is a hash of its address or prefix (>= 2^32,
+    // engine.ts): not reversible, shown as such.
     case Criterion.Source:
-      return formatIPv4Address(key);
+      return key >= 2 ** 32 ? `ipv6#${key.toString(16)}` : formatIPv4Address(key);
     case Criterion.SourcePrefix:
-      return `${formatIPv4Address(key)}/${String(Math.clz32(~cp.keyMask >>> 0))}`;
+      return key >= 2 ** 32 ? `ipv6#${key.toString(16)}` : `${formatIPv4Address(key)}/${String(Math.clz32(~cp.keyMask >>> 0))}`;
     case Criterion.Service:
       return services[key]?.name ?? String(key);
     case Criterion.Server:

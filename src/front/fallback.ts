@@ -38,8 +38,9 @@
  */
 import type { Logger } from '../log/logger.ts';
 import { formatIPv4Address } from '../packet/address.ts';
+import { formatIPv6Address } from '../packet/address6.ts';
 import type { FrontConfig } from './config.ts';
-import { FALLBACK_SLOTS, fallbackDiffScript, hasFallback, type FallbackHeld, type FallbackSpread } from './nft.ts';
+import { FALLBACK_SLOTS, fallbackDiffScript, hasFallback, tableOf, type FallbackHeld, type FallbackSpread } from './nft.ts';
 import type { FallbackState } from './rules-health.ts';
 import type { ServiceRuntime } from './service.ts';
 
@@ -160,12 +161,23 @@ export class FallbackWriter {
   /** For the rule check: what the map should hold now. */
   state(): FallbackState {
     const cfg = this.#deps.config();
-    const withServers = hasFallback(cfg) ? this.#spread.filter((u) => u.length > 0).length : 0;
-    return { elements: withServers * FALLBACK_SLOTS, generation: this.#generation, writing: this.#writing || this.#dirty };
+    // Per table: a service's spread is in its family's map (nft.ts tableOf).
+    let v4 = 0;
+    let v6 = 0;
+    if (hasFallback(cfg)) {
+      this.#spread.forEach((u, si) => {
+        if (u.length === 0) return;
+        const svc = cfg.services[si];
+        if (svc !== undefined && tableOf(svc) === 'ip6') v6++;
+        else v4++;
+      });
+    }
+    return { elements: v4 * FALLBACK_SLOTS, elements6: v6 * FALLBACK_SLOTS, generation: this.#generation, writing: this.#writing || this.#dirty };
   }
 
   status(): FallbackWriterStatus {
-    return { writes: this.#writes, writeFailures: this.#writeFailures, usableServers: this.#spread.reduce((n, u) => n + u.length, 0), elements: this.state().elements, pending: this.#writing || this.#dirty };
+    const st = this.state();
+    return { writes: this.#writes, writeFailures: this.#writeFailures, usableServers: this.#spread.reduce((n, u) => n + u.length, 0), elements: st.elements + (st.elements6 ?? 0), pending: this.#writing || this.#dirty };
   }
 
   stop(): void {
@@ -243,5 +255,6 @@ export class FallbackWriter {
 
 /** The usable servers of each service, as the fallback map's values. */
 export function spreadOf(services: readonly ServiceRuntime[]): FallbackSpread {
-  return services.map((s) => s.servers.filter((b) => b.usable).map((b) => [formatIPv4Address(b.address), b.port] as const));
+  // An IPv6 service's servers in RFC 5952 text: the form nft prints, and the config's (config.ts canonicalIPv6).
+  return services.map((s) => s.servers.filter((b) => b.usable).map((b) => [s.family === 6 ? formatIPv6Address(b.address6) : formatIPv4Address(b.address), b.port] as const));
 }

@@ -8,6 +8,14 @@ import { CommandFailedError } from '../errors/errors.ts';
 import { runCommand } from '../util/exec.ts';
 import { CHAINS, LEGACY_CHAINS, type OwnedChain, type RenderedRules } from './rules.ts';
 
+/** The tool family: iptables for IPv4, ip6tables for IPv6 (the same chains in both: rules.ts RenderedRules.ipv6). */
+export type IptFamily = 4 | 6;
+
+/** A tool's name in family `fam` (`iptables`, `iptables-save`, ... or their ip6 twins). */
+function tool(fam: IptFamily, name: 'iptables' | 'iptables-save' | 'iptables-restore'): string {
+  return fam === 4 ? name : name.replace('iptables', 'ip6tables');
+}
+
 /**
  * Runs an iptables tool, inside network namespace `netns` when given (tests
  * and the testbed run front nodes in namespaces; the daemon itself runs in
@@ -18,9 +26,9 @@ function ipt(netns: string | undefined, args: readonly string[], input?: string)
   return runCommand(argv[0] ?? 'iptables', argv.slice(1), input);
 }
 
-function hasRule(netns: string | undefined, table: string, hook: string, spec: readonly string[]): boolean {
+function hasRule(netns: string | undefined, table: string, hook: string, spec: readonly string[], fam: IptFamily = 4): boolean {
   try {
-    ipt(netns, ['iptables', '-w', '-t', table, '-C', hook, ...spec]);
+    ipt(netns, [tool(fam, 'iptables'), '-w', '-t', table, '-C', hook, ...spec]);
     return true;
   } catch {
     return false;
@@ -48,25 +56,42 @@ function staleJumps(c: OwnedChain): readonly (readonly string[])[] {
  * add them and take them away again.
  */
 export function installRules(rules: RenderedRules, netns?: string): void {
-  ipt(netns, ['iptables-restore', '-w', '--noflush'], rules.restore);
-  for (const c of LEGACY_CHAINS) removeChain(netns, c);
+  installFamily(rules, 4, netns);
+  // ip6tables: the same chains with an IPv6 service; else ours are removed
+  // if an earlier configuration left them (one ip6tables-save to look).
+  if (rules.ipv6) installFamily(rules, 6, netns);
+  else if (hasIp6Chains(netns)) removeFamily(netns, 6);
+}
+
+function installFamily(rules: RenderedRules, fam: IptFamily, netns: string | undefined): void {
+  ipt(netns, [tool(fam, 'iptables-restore'), '-w', '--noflush'], rules.restore);
+  if (fam === 4) for (const c of LEGACY_CHAINS) removeChain(netns, c, fam);
   for (const c of Object.values(CHAINS) as OwnedChain[]) {
     if (!rules.chains.includes(c)) {
-      removeChain(netns, c);
+      removeChain(netns, c, fam);
       continue;
     }
     for (const stale of staleJumps(c)) {
-      while (hasRule(netns, c.table, c.hook, stale)) ipt(netns, ['iptables', '-w', '-t', c.table, '-D', c.hook, ...stale]);
+      while (hasRule(netns, c.table, c.hook, stale, fam)) ipt(netns, [tool(fam, 'iptables'), '-w', '-t', c.table, '-D', c.hook, ...stale]);
     }
     // Insert at the top: our decisions must precede other NAT rules for the VIPs.
     const spec = jumpSpec(c);
-    if (!hasRule(netns, c.table, c.hook, spec)) ipt(netns, ['iptables', '-w', '-t', c.table, '-I', c.hook, '1', ...spec]);
+    if (!hasRule(netns, c.table, c.hook, spec, fam)) ipt(netns, [tool(fam, 'iptables'), '-w', '-t', c.table, '-I', c.hook, '1', ...spec]);
   }
 }
 
-/** `iptables-save -t TABLE` (rules without counters), synchronously: right after an install, which is synchronous too. */
-export function saveTable(table: string, netns?: string): string {
-  return ipt(netns, ['iptables-save', '-t', table]);
+/** Whether ip6tables holds a chain of ours (`ip6tables-save`: every table, one command). */
+function hasIp6Chains(netns: string | undefined): boolean {
+  try {
+    return /^:SLUICE_/m.test(ipt(netns, [tool(6, 'iptables-save')]));
+  } catch {
+    return false; // no ip6tables here: nothing of ours in it
+  }
+}
+
+/** `iptables-save -t TABLE` (or ip6tables-save: `fam` 6; rules without counters), synchronously: right after an install, which is synchronous too. */
+export function saveTable(table: string, netns?: string, fam: IptFamily = 4): string {
+  return ipt(netns, [tool(fam, 'iptables-save'), '-t', table]);
 }
 
 /**
@@ -75,8 +100,8 @@ export function saveTable(table: string, netns?: string): string {
  * as CommandFailedError. Output up to 256 MiB (a large foreign firewall
  * in the same table).
  */
-export function saveTableAsync(table: string, timeoutMs: number, netns?: string): Promise<string> {
-  const args = ['iptables-save', '-t', table];
+export function saveTableAsync(table: string, timeoutMs: number, netns?: string, fam: IptFamily = 4): Promise<string> {
+  const args = [tool(fam, 'iptables-save'), '-t', table];
   const argv = netns === undefined ? args : ['ip', 'netns', 'exec', netns, ...args];
   const [cmd = 'iptables-save', ...rest] = argv;
   return new Promise((resolve, reject) => {
@@ -91,16 +116,21 @@ export function saveTableAsync(table: string, timeoutMs: number, netns?: string)
 
 /** Removes our jumps and chains (and those of earlier versions); leaves everything else. The nft table: ruleset.ts removeRules. */
 export function removeIptablesRules(netns?: string): void {
-  for (const c of [...(Object.values(CHAINS) as OwnedChain[]), ...LEGACY_CHAINS]) removeChain(netns, c);
+  removeFamily(netns, 4);
+  if (hasIp6Chains(netns)) removeFamily(netns, 6);
 }
 
-function removeChain(netns: string | undefined, c: OwnedChain): void {
+function removeFamily(netns: string | undefined, fam: IptFamily): void {
+  for (const c of [...(Object.values(CHAINS) as OwnedChain[]), ...(fam === 4 ? LEGACY_CHAINS : [])]) removeChain(netns, c, fam);
+}
+
+function removeChain(netns: string | undefined, c: OwnedChain, fam: IptFamily = 4): void {
   for (const spec of [jumpSpec(c), ...staleJumps(c)]) {
-    while (hasRule(netns, c.table, c.hook, spec)) ipt(netns, ['iptables', '-w', '-t', c.table, '-D', c.hook, ...spec]);
+    while (hasRule(netns, c.table, c.hook, spec, fam)) ipt(netns, [tool(fam, 'iptables'), '-w', '-t', c.table, '-D', c.hook, ...spec]);
   }
   try {
-    ipt(netns, ['iptables', '-w', '-t', c.table, '-F', c.chain]);
-    ipt(netns, ['iptables', '-w', '-t', c.table, '-X', c.chain]);
+    ipt(netns, [tool(fam, 'iptables'), '-w', '-t', c.table, '-F', c.chain]);
+    ipt(netns, [tool(fam, 'iptables'), '-w', '-t', c.table, '-X', c.chain]);
   } catch {
     /* chain absent: nothing to remove */
   }

@@ -68,12 +68,29 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { CommandFailedError } from '../errors/errors.ts';
 import { runCommand } from '../util/exec.ts';
-import { synproxyOf, type FrontConfig } from './config.ts';
+import { familyOf, synproxyOf, type FrontConfig } from './config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from './marks.ts';
 import { TEARDOWN_LOG } from './rules.ts';
 import { SCHEDULE_SLOTS, configuredSchedule, kernelChain, kernelChainRules, scheduleElements, scheduleLayout, type ScheduleTargets, type ScheduledService } from './kernel-schedule.ts';
 
 export const NFT_FAMILY = 'ip';
+/**
+ * The families of our tables: `ip sluice` for IPv4 services (always
+ * installed), `ip6 sluice` for IPv6 ones (installed when the configuration
+ * has one). Two tables rendered by the same code rather than one `inet`
+ * table: the IPv4 table stays what it was, rule for rule (an upgrade
+ * changes nothing for IPv4-only nodes), and each table's sets keep one
+ * address type (docs/front-node-design.md, "IPv6 rules").
+ */
+export type NftFamily = 'ip' | 'ip6';
+/** The family of a service's table. */
+export function tableOf(svc: { readonly vip: string }): NftFamily {
+  return familyOf(svc.vip) === 6 ? 'ip6' : 'ip';
+}
+/** Whether the configuration has an IPv6 service (then the ip6 table and the ip6tables chains exist). */
+export function hasIPv6(cfg: Pick<FrontConfig, 'services'>): boolean {
+  return cfg.services.some((s) => familyOf(s.vip) === 6);
+}
 export const NFT_TABLE = 'sluice';
 /** The named counter of the VIP guard's drops (`nft list counter ip sluice vip_guard_drops`). */
 export const GUARD_COUNTER = 'vip_guard_drops';
@@ -116,9 +133,10 @@ export function configuredSpread(cfg: Pick<FrontConfig, 'services'>): FallbackSp
 }
 
 /** The fallback map's elements (`key : value`) for `spread`: slot k of a service holds usable server k mod n. */
-export function fallbackElements(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread): string[] {
+export function fallbackElements(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread, fam?: NftFamily): string[] {
   const out: string[] = [];
   cfg.services.forEach((svc, si) => {
+    if (fam !== undefined && tableOf(svc) !== fam) return;
     const usable = spread[si] ?? [];
     if (usable.length === 0) return;
     for (let k = 0; k < FALLBACK_SLOTS; k++) {
@@ -130,9 +148,10 @@ export function fallbackElements(cfg: Pick<FrontConfig, 'services'>, spread: Fal
 }
 
 /** How many elements fallbackElements(cfg, spread) returns, without building them. */
-export function fallbackCount(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread): number {
+export function fallbackCount(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread, fam?: NftFamily): number {
   let n = 0;
-  cfg.services.forEach((_, si) => {
+  cfg.services.forEach((svc, si) => {
+    if (fam !== undefined && tableOf(svc) !== fam) return;
     if ((spread[si]?.length ?? 0) > 0) n += FALLBACK_SLOTS;
   });
   return n;
@@ -144,6 +163,14 @@ export function hasFallback(cfg: Pick<FrontConfig, 'failMode'>): boolean {
 }
 
 export interface RenderedNft {
+  /** The table's family (`table ip sluice` or `table ip6 sluice`). */
+  readonly family: NftFamily;
+  /**
+   * The ip6 table, when the configuration has an IPv6 service (rendered
+   * beside this, the ip table; installed in the same transaction; the
+   * element diff covers both).
+   */
+  readonly v6?: RenderedNft;
   /** The `nft -f` script: creates, deletes and recreates our table in one transaction (built when read: megabytes for a large table). */
   readonly script: string;
   /**
@@ -192,33 +219,53 @@ function elements(list: readonly string[]): string {
  * into the new table, so a reload or repair (which replaces the table)
  * does not set it back to zero.
  */
-export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { packets: number; bytes: number } = { packets: 0, bytes: 0 }, schedule?: ScheduleTargets, engaged: ReadonlySet<string> = NONE_ENGAGED): RenderedNft {
-  const layout = scheduleLayout(cfg);
+export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { packets: number; bytes: number } = { packets: 0, bytes: 0 }, schedule?: ScheduleTargets, engaged: ReadonlySet<string> = NONE_ENGAGED, guard6: { packets: number; bytes: number } = { packets: 0, bytes: 0 }): RenderedNft {
+  const v6 = hasIPv6(cfg) ? renderTable('ip6', cfg, spread, guard6, schedule, engaged) : undefined;
+  return renderTable('ip', cfg, spread, guard, schedule, engaged, v6);
+}
+
+/**
+ * One table: `ip` with the IPv4 services, `ip6` with the IPv6 ones (their
+ * marks keep the service's index in the whole configuration, so a verdict
+ * mark names one service whatever its family). The kernel SYN path and
+ * SYN cookies are IPv4's only (config.ts checkFamilies): the ip6 table's
+ * kernel and schedule maps stay empty and it has no SYNPROXY part.
+ */
+function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, guard: { packets: number; bytes: number }, schedule: ScheduleTargets | undefined, engaged: ReadonlySet<string>, v6?: RenderedNft): RenderedNft {
+  const mine = (svc: { readonly vip: string }): boolean => tableOf(svc) === fam;
+  const ipx = fam;
+  const addrType = fam === 'ip' ? 'ipv4_addr' : 'ipv6_addr';
+  const layout = fam === 'ip' ? scheduleLayout(cfg) : [];
   const kernel = layout.map((l) => {
     const svc = cfg.services[l.index];
     return `${svc?.vip ?? ''} . tcp . ${String(svc?.port ?? 0)} : goto ${kernelChain(l.index)}`;
   });
   const targets0 = schedule ?? configuredSchedule(cfg);
   const sched = scheduleElements(layout, targets0);
-  const vips = [...new Set(cfg.services.map((s) => s.vip))];
-  const services = cfg.services.map((s) => `${s.vip} . ${s.protocol} . ${String(s.port)}`);
+  const ours = cfg.services.filter(mine);
+  const vips = [...new Set(ours.map((s) => s.vip))];
+  const services = ours.map((s) => `${s.vip} . ${s.protocol} . ${String(s.port)}`);
   const targets: string[] = [];
   const overflow: string[] = [];
   cfg.services.forEach((svc, si) => {
+    if (!mine(svc)) return;
     svc.servers.forEach((srv, i) => targets.push(`${hex(serverMark(si, i))} : ${srv.address} . ${String(srv.port ?? svc.port)}`));
     cfg.overflow.forEach((o, oi) => {
+      // An IPv6 service overflows to the other cluster's IPv6 VIP (config.ts requires it).
+      const to = fam === 'ip' ? o.vip : o.vip6;
+      if (to === undefined) return;
       const mark = hex(overflowMark(si, oi));
-      targets.push(`${mark} : ${o.vip} . ${String(svc.port)}`);
+      targets.push(`${mark} : ${to} . ${String(svc.port)}`);
       overflow.push(mark);
     });
   });
-  const fbCount = hasFallback(cfg) ? fallbackCount(cfg, spread) : 0;
+  const fbCount = hasFallback(cfg) ? fallbackCount(cfg, spread, fam) : 0;
   const fallbackInline = fbCount <= FALLBACK_INLINE_MAX;
-  const fb = fallbackInline && fbCount > 0 ? fallbackElements(cfg, spread) : [];
+  const fb = fallbackInline && fbCount > 0 ? fallbackElements(cfg, spread, fam) : [];
   // SYN cookies: services grouped by options (synproxyGroups); the sets
   // hold the services whose cookies are engaged now (mode on, or auto
   // under a flood: `engaged`), syn_seen every capable one (the counts).
-  const groups = synproxyGroups(cfg);
+  const groups = fam === 'ip' ? synproxyGroups(cfg) : [];
   const groupEls = groups.map((g) => synproxiedOf(g, engaged));
   const synproxy = groupEls.flat();
   const seen = groups.flatMap((g) => g.services.map((x) => x.key));
@@ -233,16 +280,16 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
   const kernelChains = layout.map((l) => [kernelChain(l.index), kernelChainRules(l, targets0[l.index]?.length ?? SCHEDULE_SLOTS, log, q)] as const);
   const synOnly = 'tcp flags & (syn | ack | fin | rst) == syn';
   const lines = [
-    `table ${NFT_FAMILY} ${NFT_TABLE} {`,
+    `table ${fam} ${NFT_TABLE} {`,
     `  counter ${GUARD_COUNTER} { packets ${String(guard.packets)} bytes ${String(guard.bytes)} }`,
     `  counter ${FALLBACK_COUNTER} { packets 0 bytes 0 }`,
-    `  set vips { type ipv4_addr;${elements(vips)} }`,
-    `  set services { type ipv4_addr . inet_proto . inet_service;${elements(services)} }`,
+    `  set vips { type ${addrType};${elements(vips)} }`,
+    `  set services { type ${addrType} . inet_proto . inet_service;${elements(services)} }`,
     `  set overflow_marks { type mark;${elements(overflow)} }`,
-    `  map targets { type mark : ipv4_addr . inet_service;${elements(targets)} }`,
-    `  map kernel { type ipv4_addr . inet_proto . inet_service : verdict;${elements(kernel)} }`,
+    `  map targets { type mark : ${addrType} . inet_service;${elements(targets)} }`,
+    `  map kernel { type ${addrType} . inet_proto . inet_service : verdict;${elements(kernel)} }`,
     `  map schedule { typeof numgen inc mod ${String(SCHEDULE_SLOTS)} : meta mark;${elements(sched)} }`,
-    `  map fallback { typeof ip daddr . meta l4proto . th dport . numgen inc mod ${String(FALLBACK_SLOTS)} : ip daddr . th dport;${elements(fb)} }`,
+    `  map fallback { typeof ${ipx} daddr . meta l4proto . th dport . numgen inc mod ${String(FALLBACK_SLOTS)} : ${ipx} daddr . th dport;${elements(fb)} }`,
     ...sp([`  set ${SYN_SEEN_SET} { type ipv4_addr . inet_service; counter;${elements(seen)} }`]),
     ...sp([`  set synproxied { type ipv4_addr . inet_service;${elements(synproxy)} }`]),
     ...groups.map((_, i) => `  set synproxied_${String(i)} { type ipv4_addr . inet_service;${elements(groupEls[i] ?? [])} }`),
@@ -257,7 +304,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     // SYNPROXY's part (synproxy_raw untracked the SYN; the cookie ACK is
     // INVALID): neither is queued, SYNPROXY in INPUT answers them.
     ...sp(['    ip daddr . tcp dport @synproxied ct state invalid,untracked return']),
-    '    ip daddr . meta l4proto . th dport @services goto to_service',
+    `    ${ipx} daddr . meta l4proto . th dport @services goto to_service`,
     // A server's reset: a reply from the LAN in a flow the daemon decided
     // (its conntrack mark is a decision of ours: nat_pre copies it).
     `    iifname ${JSON.stringify(cfg.lanInterface)} ct direction reply ct mark & 0xff000000 == 0x51000000 ct mark != ${q} tcp flags & rst == rst ${log}`,
@@ -279,18 +326,18 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     ...kernelChains.flatMap(([name, rules]) => [`  chain ${name} {`, ...rules.map((r) => `    ${r}`), '  }']),
     '  chain nat_pre {',
     '    type nat hook prerouting priority dstnat - 1; policy accept;',
-    `    meta mark & 0xff000000 == 0x51000000 meta l4proto { tcp, udp } ct mark set meta mark dnat ip to meta mark map @targets`,
+    `    meta mark & 0xff000000 == 0x51000000 meta l4proto { tcp, udp } ct mark set meta mark dnat ${ipx} to meta mark map @targets`,
     ...(fbCount > 0
       ? [
-          `    meta mark ${q} ${synOnly} counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
-          `    meta mark ${q} meta l4proto udp counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
+          `    meta mark ${q} ${synOnly} counter name ${FALLBACK_COUNTER} dnat ${ipx} to ${ipx} daddr . meta l4proto . th dport . jhash ${ipx} saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
+          `    meta mark ${q} meta l4proto udp counter name ${FALLBACK_COUNTER} dnat ${ipx} to ${ipx} daddr . meta l4proto . th dport . jhash ${ipx} saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`,
         ]
       : []),
     '  }',
     '  chain vip_guard {',
     '    type filter hook prerouting priority dstnat + 1; policy accept;',
     ...sp(['    ip daddr . tcp dport @synproxied ct state invalid,untracked return']),
-    `    meta mark != ${hex(REJECT_MARK)} ip daddr @vips counter name ${GUARD_COUNTER} drop`,
+    `    meta mark != ${hex(REJECT_MARK)} ${ipx} daddr @vips counter name ${GUARD_COUNTER} drop`,
     '  }',
     // syn_decide: every SYN the node decides gets its decision through this
     // one chain: a client's SYN from to_service (prerouting), and for a
@@ -303,7 +350,8 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     // reserved flag, not a fragment: src/packet/ipv4.ts): the others go on
     // to the queue, where they are dropped and counted as malformed.
     '  chain syn_decide {',
-    '    ip hdrlength 5 ip frag-off & 0xbfff == 0 ct status & confirmed == 0 ip daddr . meta l4proto . th dport vmap @kernel',
+    // (IPv4 only: the ip6 table has no kernel-schedule service.)
+    ...(fam === 'ip' ? ['    ip hdrlength 5 ip frag-off & 0xbfff == 0 ct status & confirmed == 0 ip daddr . meta l4proto . th dport vmap @kernel'] : []),
     `    meta mark set ${q}`,
     '  }',
     ...sp([
@@ -334,7 +382,8 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     ]),
     '  chain nat_post {',
     '    type nat hook postrouting priority srcnat - 1; policy accept;',
-    `    meta mark @overflow_marks snat ip to ${cfg.uplinkAddress}`,
+    // The ip6 table SNATs to uplinkAddress6 (config.ts requires it when an IPv6 service can overflow).
+    ...(fam === 'ip' ? [`    meta mark @overflow_marks snat ip to ${cfg.uplinkAddress}`] : cfg.uplinkAddress6 !== undefined ? [`    meta mark @overflow_marks snat ip6 to ${cfg.uplinkAddress6}`] : []),
     '  }',
     '}',
   ];
@@ -373,31 +422,33 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
   }
   const scriptOf = (): string => {
   const bare = lines.map((l) => l.replace(/ elements = \{ .* \} \}$/, ' }')).join('\n') + '\n';
-  const adds = [...elementAdds('vips', vips), ...elementAdds('services', services), ...elementAdds('overflow_marks', overflow), ...elementAdds('targets', targets), ...elementAdds('kernel', kernel), ...elementAdds('schedule', sched), ...elementAdds('fallback', fb)];
+  const adds = [...elementAdds(fam, 'vips', vips), ...elementAdds(fam, 'services', services), ...elementAdds(fam, 'overflow_marks', overflow), ...elementAdds(fam, 'targets', targets), ...elementAdds(fam, 'kernel', kernel), ...elementAdds(fam, 'schedule', sched), ...elementAdds(fam, 'fallback', fb)];
   if (seen.length > 0) {
-    adds.push(...elementAdds(SYN_SEEN_SET, seen), ...elementAdds('synproxied', synproxy));
-    groupEls.forEach((els, i) => adds.push(...elementAdds(`synproxied_${String(i)}`, els)));
+    adds.push(...elementAdds(fam, SYN_SEEN_SET, seen), ...elementAdds(fam, 'synproxied', synproxy));
+    groupEls.forEach((els, i) => adds.push(...elementAdds(fam, `synproxied_${String(i)}`, els)));
   }
   // Declaring the table first makes the delete valid when it is absent;
   // all statements are one transaction. The elements are added after the
   // declarations (`add element`), not declared inline: measured with 1,000
   // services x 100 servers (456k elements), inline 13.1 s (10.8 s of it in
   // the kernel), added 5.5 s, the same table.
-  return `table ${NFT_FAMILY} ${NFT_TABLE}\ndelete table ${NFT_FAMILY} ${NFT_TABLE}\n${bare}${adds.map((l) => l + '\n').join('')}`;
+  return `table ${fam} ${NFT_TABLE}\ndelete table ${fam} ${NFT_TABLE}\n${bare}${adds.map((l) => l + '\n').join('')}`;
   };
   const updateOf = (): string => [
     // Chains first: the verdict map's new elements may jump to a new one.
-    ...kernelChains.flatMap(([name, rules]) => [`add chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, `flush chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, ...rules.map((r) => `add rule ${NFT_FAMILY} ${NFT_TABLE} ${name} ${r}`)]),
-    ...elementUpdate('set', 'vips', vips),
-    ...elementUpdate('set', 'services', services),
-    ...elementUpdate('set', 'overflow_marks', overflow),
-    ...elementUpdate('map', 'targets', targets),
-    ...elementUpdate('map', 'kernel', kernel),
-    ...elementUpdate('map', 'schedule', sched),
-    ...elementUpdate('map', 'fallback', fbCount > 0 && fb.length === 0 ? fallbackElements(cfg, spread) : fb),
-    ...(seen.length > 0 ? [...elementUpdate('set', SYN_SEEN_SET, seen), ...synproxiedUpdate(groups, engaged)] : []),
+    ...kernelChains.flatMap(([name, rules]) => [`add chain ${fam} ${NFT_TABLE} ${name}`, `flush chain ${fam} ${NFT_TABLE} ${name}`, ...rules.map((r) => `add rule ${fam} ${NFT_TABLE} ${name} ${r}`)]),
+    ...elementUpdate(fam, 'set', 'vips', vips),
+    ...elementUpdate(fam, 'set', 'services', services),
+    ...elementUpdate(fam, 'set', 'overflow_marks', overflow),
+    ...elementUpdate(fam, 'map', 'targets', targets),
+    ...elementUpdate(fam, 'map', 'kernel', kernel),
+    ...elementUpdate(fam, 'map', 'schedule', sched),
+    ...elementUpdate(fam, 'map', 'fallback', fbCount > 0 && fb.length === 0 ? fallbackElements(cfg, spread, fam) : fb),
+    ...(seen.length > 0 ? [...elementUpdate(fam, 'set', SYN_SEEN_SET, seen), ...synproxiedUpdate(groups, engaged)] : []),
   ].join('\n') + '\n';
   return {
+    family: fam,
+    ...(v6 !== undefined ? { v6 } : {}),
     get script() {
       return scriptOf();
     },
@@ -407,7 +458,7 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
     },
     sets,
     fallbackInline,
-    fallbackHeld: fallbackInline ? fallbackHeldOf(cfg, hasFallback(cfg) ? spread : []) : new Map(),
+    fallbackHeld: fallbackInline ? fallbackHeldOf(cfg, hasFallback(cfg) ? spread : [], fam) : new Map(),
     synproxiedLines: seen.length > 0 ? synproxiedUpdate(groups, engaged) : [],
     table,
     kernelChains: [...kernelNames],
@@ -458,7 +509,7 @@ function synproxiedOf(g: SynproxyGroup, engaged: ReadonlySet<string>): string[] 
 
 function synproxiedUpdate(groups: readonly SynproxyGroup[], engaged: ReadonlySet<string>): string[] {
   const per = groups.map((g) => synproxiedOf(g, engaged));
-  return [...elementUpdate('set', 'synproxied', per.flat()), ...per.flatMap((els, i) => elementUpdate('set', `synproxied_${String(i)}`, els))];
+  return [...elementUpdate(NFT_FAMILY, 'set', 'synproxied', per.flat()), ...per.flatMap((els, i) => elementUpdate(NFT_FAMILY, 'set', `synproxied_${String(i)}`, els))];
 }
 
 /**
@@ -500,7 +551,7 @@ function elementKey(e: string): string {
  * holding `after`: deletes (keys gone or whose value changed) before adds
  * (keys new or changed), so one transaction replaces a changed mapping.
  */
-export function elementDiff(name: string, before: Iterable<string>, after: readonly string[]): string[] {
+export function elementDiff(name: string, before: Iterable<string>, after: readonly string[], fam: NftFamily = NFT_FAMILY): string[] {
   const held = new Map<string, string>();
   for (const e of before) held.set(elementKey(e), e);
   const dels: string[] = [];
@@ -519,7 +570,7 @@ export function elementDiff(name: string, before: Iterable<string>, after: reado
     adds.push(e);
   }
   for (const k of held.keys()) dels.push(k);
-  return [...elementLines('delete', name, dels), ...elementLines('add', name, adds)];
+  return [...elementLines(fam, 'delete', name, dels), ...elementLines(fam, 'add', name, adds)];
 }
 
 /**
@@ -531,6 +582,7 @@ export function elementDiff(name: string, before: Iterable<string>, after: reado
  * replaces the whole table. Empty when nothing changed.
  */
 export function elementDiffScript(over: RenderedNft, next: RenderedNft): string {
+  const fam = next.family;
   const lines: string[] = [];
   // Chains first: the verdict map's new elements may jump to a new one.
   // All of them, as `update` does: the schedule writer rewrites a chain's
@@ -538,34 +590,36 @@ export function elementDiffScript(over: RenderedNft, next: RenderedNft): string 
   // kernel holds, and the schedule map below is refilled to match `next`.
   for (const name of next.kernelChains) {
     const rules = next.kernelRules[name] ?? [];
-    lines.push(`add chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, `flush chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, ...rules.map((r) => `add rule ${NFT_FAMILY} ${NFT_TABLE} ${name} ${r}`));
+    lines.push(`add chain ${fam} ${NFT_TABLE} ${name}`, `flush chain ${fam} ${NFT_TABLE} ${name}`, ...rules.map((r) => `add rule ${fam} ${NFT_TABLE} ${name} ${r}`));
   }
   for (const name of DIFFED) {
     const after = next.sets[name];
     if (after === undefined) continue;
-    lines.push(...elementDiff(name, over.sets[name] ?? [], after));
+    lines.push(...elementDiff(name, over.sets[name] ?? [], after, fam));
   }
   // Without a kernel-schedule service, before or after, the schedule map is empty and stays so.
-  if (next.kernelChains.length > 0 || over.kernelChains.length > 0) lines.push(...elementUpdate('map', 'schedule', next.sets['schedule'] ?? []));
+  if (next.kernelChains.length > 0 || over.kernelChains.length > 0) lines.push(...elementUpdate(fam, 'map', 'schedule', next.sets['schedule'] ?? []));
   lines.push(...next.synproxiedLines);
-  return lines.length === 0 ? '' : lines.join('\n') + '\n';
+  // The ip6 table's elements, in the same transaction (the caller checked that both renderings have it, of the same structure).
+  const v6 = next.v6 !== undefined && over.v6 !== undefined ? elementDiffScript(over.v6, next.v6) : '';
+  return lines.length === 0 ? v6 : lines.join('\n') + '\n' + v6;
 }
 
 /** Lines that replace the elements of one set or map (part of one `nft -f` transaction). */
-function elementUpdate(kind: 'set' | 'map', name: string, els: readonly string[]): string[] {
-  return [`flush ${kind} ${NFT_FAMILY} ${NFT_TABLE} ${name}`, ...elementAdds(name, els)];
+function elementUpdate(fam: NftFamily, kind: 'set' | 'map', name: string, els: readonly string[]): string[] {
+  return [`flush ${kind} ${fam} ${NFT_TABLE} ${name}`, ...elementAdds(fam, name, els)];
 }
 
 /** Lines that add `els` to set or map `name`. */
-function elementAdds(name: string, els: readonly string[]): string[] {
-  return elementLines('add', name, els);
+function elementAdds(fam: NftFamily, name: string, els: readonly string[]): string[] {
+  return elementLines(fam, 'add', name, els);
 }
 
 /** `add element` or `delete element` lines for `els` (elements, or keys to delete). */
-function elementLines(verb: 'add' | 'delete', name: string, els: readonly string[]): string[] {
+function elementLines(fam: NftFamily, verb: 'add' | 'delete', name: string, els: readonly string[]): string[] {
   const lines: string[] = [];
   // Chunks keep each line of the script short for nft's parser.
-  for (let i = 0; i < els.length; i += 4096) lines.push(`${verb} element ${NFT_FAMILY} ${NFT_TABLE} ${name} { ${els.slice(i, i + 4096).join(', ')} }`);
+  for (let i = 0; i < els.length; i += 4096) lines.push(`${verb} element ${fam} ${NFT_TABLE} ${name} { ${els.slice(i, i + 4096).join(', ')} }`);
   return lines;
 }
 
@@ -594,9 +648,10 @@ export function scheduleUpdateScript(cfg: Pick<FrontConfig, 'nflogGroup'>, servi
 export type FallbackHeld = ReadonlyMap<string, readonly (readonly [address: string, port: number])[]>;
 
 /** The FallbackHeld of `spread` (what fallbackElements(cfg, spread) writes). */
-export function fallbackHeldOf(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread): Map<string, readonly (readonly [string, number])[]> {
+export function fallbackHeldOf(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread, fam?: NftFamily): Map<string, readonly (readonly [string, number])[]> {
   const out = new Map<string, readonly (readonly [string, number])[]>();
   cfg.services.forEach((svc, si) => {
+    if (fam !== undefined && tableOf(svc) !== fam) return;
     const usable = spread[si] ?? [];
     if (usable.length > 0) out.set(`${svc.vip} . ${svc.protocol} . ${String(svc.port)}`, usable);
   });
@@ -620,37 +675,42 @@ function sameServers(a: readonly (readonly [string, number])[], b: readonly (rea
  */
 export function fallbackDiffScript(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread, held: FallbackHeld | undefined): { script: string; held: Map<string, readonly (readonly [string, number])[]> } {
   const next = fallbackHeldOf(cfg, spread);
-  if (held === undefined || next.size === 0) return { script: fallbackScriptOf(fallbackElements(cfg, spread)), held: next };
-  const dels: string[] = [];
-  const adds: string[] = [];
+  if (held === undefined || next.size === 0) return { script: fallbackUpdateScript(cfg, spread), held: next };
+  // Per table: a service's key begins with its VIP (an IPv6 one has colons).
+  const dels: Record<NftFamily, string[]> = { ip: [], ip6: [] };
+  const adds: Record<NftFamily, string[]> = { ip: [], ip6: [] };
+  const famOf = (key: string): NftFamily => (key.slice(0, key.indexOf(' ')).includes(':') ? 'ip6' : 'ip');
   for (const [key, now] of next) {
+    const fam = famOf(key);
     const was = held.get(key);
     if (was !== undefined && sameServers(was, now)) continue;
     for (let k = 0; k < FALLBACK_SLOTS; k++) {
       const n = now[k % now.length] ?? now[0] ?? ['0.0.0.0', 0];
       const o = was === undefined ? undefined : was[k % was.length];
       if (o !== undefined && o[0] === n[0] && o[1] === n[1]) continue;
-      if (o !== undefined) dels.push(`${key} . ${String(k)}`);
-      adds.push(`${key} . ${String(k)} : ${n[0]} . ${String(n[1])}`);
+      if (o !== undefined) dels[fam].push(`${key} . ${String(k)}`);
+      adds[fam].push(`${key} . ${String(k)} : ${n[0]} . ${String(n[1])}`);
     }
   }
   for (const key of held.keys()) {
     if (next.has(key)) continue;
-    for (let k = 0; k < FALLBACK_SLOTS; k++) dels.push(`${key} . ${String(k)}`);
+    for (let k = 0; k < FALLBACK_SLOTS; k++) dels[famOf(key)].push(`${key} . ${String(k)}`);
   }
-  const lines = [...elementLines('delete', 'fallback', dels), ...elementLines('add', 'fallback', adds)];
+  const lines = (['ip', 'ip6'] as const).flatMap((f) => [...elementLines(f, 'delete', 'fallback', dels[f]), ...elementLines(f, 'add', 'fallback', adds[f])]);
   return { script: lines.length === 0 ? '' : lines.join('\n') + '\n', held: next };
 }
 
 /** The `nft -f` script that replaces the fallback map's elements (one transaction: flush and add). */
 export function fallbackUpdateScript(cfg: Pick<FrontConfig, 'services'>, spread: FallbackSpread): string {
-  return fallbackScriptOf(fallbackElements(cfg, spread));
+  // The ip6 table's map only when that table exists (an IPv6 service).
+  const fams: NftFamily[] = hasIPv6(cfg) ? ['ip', 'ip6'] : ['ip'];
+  return fams.map((f) => fallbackScriptOf(f, fallbackElements(cfg, spread, f))).join('');
 }
 
-function fallbackScriptOf(els: readonly string[]): string {
-  const lines = [`flush map ${NFT_FAMILY} ${NFT_TABLE} fallback`];
+function fallbackScriptOf(fam: NftFamily, els: readonly string[]): string {
+  const lines = [`flush map ${fam} ${NFT_TABLE} fallback`];
   // Chunks keep each line of the script short for nft's parser.
-  for (let i = 0; i < els.length; i += 4096) lines.push(`add element ${NFT_FAMILY} ${NFT_TABLE} fallback { ${els.slice(i, i + 4096).join(', ')} }`);
+  for (let i = 0; i < els.length; i += 4096) lines.push(`add element ${fam} ${NFT_TABLE} fallback { ${els.slice(i, i + 4096).join(', ')} }`);
   return lines.join('\n') + '\n';
 }
 
@@ -670,15 +730,15 @@ export function nftLoadAsync(script: string, timeoutMs: number, netns?: string):
 }
 
 /** `nft list table ip sluice`, synchronously (the read-back right after an install). */
-export function listTable(netns?: string): string {
-  const [cmd = 'nft', ...rest] = argvIn(netns, ['nft', 'list', 'table', NFT_FAMILY, NFT_TABLE]);
+export function listTable(netns?: string, fam: NftFamily = NFT_FAMILY): string {
+  const [cmd = 'nft', ...rest] = argvIn(netns, ['nft', 'list', 'table', fam, NFT_TABLE]);
   return execFileSyncBig(cmd, rest);
 }
 
 /** The same without blocking the event loop (the periodic check); an absent table is an empty string. */
-export async function listTableAsync(timeoutMs: number, netns?: string): Promise<string> {
+export async function listTableAsync(timeoutMs: number, netns?: string, fam: NftFamily = NFT_FAMILY): Promise<string> {
   try {
-    return await nftAsync(['list', 'table', NFT_FAMILY, NFT_TABLE], timeoutMs, netns);
+    return await nftAsync(['list', 'table', fam, NFT_TABLE], timeoutMs, netns);
   } catch (err) {
     if (err instanceof CommandFailedError && /No such file or directory/.test(err.message)) return '';
     throw err;
@@ -711,15 +771,20 @@ export function chainsOf(list: string): string[] {
   return out;
 }
 
-/** Deletes our table if present; leaves every other table alone. */
-export function removeNftTable(netns?: string): void {
-  nftLoad(`table ${NFT_FAMILY} ${NFT_TABLE}\ndelete table ${NFT_FAMILY} ${NFT_TABLE}\n`, netns);
+/** The `nft -f` lines that delete our table of family `fam` if present (declared first, so the delete is valid when it is absent). */
+export function dropTableScript(fam: NftFamily): string {
+  return `table ${fam} ${NFT_TABLE}\ndelete table ${fam} ${NFT_TABLE}\n`;
 }
 
-/** Whether our table exists (`nft list tables`: names only). */
-export function hasNftTable(netns?: string): boolean {
-  const [cmd = 'nft', ...rest] = argvIn(netns, ['nft', 'list', 'tables', NFT_FAMILY]);
-  return execFileSyncBig(cmd, rest).split('\n').some((l) => l.trim() === `table ${NFT_FAMILY} ${NFT_TABLE}`);
+/** Deletes our tables (ip and ip6) if present, in one transaction; leaves every other table alone. */
+export function removeNftTable(netns?: string): void {
+  nftLoad(dropTableScript('ip') + dropTableScript('ip6'), netns);
+}
+
+/** Whether our table of family `fam` exists (`nft list tables`: names only). */
+export function hasNftTable(netns?: string, fam: NftFamily = NFT_FAMILY): boolean {
+  const [cmd = 'nft', ...rest] = argvIn(netns, ['nft', 'list', 'tables', fam]);
+  return execFileSyncBig(cmd, rest).split('\n').some((l) => l.trim() === `table ${fam} ${NFT_TABLE}`);
 }
 
 /** A table with 10^5..10^6 elements lists to tens of MB: past execFileSync's 1 MiB default. */

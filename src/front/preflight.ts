@@ -8,6 +8,12 @@
  *
  * The checks, each with a stable id (PreflightError.failures[].check):
  *   ip_forward     net.ipv4.ip_forward = 1: steered packets are forwarded.
+ *   ipv6_forward   with an IPv6 service: net.ipv6.conf.all.forwarding = 1
+ *                  (the IPv6 twin; without it steered IPv6 packets are
+ *                  delivered locally, where nothing answers the VIP). IPv6
+ *                  has no rp_filter sysctl (its reverse-path check is a
+ *                  firewall rule, `fib saddr . iif oif missing drop`): none
+ *                  to check.
  *   lan_interface  `lanInterface` exists in this namespace.
  *   rp_filter      0 on the LAN interface and on the uplink interface (the
  *                  one holding `uplinkAddress`; with `ha`, `ha.uplink.interface`:
@@ -67,7 +73,7 @@ import { SluiceError } from '../errors/errors.ts';
 import { synproxyOf, type FrontConfig, type ServiceConfig } from './config.ts';
 import type { HaConfig } from './ha/config.ts';
 
-export const PREFLIGHT_CHECKS = ['ip_forward', 'lan_interface', 'rp_filter', 'conntrack', 'queue', 'nflog_group', 'health_source', 'ha_interfaces', 'ha_addresses', 'ha_binaries', 'synproxy'] as const;
+export const PREFLIGHT_CHECKS = ['ip_forward', 'ipv6_forward', 'lan_interface', 'rp_filter', 'conntrack', 'queue', 'nflog_group', 'health_source', 'ha_interfaces', 'ha_addresses', 'ha_binaries', 'synproxy'] as const;
 export type PreflightCheck = (typeof PREFLIGHT_CHECKS)[number];
 
 export interface CheckResult {
@@ -142,6 +148,18 @@ export function checkIpForward(host: HostReader): CheckResult {
     check: 'ip_forward',
     ok: false,
     detail: `net.ipv4.ip_forward is ${v ?? 'unreadable'}: the front node forwards steered packets to the servers; set it with \`sysctl -w net.ipv4.ip_forward=1\` (and in /etc/sysctl.d/)`,
+  };
+}
+
+/** With an IPv6 service: net.ipv6.conf.all.forwarding = 1. Undefined without one (not checked). */
+export function checkIpv6Forward(cfg: Pick<PreflightConfig, 'services'>, host: HostReader): CheckResult | undefined {
+  if (!(cfg.services ?? []).some((s) => s.vip?.includes(':') === true)) return undefined;
+  const v = host.sysctl('net/ipv6/conf/all/forwarding');
+  if (v === '1') return { check: 'ipv6_forward', ok: true, detail: 'net.ipv6.conf.all.forwarding = 1' };
+  return {
+    check: 'ipv6_forward',
+    ok: false,
+    detail: `net.ipv6.conf.all.forwarding is ${v ?? 'unreadable (IPv6 disabled?)'}: an IPv6 service is configured and the front node forwards its steered packets to the servers; set it with \`sysctl -w net.ipv6.conf.all.forwarding=1\` (and in /etc/sysctl.d/; with forwarding on, the kernel takes router advertisements only where accept_ra is 2)`,
   };
 }
 
@@ -321,7 +339,7 @@ function synproxyVips(cfg: PreflightConfig): string[] {
   const out = new Set<string>();
   for (const s of cfg.services ?? []) {
     if (s.vip === undefined || s.protocol === undefined || s.checkpoints === undefined || s.servers === undefined) continue;
-    if (synproxyOf({ checkpoints: cfg.checkpoints ?? [] }, { protocol: s.protocol, synproxy: s.synproxy, checkpoints: s.checkpoints, servers: s.servers }) !== undefined) out.add(s.vip);
+    if (synproxyOf({ checkpoints: cfg.checkpoints ?? [] }, { vip: s.vip, protocol: s.protocol, synproxy: s.synproxy, checkpoints: s.checkpoints, servers: s.servers }) !== undefined) out.add(s.vip);
   }
   return [...out];
 }
@@ -352,8 +370,10 @@ export function runPreflight(cfg: PreflightConfig, host: HostReader, opts: Bindi
   const source = checkHealthSource(cfg, host);
   const synproxy = checkSynproxy(synproxyVips(cfg), host);
   const ha = cfg.ha;
+  const v6 = checkIpv6Forward(cfg, host);
   return [
     checkIpForward(host),
+    ...(v6 ? [v6] : []),
     checkLanInterface(cfg, host),
     checkRpFilter(cfg, host),
     checkConntrack(host),

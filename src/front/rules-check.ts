@@ -25,7 +25,23 @@ import type { RuleSet } from './ruleset.ts';
  * (nft.ts), read with `nft list table ip sluice` and compared the same way
  * (ownedNftPart: each set, map and chain a "chain" of lines).
  */
-export type Table = OwnedChain['table'] | 'nft';
+export type Table = OwnedChain['table'] | 'nft' | IPv6Table;
+
+/**
+ * The IPv6 twins, present with an IPv6 service: `nft6` is our `ip6 sluice`
+ * table (nft.ts, compared as `nft` is), `mangle6` and `filter6` the
+ * ip6tables tables holding the same chains as their iptables twins
+ * (rules.ts RenderedRules.ipv6). Each is read every period: the ip6
+ * table holds the IPv6 services only (the large-table pacing of `nft`,
+ * rules-health.ts NFT_CHECK_SHARE, is the ip table's).
+ */
+export type IPv6Table = 'nft6' | 'mangle6' | 'filter6';
+
+/** The iptables table behind a table name (`mangle6` -> `mangle`), or undefined for an nft table. */
+export function iptablesOf(table: Table): OwnedChain['table'] | undefined {
+  if (table === 'nft' || table === 'nft6') return undefined;
+  return table === 'mangle6' ? 'mangle' : table === 'filter6' ? 'filter' : table;
+}
 
 /** The nft chains our table must hold (the read-back refuses a table without them). */
 const NFT_CHAINS = ['classify', 'to_service', 'nat_pre', 'vip_guard', 'nat_post'] as const;
@@ -149,7 +165,9 @@ export function addDamage(a: RulesDamage, b: RulesDamage): RulesDamage {
 
 /** The tables `rules` has parts in, in install order. */
 export function tablesOf(rules: RuleSet): Table[] {
-  return ['nft', ...(['mangle', 'nat', 'filter'] as const).filter((t) => rules.iptables.chains.some((c) => c.table === t))];
+  const ipt = (['mangle', 'nat', 'filter'] as const).filter((t) => rules.iptables.chains.some((c) => c.table === t));
+  const v6: Table[] = [...(rules.nft.v6 !== undefined ? (['nft6'] as const) : []), ...(rules.iptables.ipv6 ? ipt.filter((t) => t !== 'nat').map((t) => (t === 'mangle' ? 'mangle6' : 'filter6') as Table) : [])];
+  return ['nft', ...ipt, ...v6];
 }
 
 /** The fallback map's element count in a `nft list table` output (its elements are compared by count: fallback.ts rewrites them). */
@@ -226,7 +244,7 @@ export function elementCountsOf(part: OwnedPart): Map<string, number> {
 
 /** Our part of one table's dump: iptables-save output, or `nft list table` for `nft`. */
 export function partOf(table: Table, dump: string): OwnedPart {
-  return table === 'nft' ? ownedNftPart(dump) : ownedPart(dump);
+  return table === 'nft' || table === 'nft6' ? ownedNftPart(dump) : ownedPart(dump);
 }
 
 /**
@@ -237,16 +255,18 @@ export function partOf(table: Table, dump: string): OwnedPart {
  * is refused (RulesReadBackError) instead of becoming the reference.
  */
 export function readBack(rules: RuleSet, table: Table, save: string): OwnedPart {
-  if (table === 'nft') {
+  if (table === 'nft' || table === 'nft6') {
+    const nft = table === 'nft' ? rules.nft : rules.nft.v6;
+    if (nft === undefined) throw new RulesReadBackError('nft6: no ip6 table in this rendering');
     const part = ownedNftPart(save);
     for (const c of NFT_CHAINS) if (!part.chains.has(`chain ${c}`)) throw new RulesReadBackError(`nft table: chain ${c} absent right after installing it`);
-    for (const [c, want] of Object.entries(rules.nft.chainSizes)) {
+    for (const [c, want] of Object.entries(nft.chainSizes)) {
       const got = part.chains.get(`chain ${c}`)?.length ?? 0;
       if (got !== want) throw new RulesReadBackError(`nft table: chain ${c} holds ${String(got)} lines right after installing ${String(want)}`);
     }
     // Every set and map as full as rendered (the fallback map, rewritten by fallback.ts, is checked by count elsewhere).
     const counts = elementCountsOf(part);
-    for (const [name, want] of Object.entries(rules.nft.elements)) {
+    for (const [name, want] of Object.entries(nft.elements)) {
       if (name === 'fallback' || name === 'schedule' || /^synproxied(_\d+)?$/.test(name)) continue;
       const got = counts.get(name) ?? 0;
       if (got !== want) throw new RulesReadBackError(`nft table: ${name} holds ${String(got)} elements right after installing ${String(want)}`);
@@ -255,7 +275,7 @@ export function readBack(rules: RuleSet, table: Table, save: string): OwnedPart 
   }
   const part = ownedPart(save);
   for (const c of rules.iptables.chains) {
-    if (c.table !== table) continue;
+    if (c.table !== iptablesOf(table)) continue;
     const want = rules.iptables.byChain[c.chain]?.length ?? 0;
     const got = part.chains.get(c.chain);
     if (got === undefined) throw new RulesReadBackError(`${table} ${c.chain}: not declared right after installing it`);

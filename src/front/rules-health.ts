@@ -44,7 +44,10 @@ import type { RuleSet } from './ruleset.ts';
 
 /** What the fallback writer last wrote (fallback.ts): the map's element count, and a generation bumped by each write. */
 export interface FallbackState {
+  /** In the ip table's map (IPv4 services). */
   readonly elements: number;
+  /** In the ip6 table's map (IPv6 services; absent: 0). */
+  readonly elements6?: number;
   readonly generation: number;
   /** A write is in flight: the map's contents are not judged. */
   readonly writing: boolean;
@@ -308,8 +311,8 @@ export class RulesHealth {
       let d = compareOwned(want, partOf(t, dump));
       // The fallback map's elements, by count, unless a write ran during the dump.
       const fbAfter = this.#deps.fallback?.();
-      if (t === 'nft' && fbBefore !== undefined && fbAfter !== undefined && !fbBefore.writing && !fbAfter.writing && fbBefore.generation === fbAfter.generation) {
-        const missing = fbAfter.elements - fallbackCountOf(dump);
+      if ((t === 'nft' || t === 'nft6') && fbBefore !== undefined && fbAfter !== undefined && !fbBefore.writing && !fbAfter.writing && fbBefore.generation === fbAfter.generation) {
+        const missing = (t === 'nft' ? fbAfter.elements : (fbAfter.elements6 ?? 0)) - fallbackCountOf(dump);
         if (missing !== 0) d = addDamage(d, { ...NO_DAMAGE, missingRules: Math.max(0, missing), unexpectedRules: Math.max(0, -missing) });
       }
       if (isDamaged(d)) tables.push(t);

@@ -15,7 +15,7 @@
  * What each rule is for, and what was verified on this kernel:
  * docs/front-node-design.md.
  */
-import { synproxyOf, type FrontConfig } from './config.ts';
+import { familyOf, synproxyOf, type FrontConfig } from './config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex } from './marks.ts';
 
 export const CHAINS = {
@@ -82,6 +82,14 @@ export interface RenderedRules {
   readonly byChain: Readonly<Record<string, readonly string[]>>;
   /** The chains (of CHAINS) this configuration needs; the others are removed. */
   readonly chains: readonly OwnedChain[];
+  /**
+   * Whether the same chains are installed with ip6tables too (the
+   * configuration has an IPv6 service). The restore input serves both
+   * tools: the rules match the mark the family's own nft table sets
+   * (QUEUE_MARK, REJECT_MARK), never an address, so they read the same in
+   * both families; one queue and one daemon take both.
+   */
+  readonly ipv6: boolean;
 }
 
 /**
@@ -137,5 +145,5 @@ export function renderRules(cfg: FrontConfig): RenderedRules {
     }
     lines.push('COMMIT');
   }
-  return { restore: lines.join('\n') + '\n', byChain, chains };
+  return { restore: lines.join('\n') + '\n', byChain, chains, ipv6: cfg.services.some((svc) => familyOf(svc.vip) === 6) };
 }

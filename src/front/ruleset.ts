@@ -15,7 +15,7 @@
 import { CommandFailedError } from '../errors/errors.ts';
 import type { FrontConfig } from './config.ts';
 import { installRules as installIptables, removeIptablesRules } from './iptables.ts';
-import { NFT_FAMILY, NFT_TABLE, elementDiffScript, listTable, nftLoad, removeNftTable, renderNft, type FallbackSpread, type RenderedNft } from './nft.ts';
+import { NFT_FAMILY, NFT_TABLE, dropTableScript, elementDiffScript, listTable, nftLoad, removeNftTable, renderNft, type FallbackSpread, type NftFamily, type RenderedNft } from './nft.ts';
 import { renderRules, type RenderedRules } from './rules.ts';
 import type { ScheduleTargets } from './kernel-schedule.ts';
 
@@ -29,8 +29,18 @@ export interface RuleSet {
  * into the new table, `engaged` names the auto SYN-cookie services engaged
  * now (synproxy-auto.ts), so an install under a flood keeps their cookies.
  */
-export function renderRuleset(cfg: FrontConfig, spread: FallbackSpread, guard?: { packets: number; bytes: number }, schedule?: ScheduleTargets, engaged?: ReadonlySet<string>): RuleSet {
-  return { iptables: renderRules(cfg), nft: renderNft(cfg, spread, guard, schedule, engaged) };
+export function renderRuleset(cfg: FrontConfig, spread: FallbackSpread, guard?: { packets: number; bytes: number }, schedule?: ScheduleTargets, engaged?: ReadonlySet<string>, guard6?: { packets: number; bytes: number }): RuleSet {
+  return { iptables: renderRules(cfg), nft: renderNft(cfg, spread, guard, schedule, engaged, guard6) };
+}
+
+/**
+ * The whole-table script of both families, one transaction: the ip table,
+ * and the ip6 table when an IPv6 service exists, else the deletion of an
+ * ip6 table an earlier configuration left (a reload that removed the last
+ * IPv6 service, a start after one).
+ */
+export function wholeScript(nft: RenderedNft): string {
+  return nft.script + (nft.v6 !== undefined ? nft.v6.script : dropTableScript('ip6'));
 }
 
 /**
@@ -51,7 +61,7 @@ export function renderRuleset(cfg: FrontConfig, spread: FallbackSpread, guard?: 
  */
 export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet): boolean {
   let done = false;
-  if (over !== undefined && over.nft.structure === rules.nft.structure) {
+  if (over !== undefined && over.nft.structure === rules.nft.structure && over.nft.v6?.structure === rules.nft.v6?.structure) {
     try {
       // Kernel-schedule chains the new rendering lacks go after the update
       // (which has already emptied the verdict map that jumped to them).
@@ -66,7 +76,7 @@ export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet): 
       if (!(err instanceof CommandFailedError)) throw err;
     }
   }
-  if (!done) nftLoad(rules.nft.script, netns);
+  if (!done) nftLoad(wholeScript(rules.nft), netns);
   installIptables(rules.iptables, netns);
   return done;
 }
@@ -77,7 +87,7 @@ export function removeRules(netns?: string): void {
   removeNftTable(netns);
 }
 
-/** Our nft table as `nft list table` prints it (the read-back). */
-export function listNft(netns?: string): string {
-  return listTable(netns);
+/** Our nft table of family `fam` as `nft list table` prints it (the read-back). */
+export function listNft(netns?: string, fam: NftFamily = NFT_FAMILY): string {
+  return listTable(netns, fam);
 }

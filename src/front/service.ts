@@ -173,7 +173,8 @@ export class ServiceRuntime {
     });
     this.selector = createSelector(svc.method);
     this.selector.rebuild(this.servers);
-    this.overflow = overflow.map((o) => ({ cluster: o.cluster, vip: o.vip, freeCapacity: o.freeCapacity, decided: 0 }));
+    // An IPv6 service overflows to the other clusters' IPv6 VIPs (config.ts checkFamilies; nft.ts's ip6 targets).
+    this.overflow = overflow.map((o) => ({ cluster: o.cluster, vip: this.family === 6 ? (o.vip6 ?? '') : o.vip, freeCapacity: o.freeCapacity, decided: 0 }));
     this.#overflowStatus = new Float64Array(this.overflow.length);
     this.#overflowWeights = new Float64Array(this.overflow.length);
   }

@@ -50,7 +50,7 @@ describe('docs/configuration.md', () => {
     assert.equal(rows.get('connections.max')?.def, `\`${parsed.connections.max}\``);
     assert.equal(rows.get('services')?.required, true);
     assert.equal(rows.get('services[].servers[].port')?.required, false);
-    assert.equal(rows.get('services[].servers[].address')?.type, 'IPv4 address');
+    assert.equal(rows.get('services[].servers[].address')?.type, 'IPv4 or IPv6 address');
     // A default hidden behind a transform on the input side is still shown.
     const dnsRows = new Map(configRows(dnsConfigSchema).map((r) => [r.path, r]));
     assert.equal(dnsRows.get('steering.names')?.def, '`[]`');
