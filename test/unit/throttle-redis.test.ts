@@ -18,7 +18,7 @@ import { ACCEPTED, DELAYED, Gatekeeper } from '../../src/throttle/gatekeeper.ts'
 import { MemoryStore } from '../../src/throttle/store_memory.ts';
 import { RedisStore } from '../../src/throttle/store_redis.ts';
 import { RedisServer } from '../../scripts/testbed/redis.ts';
-import { ends, freePort, gatekeeperConfig, writeMasterConfig, type Ends } from '../helpers/throttle.ts';
+import { ends, freePort, gatekeeperConfig, writeMasterConfig, type Ends, NO_WORDS } from '../helpers/throttle.ts';
 import { until } from '../helpers/wait.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
@@ -126,9 +126,9 @@ describe('two masters sharing Redis', () => {
     const first = masters.find((m) => m.e.accounting === g.activeMaster)!;
     const second = masters.find((m) => m !== first)!;
     const d = g.domain('www')!;
-    const key = g.keyOf(d, ADDR);
+    const key = g.keyOf(d, ADDR, NO_WORDS, 0);
     const now = Date.now();
-    for (let i = 0; i < 20; i++) g.account(ACCEPTED, d, key, now);
+    for (let i = 0; i < 20; i++) g.account(ACCEPTED, d, key, NO_WORDS, 0, now);
     // 20 charges of 500 ms: TAT about now+10 s, next allowed about now+9.5 s.
     await until(() => (d.delays.get(key) ?? 0) >= now + 9500, 'all 20 charges applied and their delay learned');
     const u1 = d.delays.get(key)!;
@@ -144,10 +144,10 @@ describe('two masters sharing Redis', () => {
     });
     await until(() => g3.resynced, 'a new gatekeeper resynced with the surviving master');
     const d3 = g3.domain('www')!;
-    assert.equal(d3.delays.get(g3.keyOf(d3, ADDR)), u1);
+    assert.equal(d3.delays.get(g3.keyOf(d3, ADDR, NO_WORDS, 0)), u1);
 
     // The next request, delayed to u1, is charged on the stored TAT: the delay moves on by one interval.
-    g.account(DELAYED, d, key, Date.now(), u1);
+    g.account(DELAYED, d, key, NO_WORDS, 0, Date.now(), u1);
     await until(() => (d.delays.get(key) ?? 0) === u1 + 500, 'the surviving master continued the TAT');
 
     // The killed master restarts; the other dies; the gatekeeper, having forgotten everything, learns it back by resync.
