@@ -25,10 +25,10 @@
  */
 import { z } from 'zod';
 import { controlBaseSchema, keyRef, requireKeys, zmqEndpoint } from '../control/config.ts';
+import { sourceInList } from '../shaping/config.ts';
 
 const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
 const port = z.int({ error: 'expected a port number' }).min(1, 'a port is 1..65535').max(65535, 'a port is 1..65535');
-const cidr = z.cidrv4({ error: 'expected an IPv4 prefix like 198.18.0.0/16' });
 const limit = z.number({ error: 'expected tokens per second' }).positive('a limit is > 0 tokens per second (leave it out for no limit)').max(1e9);
 const weight = z.number({ error: 'expected a weight' }).min(0, 'a weight is >= 0 (0: always admitted)').max(1e6);
 
@@ -38,7 +38,7 @@ export const operationSchema = z.strictObject({
   when: z
     .strictObject({
       destinationPort: z.array(port).min(1).max(16, 'at most 16 ports').optional().describe('The connection\'s destination port is one of these.'),
-      sourceIn: z.array(cidr).min(1).max(64, 'at most 64 prefixes').optional().describe('The client address is in one of these IPv4 prefixes (a configured client class).'),
+      sourceIn: sourceInList.optional().describe('The client address is in one of these prefixes (a configured client class), IPv4 and IPv6 in one list (198.18.64.0/20, 2001:2:0:40::/60); an IPv4-mapped IPv6 prefix is the IPv4 prefix it maps.'),
     })
     .optional()
     .describe('Which connections belong to this operation: every part given must hold; absent, all. The first operation of the list that matches wins; a connection matching none belongs to the implicit operation `other` (weight 1, no limits of its own).'),

@@ -27,7 +27,8 @@
 import { createHash } from 'node:crypto';
 import { SlidingBucket } from './bucket.ts';
 import { OTHER, type AdmissionConfig } from './config.ts';
-import { parseCidr } from '../packet/address.ts';
+import { SourcePrefixes } from '../packet/source_prefixes.ts';
+import { CLIENT6_BASE } from '../front/client6.ts';
 import { ADMISSION_NOT_CONFIGURED as NOT_CONFIGURED, AdmissionVerdict as Verdict, type AdmissionLimiter } from '../shaping/limiters.ts';
 
 // The verdicts are the shaping engine's (it declares the limiter the
@@ -85,8 +86,8 @@ export class Operation {
   short = false;
   readonly counts: OperationCounts = { admitted: 0, free: 0, rejectedLocal: 0, rejectedCluster: 0, tokens: 0 };
   readonly #ports: Int32Array;
-  readonly #prefixAddr: Uint32Array;
-  readonly #prefixMask: Uint32Array;
+  /** The client class (`when.sourceIn`), undefined when not given. */
+  readonly #sources: SourcePrefixes | undefined;
 
   /** `tracked`: the operation or its service has a cluster limit. */
   constructor(index: number, name: string, service: ServiceNode, weight: number, localLimit: number | undefined, clusterLimit: number | undefined, tracked: boolean, ports: readonly number[], prefixes: readonly string[]) {
@@ -100,9 +101,7 @@ export class Operation {
     this.local = localLimit === undefined ? undefined : new SlidingBucket(localLimit);
     this.cluster = tracked ? new SlidingBucket(0) : undefined;
     this.#ports = Int32Array.from(ports);
-    const parsed = prefixes.map(parseCidr);
-    this.#prefixAddr = Uint32Array.from(parsed.map((p) => p[0]));
-    this.#prefixMask = Uint32Array.from(parsed.map((p) => p[1]));
+    this.#sources = prefixes.length === 0 ? undefined : new SourcePrefixes(prefixes);
   }
 
   get tracked(): boolean {
@@ -119,21 +118,20 @@ export class Operation {
     return Math.min(this.localLimit, this.service.localLimit);
   }
 
-  matches(src: number, dstPort: number): boolean {
+  /**
+   * Whether a connection belongs to this operation. `src` is the client
+   * number (IPv4 u32, or an IPv6 one >= 2^32: front/client6.ts); an IPv6
+   * client's address is the four words at src6[at..at+3].
+   */
+  matches(src: number, src6: Uint32Array, at: number, dstPort: number): boolean {
     const np = this.#ports.length;
     if (np > 0) {
       let hit = false;
       for (let k = 0; k < np && !hit; k++) hit = this.#ports[k] === dstPort;
       if (!hit) return false;
     }
-    const n = this.#prefixAddr.length;
-    if (n > 0 && src >= 0x100000000) return false; // an IPv6 client (front/client6.ts) is in no IPv4 prefix
-    if (n > 0) {
-      let hit = false;
-      for (let k = 0; k < n && !hit; k++) hit = ((src & (this.#prefixMask[k] ?? 0)) >>> 0) === this.#prefixAddr[k];
-      if (!hit) return false;
-    }
-    return true;
+    const sources = this.#sources;
+    return sources === undefined || (src >= CLIENT6_BASE ? sources.has6(src6, at) : sources.has4(src));
   }
 }
 
@@ -209,27 +207,28 @@ export class Hierarchy implements AdmissionLimiter {
   }
 
   /** The operation a connection belongs to (its service's `other` when none matches). */
-  classify(svc: ServiceNode, src: number, dstPort: number): Operation {
+  classify(svc: ServiceNode, src: number, src6: Uint32Array, at: number, dstPort: number): Operation {
     const ops = svc.operations;
     const n = ops.length - 1;
     for (let i = 0; i < n; i++) {
       const op = ops[i] as Operation;
-      if (op.matches(src, dstPort)) return op;
+      if (op.matches(src, src6, at, dstPort)) return op;
     }
     return ops[n] as Operation;
   }
 
   /**
    * The admission decision for a new connection of front service
-   * `frontService`: a Verdict, or NOT_CONFIGURED. Sets `last`.
+   * `frontService` from client `src` (address words at src6[at..at+3]
+   * for an IPv6 one): a Verdict, or NOT_CONFIGURED. Sets `last`.
    */
-  admit(frontService: number, src: number, dstPort: number, now: number): number {
+  admit(frontService: number, src: number, src6: Uint32Array, at: number, dstPort: number, now: number): number {
     const svc = this.#byFrontService[frontService];
     if (svc === undefined) {
       this.last = undefined;
       return NOT_CONFIGURED;
     }
-    const op = this.classify(svc, src, dstPort);
+    const op = this.classify(svc, src, src6, at, dstPort);
     this.last = op;
     const cost = op.cost;
     if (cost <= 0) {

@@ -24,7 +24,7 @@ export function gatekeeperConfigOf(cfg: Readonly<FrontConfig>, shaper: Shaper | 
   return deepFreeze({
     ...cfg.throttle,
     // maxDelaySeconds is the gatekeeper's own view; each checkpoint applies its queue.maxDelayMs.
-    domains: domains.map((d) => ({ name: d.name, prefixLength: d.prefixLength, maxDelaySeconds: Math.max(1, d.maxDelayMs) / 1000 })),
+    domains: domains.map((d) => ({ name: d.name, prefixLength: d.prefixLength, prefixLength6: d.prefixLength6, maxDelaySeconds: Math.max(1, d.maxDelayMs) / 1000 })),
   });
 }
 

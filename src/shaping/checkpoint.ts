@@ -15,8 +15,10 @@
  * from IPv4 keys (< 2^32), so one table holds both families. Two IPv6
  * prefixes share a key only on a 52-bit hash collision (~2^-52 per pair),
  * and the seed keeps a client from choosing addresses that collide with
- * another's key. `when.sourceIn` lists IPv4 prefixes: an IPv6 client is
- * in none of them.
+ * another's key. `when.sourceIn` lists prefixes of both families
+ * (packet/source_prefixes.ts): an IPv4 client (number < 2^32) is matched
+ * against the IPv4 ones exactly as before, an IPv6 client by its four
+ * words (the held pool's src6) against the IPv6 ones.
  *
  * Kinds:
  *  counter            counts every request the condition lets in (rate,
@@ -40,7 +42,8 @@ import type { CheckpointConfig } from './config.ts';
 import { StickTable } from './stick_table.ts';
 import { WaitQueue, type HeldLinks, type QueueGate, type Scheduler } from './queue.ts';
 import { TimedHolds } from './timed_holds.ts';
-import { parseCidr, prefixMask } from '../packet/address.ts';
+import { prefixMask } from '../packet/address.ts';
+import { SourcePrefixes } from '../packet/source_prefixes.ts';
 import { prefixWordMask } from '../packet/address6.ts';
 import { CLIENT6_BASE, hashWords } from '../front/client6.ts';
 import type { AdmissionLimiter, ThrottleDomain, ThrottleLimiter } from './limiters.ts';
@@ -100,7 +103,7 @@ export class Checkpoint implements QueueGate {
   readonly kind: number;
   readonly criterion: number;
   readonly keyMask: number;
-  /** Criterion source-prefix: the IPv6 prefix length (source: 128). */
+  /** Criterion source-prefix: the IPv6 prefix length (source: 128). Kind gatekeeper: the domain's IPv6 identifier length, `prefixLength6` whatever the criterion (config.ts). */
   readonly prefixLength6: number;
   readonly limit: number;
   readonly action: number;
@@ -119,8 +122,8 @@ export class Checkpoint implements QueueGate {
   gatekeeperDomain: ThrottleDomain | undefined;
   /** Kind admission: set by Shaper.attachAdmission; unset, requests pass (counted untracked). */
   admission: AdmissionLimiter | undefined;
-  readonly #prefixAddr: Uint32Array;
-  readonly #prefixMask: Uint32Array;
+  /** `when.sourceIn`, undefined when not given. */
+  readonly #sources: SourcePrefixes | undefined;
   readonly #ports: Int32Array;
   /** Resolved after all checkpoints exist (a condition may name a later rule). */
   counterRef: Checkpoint | undefined;
@@ -154,7 +157,7 @@ export class Checkpoint implements QueueGate {
     this.kind = KIND_CODES[cfg.kind];
     this.criterion = CRITERION_CODES[cfg.criterion];
     this.keyMask = cfg.criterion === 'source-prefix' ? prefixMask(cfg.prefixLength) : 0xffffffff;
-    this.prefixLength6 = cfg.criterion === 'source-prefix' ? cfg.prefixLength6 : 128;
+    this.prefixLength6 = cfg.criterion === 'source-prefix' || cfg.kind === 'gatekeeper' ? cfg.prefixLength6 : 128;
     this.limit = cfg.limit ?? Infinity;
     const act = cfg.action;
     this.action = act === 'continue' ? Action.Continue : act === 'reject' ? Action.Reject : Action.Steer;
@@ -168,9 +171,8 @@ export class Checkpoint implements QueueGate {
     this.table = new StickTable(gk || this.kind === Kind.Admission ? 1 : cfg.table.size, cfg.periodMs, cfg.table.expireSeconds * 1000);
     this.queue = this.kind === Kind.Counter || this.kind === Kind.Admission || gk ? undefined : new WaitQueue(cfg.table.size, links, cfg.queue.maxLength, cfg.queue.maxDelayMs, this, scheduler);
     this.holds = gk ? new TimedHolds(links.next.length, cfg.queue.maxLength, cfg.queue.maxDelayMs, { released: (held, now) => { this.#sink.left(this.index, held, -1, true, now); } }, scheduler) : undefined;
-    const prefixes = (cfg.when?.sourceIn ?? []).map(parseCidr);
-    this.#prefixAddr = Uint32Array.from(prefixes.map((p) => p[0]));
-    this.#prefixMask = Uint32Array.from(prefixes.map((p) => p[1]));
+    const sourceIn = cfg.when?.sourceIn;
+    this.#sources = sourceIn === undefined || sourceIn.length === 0 ? undefined : new SourcePrefixes(sourceIn);
     this.#ports = Int32Array.from(cfg.when?.destinationPort ?? []);
     const c = cfg.when?.counter;
     this.#refName = c?.name;
@@ -216,13 +218,8 @@ export class Checkpoint implements QueueGate {
 
   /** Whether the condition holds (no condition: always). */
   matches(src: number, src6: Uint32Array, at: number, dstPort: number, service: number, server: number, now: number): boolean {
-    const n = this.#prefixAddr.length;
-    if (n > 0) {
-      if (src >= CLIENT6_BASE) return false; // IPv4 prefixes only (file comment)
-      let hit = false;
-      for (let k = 0; k < n && !hit; k++) hit = ((src & (this.#prefixMask[k] ?? 0)) >>> 0) === this.#prefixAddr[k];
-      if (!hit) return false;
-    }
+    const sources = this.#sources;
+    if (sources !== undefined && !(src >= CLIENT6_BASE ? sources.has6(src6, at) : sources.has4(src))) return false;
     const np = this.#ports.length;
     if (np > 0) {
       let hit = false;

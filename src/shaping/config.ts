@@ -7,10 +7,25 @@
  * Documented by example in deploy/examples/front-cluster1.yaml.
  */
 import { z } from 'zod';
+import { parseSourcePrefix } from '../packet/source_prefixes.ts';
 
 const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
 const port = z.int({ error: 'expected a port number' }).min(1, 'a port is 1..65535').max(65535, 'a port is 1..65535');
-const cidr = z.cidrv4({ error: 'expected an IPv4 prefix like 198.18.0.0/16' });
+
+/**
+ * One `sourceIn` entry: an IPv4 or an IPv6 prefix, length given
+ * (packet/source_prefixes.ts; an IPv4-mapped IPv6 prefix is the IPv4 one).
+ * Validated here once, so run-time compilation cannot fail. Shared with the
+ * admission section's client classes.
+ */
+export const sourcePrefix = z
+  .string({ error: 'expected a prefix like 198.18.0.0/16 or 2001:2::/48' })
+  .refine((s) => parseSourcePrefix(s) !== undefined, {
+    error: (i) => `"${String(i.input)}" is not a prefix: write an IPv4 prefix like 198.18.0.0/16 or an IPv6 prefix like 2001:2::/48 (address, slash, length 0-32 or 0-128, no leading zeros)`,
+  });
+
+/** A `sourceIn` list: prefixes of both families in one list. */
+export const sourceInList = z.array(sourcePrefix).min(1, 'list at least one prefix (or leave sourceIn out)').max(64, 'at most 64 prefixes');
 
 export const CHECKPOINT_KINDS = ['counter', 'rate-limit', 'concurrency-limit', 'gatekeeper', 'admission'] as const;
 export const CRITERIA = ['source', 'source-prefix', 'service', 'server', 'none'] as const;
@@ -27,7 +42,7 @@ export const checkpointSchema = z
       .default('source')
       .describe('What a key is: the client address, its prefix (`prefixLength`), the virtual service, the chosen server (server-level lists only), or `none` (one shared counter).'),
     prefixLength: z.int().min(1, 'prefixLength is 1..32').max(32, 'prefixLength is 1..32').default(24).describe('For criterion `source-prefix`: the prefix of an IPv4 client.'),
-    prefixLength6: z.int().min(1, 'prefixLength6 is 1..128').max(128, 'prefixLength6 is 1..128').default(64).describe('For criterion `source-prefix`: the prefix of an IPv6 client (/64: one subscriber\'s LAN, RFC 6177; /56 or /48 for a whole site).'),
+    prefixLength6: z.int().min(1, 'prefixLength6 is 1..128').max(128, 'prefixLength6 is 1..128').default(64).describe('For criterion `source-prefix`: the prefix of an IPv6 client (/64: one subscriber\'s LAN, RFC 6177; /56 or /48 for a whole site). Kind `gatekeeper` keys IPv6 clients by it whatever the criterion (one subscriber holds a whole /64 of addresses, so per address would hold nobody back; 128 for per address).'),
     limit: z.int().min(1, 'limit must be >= 1').max(10_000_000).optional().describe('Required for the limit kinds: connections per period (`rate-limit`) or open at once (`concurrency-limit`) per key.'),
     periodMs: z
       .int()
@@ -42,7 +57,7 @@ export const checkpointSchema = z
       .describe('Kind `gatekeeper`: the throttling domain (as named in the masters\' `domains`). Defaults to the service\'s name in a service\'s list; required in the cluster and server lists.'),
     when: z
       .strictObject({
-        sourceIn: z.array(cidr).min(1).max(64, 'at most 64 prefixes').optional().describe('The client address is in one of these IPv4 prefixes.'),
+        sourceIn: sourceInList.optional().describe('The client address is in one of these prefixes, IPv4 and IPv6 in one list (198.18.0.0/16, 2001:2::/48). An IPv6 prefix matches IPv6 clients, an IPv4 one IPv4 clients; an IPv4-mapped IPv6 prefix (::ffff:198.18.0.0/112) is the IPv4 prefix it maps.'),
         destinationPort: z.array(port).min(1).max(16, 'at most 16 ports').optional().describe('The connection\'s destination port is one of these.'),
         counter: z
           .strictObject({

@@ -30,12 +30,16 @@ export interface ThrottleDomain {
 export interface ThrottleLimiter {
   /** The domain of that name, undefined when the limiter does not know it (slow path). */
   domain(name: string): ThrottleDomain | undefined;
-  /** The request's identifier key in domain `d` (the source address masked to the domain's prefix). */
-  keyOf(d: ThrottleDomain, addr: number): number;
+  /**
+   * The request's identifier key in domain `d` (the source address masked
+   * to the domain's prefix of its family). `src` is the client number
+   * (IPv4 u32, IPv6 >= 2^32); the address is the four words at src6[at..at+3].
+   */
+  keyOf(d: ThrottleDomain, src: number, src6: Uint32Array, at: number): number;
   /** How long (ms) `key` must wait before it may pass; 0: pass now. */
   delayFor(d: ThrottleDomain, key: number, now: number): number;
-  /** Reports the decision (DELAYED with the time the request was held until). */
-  account(kind: AccountKind, d: ThrottleDomain, key: number, ts: number, delayedTo?: number): boolean;
+  /** Reports the decision for the client keyOf was asked about (same words; DELAYED with the time the request was held until). */
+  account(kind: AccountKind, d: ThrottleDomain, key: number, src6: Uint32Array, at: number, ts: number, delayedTo?: number): boolean;
 }
 
 /** What an admission limiter decides for a new connection: admitted, or the bucket that refused it. */
@@ -45,6 +49,11 @@ export const ADMISSION_NOT_CONFIGURED = -1;
 
 /** An admission limiter (the front node's admission hierarchy). */
 export interface AdmissionLimiter {
-  /** An AdmissionVerdict for a new connection of front service `service`, or ADMISSION_NOT_CONFIGURED. */
-  admit(service: number, src: number, dstPort: number, now: number): number;
+  /**
+   * An AdmissionVerdict for a new connection of front service `service`, or
+   * ADMISSION_NOT_CONFIGURED. `src` is the client number (IPv4 u32, IPv6 >=
+   * 2^32); the client's address is the four words at src6[at..at+3] (IPv4
+   * mapped), which client classes of IPv6 prefixes match against.
+   */
+  admit(service: number, src: number, src6: Uint32Array, at: number, dstPort: number, now: number): number;
 }

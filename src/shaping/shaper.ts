@@ -25,7 +25,6 @@
 import { Action, Checkpoint, Kind, LEVEL_NAMES, Level, type CheckpointSink } from './checkpoint.ts';
 import type { CheckpointConfig } from './config.ts';
 import { HeldPool, MAX_ACQUIRED } from './held.ts';
-import { CLIENT6_BASE } from '../front/client6.ts';
 import type { Scheduler } from './queue.ts';
 import { ACCEPTED, ADMISSION_NOT_CONFIGURED, AdmissionVerdict, DELAYED, REJECTED, type AdmissionLimiter, type ThrottleLimiter } from './limiters.ts';
 
@@ -155,14 +154,18 @@ export class Shaper implements CheckpointSink {
     return this.all.some((cp) => cp.kind === Kind.Admission);
   }
 
-  /** The throttling domains of the gatekeeper rules with their identifier prefix lengths (first rule wins; config validation makes them agree). */
-  gatekeeperDomains(): { name: string; prefixLength: number; maxDelayMs: number }[] {
-    const out: { name: string; prefixLength: number; maxDelayMs: number }[] = [];
+  /**
+   * The throttling domains of the gatekeeper rules with their identifier
+   * prefix lengths per family (first rule wins; config validation makes the
+   * IPv4 lengths agree).
+   */
+  gatekeeperDomains(): { name: string; prefixLength: number; prefixLength6: number; maxDelayMs: number }[] {
+    const out: { name: string; prefixLength: number; prefixLength6: number; maxDelayMs: number }[] = [];
     for (const cp of this.all) {
       if (cp.kind !== Kind.Gatekeeper || cp.holds === undefined) continue;
       const known = out.find((d) => d.name === cp.domain);
       if (known) known.maxDelayMs = Math.max(known.maxDelayMs, cp.holds.maxDelayMs);
-      else out.push({ name: cp.domain, prefixLength: Math.clz32(~cp.keyMask >>> 0), maxDelayMs: cp.holds.maxDelayMs });
+      else out.push({ name: cp.domain, prefixLength: Math.clz32(~cp.keyMask >>> 0), prefixLength6: cp.prefixLength6, maxDelayMs: cp.holds.maxDelayMs });
     }
     return out;
   }
@@ -306,18 +309,15 @@ export class Shaper implements CheckpointSink {
       cp.counts.untracked++;
       return -1;
     }
-    if (src >= CLIENT6_BASE) {
-      // The throttling masters key clients by IPv4 prefix on the wire
-      // (throttle/gatekeeper.ts): an IPv6 client passes untracked until the
-      // control messages carry IPv6 (issue 23 part 2).
-      cp.counts.untracked++;
-      return -1;
-    }
-    const key = gk.keyOf(d, src);
+    // Both families: an IPv6 client is keyed by its address words (the
+    // domain's IPv6 prefix), which account() reads again for the wire text.
+    const words = this.pool.src6;
+    const at = slot * 4;
+    const key = gk.keyOf(d, src, words, at);
     const wall = Date.now();
     const wait = gk.delayFor(d, key, wall);
     if (wait === 0) {
-      gk.account(ACCEPTED, d, key, wall);
+      gk.account(ACCEPTED, d, key, words, at, wall);
       cp.counts.passed++;
       return -1;
     }
@@ -334,7 +334,7 @@ export class Shaper implements CheckpointSink {
       }
     }
     if (held < 0) {
-      gk.account(REJECTED, d, key, wall);
+      gk.account(REJECTED, d, key, words, at, wall);
       cp.counts.rejected++;
       return this.#end(slot, cp.silentReject ? Outcome.Drop : Outcome.Reject, now);
     }
@@ -343,7 +343,7 @@ export class Shaper implements CheckpointSink {
     pool.rule[held] = rule;
     pool.waitRule[held] = cp.index;
     holds.add(held, now + wait, now); // cannot refuse: not full (checked above)
-    gk.account(DELAYED, d, key, wall, wall + wait);
+    gk.account(DELAYED, d, key, words, at, wall, wall + wait);
     cp.counts.held++;
     this.counts.held++;
     return Outcome.Held;
@@ -360,7 +360,7 @@ export class Shaper implements CheckpointSink {
       cp.counts.untracked++;
       return -1;
     }
-    const v = h.admit(service, src, dstPort, now);
+    const v = h.admit(service, src, this.pool.src6, slot * 4, dstPort, now);
     if (v === AdmissionVerdict.Admit) {
       cp.counts.passed++;
       return -1;

@@ -125,6 +125,8 @@ export const gatekeeperDomainSchema = z.strictObject({
   name: domainName,
   /** Identifier = the source address masked to this many bits (32: the address). */
   prefixLength: z.int().min(1).max(32).default(32),
+  /** IPv6 clients: identifier = the source address masked to this many bits (default /64: one subscriber's LAN, RFC 6177; 128: the address). */
+  prefixLength6: z.int().min(1).max(128).default(64),
   /** A request whose delay would exceed this is rejected instead (RST). */
   maxDelaySeconds: z.number().positive().max(3600).default(5),
 });

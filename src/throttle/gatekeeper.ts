@@ -4,18 +4,33 @@
  * DELAY_UNTIL per (domain, identifier), answers "how long must this request
  * wait" without allocating, and sends accounting.
  *
- * Identifiers: the source IPv4 address masked to the domain's prefix length,
- * as a uint32 key (keyOf). On the wire it is the dotted address, with
- * "/<len>" when the prefix is shorter than 32 (198.51.100.0/24).
+ * Identifiers, per family (issue 23):
+ *  - IPv4: the source address masked to the domain's `prefixLength`, as a
+ *    uint32 key (keyOf). On the wire the dotted address, with "/<len>"
+ *    when the prefix is shorter than 32 (198.51.100.0/24).
+ *  - IPv6: the source address masked to the domain's `prefixLength6`
+ *    (default /64: one subscriber's LAN, RFC 6177). On the wire its RFC
+ *    5952 text with "/<len>" when shorter than 128 (2001:db8:1:2::/64).
+ *    The key is a seeded 52-bit hash of the masked words in [2^32, 2^53)
+ *    (ipv6Key below), disjoint from IPv4 keys, so one delay table per domain
+ *    holds both families; two IPv6 prefixes share a key only on a hash
+ *    collision (~2^-52 per pair; the seed, drawn per process, keeps a
+ *    client from choosing one). The key is not reversible, so account()
+ *    takes the address words too and the ring keeps the masked words for
+ *    the wire text.
+ *  - An IPv6 source that is IPv4-mapped (::ffff:a.b.c.d) is the IPv4
+ *    client a.b.c.d (the same key and identifier).
  *
- * The front checkpoint, per new connection (SYN) of a throttled service:
- *   const d = gk.domain('www');               // once, at configuration
- *   const key = gk.keyOf(d, srcAddr);         // uint32, no allocation
- *   const wait = gk.delayFor(d, key, now);    // ms; 0: pass now
- *   if (wait === 0)                { pass;           gk.account(ACCEPTED, d, key, now) }
+ * The front checkpoint, per new connection (SYN) of a throttled service
+ * (`src` the client number: IPv4 u32 or IPv6 >= 2^32, front/client6.ts;
+ * its address words at w[at..at+3]):
+ *   const d = gk.domain('www');                    // once, at configuration
+ *   const key = gk.keyOf(d, src, w, at);           // a number, no allocation
+ *   const wait = gk.delayFor(d, key, now);         // ms; 0: pass now
+ *   if (wait === 0)                { pass;           gk.account(ACCEPTED, d, key, w, at, now) }
  *   else if (wait <= d.maxDelayMs && a hold slot is free)
- *                                  { hold the SYN;   gk.account(DELAYED,  d, key, now, now + wait) }
- *   else                           { RST;            gk.account(REJECTED, d, key, now) }
+ *                                  { hold the SYN;   gk.account(DELAYED,  d, key, w, at, now, now + wait) }
+ *   else                           { RST;            gk.account(REJECTED, d, key, w, at, now) }
  * `now` is the wall clock in ms since the epoch (Date.now()): the masters
  * compare times from every front node, so it is the one shared clock.
  *
@@ -38,6 +53,8 @@ import { Publisher, Subscriber } from 'zeromq';
 import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
 import { formatIPv4Address, parseIPv4Address, prefixMask } from '../packet/address.ts';
+import { formatIPv6Address, parseIPv6Address, prefixWordMask } from '../packet/address6.ts';
+import { CLIENT6_BASE, hashWords } from '../front/client6.ts';
 import type { GatekeeperConfig } from './config.ts';
 import { DECODE_REJECTS, decodeControl, encodeAccounting, newControl, topicOf, type Control, type DecodeReject } from './protocol.ts';
 import { SendQueue } from './send_queue.ts';
@@ -53,6 +70,16 @@ const KIND_NAMES = ['ACCEPTED', 'DELAYED', 'REJECTED'] as const;
 
 /** A DELAY_UNTIL further ahead than this is refused as garbage (a broken clock would lock clients out). */
 const MAX_AHEAD_MS = 86_400_000;
+
+/** The IPv6 key seeds: drawn once per process (keys live in this process only; the wire carries text). */
+const SEEDS = crypto.getRandomValues(new Uint32Array(2));
+const SEED_HI = SEEDS[0] ?? 0;
+const SEED_LO = SEEDS[1] ?? 0;
+
+/** The key of IPv6 prefix words (already masked): in [2^32, 2^53), see the file comment. */
+function ipv6Key(w0: number, w1: number, w2: number, w3: number): number {
+  return CLIENT6_BASE * (1 + (hashWords(w0, w1, w2, w3, SEED_HI) & 0xfffff)) + hashWords(w0, w1, w2, w3, SEED_LO);
+}
 
 export interface GatekeeperDomainCounters {
   accepted: number;
@@ -73,6 +100,10 @@ export interface GatekeeperDomain {
   readonly prefixLength: number;
   /** uint32 mask of prefixLength bits. */
   readonly mask: number;
+  /** IPv6 clients: the prefix length of their identifier. */
+  readonly prefixLength6: number;
+  /** The four u32 word masks of prefixLength6 bits. */
+  readonly mask6: Uint32Array;
   readonly maxDelayMs: number;
   /** identifier key -> next allowable time (ms since the epoch). */
   readonly delays: Map<number, number>;
@@ -109,7 +140,7 @@ export interface GatekeeperCounters {
   controlReceived: number;
   controlRejected: Record<DecodeReject, number>;
   unknownDomain: number;
-  /** DELAY_UNTIL for an identifier that is not an address/prefix of the domain's length. */
+  /** DELAY_UNTIL for an identifier that is not an address/prefix of the domain's length (IPv4 or IPv6). */
   badIdentifier: number;
   /** DELAY_UNTIL already in the past on arrival. */
   passed: number;
@@ -148,7 +179,9 @@ export class Gatekeeper implements ThrottleLimiter {
   // The accounting ring (account() -> #flush()).
   readonly #rKind: Uint8Array;
   readonly #rDomain: Uint32Array;
-  readonly #rKey: Uint32Array;
+  readonly #rKey: Float64Array;
+  /** Stride 4: an IPv6 entry's masked address words (the wire text is made from them). */
+  readonly #rWords: Uint32Array;
   readonly #rTs: Float64Array;
   readonly #rDelayed: Float64Array;
   readonly #rDebug: (string | undefined)[];
@@ -173,6 +206,8 @@ export class Gatekeeper implements ThrottleLimiter {
         index,
         prefixLength: d.prefixLength,
         mask: prefixMask(d.prefixLength),
+        prefixLength6: d.prefixLength6,
+        mask6: Uint32Array.from([0, 1, 2, 3], (w) => prefixWordMask(d.prefixLength6, w)),
         maxDelayMs: d.maxDelaySeconds * 1000,
         delays: new Map(),
         counters: { accepted: 0, delayed: 0, rejected: 0, rejectedNotSent: 0, delaysStored: 0, evicted: 0, resynced: 0 },
@@ -184,7 +219,8 @@ export class Gatekeeper implements ThrottleLimiter {
     const n = cfg.queueLength;
     this.#rKind = new Uint8Array(n);
     this.#rDomain = new Uint32Array(n);
-    this.#rKey = new Uint32Array(n);
+    this.#rKey = new Float64Array(n);
+    this.#rWords = new Uint32Array(n * 4);
     this.#rTs = new Float64Array(n);
     this.#rDelayed = new Float64Array(n);
     this.#rDebug = new Array<string | undefined>(n).fill(undefined);
@@ -278,9 +314,20 @@ export class Gatekeeper implements ThrottleLimiter {
     return this.#domains;
   }
 
-  /** The identifier key of a source address (uint32) in this domain. */
-  keyOf(d: GatekeeperDomain, addr: number): number {
-    return (addr & d.mask) >>> 0;
+  /**
+   * The identifier key of a client in this domain: `src` is the client
+   * number (an IPv4 address as u32, or >= 2^32 for an IPv6 client whose
+   * address is the four words at src6[at..at+3]). Allocation-free.
+   */
+  keyOf(d: GatekeeperDomain, src: number, src6: Uint32Array, at: number): number {
+    if (src < CLIENT6_BASE) return (src & d.mask) >>> 0;
+    const w0 = src6[at] ?? 0;
+    const w1 = src6[at + 1] ?? 0;
+    const w2 = src6[at + 2] ?? 0;
+    const w3 = src6[at + 3] ?? 0;
+    if (w0 === 0 && w1 === 0 && w2 === 0xffff) return (w3 & d.mask) >>> 0; // IPv4-mapped: that IPv4 client
+    const m = d.mask6;
+    return ipv6Key((w0 & (m[0] ?? 0)) >>> 0, (w1 & (m[1] ?? 0)) >>> 0, (w2 & (m[2] ?? 0)) >>> 0, (w3 & (m[3] ?? 0)) >>> 0);
   }
 
   /** ms the request must wait before it may be served; 0 when now. Allocation-free. */
@@ -291,9 +338,11 @@ export class Gatekeeper implements ThrottleLimiter {
 
   /**
    * Queues one accounting message; false when it was not queued (ring full,
-   * or REJECTED left out by sampling). `delayedTo` is required for DELAYED.
+   * or REJECTED left out by sampling). `key` is keyOf's for the client
+   * whose address words are at src6[at..at+3] (read only for an IPv6 key).
+   * `delayedTo` is required for DELAYED.
    */
-  account(kind: AccountKind, d: GatekeeperDomain, key: number, ts: number, delayedTo = NaN, debug?: string): boolean {
+  account(kind: AccountKind, d: GatekeeperDomain, key: number, src6: Uint32Array, at: number, ts: number, delayedTo = NaN, debug?: string): boolean {
     if (kind === ACCEPTED) d.counters.accepted++;
     else if (kind === DELAYED) d.counters.delayed++;
     else {
@@ -313,6 +362,14 @@ export class Gatekeeper implements ThrottleLimiter {
     this.#rKind[i] = kind;
     this.#rDomain[i] = d.index;
     this.#rKey[i] = key;
+    if (key >= CLIENT6_BASE) {
+      const m = d.mask6;
+      const w = this.#rWords;
+      w[i * 4] = (src6[at] ?? 0) & (m[0] ?? 0);
+      w[i * 4 + 1] = (src6[at + 1] ?? 0) & (m[1] ?? 0);
+      w[i * 4 + 2] = (src6[at + 2] ?? 0) & (m[2] ?? 0);
+      w[i * 4 + 3] = (src6[at + 3] ?? 0) & (m[3] ?? 0);
+    }
     this.#rTs[i] = ts;
     this.#rDelayed[i] = delayedTo;
     this.#rDebug[i] = debug;
@@ -325,10 +382,17 @@ export class Gatekeeper implements ThrottleLimiter {
     return true;
   }
 
-  /** The wire identifier of a key in a domain. */
-  identifier(d: GatekeeperDomain, key: number): string {
-    const a = formatIPv4Address(key);
-    return d.prefixLength === 32 ? a : `${a}/${d.prefixLength}`;
+  /**
+   * The wire identifier of a key in a domain; an IPv6 key's text is made
+   * from its masked words at words[at..at+3] (the key is a hash). Slow path.
+   */
+  identifier(d: GatekeeperDomain, key: number, words?: Uint32Array, at = 0): string {
+    if (key < CLIENT6_BASE) {
+      const a = formatIPv4Address(key);
+      return d.prefixLength === 32 ? a : `${a}/${d.prefixLength}`;
+    }
+    const a = formatIPv6Address((words ?? new Uint32Array(4)).subarray(at, at + 4));
+    return d.prefixLength6 === 128 ? a : `${a}/${d.prefixLength6}`;
   }
 
   #flush(): void {
@@ -348,7 +412,7 @@ export class Gatekeeper implements ThrottleLimiter {
       const d = this.#domains[this.#rDomain[i] ?? 0] as GatekeeperDomain;
       const kind = this.#rKind[i] ?? 0;
       const delayed = this.#rDelayed[i] ?? NaN;
-      const frames = encodeAccounting(d.name, KIND_NAMES[kind] ?? 'ACCEPTED', this.identifier(d, this.#rKey[i] ?? 0), this.#rTs[i] ?? 0, kind === DELAYED ? delayed : undefined, debug);
+      const frames = encodeAccounting(d.name, KIND_NAMES[kind] ?? 'ACCEPTED', this.identifier(d, this.#rKey[i] ?? 0, this.#rWords, i * 4), this.#rTs[i] ?? 0, kind === DELAYED ? delayed : undefined, debug);
       if (!link.out.push(frames)) this.counters.accountingDropped++;
     }
   }
@@ -396,8 +460,21 @@ export class Gatekeeper implements ThrottleLimiter {
     this.remember(d, key, c.value, now);
   }
 
+  /**
+   * The key of a DELAY_UNTIL's identifier: an IPv4 address/prefix of the
+   * domain's prefixLength, or an IPv6 one (canonical text, checked by the
+   * decoder) of its prefixLength6, host bits clear; else undefined.
+   */
   #parseIdentifier(d: GatekeeperDomain, id: string): number | undefined {
     const slash = id.indexOf('/');
+    if (id.includes(':')) {
+      if (slash >= 0 ? id.slice(slash + 1) !== String(d.prefixLength6) : d.prefixLength6 !== 128) return undefined;
+      const w = parseIPv6Address(slash >= 0 ? id.slice(0, slash) : id);
+      if (w === undefined || (w[0] === 0 && w[1] === 0 && w[2] === 0xffff)) return undefined;
+      const m = d.mask6;
+      for (let k = 0; k < 4; k++) if ((((w[k] ?? 0) & (m[k] ?? 0)) >>> 0) !== w[k]) return undefined;
+      return ipv6Key(w[0] ?? 0, w[1] ?? 0, w[2] ?? 0, w[3] ?? 0);
+    }
     if (slash >= 0 ? id.slice(slash + 1) !== String(d.prefixLength) : d.prefixLength !== 32) return undefined;
     const addr = parseIPv4Address(slash >= 0 ? id.slice(0, slash) : id);
     if (addr === undefined || (addr & d.mask) >>> 0 !== addr) return undefined;

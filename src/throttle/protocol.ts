@@ -9,8 +9,9 @@
  * Accounting, gatekeeper PUB -> master SUB (4 to 6 frames):
  *   [0] "<domain>\0"
  *   [1] ACCEPTED | DELAYED | REJECTED | RESYNC
- *   [2] identifier (the client's address or prefix, e.g. 198.51.100.7 or
- *       198.51.100.0/24); for RESYNC the gatekeeper's session id
+ *   [2] identifier (the client's address or prefix, e.g. 198.51.100.7,
+ *       198.51.100.0/24 or 2001:db8:1:2::/64); for RESYNC the gatekeeper's
+ *       session id
  *   [3] request time, ms since the epoch, decimal (up to 3 fraction digits)
  *   [4] DELAYED: the time the request was delayed to (same format);
  *       otherwise empty or absent
@@ -31,9 +32,38 @@
  * harmless. A gatekeeper without RESYNC_DONE retries (slow joiners: a
  * freshly connected SUB may miss the first messages).
  *
+ * Identifiers of both families (issue 23). The identifier frame is text
+ * and its own family tag (a separate family frame could only disagree
+ * with it): IPv4 is the dotted quad, "/<len>" when shorter than 32; IPv6
+ * is the RFC 5952 text of the address masked to the domain's IPv6 prefix
+ * length (gatekeeper `prefixLength6`, default 64), "/<len>" when shorter
+ * than 128: 2001:db8:1:2::/64. An IPv4-mapped source is sent as the IPv4
+ * client it is. IPv4 text never contains ':' and IPv6 text always does,
+ * so the two families never share an identifier, nor a store key (the
+ * stores key by domain and identifier text: store_memory.ts,
+ * store_redis.ts). Decoders take an identifier with ':' only in that
+ * canonical form (lower case, zeros compressed as RFC 5952 says, host bits
+ * clear, a length 1..127 without leading zeros or none; not IPv4-mapped):
+ * one client is one GCRA state whichever gatekeeper spelled it. Everything
+ * else is decoded exactly as before.
+ *
+ * Older versions (no version frame; the frames are unchanged):
+ *  - a master from before issue 23 treats identifiers as opaque printable
+ *    text: it charges IPv6 identifiers and publishes their DELAY_UNTIL like
+ *    any other, so new gatekeepers throttle IPv6 clients with old masters
+ *    (it does not check the canonical form: it trusts its gatekeepers);
+ *  - a gatekeeper from before issue 23 lets IPv6 clients pass (counted
+ *    `untracked` by its checkpoint) and sends no IPv6 identifier; the
+ *    DELAY_UNTIL for IPv6 identifiers that other gatekeepers of its domains
+ *    caused reach it too and are dropped, counted as `badIdentifier`
+ *    (harmless: upgrade every front node and the count stops rising);
+ *  - the Redis key layout is unchanged (<prefix><domain>|<identifier>).
+ *
  * Decoders never throw: a message that breaks any rule comes back as a
  * reason the receiver counts; the checks are ordered cheapest first.
  */
+
+import { formatIPv6Address, isIPv4Mapped, parseIPv6Address, prefixWordMask } from '../packet/address6.ts';
 
 export const TERMINATOR = '\0';
 export const ACCOUNTING_KINDS = ['ACCEPTED', 'DELAYED', 'REJECTED', 'RESYNC'] as const;
@@ -53,6 +83,26 @@ const DOMAIN_RE = /^[A-Za-z0-9._-]{1,128}$/;
 const IDENT_RE = /^[\x21-\x7e]{1,128}$/;
 const TS_RE = /^\d{1,15}(\.\d{1,3})?$/;
 const PRINTABLE_RE = /^[\x20-\x7e]*$/;
+
+const LENGTH6_RE = /^[1-9]\d?$|^1[01]\d$|^12[0-7]$/;
+
+/**
+ * Whether an identifier containing ':' is an IPv6 one in the canonical
+ * form (file comment). Allocates (the master's and the gatekeeper's
+ * receive paths, not the packet path).
+ */
+export function isCanonicalIdentifier6(id: string): boolean {
+  const slash = id.indexOf('/');
+  if (slash >= 0 && !LENGTH6_RE.test(id.slice(slash + 1))) return false;
+  const text = slash >= 0 ? id.slice(0, slash) : id;
+  const w = parseIPv6Address(text);
+  if (w === undefined || isIPv4Mapped(w)) return false;
+  if (slash >= 0) {
+    const length = Number(id.slice(slash + 1));
+    for (let k = 0; k < 4; k++) if ((((w[k] ?? 0) & prefixWordMask(length, k)) >>> 0) !== w[k]) return false;
+  }
+  return formatIPv6Address(w) === text;
+}
 
 export function isDomainName(s: string): boolean {
   return DOMAIN_RE.test(s);
@@ -147,7 +197,7 @@ export function decodeAccounting(frames: readonly Buffer[], now: number, limits:
   const kind = k.toString('latin1');
   if (kind !== 'ACCEPTED' && kind !== 'DELAYED' && kind !== 'REJECTED' && kind !== 'RESYNC') return 'kind';
   const identifier = id.toString('latin1');
-  if (!IDENT_RE.test(identifier)) return 'identifier';
+  if (!IDENT_RE.test(identifier) || (identifier.includes(':') && !isCanonicalIdentifier6(identifier))) return 'identifier';
   const when = decodeTs(ts);
   if (Number.isNaN(when)) return 'timestamp';
   if (when < now - limits.maxAgeMs) return 'stale';
@@ -189,7 +239,7 @@ export function decodeControl(frames: readonly Buffer[], now: number, maxAheadMs
   const kind = k.toString('latin1');
   if (kind !== 'DELAY_UNTIL' && kind !== 'RESYNC_DONE') return 'kind';
   const identifier = id.toString('latin1');
-  if (!IDENT_RE.test(identifier)) return 'identifier';
+  if (!IDENT_RE.test(identifier) || (identifier.includes(':') && !isCanonicalIdentifier6(identifier))) return 'identifier';
   const value = decodeTs(v);
   if (Number.isNaN(value)) return 'timestamp';
   if (kind === 'DELAY_UNTIL' && value > now + maxAheadMs) return 'future';

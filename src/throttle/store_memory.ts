@@ -1,5 +1,6 @@
 /**
- * GCRA state in the master's memory: one Map per domain, identifier -> TAT.
+ * GCRA state in the master's memory: one Map per domain, identifier -> TAT
+ * (identifier text of either family: IPv4 has no ':', IPv6 always has).
  * Bounded: at most `maxIdentifiers` per domain. When a domain is full the
  * passed states are swept first; if it is still full the oldest-inserted
  * identifier is dropped (counted in `evicted`): it loses its delay, which

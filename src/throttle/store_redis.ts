@@ -7,7 +7,9 @@
  *
  * Runs are pipelined per event-loop turn (redis_batch.ts).
  *
- * Key: <prefix><domain>|<identifier>, value: the TAT as decimal ms with 3
+ * Key: <prefix><domain>|<identifier> (an identifier of either family as
+ * the gatekeepers send it: IPv4 text has no ':', IPv6 text always has, so
+ * the families never share a key; protocol.ts), value: the TAT as decimal ms with 3
  * fraction digits (Lua numbers are doubles: a TAT near 1.8e12 ms keeps its
  * 0.001 ms in %.3f); the charge's reply is the TAT in whole microseconds. The key expires at its TAT (PXAT, Redis >= 6.2): once
  * TAT has passed the state is equivalent to none (gcra.ts), so expiry never

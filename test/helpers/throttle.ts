@@ -11,6 +11,9 @@ import { gatekeeperSchema, masterConfigSchema, proxyConfigSchema, type Gatekeepe
 import { ACCEPTED, DELAYED, REJECTED, type Gatekeeper, type GatekeeperDomain } from '../../src/throttle/gatekeeper.ts';
 import { sleep } from './wait.ts';
 
+/** The address words keyOf/account are given for an IPv4 client (never read for a client number < 2^32). */
+export const NO_WORDS = new Uint32Array(4);
+
 export const keyDir = mkdtempSync(join(tmpdir(), 'sluice-throttle-'));
 export const keys = {
   master: writeKeyPair(keyDir, 'master'),
@@ -104,17 +107,17 @@ export async function simulateClient(gks: readonly { gk: Gatekeeper; d: Gatekeep
     const { gk, d } = gks[which]!;
     offered[which]!++;
     const now = Date.now();
-    const key = gk.keyOf(d, addr);
+    const key = gk.keyOf(d, addr, NO_WORDS, 0);
     const wait = gk.delayFor(d, key, now);
     if (wait === 0) {
       served.push({ gatekeeper: which, at: now });
-      gk.account(ACCEPTED, d, key, now);
+      gk.account(ACCEPTED, d, key, NO_WORDS, 0, now);
     } else if (wait <= d.maxDelayMs) {
       served.push({ gatekeeper: which, at: now + wait });
-      gk.account(DELAYED, d, key, now, now + wait);
+      gk.account(DELAYED, d, key, NO_WORDS, 0, now, now + wait);
     } else {
       rejected++;
-      gk.account(REJECTED, d, key, now);
+      gk.account(REJECTED, d, key, NO_WORDS, 0, now);
     }
   }
   return { served, offered, rejected };

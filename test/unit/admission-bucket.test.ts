@@ -9,6 +9,9 @@ import { SlidingBucket } from '../../src/admission/bucket.ts';
 import { Hierarchy, NOT_CONFIGURED, Verdict } from '../../src/admission/hierarchy.ts';
 import { admissionSchema } from '../../src/admission/config.ts';
 
+/** The address words an IPv4 client's admit() is given (never read for a client number < 2^32). */
+const NO_WORDS = new Uint32Array(4);
+
 /** Admits `n` requests of `cost` at time t; returns how many passed. */
 function burst(b: SlidingBucket, t: number, n: number, cost = 1): number {
   let ok = 0;
@@ -86,13 +89,13 @@ test('hierarchy: cost = service weight x operation weight against operation and 
   assert.equal(api?.cost, 6);
   // api: 30 tokens local = 5 connections at cost 6
   let ok = 0;
-  for (let i = 0; i < 10; i++) if (h.admit(0, 0x0a000001, 8080, 0) === Verdict.Admit) ok++;
+  for (let i = 0; i < 10; i++) if (h.admit(0, 0x0a000001, NO_WORDS, 0, 8080, 0) === Verdict.Admit) ok++;
   assert.equal(ok, 5);
   // other (weight 1 -> cost 2): the service has 40 - 30 = 10 left: 5 connections
   ok = 0;
   let serviceRejections = 0;
   for (let i = 0; i < 10; i++) {
-    const v = h.admit(0, 0x0a000001, 80, 0);
+    const v = h.admit(0, 0x0a000001, NO_WORDS, 0, 80, 0);
     if (v === Verdict.Admit) ok++;
     if (v === Verdict.ServiceLocal) serviceRejections++;
   }
@@ -101,10 +104,10 @@ test('hierarchy: cost = service weight x operation weight against operation and 
   assert.equal(h.last?.name, 'web/other');
   // weight 0: admitted with the service full
   const free = 0xc6120905; // 198.18.9.5
-  for (let i = 0; i < 100; i++) assert.equal(h.admit(0, free, 80, 0), Verdict.Admit);
+  for (let i = 0; i < 100; i++) assert.equal(h.admit(0, free, NO_WORDS, 0, 80, 0), Verdict.Admit);
   assert.equal(h.operation('web/free')?.counts.free, 100);
   // mail has no admission section
-  assert.equal(h.admit(1, 1, 25, 0), NOT_CONFIGURED);
+  assert.equal(h.admit(1, 1, NO_WORDS, 0, 25, 0), NOT_CONFIGURED);
 });
 
 test('hierarchy: cluster buckets start empty (fail closed) and follow the allocation; the service bucket is the sum', () => {
@@ -121,13 +124,13 @@ test('hierarchy: cluster buckets start empty (fail closed) and follow the alloca
   assert.ok(a && other);
   assert.equal(a.share, 40); // min(120/3, 300/(3*2))
   assert.equal(other.share, 50); // 300/(3*2)
-  assert.equal(h.admit(0, 1, 1, 0), Verdict.OperationCluster);
+  assert.equal(h.admit(0, 1, NO_WORDS, 0, 1, 0), Verdict.OperationCluster);
   assert.equal(a.short, true);
   h.setAllocation(a, 3);
   h.setAllocation(other, 2);
   assert.equal(h.services[0]?.cluster?.limit, 5);
   let ok = 0;
-  for (let i = 0; i < 10; i++) if (h.admit(0, 1, 1, 0) === Verdict.Admit) ok++;
+  for (let i = 0; i < 10; i++) if (h.admit(0, 1, NO_WORDS, 0, 1, 0) === Verdict.Admit) ok++;
   assert.equal(ok, 3);
 });
 
@@ -144,7 +147,7 @@ test('hierarchy: local and cluster limits apply at once, whichever is smaller bi
     assert.ok(other);
     h.setAllocation(other, allocation);
     const verdicts: number[] = [];
-    for (let i = 0; i < 20; i++) verdicts.push(h.admit(0, 1, 80, 0));
+    for (let i = 0; i < 20; i++) verdicts.push(h.admit(0, 1, NO_WORDS, 0, 80, 0));
     assert.equal(verdicts.filter((v) => v === Verdict.Admit).length, admitted, `local ${localLimit}, allocation ${allocation}`);
     assert.ok(verdicts.slice(admitted).every((v) => v === rest), `local ${localLimit}, allocation ${allocation}: ${verdicts.join(',')}`);
   }

@@ -14,6 +14,9 @@ import { Hierarchy, Verdict } from '../../src/admission/hierarchy.ts';
 import { Member } from '../../src/admission/member.ts';
 import type { Body, MessageType } from '../../src/control/messages.ts';
 
+/** The address words an IPv4 client's admit() is given (never read for a client number < 2^32). */
+const NO_WORDS = new Uint32Array(4);
+
 const MEMBERS = ['m1', 'm2', 'm3'];
 
 function config(opLimit: number | undefined, svcLimit: number | undefined, coordinator = 'm1'): AdmissionConfig {
@@ -221,7 +224,7 @@ class Sim {
         s.acc += s.rate / 1000;
         while (s.acc >= 1) {
           s.acc -= 1;
-          if (s.h.admit(0, 1, 80, this.now) === Verdict.Admit) s.admitted[sec] = (s.admitted[sec] ?? 0) + 1;
+          if (s.h.admit(0, 1, NO_WORDS, 0, 80, this.now) === Verdict.Admit) s.admitted[sec] = (s.admitted[sec] ?? 0) + 1;
         }
         s.m.flush(this.now);
       });

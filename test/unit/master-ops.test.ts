@@ -18,7 +18,7 @@ import { MasterDaemon } from '../../src/throttle/daemon.ts';
 import { ACCEPTED, Gatekeeper, REJECTED } from '../../src/throttle/gatekeeper.ts';
 import { Master } from '../../src/throttle/master.ts';
 import { parsePromText, type PromText } from '../helpers/prom_text.ts';
-import { ends, freePort, gatekeeperConfig, keyDir, masterConfig } from '../helpers/throttle.ts';
+import { ends, freePort, gatekeeperConfig, keyDir, masterConfig, NO_WORDS } from '../helpers/throttle.ts';
 import { until } from '../helpers/wait.ts';
 
 const log = componentLogger('master-ops-test');
@@ -69,10 +69,10 @@ describe('sluice master: /metrics and /status over HTTP', () => {
     });
     await until(() => g.resynced, 'the gatekeeper resynced with the master');
     const d = g.domain('www')!;
-    const key = g.keyOf(d, parseIPv4Address(CLIENT)!);
+    const key = g.keyOf(d, parseIPv4Address(CLIENT)!, NO_WORDS, 0);
     const now = Date.now();
-    for (let i = 0; i < 3; i++) g.account(ACCEPTED, d, key, now);
-    g.account(REJECTED, d, key, now);
+    for (let i = 0; i < 3; i++) g.account(ACCEPTED, d, key, NO_WORDS, 0, now);
+    g.account(REJECTED, d, key, NO_WORDS, 0, now);
     const m = daemon.master!;
     await until(() => m.domains.get('www')!.counters.rejected === 1 && m.counters.charged === 3, 'the master charged 3 and counted the rejection');
     await until(() => g.delayFor(d, key, Date.now()) > 0, 'the delay came back');

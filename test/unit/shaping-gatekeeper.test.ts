@@ -80,7 +80,7 @@ const syn = (port: number, src = '198.18.11.2') => tcp({ src, dst: '198.19.1.1' 
 describe('gatekeeper checkpoint', () => {
   it('passes, holds until the masters\' time, rejects beyond maxDelayMs or a full hold list, and accounts each', async () => {
     const { e, shaper, gk, armed, settled, gcfg } = await setup(`      - { name: gk, kind: gatekeeper, queue: { maxLength: 1, maxDelayMs: 2000 } }`);
-    assert.deepEqual(gcfg.domains, [{ name: 'www', prefixLength: 32, maxDelaySeconds: 2 }]);
+    assert.deepEqual(gcfg.domains, [{ name: 'www', prefixLength: 32, prefixLength6: 64, maxDelaySeconds: 2 }]);
     // Not attached yet (the daemon attaches once the gatekeeper runs): fail open, counted.
     assert.equal(e.decide(syn(1), 0, syn(1).length, 0, 1), Verdict.Accept);
     const cp = shaper.all[0]!;

@@ -4,7 +4,8 @@
  * (NOSCRIPT), expires keys at their TAT and is atomic across clients; and
  * two `sluice master` processes sharing it: one is killed (SIGKILL), the
  * gatekeeper fails over to the other, and no identifier forgets its delay;
- * a restarted master serves the delays again by resync.
+ * a restarted master serves the delays again by resync. IPv6 identifiers
+ * (issue 23) are keyed apart from IPv4 ones and throttle an IPv6 /64.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -13,12 +14,15 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { componentLogger } from '../../src/log/logger.ts';
 import { parseIPv4Address } from '../../src/packet/address.ts';
+import { parseIPv6Address } from '../../src/packet/address6.ts';
+import { clientNumber6 } from '../../src/front/client6.ts';
+import { Master } from '../../src/throttle/master.ts';
 import { gcraRule, nextAllowed } from '../../src/throttle/gcra.ts';
 import { ACCEPTED, DELAYED, Gatekeeper } from '../../src/throttle/gatekeeper.ts';
 import { MemoryStore } from '../../src/throttle/store_memory.ts';
 import { RedisStore } from '../../src/throttle/store_redis.ts';
 import { RedisServer } from '../../scripts/testbed/redis.ts';
-import { ends, freePort, gatekeeperConfig, writeMasterConfig, type Ends } from '../helpers/throttle.ts';
+import { ends, freePort, gatekeeperConfig, masterConfig, writeMasterConfig, type Ends, NO_WORDS } from '../helpers/throttle.ts';
 import { until } from '../helpers/wait.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
@@ -103,6 +107,53 @@ describe('Redis store', () => {
   });
 });
 
+describe('Redis store, IPv6 identifiers (issue 23)', () => {
+  it('keys IPv6 prefixes apart from IPv4 ones in one domain, scans them back as sent, and a master with it throttles an IPv6 /64', async () => {
+    const s = await RedisStore.open({ ...storeOpts(), keyPrefix: 'test:v6:' });
+    cleanups.push(() => s.close());
+    const rule = gcraRule(1, 1000, 1);
+    const at = Date.now() + 60_000;
+    const ids = ['198.51.100.0/24', '2001:db8:1:2::/64', '2001:db8:1:3::/64', '2001:db8::c', '198.51.100.12'];
+    for (const id of ids) assert.equal(await s.charge('www', id, at, rule), at + 1000, id);
+    // A second charge moves only its own identifier on.
+    assert.equal(await s.charge('www', '2001:db8:1:2::/64', at, rule), at + 2000);
+    const keys = (await s.redis.keys('test:v6:*')).sort();
+    assert.deepEqual(keys, ids.map((id) => `test:v6:www|${id}`).sort());
+    const seen = new Map<string, number>();
+    assert.equal(await s.scan('www', Date.now(), (id, tat) => seen.set(id, tat)), ids.length);
+    assert.deepEqual([...seen.keys()].sort(), [...ids].sort());
+    assert.equal(seen.get('2001:db8:1:2::/64'), at + 2000);
+    assert.equal(seen.get('2001:db8:1:3::/64'), at + 1000);
+
+    // End to end: a master on this Redis, a gatekeeper, an IPv6 client over its burst.
+    const e: Ends = ends();
+    const m = await Master.start(masterConfig('m-redis-v6', e, [{ name: 'www', requests: 1, periodSeconds: 1, burst: 2 }], { kind: 'redis', host: '127.0.0.1', port: redis.port, keyPrefix: 'test:v6e2e:' }), log);
+    cleanups.push(() => m.stop());
+    const g = await Gatekeeper.start(gatekeeperConfig('gk1', [e], [{ name: 'www', maxDelaySeconds: 30 }]), log);
+    cleanups.push(() => {
+      g.stop();
+    });
+    await until(() => g.resynced, 'gatekeeper resynced');
+    const d = g.domain('www')!;
+    const w = parseIPv6Address('2001:db8:7:8::1')!;
+    const key = g.keyOf(d, clientNumber6(w), w, 0);
+    const now = Date.now();
+    for (let i = 0; i < 3; i++) g.account(ACCEPTED, d, key, w, 0, now);
+    await until(() => g.delayFor(d, key, Date.now()) > 0, 'the IPv6 /64 learned its delay from a Redis-backed master');
+    assert.equal(await m.store.tracked('www'), 1);
+    assert.ok((await s.redis.exists('test:v6e2e:www|2001:db8:7:8::/64')) === 1);
+    // A new gatekeeper gets it back by resync (SCAN of Redis, the identifier parsed to the same /64).
+    const g3 = await Gatekeeper.start(gatekeeperConfig('gk3', [e], [{ name: 'www', maxDelaySeconds: 30 }]), log);
+    cleanups.push(() => {
+      g3.stop();
+    });
+    await until(() => g3.resynced, 'gk3 resynced');
+    const d3 = g3.domain('www')!;
+    const other = parseIPv6Address('2001:db8:7:8:ffff::2')!;
+    assert.equal(d3.delays.get(g3.keyOf(d3, clientNumber6(other), other, 0)), d.delays.get(key));
+  });
+});
+
 describe('two masters sharing Redis', () => {
   it('one master is killed: the gatekeeper fails over, no identifier forgets its delay; a restarted master resyncs the delays', async () => {
     const store = { kind: 'redis', host: '127.0.0.1', port: redis.port, keyPrefix: 'test:shared:' };
@@ -126,9 +177,9 @@ describe('two masters sharing Redis', () => {
     const first = masters.find((m) => m.e.accounting === g.activeMaster)!;
     const second = masters.find((m) => m !== first)!;
     const d = g.domain('www')!;
-    const key = g.keyOf(d, ADDR);
+    const key = g.keyOf(d, ADDR, NO_WORDS, 0);
     const now = Date.now();
-    for (let i = 0; i < 20; i++) g.account(ACCEPTED, d, key, now);
+    for (let i = 0; i < 20; i++) g.account(ACCEPTED, d, key, NO_WORDS, 0, now);
     // 20 charges of 500 ms: TAT about now+10 s, next allowed about now+9.5 s.
     await until(() => (d.delays.get(key) ?? 0) >= now + 9500, 'all 20 charges applied and their delay learned');
     const u1 = d.delays.get(key)!;
@@ -144,10 +195,10 @@ describe('two masters sharing Redis', () => {
     });
     await until(() => g3.resynced, 'a new gatekeeper resynced with the surviving master');
     const d3 = g3.domain('www')!;
-    assert.equal(d3.delays.get(g3.keyOf(d3, ADDR)), u1);
+    assert.equal(d3.delays.get(g3.keyOf(d3, ADDR, NO_WORDS, 0)), u1);
 
     // The next request, delayed to u1, is charged on the stored TAT: the delay moves on by one interval.
-    g.account(DELAYED, d, key, Date.now(), u1);
+    g.account(DELAYED, d, key, NO_WORDS, 0, Date.now(), u1);
     await until(() => (d.delays.get(key) ?? 0) === u1 + 500, 'the surviving master continued the TAT');
 
     // The killed master restarts; the other dies; the gatekeeper, having forgotten everything, learns it back by resync.

@@ -21,7 +21,7 @@ import { decodeAccounting, decodeControl, encodeAccounting, encodeControl, newAc
 import { MasterDaemon } from '../../src/throttle/daemon.ts';
 import { MasterProxy } from '../../src/throttle/proxy.ts';
 import { prng } from '../helpers/packets.ts';
-import { ends, freePort, gatekeeperConfig, keyDir, keys, masterConfig, proxyConfig, simulateClient } from '../helpers/throttle.ts';
+import { ends, freePort, gatekeeperConfig, keyDir, keys, masterConfig, proxyConfig, simulateClient, NO_WORDS } from '../helpers/throttle.ts';
 import { until } from '../helpers/wait.ts';
 
 const log = componentLogger('throttle-test');
@@ -148,24 +148,24 @@ describe('master and gatekeepers over CURVE (memory store)', () => {
     const g1 = await startGatekeeper('gk1', [e], [{ name: 'www' }, { name: 'api' }]);
     await until(() => g1.resynced, 'gk1 resynced with the master');
     const d = g1.domain('www')!;
-    const key = g1.keyOf(d, ADDR);
+    const key = g1.keyOf(d, ADDR, NO_WORDS, 0);
     const www = () => m.domains.get('www')!.counters;
     const t0 = Date.now();
-    for (let i = 0; i < 9; i++) g1.account(ACCEPTED, d, key, t0);
+    for (let i = 0; i < 9; i++) g1.account(ACCEPTED, d, key, NO_WORDS, 0, t0);
     await until(() => www().accepted === 9, 'master counted 9 accepted');
     assert.equal(www().published, 0, 'requests 1-9 of a burst of 10 leave the next one allowed');
     assert.equal(g1.delayFor(d, key, t0), 0);
-    g1.account(ACCEPTED, d, key, t0);
+    g1.account(ACCEPTED, d, key, NO_WORDS, 0, t0);
     await until(() => g1.delayFor(d, key, Date.now()) > 0, 'gk1 learned the delay');
     assert.equal(www().published, 1);
     const until1 = d.delays.get(key)!;
     assert.ok(until1 >= t0 + 1000, `the 11th waits a full interval: ${until1 - t0} ms`);
     // A delayed request pushes the delay one interval further.
-    g1.account(DELAYED, d, key, Date.now(), until1);
+    g1.account(DELAYED, d, key, NO_WORDS, 0, Date.now(), until1);
     await until(() => (d.delays.get(key) ?? 0) >= until1 + 1000, 'the delayed request moved the delay on');
     // REJECTED is counted, never charged.
     const before = d.delays.get(key);
-    g1.account(REJECTED, d, key, Date.now());
+    g1.account(REJECTED, d, key, NO_WORDS, 0, Date.now());
     await until(() => www().rejected === 1, 'master counted the rejection');
     assert.equal(www().published, 2);
     assert.equal(d.delays.get(key), before);
@@ -197,7 +197,7 @@ describe('master and gatekeepers over CURVE (memory store)', () => {
     });
     await until(() => g.resynced, 'resynced in plaintext');
     const d = g.domain('www')!;
-    g.account(ACCEPTED, d, g.keyOf(d, ADDR), Date.now());
+    g.account(ACCEPTED, d, g.keyOf(d, ADDR, NO_WORDS, 0), NO_WORDS, 0, Date.now());
     await until(() => g.delayFor(d, ADDR, Date.now()) > 0, 'delay learned in plaintext');
   });
 
@@ -255,8 +255,8 @@ describe('sharding by domain behind the master proxy', () => {
     const a = g.domain('alpha')!;
     const b = g.domain('beta')!;
     const now = Date.now();
-    for (let i = 0; i < 3; i++) g.account(ACCEPTED, a, g.keyOf(a, ADDR), now);
-    for (let i = 0; i < 5; i++) g.account(ACCEPTED, b, g.keyOf(b, ADDR), now);
+    for (let i = 0; i < 3; i++) g.account(ACCEPTED, a, g.keyOf(a, ADDR, NO_WORDS, 0), NO_WORDS, 0, now);
+    for (let i = 0; i < 5; i++) g.account(ACCEPTED, b, g.keyOf(b, ADDR, NO_WORDS, 0), NO_WORDS, 0, now);
     await until(() => g.delayFor(a, ADDR, Date.now()) > 0 && g.delayFor(b, ADDR, Date.now()) > 0, 'delays of both domains came back');
     await until(() => ma.domains.get('alpha')!.counters.accepted === 3 && mb.domains.get('beta')!.counters.accepted === 5, 'each master charged its domain');
     // The other domain's traffic never reached a master: filtered by subscription, not dropped on arrival.
