@@ -548,6 +548,8 @@ if (values.only === 'flood') {
     // The same warm-up as the other runs: the decision path compiled before the flood.
     await wrk(['-t1', '-c8', '-d2s', '-H', 'Connection: close', `http://${VIP}/`]);
     const perfStop = perfStart(`flood-${String(r + 1)}`);
+    // (ip netns exec and bin/sluice exec: this pid is the daemon's, as perf reports it.)
+    if (perfStop) console.error(`round ${String(r + 1)}: daemon pid ${String(frontChild?.pid)}`);
     const f = floodRun(seconds, procs);
     await perfStop?.();
     floods.push(f);
