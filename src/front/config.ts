@@ -541,6 +541,7 @@ function checkCheckpoints(cfg: CheckedConfig, ctx: z.RefinementCtx): void {
   const seen = new Set<string>();
   const clusters = cfg.overflow.map((o) => o.cluster);
   const prefixes = new Map<string, number>();
+  const prefixes6 = new Map<string, number>();
   const admissionRules = all.filter((a) => a.cp.kind === 'admission');
   for (const a of admissionRules) {
     if (cfg.admission === undefined) ctx.addIssue({ code: 'custom', path: [...a.path, 'kind'], message: 'an admission checkpoint needs the top-level admission: section (the limits)' });
@@ -562,6 +563,10 @@ function checkCheckpoints(cfg: CheckedConfig, ctx: z.RefinementCtx): void {
         const known = prefixes.get(domain);
         if (known !== undefined && known !== len) ctx.addIssue({ code: 'custom', path: [...path, 'prefixLength'], message: `domain ${domain} is keyed by /${known} in another gatekeeper rule: one identifier per domain` });
         prefixes.set(domain, len);
+        // IPv6 clients are keyed by prefixLength6 whatever the criterion (shaping/config.ts).
+        const known6 = prefixes6.get(domain);
+        if (known6 !== undefined && known6 !== cp.prefixLength6) ctx.addIssue({ code: 'custom', path: [...path, 'prefixLength6'], message: `domain ${domain} keys IPv6 clients by /${String(known6)} in another gatekeeper rule: give every rule of the domain the same prefixLength6` });
+        prefixes6.set(domain, cp.prefixLength6);
       }
     }
     if (seen.has(cp.name)) ctx.addIssue({ code: 'custom', path: [...path, 'name'], message: `checkpoint name "${cp.name}" is used twice (names are unique on a front node)` });

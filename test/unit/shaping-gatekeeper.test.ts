@@ -167,6 +167,7 @@ describe('gatekeeper checkpoint configuration', () => {
   it('needs a domain outside a service list, one prefix length per domain, a client criterion, no limit', () => {
     assert.match(problems(() => front('      []', THROTTLE, 'checkpoints: [{ name: c, kind: gatekeeper }]')), /checkpoints\[0\]\.domain: required outside a service/);
     assert.match(problems(() => front(`      - { name: gk, kind: gatekeeper, criterion: source-prefix, prefixLength: 24 }`, THROTTLE, 'checkpoints: [{ name: c, kind: gatekeeper, domain: www }]')), /one identifier per domain/);
+    assert.match(problems(() => front(`      - { name: gk, kind: gatekeeper, prefixLength6: 56 }`, THROTTLE, 'checkpoints: [{ name: c, kind: gatekeeper, domain: www }]')), /prefixLength6: domain www keys IPv6 clients by \/(56|64) .* same prefixLength6/);
     assert.match(problems(() => front(`      - { name: gk, kind: gatekeeper, criterion: service }`)), /criterion source or source-prefix/);
     assert.match(problems(() => front(`      - { name: gk, kind: gatekeeper, limit: 3 }`)), /no local limit/);
     assert.match(problems(() => front(`      - { name: gk, kind: rate-limit, limit: 3, domain: www }`)), /domain is for kind gatekeeper/);
