@@ -195,7 +195,18 @@ export function parseIPv4(buf: Uint8Array, offset: number, length: number, out: 
   out.l4Offset = l4;
   out.l4Length = l4Length;
 
-  switch (out.protocol) {
+  return parseTransport(buf, l4, l4Length, out.protocol, IpProtocol.Icmp, out);
+}
+
+/**
+ * The transport header at `l4` (`l4Length` bytes up to the IP packet's
+ * end), shared by parseIPv4 and parseIPv6: TCP, UDP, and ICMP of the
+ * family (`icmpProtocol`: 1, or 58 for ICMPv6, whose echo id and sequence
+ * sit at the same offsets). Other protocols are well-formed IP: their
+ * payload is the rest. Never throws, never allocates.
+ */
+export function parseTransport(buf: Uint8Array, l4: number, l4Length: number, protocol: number, icmpProtocol: number, out: PacketInfo): ParseStatusCode {
+  switch (protocol) {
     case IpProtocol.Tcp: {
       if (l4Length < TCP_HEADER) return ParseStatus.Truncated;
       const doff = ((buf[l4 + 12] ?? 0) >>> 4) * 4;
@@ -223,7 +234,7 @@ export function parseIPv4(buf: Uint8Array, offset: number, length: number, out: 
       out.payloadLength = ulen - UDP_HEADER;
       return ParseStatus.Ok;
     }
-    case IpProtocol.Icmp: {
+    case icmpProtocol: {
       if (l4Length < ICMP_HEADER) return ParseStatus.Truncated;
       out.icmpType = buf[l4] ?? 0;
       out.icmpCode = buf[l4 + 1] ?? 0;

@@ -57,7 +57,7 @@
  *    40 + payload length are ignored.
  */
 import { readU16, readU32 } from './checksum.ts';
-import { IpProtocol, ParseStatus, type PacketInfo, type ParseStatusCode } from './ipv4.ts';
+import { IpProtocol, ParseStatus, parseTransport, type PacketInfo, type ParseStatusCode } from './ipv4.ts';
 
 /** Next Header values of the extension headers (IANA "IPv6 Extension Header Types"). */
 export const NextHeader = {
@@ -79,9 +79,7 @@ export const NextHeader = {
 export const MAX_EXT_HEADERS = 8;
 
 const IPV6_HEADER = 40;
-const TCP_HEADER = 20;
 const UDP_HEADER = 8;
-const ICMP_HEADER = 8;
 const JUMBO_OPTION = 0xc2;
 
 /**
@@ -206,51 +204,13 @@ export function parseIPv6(buf: Uint8Array, offset: number, length: number, out: 
   out.l4Offset = l4;
   out.l4Length = l4Length;
 
-  switch (nh) {
-    case IpProtocol.Tcp: {
-      if (l4Length < TCP_HEADER) return ParseStatus.Truncated;
-      const doff = ((buf[l4 + 12] ?? 0) >>> 4) * 4;
-      if (doff < TCP_HEADER) return ParseStatus.BadTcpHeader;
-      if (doff > l4Length) return ParseStatus.Truncated;
-      out.srcPort = readU16(buf, l4);
-      out.dstPort = readU16(buf, l4 + 2);
-      out.seq = readU32(buf, l4 + 4);
-      out.ack = readU32(buf, l4 + 8);
-      out.tcpFlags = buf[l4 + 13] ?? 0;
-      out.window = readU16(buf, l4 + 14);
-      out.tcpHeaderLength = doff;
-      out.payloadOffset = l4 + doff;
-      out.payloadLength = l4Length - doff;
-      return ParseStatus.Ok;
-    }
-    case IpProtocol.Udp: {
-      if (l4Length < UDP_HEADER) return ParseStatus.Truncated;
-      const ulen = readU16(buf, l4 + 4);
-      if (ulen < UDP_HEADER || ulen > l4Length) return ParseStatus.BadUdpLength;
-      if (readU16(buf, l4 + 6) === 0) return ParseStatus.UdpZeroChecksum;
-      out.srcPort = readU16(buf, l4);
-      out.dstPort = readU16(buf, l4 + 2);
-      out.udpLength = ulen;
-      out.payloadOffset = l4 + UDP_HEADER;
-      out.payloadLength = ulen - UDP_HEADER;
-      return ParseStatus.Ok;
-    }
-    case IpProtocol.Icmpv6: {
-      if (l4Length < ICMP_HEADER) return ParseStatus.Truncated;
-      out.icmpType = buf[l4] ?? 0;
-      out.icmpCode = buf[l4 + 1] ?? 0;
-      // Echo request/reply (128/129): identifier and sequence. For other
-      // types these are the message's next four bytes, as for IPv4.
-      out.icmpId = readU16(buf, l4 + 4);
-      out.icmpSeq = readU16(buf, l4 + 6);
-      out.payloadOffset = l4 + ICMP_HEADER;
-      out.payloadLength = l4Length - ICMP_HEADER;
-      return ParseStatus.Ok;
-    }
-    default:
-      // No Next Header (59) and other upper layers are well-formed IP.
-      out.payloadOffset = l4;
-      out.payloadLength = nh === NextHeader.NoNextHeader ? 0 : l4Length;
-      return ParseStatus.Ok;
+  // RFC 8200 8.1: a zero UDP checksum is not allowed over IPv6 (receivers discard it).
+  if (nh === IpProtocol.Udp && l4Length >= UDP_HEADER && readU16(buf, l4 + 6) === 0 && readU16(buf, l4 + 4) >= UDP_HEADER && readU16(buf, l4 + 4) <= l4Length) return ParseStatus.UdpZeroChecksum;
+  // No Next Header (59): nothing follows, whatever the payload length says.
+  if (nh === NextHeader.NoNextHeader) {
+    out.payloadOffset = l4;
+    out.payloadLength = 0;
+    return ParseStatus.Ok;
   }
+  return parseTransport(buf, l4, l4Length, nh, IpProtocol.Icmpv6, out);
 }
