@@ -145,9 +145,8 @@ export interface ClusterPlan {
   /** The address the WAN routes the VIPs to: the front's uplink address, or a pair's VRRP virtual address. */
   readonly uplinkAddress: string;
   /**
-   * IPv6 twin of uplinkAddress. For a pair it is a virtual address too, and
-   * nothing holds it until keepalived carries IPv6 virtual addresses: until
-   * then a pair's cluster is reachable over IPv4 only.
+   * IPv6 twin of uplinkAddress. For a pair it is a virtual address too:
+   * keepalived holds it with the IPv4 one (site.ts, ha.uplink.virtualAddress6).
    */
   readonly uplinkAddress6: string;
   /** Prefix length of the uplink segment (24). */

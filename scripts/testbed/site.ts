@@ -14,6 +14,9 @@
  * run keepalived and conntrackd from `sluice ha render` (files in
  * <runDir>/ha-<node>/), started before (conntrackd) and after (keepalived)
  * the front daemon, so the notify hook finds the daemon's admin socket.
+ * keepalived holds both families of the pair's virtual addresses (the
+ * uplink's and the LAN gateway's IPv6 twins as virtualAddress6), so the
+ * cluster is reachable over IPv6 too; `ipv6Service` adds an IPv6 VIP.
  * Every agent pushes to both nodes; every DNS server subscribes to every
  * node, and every node to every DNS server.
  *
@@ -51,6 +54,12 @@ export interface SiteOptions {
   readonly healthChecks?: boolean;
   /** Front-node pairs: VRRP advertisement interval (failover after about 3 of them). */
   readonly advertSeconds?: number;
+  /**
+   * Each front node also serves the cluster's IPv6 VIP (service www6,
+   * vip6 port 80, the servers' IPv6 twins; overflow to the other clusters'
+   * vip6, SNATed to uplinkAddress6).
+   */
+  readonly ipv6Service?: boolean;
 }
 
 /** The admin socket of a front node: front<k>.sock for a single front (as before pairs), front-<id>.sock in a pair. */
@@ -133,8 +142,8 @@ export function frontConfig(st: TestbedState, k: ClusterPlan, o: SiteOptions = {
 ha:
   nodes:
 ${k.fronts.map((n) => `    - { name: ${n.id}, priority: ${String(n.priority ?? 100)}, uplinkAddress: ${n.uplinkAddress}, lanAddress: ${n.lanAddress}, syncAddress: ${n.syncAddress ?? ''} }`).join('\n')}
-  uplink: { interface: wan0, virtualAddress: ${k.uplinkAddress}/${String(k.uplinkPrefix)}, routerId: ${String(10 + k.index)} }
-  lan: { interface: lan0, virtualAddress: ${k.lanAddress}/24, routerId: ${String(20 + k.index)} }
+  uplink: { interface: wan0, virtualAddress: ${k.uplinkAddress}/${String(k.uplinkPrefix)}, virtualAddress6: "${k.uplinkAddress6}/${String(k.uplinkPrefix6)}", routerId: ${String(10 + k.index)} }
+  lan: { interface: lan0, virtualAddress: ${k.lanAddress}/24, virtualAddress6: "${k.lanAddress6}/64", routerId: ${String(20 + k.index)} }
   advertSeconds: ${String(o.advertSeconds ?? 0.3)}
   preempt: false
   sync: { interface: sync0, port: 3780 }
@@ -149,7 +158,7 @@ ${k.fronts.map((n) => `    - { name: ${n.id}, priority: ${String(n.priority ?? 1
     : '';
   return `cluster: c${k.index}
 ${ha}uplinkAddress: ${k.uplinkAddress}
-adminSocket: ${frontSocket(st, k, f)}
+${o.ipv6Service === true ? `uplinkAddress6: "${k.uplinkAddress6}"\n` : ''}adminSocket: ${frontSocket(st, k, f)}
 http: { listen: '127.0.0.1:${OPS_PORTS.front}' }
 services:
   - name: www
@@ -158,8 +167,18 @@ services:
     method: capacity
 ${o.healthChecks === true ? '    health: { kind: http, path: /healthz, bodyMatch: ok, intervalSeconds: 1, timeoutSeconds: 0.5, rise: 2, fall: 2, slowStartSeconds: 10 }\n' : ''}    servers:
 ${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address} }`).join('\n')}
-overflow:
-${others.map((x) => `  - { cluster: c${x.index}, vip: ${x.vip} }`).join('\n') || '  []'}
+${
+    o.ipv6Service === true
+      ? `  - name: www6
+    vip: "${k.vip6}"
+    port: 80
+    method: capacity
+    servers:
+${k.servers.map((s) => `      - { name: ${s.id}, address: "${s.address6}" }`).join('\n')}
+`
+      : ''
+  }overflow:
+${others.map((x) => `  - { cluster: c${x.index}, vip: ${x.vip}${o.ipv6Service === true ? `, vip6: "${x.vip6}"` : ''} }`).join('\n') || '  []'}
 control:
   keyFile: ${join(keys, `${f.id}.key`)}
   agents:
@@ -333,6 +352,7 @@ export function failNode(f: FrontPlan): number {
 export function reviveNode(st: TestbedState, k: ClusterPlan, f: FrontPlan, o: SiteOptions = {}): Daemon[] {
   spawnSync('ip', ['-n', f.name, 'addr', 'del', `${k.uplinkAddress}/${String(k.uplinkPrefix)}`, 'dev', 'wan0']);
   spawnSync('ip', ['-n', f.name, 'addr', 'del', `${k.lanAddress}/24`, 'dev', 'lan0']);
+  // (The IPv6 virtual addresses went with the links: keep_addr_on_down 0.)
   for (const l of ['wan0', 'lan0', 'sync0']) spawnSync('ip', ['-n', f.name, 'link', 'set', l, 'up']);
   // The kernel dropped the default route with the uplink; a booting host
   // configures it again (without it the node, once master, forwards toward

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError, parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema, frontNodeName } from '../../src/front/config.ts';
-import { inPrefix, parseCidr } from '../../src/front/ha/config.ts';
+import { inPrefix, parseCidr, parseCidr6 } from '../../src/front/ha/config.ts';
 
 const HA = `
 node: fr1a
@@ -65,7 +65,32 @@ describe('front config ha section', () => {
     assert.equal(frontNodeName(cfg), 'c1');
   });
 
+  /** The pair dual-stack: IPv6 twins of both virtual addresses, uplinkAddress6 the uplink's. */
+  const dual = (t: string): string =>
+    t
+      .replace('uplinkAddress: 198.18.101.10\n', 'uplinkAddress: 198.18.101.10\nuplinkAddress6: "2001:2:0:101::10"\n')
+      .replace('routerId: 51 }', 'routerId: 51, virtualAddress6: "2001:2:0:101::10/64" }')
+      .replace('routerId: 52 }', 'routerId: 52, virtualAddress6: "2001:2:0:201::1/64" }');
+
+  it('a dual-stack pair validates; the IPv6 virtual addresses are kept in canonical text', () => {
+    const text = dual(HA).replace('"2001:2:0:101::10/64"', '"2001:0002:0:0101:0:0:0:0010/64"');
+    const cfg = parseConfig(frontConfigSchema, text, 'test');
+    const ha = cfg.ha;
+    assert.ok(ha);
+    assert.equal(ha.uplink.virtualAddress6, '2001:2:0:101::10/64');
+    assert.equal(ha.lan.virtualAddress6, '2001:2:0:201::1/64');
+    assert.equal(cfg.uplinkAddress6, '2001:2:0:101::10');
+    // IPv4 only stays valid: the IPv6 twins are optional.
+    assert.equal(parseConfig(frontConfigSchema, HA, 'test').ha?.uplink.virtualAddress6, undefined);
+  });
+
   const cases: { name: string; edit: (t: string) => string; path: string; says: RegExp }[] = [
+    { name: 'uplinkAddress6 the pair does not hold', edit: (t) => dual(t).replace(', virtualAddress6: "2001:2:0:101::10/64"', ''), path: 'uplinkAddress6', says: /set ha\.uplink\.virtualAddress6/ },
+    { name: 'uplinkAddress6 outside the VRRP instance', edit: (t) => dual(t).replace('uplinkAddress6: "2001:2:0:101::10"', 'uplinkAddress6: "2001:2:0:101::2"'), path: 'uplinkAddress6', says: /IPv6 uplink address outside the VRRP instance.*2001:2:0:101::10/ },
+    { name: 'IPv6 virtual address without a prefix', edit: (t) => dual(t).replace('"2001:2:0:201::1/64"', '"2001:2:0:201::1"'), path: 'ha.lan.virtualAddress6', says: /prefix length/ },
+    { name: 'IPv6 virtual address with prefix 129', edit: (t) => dual(t).replace('"2001:2:0:201::1/64"', '"2001:2:0:201::1/129"'), path: 'ha.lan.virtualAddress6', says: /1\.\.128/ },
+    { name: 'an IPv4 address as the IPv6 virtual address', edit: (t) => dual(t).replace('"2001:2:0:201::1/64"', '"198.18.201.1/24"'), path: 'ha.lan.virtualAddress6', says: /IPv6 address/ },
+    { name: 'the same IPv6 virtual address on both sides', edit: (t) => dual(t).replace('"2001:2:0:201::1/64"', '"2001:2:0:101::10/64"'), path: 'ha.lan.virtualAddress6', says: /their own IPv6 virtual address/ },
     { name: 'one node', edit: (t) => t.replace(/ {4}- \{ name: fr1b.*\n/, ''), path: 'ha.nodes', says: /exactly 2/ },
     { name: 'same priority', edit: (t) => t.replace('priority: 100', 'priority: 150'), path: 'ha.nodes[1].priority', says: /both nodes have priority 150/ },
     { name: 'priority 255', edit: (t) => t.replace('priority: 100', 'priority: 255'), path: 'ha.nodes[1].priority', says: /1\.\.254/ },
@@ -110,5 +135,11 @@ describe('front config ha section', () => {
     assert.equal(parseCidr('10.0.0.1/33'), undefined);
     assert.equal(parseCidr('10.0.0.1/0'), undefined);
     assert.equal(parseCidr('10.0.0.01/8'), undefined);
+    assert.deepEqual(parseCidr6('2001:0002::0010/64'), { address: '2001:2::10', prefix: 64 });
+    assert.deepEqual(parseCidr6('::1/128'), { address: '::1', prefix: 128 });
+    assert.equal(parseCidr6('2001:2::10/0'), undefined);
+    assert.equal(parseCidr6('2001:2::10'), undefined);
+    assert.equal(parseCidr6('198.18.0.1/24'), undefined);
+    assert.equal(parseCidr6('2001:2::g/64'), undefined);
   });
 });

@@ -112,6 +112,47 @@ describe('ha render: keepalived.conf', () => {
   });
 });
 
+/** BASE with the IPv6 twins of both virtual addresses (a dual-stack pair). */
+const DUAL = BASE.replace('routerId: 51 }', 'routerId: 51, virtualAddress6: "2001:2:0:101::10/64" }').replace('routerId: 52 }', 'routerId: 52, virtualAddress6: "2001:2:0:201::1/64" }');
+
+describe('ha render: a dual-stack pair', () => {
+  it('keepalived: each IPv6 twin in its own side\'s instance as virtual_ipaddress_excluded, the IPv4 address alone in the adverts', () => {
+    const text = renderKeepalived(parseConfig(frontConfigSchema, `node: fr1a\n${DUAL}`, 'front.yaml'));
+    const block = (name: string): string => {
+      const start = text.indexOf(`vrrp_instance ${name} {`);
+      assert.ok(start >= 0, `has instance ${name}`);
+      return text.slice(start, text.indexOf('\n}\n', start));
+    };
+    const up = lines(block('sluice_c1_uplink'));
+    const lan = lines(block('sluice_c1_lan'));
+    // The IPv6 twin follows the excluded block's opening, the IPv4 address the plain one's.
+    assert.equal(up[up.indexOf('virtual_ipaddress {') + 1], '198.18.101.10/24 dev wan0');
+    assert.equal(up[up.indexOf('virtual_ipaddress_excluded {') + 1], '2001:2:0:101::10/64 dev wan0');
+    assert.equal(lan[lan.indexOf('virtual_ipaddress {') + 1], '198.18.201.1/24 dev lan0');
+    assert.equal(lan[lan.indexOf('virtual_ipaddress_excluded {') + 1], '2001:2:0:201::1/64 dev lan0');
+    assert.ok(!up.includes('2001:2:0:201::1/64 dev lan0') && !lan.includes('2001:2:0:101::10/64 dev wan0'), 'each twin in its own side\'s instance');
+    // Still one group of two instances: one election moves both families.
+    assert.equal(text.match(/^vrrp_instance /gm)?.length, 2);
+    assert.ok(!/native_ipv6/.test(text));
+  });
+
+  it('keepalived: IPv4 only renders no excluded block', () => {
+    assert.ok(!renderKeepalived(cfgOf('fr1a')).includes('virtual_ipaddress_excluded'));
+  });
+
+  it('conntrackd: the IPv6 virtual addresses and ::1 ignored besides the IPv4 ones; no family filter, so IPv6 client flows are replicated', () => {
+    const out = lines(renderConntrackd(parseConfig(frontConfigSchema, `node: fr1b\n${DUAL}`, 'front.yaml')));
+    for (const a of ['::1', '2001:2:0:101::10', '2001:2:0:201::1']) assert.ok(out.includes(`IPv6_address ${a}`), `ignores ${a}`);
+    for (const a of ['127.0.0.1', '198.18.101.10', '198.18.201.1']) assert.ok(out.includes(`IPv4_address ${a}`), `ignores ${a}`);
+    // The protocol filter names protocols only (conntrackd filters no family unless told).
+    const proto = out.indexOf('Protocol Accept {');
+    assert.equal(out[proto + 1], 'TCP UDP');
+    assert.equal(out[proto + 2], '}');
+    // IPv4 only: the rendered file has no IPv6 filter at all (unchanged from before dual stack).
+    assert.ok(!renderConntrackd(cfgOf('fr1b')).includes('IPv6_address'));
+  });
+});
+
 describe('ha render: conntrackd.conf', () => {
   const rows: { name: string; node: string; has: string[]; hasNot?: string[] }[] = [
     { name: 'node a sends from its sync address to the peer\'s', node: 'fr1a', has: ['Mode FTFW {', 'DisableExternalCache off', 'IPv4_address 198.18.151.1', 'IPv4_Destination_Address 198.18.151.2', 'Port 3780', 'Interface sync0'] },

@@ -11,6 +11,7 @@
  * (`node`, `uplinkAddress`, `lanInterface`); the section's own checks are
  * in its superRefine. Every message names the key and the fix.
  */
+import { isIPv6 } from 'node:net';
 import { z } from 'zod';
 import { InvalidArgumentError } from '../../errors/errors.ts';
 import { inPrefix as inNet, parseIPv4Address } from '../../packet/address.ts';
@@ -33,6 +34,15 @@ const cidr = z
   .string({ error: 'expected an address with its prefix length, like 198.18.101.10/24' })
   .refine((v) => parseCidr(v) !== undefined, 'expected an address with its prefix length, like 198.18.101.10/24 (prefix 1..32)');
 
+/** ADDRESS/PREFIX for IPv6, prefix 1..128: the IPv6 twin of a virtual address (keepalived's virtual_ipaddress_excluded). */
+const cidr6 = z
+  .string({ error: 'expected an IPv6 address with its prefix length, like 2001:2:0:101::10/64' })
+  .refine((v) => parseCidr6(v) !== undefined, 'expected an IPv6 address with its prefix length, like 2001:2:0:101::10/64 (prefix 1..128)')
+  .transform((v) => {
+    const c = parseCidr6(v);
+    return c === undefined ? v : `${c.address}/${String(c.prefix)}`;
+  });
+
 const haNode = z.strictObject({
   name: nodeName.describe('The node\'s name: the top-level `node` of its own front config (its control-plane name).'),
   priority: z
@@ -49,6 +59,9 @@ const instance = (what: string, defaultIf: string) =>
   z.strictObject({
     interface: ifname.default(defaultIf).describe(`The interface the ${what} virtual address lives on (both nodes name it the same).`),
     virtualAddress: cidr.describe(`The ${what} virtual address with its prefix length (ADDRESS/PREFIX): held by the master only; the node addresses must be inside the prefix.`),
+    virtualAddress6: cidr6
+      .optional()
+      .describe(`The ${what} virtual address's IPv6 twin with its prefix length (ADDRESS/PREFIX), for a dual-stack ${what}: held by the master with the IPv4 one (keepalived's \`virtual_ipaddress_excluded\` of the same instance: VRRP carries one family per instance, and keepalived adds and removes the excluded addresses with the others, with unsolicited neighbour adverts). Absent: the ${what} side is IPv4 only.`),
     routerId: z
       .int({ error: 'routerId is an integer 1..255' })
       .min(1, 'routerId is 1..255')
@@ -113,6 +126,7 @@ export const haSchema = z
       }
     }
     if (ha.uplink.routerId === ha.lan.routerId) ctx.addIssue({ code: 'custom', path: ['lan', 'routerId'], message: `ha.uplink.routerId and ha.lan.routerId are both ${String(ha.lan.routerId)}: give the two VRRP instances different ids (e.g. 51 and 52)` });
+    if (ha.uplink.virtualAddress6 !== undefined && ha.uplink.virtualAddress6.split('/')[0] === ha.lan.virtualAddress6?.split('/')[0]) ctx.addIssue({ code: 'custom', path: ['lan', 'virtualAddress6'], message: `ha.uplink.virtualAddress6 and ha.lan.virtualAddress6 are both ${ha.lan.virtualAddress6}: the uplink and the LAN each have their own IPv6 virtual address` });
     if (ha.uplink.interface === ha.lan.interface) ctx.addIssue({ code: 'custom', path: ['lan', 'interface'], message: `ha.uplink.interface and ha.lan.interface are both ${ha.lan.interface}: the uplink and the LAN are two interfaces` });
     const sides = [
       { key: 'uplink', vip: parseCidr(ha.uplink.virtualAddress), own: 'uplinkAddress' },
@@ -137,6 +151,7 @@ export interface HaContext {
   readonly cluster: string;
   readonly node?: string | undefined;
   readonly uplinkAddress: string;
+  readonly uplinkAddress6?: string | undefined;
   readonly lanInterface: string;
   readonly adminSocket: string;
   readonly ha?: HaConfig | undefined;
@@ -150,6 +165,17 @@ export function checkHa(cfg: HaContext, ctx: z.RefinementCtx): void {
   const names = ha.nodes.map((n) => n.name);
   if (!names.includes(me)) {
     ctx.addIssue({ code: 'custom', path: ['node'], message: `this node is "${me}"${cfg.node === undefined ? ' (node defaults to cluster)' : ''}, which is not one of ha.nodes[].name (${names.join(', ')}): set the top-level node to this host's entry` });
+  }
+  const up6 = ha.uplink.virtualAddress6 === undefined ? undefined : parseCidr6(ha.uplink.virtualAddress6);
+  if (cfg.uplinkAddress6 !== undefined && up6?.address !== cfg.uplinkAddress6) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['uplinkAddress6'],
+      message:
+        up6 === undefined
+          ? `${cfg.uplinkAddress6} is an IPv6 uplink address the pair does not hold: with ha, set ha.uplink.virtualAddress6 (${cfg.uplinkAddress6}/PREFIX) so that the master holds it`
+          : `${cfg.uplinkAddress6} is an IPv6 uplink address outside the VRRP instance: with ha, uplinkAddress6 is the uplink's IPv6 virtual address (${up6.address}, ha.uplink.virtualAddress6)`,
+    });
   }
   const up = parseCidr(ha.uplink.virtualAddress);
   if (up !== undefined && up.address !== cfg.uplinkAddress) {
@@ -182,6 +208,19 @@ export function parseCidr(text: string): Cidr | undefined {
   const prefix = Number(m[2]);
   if (parseIPv4Address(m[1]) === undefined || prefix < 1 || prefix > 32) return undefined;
   return { address: m[1], prefix };
+}
+
+/**
+ * ADDRESS/PREFIX for IPv6 (prefix 1..128), the address in canonical text
+ * (RFC 5952, as the front config's uplinkAddress6 is kept) so the two
+ * compare as strings.
+ */
+export function parseCidr6(text: string): Cidr | undefined {
+  const m = /^([0-9A-Fa-f:.]+)\/(\d{1,3})$/.exec(text);
+  if (!m?.[1] || !m[2] || !isIPv6(m[1])) return undefined;
+  const prefix = Number(m[2]);
+  if (prefix < 1 || prefix > 128) return undefined;
+  return { address: new URL(`http://[${m[1]}]/`).hostname.slice(1, -1), prefix };
 }
 
 /** `address` is inside `net`'s prefix. */

@@ -15,6 +15,9 @@
  *   Unicast adverts between the node addresses (no multicast needed on the
  *   segments). `state BACKUP` on both nodes: the first election is by
  *   priority, and no node claims the addresses before it has listened.
+ *   A dual-stack side's IPv6 twin (`virtualAddress6`) is in the same
+ *   instance's virtual_ipaddress_excluded, so both families move in one
+ *   election.
  *   Without preemption (`nopreempt`), a node that returns stays backup. The
  *   group's notify hook gets keepalived's `GROUP NAME STATE PRIORITY`
  *   appended to the arguments given here.
@@ -23,12 +26,13 @@
  *   external cache on (the backup keeps the peer's flows apart until the
  *   notify hook commits them), kernel-space filtering that ignores the
  *   nodes' own and the virtual addresses (their flows are the node's own:
- *   VRRP, control plane, health checks) and loopback.
+ *   VRRP, control plane, health checks) and loopback, of both families.
+ *   IPv6 client flows are replicated as IPv4 ones are.
  */
 import { SluiceError } from '../../errors/errors.ts';
 import type { FrontConfig } from '../config.ts';
 import { frontNodeName } from '../config.ts';
-import { haPair, parseCidr, type HaConfig } from './config.ts';
+import { haPair, parseCidr, parseCidr6, type HaConfig } from './config.ts';
 
 export interface RenderedHa {
   readonly node: string;
@@ -80,6 +84,13 @@ export function renderKeepalived(cfg: Readonly<FrontConfig>, source?: string): s
     '  virtual_ipaddress {',
     `    ${ha[side].virtualAddress} dev ${ha[side].interface}`,
     '  }',
+    // The IPv6 twin rides in the same instance, outside the adverts: VRRP
+    // carries one family per instance, and keepalived's manual names
+    // virtual_ipaddress_excluded for a mixture of IPv4 and IPv6. keepalived
+    // adds and removes it with the IPv4 address (nodad by default: no DAD
+    // delay before the new master can use it) and sends unsolicited
+    // neighbour adverts for it, so one election moves both families.
+    ...(ha[side].virtualAddress6 !== undefined ? ['  virtual_ipaddress_excluded {', `    ${ha[side].virtualAddress6} dev ${ha[side].interface}`, '  }'] : []),
     '}',
   ];
   return [
@@ -118,6 +129,11 @@ export function renderConntrackd(cfg: Readonly<FrontConfig>, source?: string): s
   const { self, peer } = haPair(ha, me);
   const virtual = [ha.uplink.virtualAddress, ha.lan.virtualAddress].map((v) => parseCidr(v)?.address ?? v);
   const ignore = [...new Set(['127.0.0.1', ...virtual, ...[self, peer].flatMap((n) => [n.uplinkAddress, n.lanAddress, n.syncAddress])])];
+  // The IPv6 virtual addresses' own flows too. IPv6 client flows are
+  // replicated like IPv4 ones: the protocol filter names no family, and an
+  // address filter of one family leaves the other's flows alone.
+  const virtual6 = [ha.uplink.virtualAddress6, ha.lan.virtualAddress6].flatMap((v) => (v === undefined ? [] : [parseCidr6(v)?.address ?? v]));
+  const ignore6 = virtual6.length === 0 ? [] : [...new Set(['::1', ...virtual6])];
   const f = ha.files;
   return [
     ...header(cfg, me, source),
@@ -165,6 +181,7 @@ export function renderConntrackd(cfg: Readonly<FrontConfig>, source?: string): s
     // the clients': replicating them would only confuse the peer's table.
     '    Address Ignore {',
     ...ignore.map((a) => `      IPv4_address ${a}`),
+    ...ignore6.map((a) => `      IPv6_address ${a}`),
     '    }',
     '  }',
     '}',
