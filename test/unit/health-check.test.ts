@@ -12,7 +12,7 @@ import { frontConfigSchema } from '../../src/front/config.ts';
 import { buildServices } from '../../src/front/daemon.ts';
 import { HealthChecker } from '../../src/front/health/checker.ts';
 import { healthKeeper } from '../../src/front/health/keep.ts';
-import { httpCheck, MAX_BODY_BYTES, type HttpCheckOptions } from '../../src/front/health/http-check.ts';
+import { hostHeader, httpCheck, MAX_BODY_BYTES, type HttpCheckOptions } from '../../src/front/health/http-check.ts';
 import type { CheckResult } from '../../src/front/health/result.ts';
 import { RiseFall, type RiseFallState } from '../../src/front/health/rise-fall.ts';
 import { HealthScheduler, type ScheduledTarget } from '../../src/front/health/scheduler.ts';
@@ -324,6 +324,30 @@ describe('tcp and http checks against loopback servers', () => {
       assert.match(r.reason, c.reason);
     });
   }
+});
+
+describe('tcp and http checks of an IPv6 server', () => {
+  it('tcp and http to [::1]:port pass; the Host header carries the IPv6 literal in brackets', async () => {
+    const hosts: string[] = [];
+    const http6 = createHttpServer((req, res) => {
+      hosts.push(req.headers.host ?? '');
+      res.end('ok\n');
+    });
+    await new Promise<void>((r) => http6.listen(0, '::1', r));
+    try {
+      const target = { address: '::1', port: portOf(http6) };
+      assert.deepEqual(await tcpCheck(target, 1000), { outcome: 'ok', reason: 'passed' });
+      const expect = parseStatusSet('200-399');
+      assert.ok(typeof expect !== 'string');
+      assert.deepEqual(await httpCheck(target, { path: '/', expect, bodyMatch: 'ok' }, 1000), { outcome: 'ok', reason: 'passed' });
+      assert.deepEqual(hosts, ['[::1]']);
+    } finally {
+      http6.closeAllConnections();
+      http6.close();
+    }
+    assert.equal(hostHeader('198.18.201.11'), '198.18.201.11');
+    assert.equal(hostHeader('2001:2:0:201::11'), '[2001:2:0:201::11]');
+  });
 });
 
 describe('checker: results reach ServerHealth through rise/fall', () => {
