@@ -409,6 +409,30 @@ describe('checker: results reach ServerHealth through rise/fall', () => {
     }
   });
 
+  it('an IPv6 server is checked at its own address ([::1]:port), not at the u32 address 0 of IPv6 servers', async () => {
+    // The port is open on ::1 only: a check of 0.0.0.0 (this host's IPv4) would be refused.
+    const server = createServer((s) => s.destroy());
+    await new Promise<void>((r) => server.listen(0, '::1', r));
+    const cfg = frontConfigSchema.parse({
+      cluster: 'c1',
+      uplinkAddress: '198.18.101.2',
+      services: [{ name: 'www6', vip: '2001:2:0:1001::1', port: portOf(server), method: 'byrequests', health: { kind: 'tcp', intervalSeconds: 0.1, timeoutSeconds: 0.08, fall: 1, rise: 1 }, servers: [{ name: 'a', address: '::1' }] }],
+    });
+    const services = buildServices(cfg, () => ({ now: performance.now(), sink: () => undefined }));
+    const checker = new HealthChecker({ now: () => performance.now() });
+    checker.configure(services, () => cfg.services[0]?.health);
+    checker.start();
+    try {
+      const srv = services[0]!.servers[0]!;
+      await until(() => (checker.status(srv)?.passed ?? 0) + (checker.status(srv)?.failed ?? 0) >= 2, 'two checks', 5000);
+      assert.equal(checker.status(srv)?.failed, 0, JSON.stringify(checker.status(srv)));
+      assert.equal(srv.health.state, 'up');
+    } finally {
+      checker.stop();
+      server.close();
+    }
+  });
+
   it('startAs down: new servers wait for rise passes; kind none sets the check off', () => {
     const cfg = frontConfigSchema.parse({
       cluster: 'c1',
@@ -476,5 +500,27 @@ describe('reload: health of remaining servers is kept', () => {
     assert.ok(checker.status(na!), 'a is still checked');
     assert.equal(checker.status(old[0]!.servers[2]!), undefined);
     checker.stop();
+  });
+
+  it('IPv6 servers: kept by their own address (every IPv6 server\'s u32 address is 0), a moved one starts afresh', () => {
+    const svc = (servers: { name: string; address: string }[]) =>
+      frontConfigSchema.parse({ cluster: 'c1', uplinkAddress: '198.18.101.2', services: [{ name: 'www6', vip: '2001:2:0:1001::1', port: 80, method: 'maglev', health: { kind: 'tcp', fall: 1 }, servers }] });
+    const first = svc([
+      { name: 'a', address: '2001:2:0:201::11' },
+      { name: 'b', address: '2001:2:0:201::12' },
+    ]);
+    const old = buildServices(first, () => ({ now: 0, sink: () => undefined }));
+    const [a, b] = old[0]!.servers;
+    a!.health.setCheck('down', 'connect refused (1 in a row)', 5);
+    b!.health.setCheck('down', 'connect refused (1 in a row)', 5);
+    const second = svc([
+      { name: 'a', address: '2001:2:0:201::11' },
+      { name: 'b', address: '2001:2:0:201::22' },
+    ]);
+    const keep = healthKeeper(old);
+    const [na, nb] = buildServices(second, (name) => ({ now: 10, sink: () => undefined, keep: keep(name) }))[0]!.servers;
+    assert.equal(na!.health, a!.health, 'a kept its health object');
+    assert.notEqual(nb!.health, b!.health, 'b moved: another server');
+    assert.equal(nb!.health.state, 'up');
   });
 });
