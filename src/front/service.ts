@@ -147,7 +147,7 @@ export class ServiceRuntime {
       readonly now: number;
       readonly sink: HealthSink;
       /** The health of a server that remains across a reload (same name, address and port), kept with its state and ramp. */
-      readonly keep?: (server: string, address: number, port: number) => ServerHealth | undefined;
+      readonly keep?: (server: string, address: Uint32Array, port: number) => ServerHealth | undefined;
     },
   ) {
     this.index = index;
@@ -166,7 +166,10 @@ export class ServiceRuntime {
       const any = this.family === 6 ? addrAny(s.address) : undefined;
       const a = any === undefined ? addr(s.address) : any.v4;
       const p = s.port ?? svc.port;
-      const kept = health?.keep?.(s.name, a, p);
+      // Kept by the four words of either family: every IPv6 server's u32 address is 0.
+      const words = any !== undefined ? any.v6 : new Uint32Array(4);
+      if (any === undefined) setIPv4Mapped(words, a);
+      const kept = health?.keep?.(s.name, words, p);
       const srv = new ServerRuntime(s.name, a, p, s.weight, s.capacity ?? Infinity, s.state, kept ?? new ServerHealth(s.name, health?.now ?? 0, health?.sink, initial));
       if (any !== undefined) srv.address6.set(any.v6);
       return srv;

@@ -12,7 +12,7 @@ import { frontConfigSchema } from '../../src/front/config.ts';
 import { buildServices } from '../../src/front/daemon.ts';
 import { HealthChecker } from '../../src/front/health/checker.ts';
 import { healthKeeper } from '../../src/front/health/keep.ts';
-import { httpCheck, MAX_BODY_BYTES, type HttpCheckOptions } from '../../src/front/health/http-check.ts';
+import { hostHeader, httpCheck, MAX_BODY_BYTES, type HttpCheckOptions } from '../../src/front/health/http-check.ts';
 import type { CheckResult } from '../../src/front/health/result.ts';
 import { RiseFall, type RiseFallState } from '../../src/front/health/rise-fall.ts';
 import { HealthScheduler, type ScheduledTarget } from '../../src/front/health/scheduler.ts';
@@ -326,6 +326,30 @@ describe('tcp and http checks against loopback servers', () => {
   }
 });
 
+describe('tcp and http checks of an IPv6 server', () => {
+  it('tcp and http to [::1]:port pass; the Host header carries the IPv6 literal in brackets', async () => {
+    const hosts: string[] = [];
+    const http6 = createHttpServer((req, res) => {
+      hosts.push(req.headers.host ?? '');
+      res.end('ok\n');
+    });
+    await new Promise<void>((r) => http6.listen(0, '::1', r));
+    try {
+      const target = { address: '::1', port: portOf(http6) };
+      assert.deepEqual(await tcpCheck(target, 1000), { outcome: 'ok', reason: 'passed' });
+      const expect = parseStatusSet('200-399');
+      assert.ok(typeof expect !== 'string');
+      assert.deepEqual(await httpCheck(target, { path: '/', expect, bodyMatch: 'ok' }, 1000), { outcome: 'ok', reason: 'passed' });
+      assert.deepEqual(hosts, ['[::1]']);
+    } finally {
+      http6.closeAllConnections();
+      http6.close();
+    }
+    assert.equal(hostHeader('198.18.201.11'), '198.18.201.11');
+    assert.equal(hostHeader('2001:2:0:201::11'), '[2001:2:0:201::11]');
+  });
+});
+
 describe('checker: results reach ServerHealth through rise/fall', () => {
   it('a server whose port closes goes down after fall checks and comes back after rise, with the reasons', async () => {
     let server = await listen((s) => {
@@ -379,6 +403,30 @@ describe('checker: results reach ServerHealth through rise/fall', () => {
       assert.ok(srv.health.rampFrom > -Infinity, 'coming back starts a slow start ramp');
       assert.ok((checker.status(srv)?.passed ?? 0) >= 4);
       assert.equal(checker.outcomes.refused >= 2, true);
+    } finally {
+      checker.stop();
+      server.close();
+    }
+  });
+
+  it('an IPv6 server is checked at its own address ([::1]:port), not at the u32 address 0 of IPv6 servers', async () => {
+    // The port is open on ::1 only: a check of 0.0.0.0 (this host's IPv4) would be refused.
+    const server = createServer((s) => s.destroy());
+    await new Promise<void>((r) => server.listen(0, '::1', r));
+    const cfg = frontConfigSchema.parse({
+      cluster: 'c1',
+      uplinkAddress: '198.18.101.2',
+      services: [{ name: 'www6', vip: '2001:2:0:1001::1', port: portOf(server), method: 'byrequests', health: { kind: 'tcp', intervalSeconds: 0.1, timeoutSeconds: 0.08, fall: 1, rise: 1 }, servers: [{ name: 'a', address: '::1' }] }],
+    });
+    const services = buildServices(cfg, () => ({ now: performance.now(), sink: () => undefined }));
+    const checker = new HealthChecker({ now: () => performance.now() });
+    checker.configure(services, () => cfg.services[0]?.health);
+    checker.start();
+    try {
+      const srv = services[0]!.servers[0]!;
+      await until(() => (checker.status(srv)?.passed ?? 0) + (checker.status(srv)?.failed ?? 0) >= 2, 'two checks', 5000);
+      assert.equal(checker.status(srv)?.failed, 0, JSON.stringify(checker.status(srv)));
+      assert.equal(srv.health.state, 'up');
     } finally {
       checker.stop();
       server.close();
@@ -452,5 +500,27 @@ describe('reload: health of remaining servers is kept', () => {
     assert.ok(checker.status(na!), 'a is still checked');
     assert.equal(checker.status(old[0]!.servers[2]!), undefined);
     checker.stop();
+  });
+
+  it('IPv6 servers: kept by their own address (every IPv6 server\'s u32 address is 0), a moved one starts afresh', () => {
+    const svc = (servers: { name: string; address: string }[]) =>
+      frontConfigSchema.parse({ cluster: 'c1', uplinkAddress: '198.18.101.2', services: [{ name: 'www6', vip: '2001:2:0:1001::1', port: 80, method: 'maglev', health: { kind: 'tcp', fall: 1 }, servers }] });
+    const first = svc([
+      { name: 'a', address: '2001:2:0:201::11' },
+      { name: 'b', address: '2001:2:0:201::12' },
+    ]);
+    const old = buildServices(first, () => ({ now: 0, sink: () => undefined }));
+    const [a, b] = old[0]!.servers;
+    a!.health.setCheck('down', 'connect refused (1 in a row)', 5);
+    b!.health.setCheck('down', 'connect refused (1 in a row)', 5);
+    const second = svc([
+      { name: 'a', address: '2001:2:0:201::11' },
+      { name: 'b', address: '2001:2:0:201::22' },
+    ]);
+    const keep = healthKeeper(old);
+    const [na, nb] = buildServices(second, (name) => ({ now: 10, sink: () => undefined, keep: keep(name) }))[0]!.servers;
+    assert.equal(na!.health, a!.health, 'a kept its health object');
+    assert.notEqual(nb!.health, b!.health, 'b moved: another server');
+    assert.equal(nb!.health.state, 'up');
   });
 });

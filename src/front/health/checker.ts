@@ -18,6 +18,7 @@
  */
 import { InvalidArgumentError } from '../../errors/errors.ts';
 import { formatIPv4Address } from '../../packet/address.ts';
+import { formatIPv6Address, isIPv4Mapped } from '../../packet/address6.ts';
 import type { HealthConfig } from '../config.ts';
 import type { ServerRuntime, ServiceRuntime } from '../service.ts';
 import { httpCheck, type HttpCheckOptions } from './http-check.ts';
@@ -98,7 +99,8 @@ export class HealthChecker {
           srv.health.setCheck('off', '', now);
           continue;
         }
-        const address = formatIPv4Address(srv.address);
+        // An IPv6 server's u32 address is 0 ("0.0.0.0": a check of this host): format by family.
+        const address = isIPv4Mapped(srv.address6) ? formatIPv4Address(srv.address) : formatIPv6Address(srv.address6);
         const target: CheckTarget = { address, port: h.port ?? srv.port, source: h.source };
         const settings = JSON.stringify({ ...h, slowStartSeconds: undefined, startAs: undefined });
         const key = `${svc.name}/${srv.id}/${address}:${String(srv.port)}/${settings}`;

@@ -22,7 +22,7 @@ export const MAX_BODY_BYTES = 64 << 10;
 
 export interface HttpCheckOptions {
   readonly path: string;
-  /** The Host header (default: the target's address). */
+  /** The Host header (default: the target's address, an IPv6 one in brackets: hostHeader). */
   readonly host?: string | undefined;
   readonly expect: StatusSet;
   /** A substring or a regular expression the body must match. */
@@ -31,6 +31,15 @@ export interface HttpCheckOptions {
 
 const STATUS_LINE = /^HTTP\/\d(?:\.\d)? (\d{3})(?: |\r|$)/;
 const HEAD_END = Buffer.from('\r\n\r\n');
+
+/**
+ * The Host header for an address: an IPv6 literal goes in brackets (RFC
+ * 7230 section 5.4, RFC 3986 IP-literal); bare, a server reads the text
+ * after its first colon as a port.
+ */
+export function hostHeader(address: string): string {
+  return address.includes(':') ? `[${address}]` : address;
+}
 
 export function httpCheck(t: CheckTarget, o: HttpCheckOptions, timeoutMs: number): Promise<CheckResult> {
   return new Promise((resolve) => {
@@ -61,7 +70,7 @@ export function httpCheck(t: CheckTarget, o: HttpCheckOptions, timeoutMs: number
       else if (complete || bodyBytes >= MAX_BODY_BYTES) finish({ outcome: 'body', reason: 'body did not match' }, !complete);
     };
     socket.once('connect', () => {
-      socket.write(`GET ${o.path} HTTP/1.0\r\nHost: ${o.host ?? t.address}\r\nUser-Agent: sluice-health-check\r\nAccept: */*\r\nConnection: close\r\n\r\n`);
+      socket.write(`GET ${o.path} HTTP/1.0\r\nHost: ${o.host ?? hostHeader(t.address)}\r\nUser-Agent: sluice-health-check\r\nAccept: */*\r\nConnection: close\r\n\r\n`);
     });
     socket.on('data', (chunk: Buffer) => {
       if (done) return;

@@ -8,11 +8,12 @@
 import type { ServiceRuntime } from '../service.ts';
 import type { ServerHealth } from './server-health.ts';
 
-export type KeepHealth = (service: string) => (server: string, address: number, port: number) => ServerHealth | undefined;
+/** `address` is the server's address as four words, both families (IPv4 mapped; ServerRuntime.address6): an IPv6 server's u32 `address` is 0. */
+export type KeepHealth = (service: string) => (server: string, address: Uint32Array, port: number) => ServerHealth | undefined;
 
 export function healthKeeper(old: readonly ServiceRuntime[]): KeepHealth {
   const kept = new Map<string, ServerHealth>();
-  const key = (service: string, server: string, address: number, port: number): string => `${service}\n${server}\n${String(address)}:${String(port)}`;
-  for (const s of old) for (const b of s.servers) kept.set(key(s.name, b.id, b.address, b.port), b.health);
+  const key = (service: string, server: string, address: Uint32Array, port: number): string => `${service}\n${server}\n${address.join('.')}:${String(port)}`;
+  for (const s of old) for (const b of s.servers) kept.set(key(s.name, b.id, b.address6, b.port), b.health);
   return (service) => (server, address, port) => kept.get(key(service, server, address, port));
 }
