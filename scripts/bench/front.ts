@@ -24,9 +24,17 @@
  *   node scripts/bench/front.ts [--seconds 5] [--rounds 2] [--conns 64] [--threads 2]
  *                               [--only close|keepalive|bulk|flood|latency] [--burner]
  *                               [--modes dnat,haproxy,sluice[,sluice-kernel][,sluice-nice]] [--perf DIR (perf record -a -g per run)]
- *                               [--flood-procs 1] [--flood-synproxy false|auto|true]
+ *                               [--flood-procs 1] [--flood-synproxy false|auto|true] [--family 4|6]
  * Prints a table, writes bench/results/front.json (`--only close|keepalive|bulk`:
  * front-<workload>.json; `--burner` adds `-burner` to the file name).
+ *
+ *   --family 6      (with --only close|keepalive|bulk) the same workload over
+ *                   IPv6 on the dual-stack testbed: the VIP is the cluster's
+ *                   `vip6`, the servers their `address6`, wrk targets
+ *                   http://[vip6]/, the reference is ip6tables DNAT (the same
+ *                   two nth/fallthrough rules as `dnat`), HAProxy binds the
+ *                   IPv6 VIP; default modes dnat,sluice; the result file
+ *                   gets a `6` (front-close6.json).
  *
  *   --burner        a CPU burner (`taskset -c 1` a Node busy loop) runs through
  *                   each mode's runs of every round, killed after them: the
@@ -79,8 +87,21 @@ const { values } = parseArgs({
     'flood-procs': { type: 'string', default: '1' },
     nice: { type: 'string', default: '-10' },
     'flood-synproxy': { type: 'string', default: 'false' },
+    family: { type: 'string', default: '4' },
   },
 });
+if (values.family !== '4' && values.family !== '6') {
+  console.error(`--family is 4 or 6, not ${values.family}`);
+  process.exit(2);
+}
+const v6 = values.family === '6';
+// The flood generator (synflood.c) and the paced client (connlat.c) build
+// IPv4 only: over IPv6 the benchmark runs the wrk workloads.
+if (v6 && !['close', 'keepalive', 'bulk'].includes(values.only ?? '')) {
+  console.error('--family 6 needs --only close, keepalive or bulk');
+  process.exit(2);
+}
+if (v6 && !process.argv.includes('--modes')) values.modes = 'dnat,sluice';
 const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
 const conns = Number(values.conns);
@@ -91,7 +112,7 @@ if (values.only !== undefined && !['close', 'keepalive', 'bulk', 'flood', 'laten
   process.exit(2);
 }
 const burnerTag = values.burner ? '-burner' : '';
-const VIP = '198.19.1.1';
+const familyTag = v6 ? '6' : '';
 
 if (tryRun('haproxy', ['-v']) === undefined) {
   console.error('installing haproxy (apt-get) for the reference...');
@@ -118,7 +139,14 @@ const c = st.plan.clients[0];
 if (!k || !c) throw new Error('bad plan');
 const fr = k.front.name;
 const cl = c.name;
-const servers = k.servers.map((s) => s.address);
+// Over IPv6 the cluster's IPv6 twins (2001:2::/48, the testbed's plan).
+const VIP = v6 ? k.vip6 : k.vip;
+/** The VIP as a URL host (IPv6 literals in brackets, RFC 3986). */
+const VIP_HOST = v6 ? `[${VIP}]` : VIP;
+const servers = k.servers.map((s) => (v6 ? s.address6 : s.address));
+/** An address and port in iptables' --to-destination syntax (IPv6 in brackets). */
+const hostPort = (a: string, port: number): string => (v6 ? `[${a}]:${String(port)}` : `${a}:${String(port)}`);
+const iptables = v6 ? 'ip6tables' : 'iptables';
 const serverNamespaces = k.servers.map((s) => s.name);
 const clientAddresses = [c.address, ...c.extraAddresses];
 runIn(fr, 'sysctl', ['-q', '-w', 'net.netfilter.nf_conntrack_tcp_timeout_time_wait=1', 'net.netfilter.nf_conntrack_tcp_timeout_syn_sent=5']);
@@ -133,16 +161,18 @@ interface Mode {
 const dnat: Mode = {
   name: 'dnat',
   start() {
-    runIn(fr, 'iptables', ['-t', 'nat', '-A', 'PREROUTING', '-d', VIP, '-p', 'tcp', '--dport', '80', '-m', 'statistic', '--mode', 'nth', '--every', '2', '--packet', '0', '-j', 'DNAT', '--to-destination', `${servers[0] ?? ''}:80`]);
-    runIn(fr, 'iptables', ['-t', 'nat', '-A', 'PREROUTING', '-d', VIP, '-p', 'tcp', '--dport', '80', '-j', 'DNAT', '--to-destination', `${servers[1] ?? ''}:80`]);
+    runIn(fr, iptables, ['-t', 'nat', '-A', 'PREROUTING', '-d', VIP, '-p', 'tcp', '--dport', '80', '-m', 'statistic', '--mode', 'nth', '--every', '2', '--packet', '0', '-j', 'DNAT', '--to-destination', hostPort(servers[0] ?? '', 80)]);
+    runIn(fr, iptables, ['-t', 'nat', '-A', 'PREROUTING', '-d', VIP, '-p', 'tcp', '--dport', '80', '-j', 'DNAT', '--to-destination', hostPort(servers[1] ?? '', 80)]);
     return Promise.resolve();
   },
   stop() {
-    runIn(fr, 'iptables', ['-t', 'nat', '-F', 'PREROUTING']);
+    runIn(fr, iptables, ['-t', 'nat', '-F', 'PREROUTING']);
     return Promise.resolve();
   },
 };
 
+// HAProxy's address syntax takes the last colon as the port separator, for
+// IPv6 literals too (no brackets).
 const haproxyCfg = join(st.runDir, 'haproxy.cfg');
 writeFileSync(
   haproxyCfg,
@@ -165,7 +195,7 @@ ${servers.map((s, i) => `  server s${i} ${s}:80`).join('\n')}
 const haproxy: Mode = {
   name: 'haproxy',
   start() {
-    runIn(fr, 'ip', ['addr', 'add', `${VIP}/32`, 'dev', 'lo']);
+    runIn(fr, 'ip', ['addr', 'add', `${VIP}/${v6 ? '128' : '32'}`, 'dev', 'lo', ...(v6 ? ['nodad'] : [])]);
     runIn(fr, 'haproxy', ['-D', '-f', haproxyCfg]);
     sleepSync(300);
     return Promise.resolve();
@@ -174,7 +204,7 @@ const haproxy: Mode = {
     const pid = Number(readFileSync(join(st.runDir, 'haproxy.pid'), 'utf8').trim());
     process.kill(pid, 'SIGTERM');
     sleepSync(300);
-    runIn(fr, 'ip', ['addr', 'del', `${VIP}/32`, 'dev', 'lo']);
+    runIn(fr, 'ip', ['addr', 'del', `${VIP}/${v6 ? '128' : '32'}`, 'dev', 'lo']);
     return Promise.resolve();
   },
 };
@@ -189,23 +219,24 @@ writeFileSync(
   file,
   `cluster: c1
 uplinkAddress: ${k.uplinkAddress}
+uplinkAddress6: ${k.uplinkAddress6}
 adminSocket: ${join(st.runDir, 'front.sock')}
 services:
   - name: www
-    vip: ${VIP}
+    vip: "${VIP}"
     port: 80
     method: byrequests
 ${synPath}    servers:
-${servers.map((s, i) => `      - { name: s${i}, address: ${s} }`).join('\n')}
+${servers.map((s, i) => `      - { name: s${i}, address: "${s}" }`).join('\n')}
   - name: synbench
-    vip: ${VIP}
+    vip: "${VIP}"
     port: 81
     method: byrequests
     # false (default): every flood SYN is decided (by the mode's SYN path),
     # the decision rate is what is measured; auto or true: SYN cookies answer them.
     synproxy: ${values['flood-synproxy']}
     servers:
-${servers.map((s, i) => `      - { name: s${i}, address: ${s} }`).join('\n')}
+${servers.map((s, i) => `      - { name: s${i}, address: "${s}" }`).join('\n')}
 `,
 );
 let frontChild: ChildProcess | undefined;
@@ -266,9 +297,9 @@ function wrk(args: string[]): Promise<WrkResult> {
 }
 
 const workloads = {
-  close: [`-t${threads}`, `-c${conns}`, `-d${seconds}s`, '-H', 'Connection: close', `http://${VIP}/`],
-  keepalive: [`-t${threads}`, `-c${conns}`, `-d${seconds}s`, `http://${VIP}/`],
-  bulk: [`-t${threads}`, `-c${4 * threads}`, `-d${seconds}s`, `http://${VIP}/blob.bin`],
+  close: [`-t${threads}`, `-c${conns}`, `-d${seconds}s`, '-H', 'Connection: close', `http://${VIP_HOST}/`],
+  keepalive: [`-t${threads}`, `-c${conns}`, `-d${seconds}s`, `http://${VIP_HOST}/`],
+  bulk: [`-t${threads}`, `-c${4 * threads}`, `-d${seconds}s`, `http://${VIP_HOST}/blob.bin`],
 } as const;
 type Workload = keyof typeof workloads;
 
@@ -546,7 +577,7 @@ if (values.only === 'flood') {
   for (let r = 0; r < rounds; r++) {
     await sluice.start();
     // The same warm-up as the other runs: the decision path compiled before the flood.
-    await wrk(['-t1', '-c8', '-d2s', '-H', 'Connection: close', `http://${VIP}/`]);
+    await wrk(['-t1', '-c8', '-d2s', '-H', 'Connection: close', `http://${VIP_HOST}/`]);
     const perfStop = perfStart(`flood-${String(r + 1)}`);
     // (ip netns exec and bin/sluice exec: this pid is the daemon's, as perf reports it.)
     if (perfStop) console.error(`round ${String(r + 1)}: daemon pid ${String(frontChild?.pid)}`);
@@ -606,7 +637,7 @@ if (values.only === 'latency') {
     let dnatPeak = NaN;
     for (const m of modes) {
       await m.start();
-      await wrk(['-t1', '-c8', '-d2s', '-H', 'Connection: close', `http://${VIP}/`]);
+      await wrk(['-t1', '-c8', '-d2s', '-H', 'Connection: close', `http://${VIP_HOST}/`]);
       if (m.name === 'dnat') {
         dnatPeak = (await wrk([...workloads.close])).rps;
         sleepSync(1500); // TIME_WAIT (1 s here) drains before the paced run
@@ -664,8 +695,8 @@ for (let r = 0; r < rounds; r++) {
     // daemon's JavaScript is not yet compiled by the optimising tiers, and
     // its first seconds pay for that in every later measurement), then the
     // kept-alive path.
-    await wrk(['-t1', '-c8', '-d2s', '-H', 'Connection: close', `http://${VIP}/`]);
-    await wrk(['-t1', '-c8', '-d1s', `http://${VIP}/`]);
+    await wrk(['-t1', '-c8', '-d2s', '-H', 'Connection: close', `http://${VIP_HOST}/`]);
+    await wrk(['-t1', '-c8', '-d1s', `http://${VIP_HOST}/`]);
     for (const w of Object.keys(workloads) as Workload[]) {
       if (values.only !== undefined && values.only !== w) continue;
       const probe = m.name.startsWith('sluice') ? daemonProbe() : undefined;
@@ -695,7 +726,7 @@ if (values.only !== undefined) {
   const f = w === 'bulk' ? 'mbps' : 'rps';
   const ofRound = (mode: string, r: number): number => samples.find((x) => x.mode === mode && x.round === r)?.[f] ?? NaN;
   const only: Record<string, { median: number; perRound: number[]; ratioPerRound?: number[]; ratioMedian?: number; ratioMin?: number; ratioMax?: number }> = {};
-  console.log(`${w}${values.burner ? ' (CPU burner on core 1)' : ''}: ${f === 'rps' ? 'req/s' : 'MB/s'}, median of ${rounds} rounds; ratio = each round's run / that round's DNAT run`);
+  console.log(`${w}${v6 ? ' over IPv6' : ''}${values.burner ? ' (CPU burner on core 1)' : ''}: ${f === 'rps' ? 'req/s' : 'MB/s'}, median of ${rounds} rounds; ratio = each round's run / that round's DNAT run`);
   for (const m of modes) {
     const perRound = Array.from({ length: rounds }, (_, r) => ofRound(m.name, r + 1));
     const entry: (typeof only)[string] = { median: med(perRound), perRound };
@@ -709,8 +740,8 @@ if (values.only !== undefined) {
     }
   }
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-  const file = `bench/results/front-${w}${burnerTag}.json`;
-  const out = { benchmark: 'front', workload: w, date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { seconds, rounds, conns, threads, wrk: workloads[w], frontNamespace: 'conntrack time_wait 1 s', burner: values.burner ? 'taskset -c 1 node -e for(;;){} through each mode\'s runs' : 'none' }, modes: only, samples };
+  const file = `bench/results/front-${w}${familyTag}${burnerTag}.json`;
+  const out = { benchmark: 'front', workload: w, family: v6 ? 'ipv6' : 'ipv4', vip: VIP, date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { seconds, rounds, conns, threads, wrk: workloads[w], frontNamespace: 'conntrack time_wait 1 s', burner: values.burner ? 'taskset -c 1 node -e for(;;){} through each mode\'s runs' : 'none' }, modes: only, samples };
   writeFileSync(join(ROOT, file), JSON.stringify(out, null, 2) + '\n');
   console.log(`results: ${file}`);
   process.exit(0);

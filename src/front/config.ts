@@ -452,8 +452,10 @@ export const frontConfigSchema = z
  * translate between families, and the mark's rule lives in the VIP's
  * family's table). An IPv6 service overflows to the other clusters' IPv6
  * VIPs, SNATed to uplinkAddress6. SYN cookies and the kernel SYN path are
- * IPv4's for now (their rules exist in the ip table only): an explicit
- * request for them on an IPv6 service is refused, the defaults step aside.
+ * IPv4's for now (their rules exist in the ip table only; for SYN cookies
+ * the kernel's nft synproxy drops IPv6 packets whose checksum it must
+ * verify, docs/front-node-design.md): an explicit request for them on an
+ * IPv6 service is refused, the defaults step aside.
  */
 function checkFamilies(cfg: Pick<z.output<typeof frontConfigSchema>, 'services' | 'overflow' | 'uplinkAddress6'>, ctx: z.RefinementCtx): void {
   const v6 = cfg.services.some((s) => familyOf(s.vip) === 6);
@@ -468,7 +470,7 @@ function checkFamilies(cfg: Pick<z.output<typeof frontConfigSchema>, 'services' 
         });
       }
     });
-    if (fam === 6 && s.synproxy !== undefined && !isOff(s.synproxy)) ctx.addIssue({ code: 'custom', path: ['services', i, 'synproxy'], message: 'SYN cookies are for IPv4 services only (the SYNPROXY rules are in the ip table): remove synproxy, or set it to false' });
+    if (fam === 6 && s.synproxy !== undefined && !isOff(s.synproxy)) ctx.addIssue({ code: 'custom', path: ['services', i, 'synproxy'], message: 'SYN cookies are for IPv4 services only (the kernel\'s nft synproxy checks an IPv6 packet\'s TCP checksum as IPv4 and drops it: docs/front-node-design.md, "SYN cookies in front of the decision"): remove synproxy, or set it to false' });
     if (fam === 6 && s.synPath === 'kernel') ctx.addIssue({ code: 'custom', path: ['services', i, 'synPath'], message: 'the kernel SYN path is for IPv4 services only (the schedule map is in the ip table): remove synPath, or set it to queue' });
   });
   if (!v6 || cfg.overflow.length === 0) return;

@@ -48,6 +48,23 @@ describe('synproxy config: auto by default, true/false/options as before', () =>
   });
 });
 
+describe('synproxy on an IPv6 service: refused (the kernel\'s nft synproxy drops IPv6 packets it must checksum)', () => {
+  const doc = (synproxy: unknown): string =>
+    JSON.stringify({ cluster: 'c1', uplinkAddress: '198.18.101.2', services: [{ name: 'v6', vip: '2001:2:0:1001::1', port: 80, method: 'byrequests', ...(synproxy === undefined ? {} : { synproxy }), servers: [{ name: 's', address: '2001:2:0:201::11' }] }] });
+  it('an explicit request is refused with the reason', () => {
+    for (const v of [true, 'auto', { mss: 1400 }]) assert.throws(() => parseConfig(frontConfigSchema, doc(v), 'x'), /SYN cookies are for IPv4 services only \(the kernel's nft synproxy checks an IPv6 packet's TCP checksum/);
+  });
+  it('absent or false: no cookies, no SYNPROXY part in the ip6 table', () => {
+    for (const v of [undefined, false]) {
+      const cfg = parseConfig(frontConfigSchema, doc(v), 'x');
+      assert.equal(synproxyOf(cfg, cfg.services[0]!), undefined);
+      const n = renderNft(cfg, configuredSpread(cfg));
+      assert.doesNotMatch(n.v6?.table ?? 'missing', /syn_seen|synproxied|synproxy/);
+      assert.equal(synproxiedUpdateScript(cfg, new Set()), '');
+    }
+  });
+});
+
 describe('synproxy sets: syn_seen counts every capable service, synproxied holds the engaged ones', () => {
   const cfg = config([{}, { synproxy: true }, { synproxy: false }, { synproxy: { mode: 'auto', mss: 1400 } }]);
 
