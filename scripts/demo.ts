@@ -12,10 +12,11 @@
  * Every client resolves www.example.test at the Sluice DNS server and
  * fetches from the address it gets, twice a second. One more client
  * (--ipv6-only-clients, default 1) has IPv6 only: it asks for AAAA over
- * IPv6 and is steered by RTT like the others (the front nodes ping it with
- * ICMPv6 echo), but it only resolves: the front nodes do not serve IPv6
- * VIPs yet, so there is nothing to fetch from, and the demo says so rather
- * than pretend. Every 2 s the demo
+ * IPv6, is steered by RTT like the others (the front nodes ping it with
+ * ICMPv6 echo), and fetches over IPv6 from the IPv6 VIP it got: every front
+ * node serves an IPv6 service beside the IPv4 one (site.ts ipv6Service:
+ * www6 on the cluster's vip6, the servers' IPv6 addresses, health-checked
+ * like www, overflow to the other clusters' vip6). Every 2 s the demo
  * shows each cluster (its front nodes' roles, capacity, load, servers with
  * their connections and utilization), the DNS servers' choice per client
  * prefix with its reason and the RTTs measured to it, and what each client got. Clients ask the DNS
@@ -66,11 +67,12 @@ const st = up({ prefix: values.prefix, serverCpus: 0.25, frontsPerCluster: Numbe
 console.log(describePlan(st.plan));
 for (const c of st.plan.ipv6OnlyClients) {
   console.log(
-    `\n${c.name} is IPv6-only (${c.address6}): it resolves AAAA over IPv6 and is steered by the RTTs the front nodes measure to it with ICMPv6 echo. It does not fetch: the front nodes do not serve IPv6 VIPs yet, so the demo shows its answer and RTTs only ("resolve only").`,
+    `\n${c.name} is IPv6-only (${c.address6}): it resolves AAAA over IPv6, is steered by the RTTs the front nodes measure to it with ICMPv6 echo, and fetches over IPv6 from the cluster's IPv6 VIP (${st.plan.clusters.map((k) => `c${k.index} ${k.vip6}`).join(', ')}).`,
   );
 }
 // Health checks on, as a real site runs: a killed nginx is taken out within 2 s (front check) and shows on the dashboard.
-const daemons: Daemon[] = startSite(st, { healthChecks: true });
+// ipv6Service: every front node serves the cluster's IPv6 VIP too (service www6), for the IPv6-only clients.
+const daemons: Daemon[] = startSite(st, { healthChecks: true, ipv6Service: true });
 console.log(`\nStarted ${daemons.length} Sluice daemons (logs in ${st.runDir}/*.log).`);
 // The live web view; it prints its URL (errors, e.g. a port in use, on stderr).
 const sources = [
@@ -86,64 +88,53 @@ console.log(values.keep ? `(--keep: the site stays up; remove it with: node scri
 const vipCluster = new Map(st.plan.clusters.flatMap((k) => [[k.vip, `c${k.index}`] as const, [k.vip6, `c${k.index}`] as const]));
 
 interface ClientTally {
-  /** An IPv6-only client: resolves AAAA only, no fetch (no IPv6 VIPs on the front yet). */
-  resolveOnly: boolean;
   resolved: Map<string, number>;
   fetched: number;
   failed: number;
   servers: Map<string, number>;
   last: string;
 }
-const newTally = (resolveOnly: boolean): ClientTally => ({ resolveOnly, resolved: new Map<string, number>(), fetched: 0, failed: 0, servers: new Map<string, number>(), last: '-' });
-const tally = new Map<string, ClientTally>([...st.plan.clients.map((c) => [c.name, newTally(false)] as const), ...st.plan.ipv6OnlyClients.map((c) => [c.name, newTally(true)] as const)]);
-/** FETCHED as shown: a resolve-only client says so instead of a 0. */
-const fetchedText = (t: ClientTally): string => (t.resolveOnly ? 'resolve only' : String(t.fetched));
+const newTally = (): ClientTally => ({ resolved: new Map<string, number>(), fetched: 0, failed: 0, servers: new Map<string, number>(), last: '-' });
+const tally = new Map<string, ClientTally>([...st.plan.clients, ...st.plan.ipv6OnlyClients].map((c) => [c.name, newTally()] as const));
 
 let stopping = false;
 const started = Date.now();
 /** Which DNS server the next round asks (in turn, as resolvers spread over an NS set). */
 let dnsTurn = 0;
 
-/** One resolve-and-fetch per client (DNS answer, then HTTP to it). */
+/**
+ * One resolve-and-fetch by one client: the DNS answer (A over IPv4, or AAAA
+ * over IPv6 for an IPv6-only client), then HTTP to the address it names.
+ */
+async function resolveAndFetch(name: string, ipv6: boolean, dnsServer: { address: string; address6: string }): Promise<void> {
+  const t = tally.get(name);
+  if (!t) return;
+  const dig = ipv6 ? ['-6', '+short', '+time=1', '+tries=1', `@${dnsServer.address6}`, 'www.example.test', 'AAAA'] : ['+short', '+time=1', '+tries=1', `@${dnsServer.address}`, 'www.example.test', 'A'];
+  const answer = (await nsExec(name, 'dig', dig))?.trim().split('\n')[0] ?? '';
+  if (ipv6 ? !/^[0-9a-f:]+$/i.test(answer) || !answer.includes(':') : !/^\d+\.\d+\.\d+\.\d+$/.test(answer)) {
+    t.failed++;
+    t.last = 'no DNS answer';
+    return;
+  }
+  const cluster = vipCluster.get(answer) ?? answer;
+  t.resolved.set(cluster, (t.resolved.get(cluster) ?? 0) + 1);
+  // -g: the brackets of an IPv6 literal are the URL's, not a curl glob.
+  const page = await nsExec(name, 'curl', ipv6 ? ['-6', '-g', '-s', '-m', '3', `http://[${answer}]/`] : ['-s', '-m', '3', `http://${answer}/`]);
+  if (page === undefined || !page.startsWith('server ')) {
+    t.failed++;
+    t.last = `${cluster}: fetch failed`;
+    return;
+  }
+  t.fetched++;
+  const id = page.split(' ')[1] ?? '?';
+  t.servers.set(id, (t.servers.get(id) ?? 0) + 1);
+  t.last = `${cluster} -> ${id}${ipv6 ? ' (IPv6)' : ''}`;
+}
+
+/** One resolve-and-fetch per client, all clients at once. */
 async function clientRound(): Promise<void> {
   const dnsServer = st.plan.dnsServers[dnsTurn++ % st.plan.dnsServers.length] ?? st.plan.dns;
-  await Promise.all([
-    ...st.plan.clients.map(async (c) => {
-      const t = tally.get(c.name);
-      if (!t) return;
-      const answer = (await nsExec(c.name, 'dig', ['+short', '+time=1', '+tries=1', `@${dnsServer.address}`, 'www.example.test', 'A']))?.trim().split('\n')[0] ?? '';
-      if (!/^\d+\.\d+\.\d+\.\d+$/.test(answer)) {
-        t.failed++;
-        t.last = 'no DNS answer';
-        return;
-      }
-      const cluster = vipCluster.get(answer) ?? answer;
-      t.resolved.set(cluster, (t.resolved.get(cluster) ?? 0) + 1);
-      const page = await nsExec(c.name, 'curl', ['-s', '-m', '3', `http://${answer}/`]);
-      if (page === undefined || !page.startsWith('server ')) {
-        t.failed++;
-        t.last = `${cluster}: fetch failed`;
-        return;
-      }
-      t.fetched++;
-      const id = page.split(' ')[1] ?? '?';
-      t.servers.set(id, (t.servers.get(id) ?? 0) + 1);
-      t.last = `${cluster} -> ${id}`;
-    }),
-    ...st.plan.ipv6OnlyClients.map(async (c) => {
-      const t = tally.get(c.name);
-      if (!t) return;
-      const answer = (await nsExec(c.name, 'dig', ['-6', '+short', '+time=1', '+tries=1', `@${dnsServer.address6}`, 'www.example.test', 'AAAA']))?.trim().split('\n')[0] ?? '';
-      if (!/^[0-9a-f:]+$/i.test(answer) || !answer.includes(':')) {
-        t.failed++;
-        t.last = 'no DNS answer';
-        return;
-      }
-      const cluster = vipCluster.get(answer) ?? answer;
-      t.resolved.set(cluster, (t.resolved.get(cluster) ?? 0) + 1);
-      t.last = `${cluster} (AAAA ${answer}; not fetched)`;
-    }),
-  ]);
+  await Promise.all([...st.plan.clients.map((c) => resolveAndFetch(c.name, false, dnsServer)), ...st.plan.ipv6OnlyClients.map((c) => resolveAndFetch(c.name, true, dnsServer))]);
 }
 
 interface HaView {
@@ -153,7 +144,7 @@ interface HaView {
 }
 interface FrontView {
   ha?: HaView;
-  services?: { servers: { name: string; active: number; decided: number; capacity: number | null; rate?: number }[] }[];
+  services?: { name: string; servers: { name: string; active: number; decided: number; capacity: number | null; rate?: number }[] }[];
   control?: { servers: { name: string; utilization: number; capacity: number; down: boolean }[]; cluster: { capacity: number; load: number; available: number; serversUp: number; serversTotal: number } };
 }
 interface DnsView {
@@ -188,13 +179,16 @@ async function view(title: string): Promise<void> {
       continue;
     }
     const cl = f.control?.cluster;
-    out.push(`cluster c${k.index} (VIP ${k.vip}): capacity ${n1(cl?.capacity)}/s, load ${n1(cl?.load)}/s, available ${n1(cl?.available)}/s, servers up ${cl?.serversUp ?? '-'}/${cl?.serversTotal ?? '-'}`);
+    out.push(`cluster c${k.index} (VIP ${k.vip}, IPv6 VIP ${k.vip6}): capacity ${n1(cl?.capacity)}/s, load ${n1(cl?.load)}/s, available ${n1(cl?.available)}/s, servers up ${cl?.serversUp ?? '-'}/${cl?.serversTotal ?? '-'}`);
     const est = new Map((f.control?.servers ?? []).map((s) => [s.name, s]));
-    const rows = (f.services?.[0]?.servers ?? []).map((s) => {
+    // ACTIVE and DECIDED per service: www (IPv4) and, beside it, www6 (IPv6); the estimate is the server's, shared by both.
+    const www6 = new Map((f.services?.find((x) => x.name === 'www6')?.servers ?? []).map((s) => [s.name, s]));
+    const rows = (f.services?.find((x) => x.name === 'www')?.servers ?? []).map((s) => {
       const e = est.get(s.name);
-      return [s.name, String(s.active), String(s.decided), `${n1(e?.capacity)}/s`, e ? `${(e.utilization * 100).toFixed(0)}%` : '-', e?.down === true ? 'down' : 'up'];
+      const s6 = www6.get(s.name);
+      return [`  ${s.name}`, String(s.active), String(s.decided), String(s6?.active ?? '-'), String(s6?.decided ?? '-'), `${n1(e?.capacity)}/s`, e ? `${(e.utilization * 100).toFixed(0)}%` : '-', e?.down === true ? 'down' : 'up'];
     });
-    out.push(table(['  SERVER', 'ACTIVE', 'DECIDED', 'CAPACITY', 'UTIL', 'STATE'], rows.map((r) => [`  ${r[0] ?? ''}`, ...r.slice(1)])));
+    out.push(table(['  SERVER', 'ACTIVE', 'DECIDED', 'ACTIVE6', 'DECIDED6', 'CAPACITY', 'UTIL', 'STATE'], rows));
   }
   for (const dp of st.plan.dnsServers) {
     const d = await statusOf<DnsView>(dnsSocket(st, dp));
@@ -205,7 +199,7 @@ async function view(title: string): Promise<void> {
       out.push(table(['  CLIENT PREFIX', 'ANSWER', 'REASON', 'RTTS (MS)'], d.steering.recent.map((r) => [`  ${r.client}`, [...new Set(r.answer.map((a) => vipCluster.get(a) ?? a))].join(','), r.reason, rtts.get(r.client) ?? '-'])));
     } else out.push(`DNS ${dp.id}: not answering`);
   }
-  out.push(table(['CLIENT', 'DNS ANSWERS', 'FETCHED', 'FAILED', 'SERVERS', 'LAST'], [...tally].map(([name, t]) => [name, fmt(t.resolved), fetchedText(t), String(t.failed), fmt(t.servers), t.last])));
+  out.push(table(['CLIENT', 'DNS ANSWERS', 'FETCHED', 'FAILED', 'SERVERS', 'LAST'], [...tally].map(([name, t]) => [name, fmt(t.resolved), String(t.fetched), String(t.failed), fmt(t.servers), t.last])));
   console.log(out.join('\n'));
 }
 
@@ -215,8 +209,8 @@ function fmt(m: Map<string, number>): string {
 
 function summary(): void {
   console.log('\n=== Summary ===');
-  console.log(table(['CLIENT', 'DNS ANSWERS BY CLUSTER', 'FETCHED', 'FAILED', 'SERVERS THAT ANSWERED'], [...tally].map(([name, t]) => [name, fmt(t.resolved), fetchedText(t), String(t.failed), fmt(t.servers)])));
-  if (st.plan.ipv6OnlyClients.length > 0) console.log(`(${st.plan.ipv6OnlyClients.map((c) => c.name).join(', ')}: IPv6-only, resolve only: the front nodes do not serve IPv6 VIPs yet)`);
+  console.log(table(['CLIENT', 'DNS ANSWERS BY CLUSTER', 'FETCHED', 'FAILED', 'SERVERS THAT ANSWERED'], [...tally].map(([name, t]) => [name, fmt(t.resolved), String(t.fetched), String(t.failed), fmt(t.servers)])));
+  if (st.plan.ipv6OnlyClients.length > 0) console.log(`(${st.plan.ipv6OnlyClients.map((c) => c.name).join(', ')}: IPv6-only, resolved AAAA and fetched over IPv6 through the clusters' IPv6 VIPs)`);
   const favourite = [...tally.values()].map((t) => [...t.resolved].sort((a, b) => b[1] - a[1])[0]?.[0] ?? '-');
   const clustersServing = new Set([...tally.values()].flatMap((t) => [...t.servers.keys()].map((id) => id.slice(1, 2))));
   console.log(`\nclusters serving: ${[...clustersServing].sort().map((c) => `c${c}`).join(', ') || 'none'}; DNS answers differ by client: ${new Set(favourite).size > 1 ? 'yes' : 'no'} (${favourite.join(', ')})`);

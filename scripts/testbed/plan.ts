@@ -165,7 +165,7 @@ export interface ClusterPlan {
   readonly vipNetwork6: string;
   /** The first VIP of the cluster (198.19.k.1). */
   readonly vip: string;
-  /** The first IPv6 VIP (2001:2:0:1kkk::1); the front node has no IPv6 services yet. */
+  /** The first IPv6 VIP (2001:2:0:1kkk::1); served by the front node's IPv6 service (site.ts ipv6Service). */
   readonly vip6: string;
   readonly wanIf: string;
   readonly servers: readonly ServerPlan[];

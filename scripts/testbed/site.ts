@@ -57,7 +57,8 @@ export interface SiteOptions {
   /**
    * Each front node also serves the cluster's IPv6 VIP (service www6,
    * vip6 port 80, the servers' IPv6 twins; overflow to the other clusters'
-   * vip6, SNATed to uplinkAddress6).
+   * vip6, SNATed to uplinkAddress6). With healthChecks, www6 checks its
+   * servers like www (over IPv6), so a killed nginx leaves both services.
    */
   readonly ipv6Service?: boolean;
 }
@@ -173,7 +174,7 @@ ${
     vip: "${k.vip6}"
     port: 80
     method: capacity
-    servers:
+${o.healthChecks === true ? '    health: { kind: http, path: /healthz, bodyMatch: ok, intervalSeconds: 1, timeoutSeconds: 0.5, rise: 2, fall: 2, slowStartSeconds: 10 }\n' : ''}    servers:
 ${k.servers.map((s) => `      - { name: ${s.id}, address: "${s.address6}" }`).join('\n')}
 `
       : ''
