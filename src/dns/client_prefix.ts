@@ -13,7 +13,7 @@
  * its network address + 1.
  */
 import { formatIPv4Address, parseIPv4Address, prefixMask } from '../packet/address.ts';
-import { formatIPv6Groups, parseIPv6Groups } from '../packet/address6.ts';
+import { formatIPv6Groups, maskIPv6Groups, parseIPv6Groups } from '../packet/address6.ts';
 
 export interface ClientPrefix {
   readonly key: string;
@@ -38,24 +38,8 @@ export function ipv6Groups(s: string): number[] | undefined {
   return parseIPv6Groups(zone >= 0 ? s.slice(0, zone) : s);
 }
 
-/** The groups of the prefix `len` of `groups` (host bits cleared). */
-function maskGroups(groups: readonly number[], len: number): number[] {
-  const out: number[] = [];
-  for (let i = 0; i < 8; i++) {
-    const bits = Math.max(0, Math.min(16, len - i * 16));
-    out.push((groups[i] ?? 0) & (bits === 0 ? 0 : (0xffff << (16 - bits)) & 0xffff));
-  }
-  return out;
-}
-
-/**
- * The network in RFC 5952 text, as every other IPv6 address sluice shows:
- * status and the dashboard print keys (without the "6:"), and an operator
- * looks for "2001:2:0:12::/64", not "2001:2:0:12:0:0:0:0/64". One text per
- * prefix (the groups are masked first), so keys still compare as strings.
- */
 function v6Key(groups: readonly number[], len: number): string {
-  return `6:${formatIPv6Groups(maskGroups(groups, len))}/${String(len)}`;
+  return `6:${formatIPv6Groups(maskIPv6Groups(groups, len))}/${String(len)}`;
 }
 
 export interface PrefixLengths {
@@ -94,7 +78,7 @@ export function prefixOfEcs(family: number, source: number, addr: Uint8Array, le
   const groups: number[] = [];
   for (let i = 0; i < 8; i++) groups.push(((addr[2 * i] ?? 0) << 8) | (addr[2 * i + 1] ?? 0));
   // As for IPv4: the network address + 1 stands for a host inside the prefix.
-  const net = maskGroups(groups, len);
+  const net = maskIPv6Groups(groups, len);
   if (len <= 126) net[7] = (net[7] ?? 0) + 1;
   return { key: v6Key(groups, len), family: 6, length: len, probeTarget: formatIPv6Groups(net) };
 }

@@ -189,6 +189,16 @@ export function formatIPv6Groups(groups: readonly number[]): string {
   return `${hex(0, bestAt)}::${hex(bestAt + bestLen, 8)}`;
 }
 
+/** The groups of the prefix `length` of `groups` (host bits cleared), for text forms (the packet path uses maskAddress6). */
+export function maskIPv6Groups(groups: readonly number[], length: number): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < 8; i++) {
+    const bits = Math.max(0, Math.min(16, length - i * 16));
+    out.push((groups[i] ?? 0) & (bits === 0 ? 0 : (0xffff << (16 - bits)) & 0xffff));
+  }
+  return out;
+}
+
 /**
  * RFC 5952 text: lower case, no leading zeros, the longest run of two or
  * more zero groups (the first of equal runs) as "::", and an IPv4-mapped

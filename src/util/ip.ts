@@ -19,8 +19,8 @@
  * group of more than 4 hex digits, an embedded IPv4 tail anywhere but the
  * last 32 bits, and text longer than any address (45 characters).
  */
-import { formatIPv4Address, parseIPv4Address } from '../packet/address.ts';
-import { formatIPv6Groups, parseIPv6Groups } from '../packet/address6.ts';
+import { formatIPv4Address, parseIPv4Address, prefixMask } from '../packet/address.ts';
+import { formatIPv6Groups, maskIPv6Groups, parseIPv6Groups } from '../packet/address6.ts';
 
 /** Longest valid IPv6 text: 6 groups of 4, 6 colons, a dotted quad of 15. */
 export const MAX_ADDRESS_TEXT = 45;
@@ -68,16 +68,10 @@ export interface AddressPrefix {
 export function prefixOf(a: ClientAddress, lengths: FamilyPrefixLengths): AddressPrefix {
   if (a.family === 4) {
     const len = lengths.ipv4;
-    const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
-    return { family: 4, network: len === 32 ? a.text : formatIPv4Address((a.v4 & mask) >>> 0), length: len };
+    return { family: 4, network: len === 32 ? a.text : formatIPv4Address((a.v4 & prefixMask(len)) >>> 0), length: len };
   }
   const len = lengths.ipv6;
   if (len === 128) return { family: 6, network: a.text, length: 128 };
-  const out: number[] = [];
-  for (let i = 0; i < 8; i++) {
-    const bits = Math.max(0, Math.min(16, len - i * 16));
-    const mask = bits === 0 ? 0 : (0xffff << (16 - bits)) & 0xffff;
-    out.push((a.groups[i] ?? 0) & mask);
-  }
+  const out = maskIPv6Groups(a.groups, len);
   return { family: 6, network: formatIPv6Groups(out), length: len };
 }
