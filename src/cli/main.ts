@@ -14,10 +14,11 @@ import { keygenCommand } from './keygen.ts';
 import { masterCommand } from './master.ts';
 import { masterProxyCommand } from './master-proxy.ts';
 import { scheduleCommand } from './schedule.ts';
+import { simulateCommand } from './simulate.ts';
 import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
 
-const commands: readonly Command[] = [frontCommand, dnsCommand, agentCommand, masterCommand, masterProxyCommand, ctlCommand, keygenCommand, scheduleCommand, statusCommand, dashboardCommand, checkConfigCommand, haCommand, versionCommand];
+const commands: readonly Command[] = [frontCommand, dnsCommand, agentCommand, masterCommand, masterProxyCommand, ctlCommand, keygenCommand, scheduleCommand, simulateCommand, statusCommand, dashboardCommand, checkConfigCommand, haCommand, versionCommand];
 
 function usage(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

@@ -1,0 +1,140 @@
+/**
+ * `sluice simulate` (src/sim/): a malformed scenario is refused with the key
+ * named (as configs are), the engine's figures on a two-unit world worked
+ * out by hand, and the fast policy path answering exactly as the DNS
+ * server's pipeline does.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, describe, it } from 'node:test';
+import { ConfigError } from '../../src/config/load.ts';
+import { parseScenario } from '../../src/sim/scenario.ts';
+import { simulate } from '../../src/sim/simulate.ts';
+
+const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
+const SMALL = fileURLToPath(new URL('../../scenarios/small.yaml', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'sluice-sim-'));
+after(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Two clusters, two units of 10 prefixes each, flat demand of 50 per unit; unit A is near c0, unit B near c1. */
+function tiny(extra: string): string {
+  return `name: tiny
+seed: 3
+durationSeconds: 600
+stepSeconds: 10
+reportSeconds: 2
+downAfterIntervals: 3
+reportDelaySeconds: 2
+ttlSeconds: 30
+oracleEverySeconds: 60
+steadySettleSeconds: 60
+phaseBins: 1
+regions: [{ name: r, lat: 0, lon: 0 }]
+clusters:
+  - { name: c0, lat: 0, lon: 0, capacity: 100 }
+  - { name: c1, lat: 0, lon: 1, capacity: 100 }
+prefixes:
+  explicit:
+    - { prefixes: 10, region: r, rttMs: [10, 50] }
+    - { prefixes: 10, region: r, rttMs: [40, 20] }
+demand: { peak: 100, troughRatio: 1 }
+${extra}`;
+}
+
+function problems(text: string): { path: string; message: string }[] {
+  try {
+    parseScenario(text, 'x.yaml');
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    return [...err.problems];
+  }
+  assert.fail('the scenario was accepted');
+}
+
+describe('simulate: scenario validation names the key', () => {
+  const cases: { name: string; text: string; path: string; says: RegExp }[] = [
+    { name: 'misspelt key', text: tiny('ttlSecond: 5'), path: 'ttlSecond', says: /did you mean "ttlSeconds"/ },
+    { name: 'missing capacity', text: tiny('').replace('lon: 1, capacity: 100', 'lon: 1'), path: 'clusters[1].capacity', says: /required key is missing/ },
+    { name: 'negative capacity', text: tiny('').replace('capacity: 100 }\n  - { name: c1', 'capacity: -5 }\n  - { name: c1'), path: 'clusters[0].capacity', says: /must be > 0/ },
+    { name: 'RTT row of the wrong length', text: tiny('').replace('rttMs: [10, 50]', 'rttMs: [10]'), path: 'prefixes.explicit[0].rttMs', says: /2 expected, 1 given/ },
+    { name: 'event names an unknown cluster', text: tiny('events: [{ type: cluster-lost, at: 100, cluster: c9 }]'), path: 'events[0].cluster', says: /no cluster "c9"/ },
+    { name: 'unknown event type', text: tiny('events: [{ type: meteor, at: 100 }]'), path: 'events[0].type', says: /cluster-lost, capacity, flash-crowd or report-delay/ },
+    { name: 'flash crowd ends before it starts', text: tiny('events: [{ type: flash-crowd, at: 100, until: 50, region: r, factor: 5 }]'), path: 'events[0].until', says: /after at/ },
+    { name: 'unknown policy', text: tiny('policies: [rtt, magic]'), path: 'policies[1]', says: /policies are/ },
+    { name: 'oracle interval not a multiple of the step', text: tiny('').replace('oracleEverySeconds: 60', 'oracleEverySeconds: 15'), path: 'oracleEverySeconds', says: /multiple of stepSeconds/ },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      const p = problems(c.text).find((x) => x.path === c.path);
+      assert.ok(p, `no problem at ${c.path}: ${JSON.stringify(problems(c.text))}`);
+      assert.match(p.message, c.says);
+    });
+  }
+  it('the command exits 1 and prints the key, without running', () => {
+    const f = join(dir, 'bad.yaml');
+    writeFileSync(f, tiny('events: [{ type: cluster-lost, at: 100, cluster: c9 }]'));
+    const r = spawnSync(BIN, ['simulate', '--scenario', f, '--out', join(dir, 'out-bad')], { encoding: 'utf8' });
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /invalid scenario/);
+    assert.match(r.stderr, /events\[0\]\.cluster: no cluster "c9"/);
+  });
+  it('usage errors exit 2', () => {
+    const r = spawnSync(BIN, ['simulate'], { encoding: 'utf8' });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--scenario is required/);
+  });
+});
+
+describe('simulate: the engine on a hand-computed world', () => {
+  it('nearest: each unit on its near cluster, mean RTT (50x10 + 50x20)/100 = 15 ms = the oracle', () => {
+    const r = simulate(parseScenario(tiny('policies: [nearest, rtt]')));
+    for (const p of r.policies) {
+      assert.equal(p.summary.meanRttAtOracleSamplesMs, 15, p.policy);
+      assert.equal(p.summary.oracleRttMs, 15);
+      assert.equal(p.summary.overloadClusterSeconds, 0);
+      assert.equal(p.summary.steadyChangesPerMinuteShare, 0);
+      // 20 prefixes, one query per TTL each.
+      assert.ok(Math.abs(p.summary.queriesPerSecond - 20 / 30) < 0.05, String(p.summary.queriesPerSecond));
+    }
+  });
+  it('a cluster lost between steps: down at the next step, every prefix moved at its next expiry', () => {
+    // phaseBins 1: all prefixes expire at 0, 30, 60, ... The loss at 305 applies at step 310 (c0
+    // silent since 300, down after 3 x 2 s); unit A's prefixes re-query at 330: recovered 25 s after
+    // the loss, and its 50/s were unserved for the steps 310 and 320 (2 x 10 s).
+    const r = simulate(parseScenario(tiny('policies: [nearest]\nevents: [{ type: cluster-lost, at: 305, cluster: c0 }]')));
+    const s = r.policies[0]?.summary;
+    assert.ok(s);
+    assert.deepEqual(s.recoverySeconds, [{ cluster: 0, at: 305, seconds: 25 }]);
+    assert.equal(s.unservedDemandSeconds, 50 * 20);
+    // After the move c1 carries 100 of 100: full, not over.
+    assert.equal(s.overloadClusterSeconds, 0);
+  });
+  it('the rtt policy herds when the near cluster is small: overload and answer changes', () => {
+    // c0 holds 30 of unit A's 50: the rtt policy sends A to c0 while it has room, then all of A to c1, and back.
+    const r = simulate(parseScenario(tiny('policies: [rtt]').replace('lon: 0, capacity: 100', 'lon: 0, capacity: 30')));
+    const s = r.policies[0]?.summary;
+    assert.ok((s?.overloadClusterSeconds ?? 0) > 0);
+    assert.ok((s?.steadyChangesPerMinuteShare ?? 0) > 0);
+    // The oracle puts 30 of A on c0 and 20 on c1 (50 ms), B on c1: (30x10 + 20x50 + 50x20)/100 = 23 ms.
+    assert.ok(Math.abs((s?.oracleRttMs ?? 0) - 23) < 1e-9, String(s?.oracleRttMs));
+  });
+});
+
+describe('simulate: the policy path answers as the pipeline does', () => {
+  it('rtt and capacity on the small scenario (1 h): identical figures', () => {
+    const text = readFileSync(SMALL, 'utf8').replace(/^durationSeconds: .*$/m, 'durationSeconds: 3600').replace(/^policies: .*$/m, 'policies: [rtt, capacity]').replace(/^events:[\s\S]*$/m, '');
+    const pipe = simulate(parseScenario(text.replace(/^steer: .*$/m, 'steer: pipeline')));
+    const fast = simulate(parseScenario(text.replace(/^steer: .*$/m, 'steer: policy')));
+    for (let i = 0; i < 2; i++) {
+      assert.deepEqual(fast.policies[i]?.summary, pipe.policies[i]?.summary);
+      assert.deepEqual(fast.policies[i]?.series, pipe.policies[i]?.series);
+    }
+    assert.ok((pipe.policies[0]?.summary.meanRttMs ?? 0) > 0);
+  });
+});
