@@ -70,8 +70,8 @@ export function lineChartSvg(title: string, t: readonly number[], lines: readonl
     parts.push(`<line x1="${L}" x2="${W - Rt}" y1="${num(y(v))}" y2="${num(y(v))}" stroke="#ddd"/><text x="${L - 4}" y="${num(y(v) + 4)}" font-size="10" text-anchor="end">${escapeXml(v >= 100 ? v.toFixed(0) : String(Math.round(v * 1000) / 1000))}</text>`);
   }
   const hours = xMax / 3600;
-  const stepH = hours > 48 ? 12 : hours > 12 ? 3 : hours > 3 ? 1 : 0.25;
-  for (let h = 0; h <= hours + 1e-9; h += stepH) parts.push(`<text x="${num(x(h * 3600))}" y="${H - B + 14}" font-size="10" text-anchor="middle">${num(h)}h</text>`);
+  const stepH = hours > 48 ? 12 : hours > 12 ? 3 : hours > 4 ? 1 : hours > 1.5 ? 0.5 : 0.25;
+  for (let h = 0; h <= hours + 1e-9; h += stepH) parts.push(`<text x="${num(x(h * 3600))}" y="${H - B + 14}" font-size="10" text-anchor="middle">${String(Math.round(h * 100) / 100)}h</text>`);
   parts.push(`<text x="12" y="${num(T + (H - T - B) / 2)}" font-size="10" transform="rotate(-90 12 ${num(T + (H - T - B) / 2)})" text-anchor="middle">${escapeXml(yLabel)}</text>`);
   for (const l of lines) {
     let d = '';

@@ -12,10 +12,10 @@ import type { Scenario, SimPolicyName } from './scenario.ts';
 import { NearestSteerer, PipelineSteerer, PolicySteerer, RoundRobinSteerer } from './steerers.ts';
 import { buildWorld, type World } from './world.ts';
 
-export function steererFactory(policy: SimPolicyName, s: Readonly<Scenario>, w: World): SteererFactory {
+export function steererFactory(policy: SimPolicyName, s: Readonly<Scenario>, w: World, seed: number): SteererFactory {
   switch (policy) {
     case 'round-robin':
-      return (t) => new RoundRobinSteerer(t);
+      return (t) => new RoundRobinSteerer(t, seed);
     case 'nearest':
       return (t) => new NearestSteerer(w, t);
     case 'rtt':
@@ -42,7 +42,7 @@ export function simulate(s: Readonly<Scenario>, opts: SimulateOptions = {}): Sim
   const runs: PolicyRun[] = [];
   let peakRss = process.memoryUsage.rss();
   for (const p of s.policies) {
-    const r = sim.run(p, steererFactory(p, s, world));
+    const r = sim.run(p, steererFactory(p, s, world, seed));
     runs.push(r);
     peakRss = Math.max(peakRss, process.memoryUsage.rss());
     opts.progress?.(`${p}: ${(r.wallMs / 1000).toFixed(1)} s, rtt ${r.summary.meanRttAtOracleSamplesMs.toFixed(1)} ms vs oracle ${r.summary.oracleRttMs.toFixed(1)} ms, overload ${r.summary.overloadClusterSeconds.toFixed(0)} cluster-s`);

@@ -16,7 +16,7 @@
  *   - `nearest`: latency routing (Route 53's): the lowest-RTT cluster that
  *     is up, whatever its load.
  *   - `round-robin`: round-robin DNS over the clusters that are up: each
- *     query gets the next cluster in turn.
+ *     query gets the next cluster in turn (to one resolver: any of them).
  *
  * Decisions are cached per (unit, class) for the step: the pipeline's
  * inputs change only when reports arrive, which is once per step.
@@ -35,7 +35,7 @@ import { RttTable } from '../dns/rtt_table.ts';
 import { Steering, type SteeredName } from '../dns/steer.ts';
 import { StickyTable } from '../dns/sticky.ts';
 import type { Scenario } from './scenario.ts';
-import type { World } from './world.ts';
+import { rng, type World } from './world.ts';
 
 export interface Steerer {
   readonly name: string;
@@ -278,11 +278,12 @@ export class RoundRobinSteerer implements Steerer {
   readonly name = 'round-robin';
   readonly classes = 1;
   readonly #clusters: ClusterTable;
+  readonly #rand: () => number;
   #up: number[] = [];
-  #next = 0;
 
-  constructor(clusters: ClusterTable) {
+  constructor(clusters: ClusterTable, seed: number) {
     this.#clusters = clusters;
+    this.#rand = rng(seed ^ 0x2b0b1);
   }
 
   beginStep(_step: number, nowMs: number): void {
@@ -290,10 +291,13 @@ export class RoundRobinSteerer implements Steerer {
     if (this.#up.length === 0) this.#up = this.#clusters.clusters.map((c) => c.index);
   }
 
-  /** The cohort gets its first prefix's turn; the rotation moves on by every prefix's query. */
-  answer(_unit: number, _cls: number, prefixes: number): number {
-    const c = this.#up[this.#next % this.#up.length] ?? -1;
-    this.#next = (this.#next + prefixes) % 1_000_000_007;
-    return c;
+  /**
+   * Where a query falls in the rotation depends on every other client's
+   * queries since: to a resolver it is a uniform draw over the clusters
+   * (a counter per cohort would line up with the cohorts' fixed order and
+   * hand a cohort the same cluster every time).
+   */
+  answer(): number {
+    return this.#up[Math.floor(this.#rand() * this.#up.length)] ?? -1;
   }
 }

@@ -6,7 +6,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { QualityMetrics, type StepObservation } from '../../src/sim/metrics.ts';
 
-function obs(o: Partial<StepObservation> & { load: number[]; capacity: number[]; alive?: number[] }): StepObservation {
+type Scalars = Omit<StepObservation, 'load' | 'capacity' | 'alive'>;
+
+function obs(o: Partial<Scalars> & { load: number[]; capacity: number[]; alive?: number[] }): StepObservation {
   return {
     t: o.t ?? 0,
     dt: o.dt ?? 10,
