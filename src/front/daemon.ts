@@ -1078,7 +1078,7 @@ export class FrontDaemon implements FrontMetricsSource {
       queue: this.#queue?.stats(),
       log: this.#log?.stats(),
       flowEnds: { events: this.flowEnds.stats(), ...this.flowEnds.counts, resyncs: { ...this.flowEnds.resyncs }, legacyRecords: this.table.legacy },
-      ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),
+      ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key, slot) => keyName(this.engine.services, cp, key, slot)) } } : {}),
       ...(this.#control ? { control: this.#control.status() } : {}),
       ...(this.throttle.gatekeeper ? { throttle: this.throttle.gatekeeper.status() } : {}),
       ...(this.admission.hierarchy ? { admission: this.admission.status() } : {}),
@@ -1199,14 +1199,14 @@ function shapingLayoutKey(cfg: Readonly<FrontConfig>): string {
 }
 
 /** A stick-table key as people read it (status). */
-function keyName(services: readonly ServiceRuntime[], cp: Checkpoint, key: number): string {
+function keyName(services: readonly ServiceRuntime[], cp: Checkpoint, key: number, slot: number): string {
   switch (cp.criterion) {
-    // An IPv6 client's key is a hash of its address or prefix (>= 2^32,
-    // engine.ts): not reversible, shown as such.
+    // An IPv6 client's key is a one-way hash of its address or prefix
+    // (>= 2^32, checkpoint.ts): the slot keeps the masked words beside it.
     case Criterion.Source:
-      return key >= 2 ** 32 ? `ipv6#${key.toString(16)}` : formatIPv4Address(key);
+      return key >= 2 ** 32 ? cp.prefix6Of(slot) : formatIPv4Address(key);
     case Criterion.SourcePrefix:
-      return key >= 2 ** 32 ? `ipv6#${key.toString(16)}` : `${formatIPv4Address(key)}/${String(Math.clz32(~cp.keyMask >>> 0))}`;
+      return key >= 2 ** 32 ? cp.prefix6Of(slot) : `${formatIPv4Address(key)}/${String(Math.clz32(~cp.keyMask >>> 0))}`;
     case Criterion.Service:
       return services[key]?.name ?? String(key);
     case Criterion.Server:
