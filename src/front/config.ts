@@ -88,9 +88,9 @@ const health = z
       .describe('A check that has not passed after this long (connect, request and response together) fails as a timeout; its socket is destroyed. Must be below `intervalSeconds`.'),
     rise: z.int({ error: 'health.rise is an integer 1..100' }).min(1, 'health.rise is 1..100').max(100, 'health.rise is 1..100').default(2).describe('Checks passed in a row before a down server is up again (HAProxy `rise`).'),
     fall: z.int({ error: 'health.fall is an integer 1..100' }).min(1, 'health.fall is 1..100').max(100, 'health.fall is 1..100').default(3).describe('Checks failed in a row before an up server is down (HAProxy `fall`): it gets no new connections; established ones continue.'),
-    source: ipv4
+    source: anyAddress('a local address')
       .optional()
-      .describe('Local address the checks are sent from (keepalived `bindto`); it must be on an interface of the front node (checked at start). Absent: the kernel chooses (the LAN address toward the server).'),
+      .describe('Local address the checks are sent from (keepalived `bindto`), of the service\'s family (IPv6 for an IPv6 service); it must be on an interface of the front node (checked at start). Absent: the kernel chooses (the LAN address toward the server).'),
     port: port.optional().describe('Port the checks go to; absent: each server\'s own port (the service\'s by default).'),
     path: z
       .string()
@@ -461,6 +461,10 @@ function checkFamilies(cfg: Pick<z.output<typeof frontConfigSchema>, 'services' 
   const v6 = cfg.services.some((s) => familyOf(s.vip) === 6);
   cfg.services.forEach((s, i) => {
     const fam = familyOf(s.vip);
+    const src = s.health.source;
+    if (src !== undefined && familyOf(src) !== fam) {
+      ctx.addIssue({ code: 'custom', path: ['services', i, 'health', 'source'], message: `health.source ${src} is IPv${String(familyOf(src))} but the service's VIP ${s.vip} is IPv${String(fam)}: the checks go to its IPv${String(fam)} servers; give an IPv${String(fam)} address of this node, or remove it to let the kernel choose` });
+    }
     s.servers.forEach((srv, k) => {
       if (familyOf(srv.address) !== fam) {
         ctx.addIssue({

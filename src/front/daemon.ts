@@ -266,7 +266,7 @@ export class FrontDaemon implements FrontMetricsSource {
         this.schedule.installed(targets);
         const engaged = this.synproxy.engaged();
         this.synproxy.installed();
-        return renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets, engaged);
+        return renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets, engaged, this.vipGuard.last6());
       },
       // Over the rules this process installed last, a reload or ctl change
       // replaces only set and map elements (installRuleset); a repair, or
@@ -286,8 +286,8 @@ export class FrontDaemon implements FrontMetricsSource {
         table === 'nft' ? listTableAsync(timeoutMs) : table === 'nft6' ? listTableAsync(timeoutMs, undefined, 'ip6') : saveTableAsync(iptablesOf(table) ?? table, timeoutMs, undefined, table.endsWith('6') ? 6 : 4),
       nftChains: (timeoutMs) => listChainsAsync(timeoutMs),
       fallback: () => this.fallback.state(),
-      onNftDump: (list) => {
-        this.vipGuard.read(list);
+      onNftDump: (list, fam) => {
+        this.vipGuard.read(list, fam);
       },
       periodMs: () => this.config.rules.checkSeconds * 1000,
       failuresBeforeDead: () => this.config.rules.restartAfterFailures,
@@ -493,7 +493,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.schedule.installed(targets);
     this.synproxy.installed();
     this.#startup['renderBegin'] = Math.round(performance.now());
-    const first = renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged());
+    const first = renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged(), this.vipGuard.last6());
     this.#startup['rendered'] = Math.round(performance.now());
     this.rules.install(first);
     this.#startup['installed'] = Math.round(performance.now());
@@ -679,7 +679,7 @@ export class FrontDaemon implements FrontMetricsSource {
     this.synproxy.installed(next);
     try {
       const t0 = performance.now();
-      const rules = renderRuleset(next, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged());
+      const rules = renderRuleset(next, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged(), this.vipGuard.last6());
       const t1 = performance.now();
       this.rules.install(rules);
       this.#lastApplyMs = { render: Math.round(t1 - t0), install: Math.round(performance.now() - t1) };
@@ -907,6 +907,10 @@ export class FrontDaemon implements FrontMetricsSource {
     return this.vipGuard.last();
   }
 
+  vipGuardCount6(): GuardCount {
+    return this.vipGuard.last6();
+  }
+
   /** What the node shed so far, by reason (shed.ts). */
   shed(): Record<ShedReason, number> {
     return shedCounts(this.engine.counters, this.#queue?.stats().lost ?? 0, this.#log?.stats().lost ?? 0);
@@ -1066,6 +1070,7 @@ export class FrontDaemon implements FrontMetricsSource {
       admin: { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 },
       rules: this.rules.status(),
       vipGuard: { ...this.vipGuard.last() },
+      vipGuard6: { ...this.vipGuard.last6() },
       fallback: this.fallback.status(),
       kernelSchedule: this.schedule.status(),
       shed: this.shed(),
@@ -1073,7 +1078,7 @@ export class FrontDaemon implements FrontMetricsSource {
       queue: this.#queue?.stats(),
       log: this.#log?.stats(),
       flowEnds: { events: this.flowEnds.stats(), ...this.flowEnds.counts, resyncs: { ...this.flowEnds.resyncs }, legacyRecords: this.table.legacy },
-      ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key) => keyName(this.engine.services, cp, key)) } } : {}),
+      ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key, slot) => keyName(this.engine.services, cp, key, slot)) } } : {}),
       ...(this.#control ? { control: this.#control.status() } : {}),
       ...(this.throttle.gatekeeper ? { throttle: this.throttle.gatekeeper.status() } : {}),
       ...(this.admission.hierarchy ? { admission: this.admission.status() } : {}),
@@ -1194,14 +1199,14 @@ function shapingLayoutKey(cfg: Readonly<FrontConfig>): string {
 }
 
 /** A stick-table key as people read it (status). */
-function keyName(services: readonly ServiceRuntime[], cp: Checkpoint, key: number): string {
+function keyName(services: readonly ServiceRuntime[], cp: Checkpoint, key: number, slot: number): string {
   switch (cp.criterion) {
-    // An IPv6 client's key is a hash of its address or prefix (>= 2^32,
-    // engine.ts): not reversible, shown as such.
+    // An IPv6 client's key is a one-way hash of its address or prefix
+    // (>= 2^32, checkpoint.ts): the slot keeps the masked words beside it.
     case Criterion.Source:
-      return key >= 2 ** 32 ? `ipv6#${key.toString(16)}` : formatIPv4Address(key);
+      return key >= 2 ** 32 ? cp.prefix6Of(slot) : formatIPv4Address(key);
     case Criterion.SourcePrefix:
-      return key >= 2 ** 32 ? `ipv6#${key.toString(16)}` : `${formatIPv4Address(key)}/${String(Math.clz32(~cp.keyMask >>> 0))}`;
+      return key >= 2 ** 32 ? cp.prefix6Of(slot) : `${formatIPv4Address(key)}/${String(Math.clz32(~cp.keyMask >>> 0))}`;
     case Criterion.Service:
       return services[key]?.name ?? String(key);
     case Criterion.Server:

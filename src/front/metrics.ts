@@ -60,6 +60,8 @@ export interface FrontMetricsSource {
   rulesHealth(): RulesHealthStatus;
   /** The VIP guard's kernel drop counter, as last read by the rule check (vip-guard.ts). */
   vipGuardCount(): GuardCount;
+  /** The same for `table ip6 sluice` (zero without IPv6 services). */
+  vipGuardCount6(): GuardCount;
   /** The daemon-down fallback map's writer (fallback.ts). */
   fallbackStatus(): FallbackWriterStatus;
   /** The kernel SYN schedule's writer (kernel-schedule.ts). */
@@ -308,8 +310,14 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
 
   // Our rules, read back every rules.checkSeconds (rules-health.ts).
   const rules = (): RulesHealthStatus => src.rulesHealth();
-  counterOf(registry, 'sluice_front_vip_guard_dropped_packets_total', 'Packets to a VIP that got no DNAT decision, dropped by the kernel\'s VIP guard (nft table ip sluice, counter vip_guard_drops); read at each rule check.', () => src.vipGuardCount().packets);
-  counterOf(registry, 'sluice_front_vip_guard_dropped_bytes_total', 'Bytes of those packets.', () => src.vipGuardCount().bytes);
+  counterFrom(registry, 'sluice_front_vip_guard_dropped_packets_total', 'Packets to a VIP that got no DNAT decision, dropped by the kernel\'s VIP guard (counter vip_guard_drops of nft table ip sluice, family ipv4, and ip6 sluice, family ipv6); read at each rule check.', ['family'], () => [
+    [{ family: 'ipv4' }, src.vipGuardCount().packets],
+    [{ family: 'ipv6' }, src.vipGuardCount6().packets],
+  ]);
+  counterFrom(registry, 'sluice_front_vip_guard_dropped_bytes_total', 'Bytes of those packets, by family.', ['family'], () => [
+    [{ family: 'ipv4' }, src.vipGuardCount().bytes],
+    [{ family: 'ipv6' }, src.vipGuardCount6().bytes],
+  ]);
   counterOf(registry, 'sluice_front_fallback_writes_total', 'Rewrites of the daemon-down fallback map after the usable servers changed.', () => src.fallbackStatus().writes);
   counterOf(registry, 'sluice_front_fallback_write_failures_total', 'Rewrites of the fallback map that nft refused (the next change or a rule repair writes it again).', () => src.fallbackStatus().writeFailures);
   gaugeOf(registry, 'sluice_front_fallback_usable_servers', 'Servers the daemon-down fallback spreads new connections over (usable when last written).', () => src.fallbackStatus().usableServers);

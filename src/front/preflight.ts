@@ -423,7 +423,8 @@ export function systemHost(): HostReader {
     },
     interfaceWith(address) {
       for (const [name, addrs] of Object.entries(networkInterfaces())) {
-        if (addrs?.some((a) => a.family === 'IPv4' && a.address === address)) return name;
+        // Addresses compare as the config canonicalizes them (IPv6: RFC 5952 text, which is what Node prints).
+        if (addrs?.some((a) => a.address === address)) return name;
       }
       return undefined;
     },

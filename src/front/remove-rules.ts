@@ -37,6 +37,8 @@ export class RulesNotRemovedError extends SluiceError {
 
 /** One of our chains as found in the ruleset. */
 export interface FoundChain {
+  /** iptables (4) or ip6tables (6): the IPv6 services' chains are the same names in ip6tables. */
+  readonly family: 4 | 6;
   readonly table: OwnedChain['table'];
   readonly chain: string;
   readonly rules: number;
@@ -53,8 +55,12 @@ export interface RemoveOptions {
   readonly netns?: string;
   /** Reading and removing (unit tests): default iptables-save and removeRules() in `netns`. */
   readonly save?: (table: string) => string;
+  /** ip6tables-save of a table (unit tests): default ip6tables-save in `netns`; with `save` injected and this not, no IPv6 rules. */
+  readonly save6?: (table: string) => string;
   /** Whether our nft table is present (unit tests): default hasNftTable() in `netns`. */
   readonly nftPresent?: () => boolean;
+  /** Whether our ip6 nft table is present (unit tests): default hasNftTable(ip6); with `nftPresent` injected and this not, absent. */
+  readonly nftPresent6?: () => boolean;
   readonly remove?: () => void;
 }
 
@@ -66,11 +72,11 @@ export interface RemoveOutcome {
 }
 
 /** Our chains and their jumps in `iptables-save -t TABLE` output, per table. */
-export function findChains(save: (table: string) => string): FoundChain[] {
+export function findChains(save: (table: string) => string, family: 4 | 6 = 4): FoundChain[] {
   const out: FoundChain[] = [];
   const texts = new Map<string, string>();
   // Also the chains of earlier versions (their nat chains), which removeRules() removes too.
-  for (const c of [...(Object.values(CHAINS) as OwnedChain[]), ...LEGACY_CHAINS]) {
+  for (const c of [...(Object.values(CHAINS) as OwnedChain[]), ...(family === 4 ? LEGACY_CHAINS : [])]) {
     let text = texts.get(c.table);
     if (text === undefined) {
       text = save(c.table);
@@ -80,7 +86,7 @@ export function findChains(save: (table: string) => string): FoundChain[] {
     if (!lines.some((l) => l.startsWith(`:${c.chain} `))) continue;
     const rules = lines.filter((l) => l.startsWith(`-A ${c.chain} `)).length;
     const jumps = lines.filter((l) => l.startsWith(`-A ${c.hook} `) && l.endsWith(` -j ${c.chain}`)).length;
-    out.push({ table: c.table, chain: c.chain, rules, jumps });
+    out.push({ family, table: c.table, chain: c.chain, rules, jumps });
   }
   return out;
 }
@@ -106,10 +112,17 @@ export function removeFrontRules(opts: RemoveOptions = {}): RemoveOutcome {
   const host = opts.host ?? systemHost();
   const save = opts.save ?? ((table: string): string => saveTable(table, opts.netns));
   const notes: string[] = [];
+  const save6 = opts.save6 ?? (opts.save !== undefined ? (): string => '' : (table: string): string => saveTable(table, opts.netns, 6));
   const nftPresent = opts.nftPresent ?? ((): boolean => hasNftTable(opts.netns));
-  const before = findChains(save);
+  const nftPresent6 = opts.nftPresent6 ?? (opts.nftPresent !== undefined ? (): boolean => false : (): boolean => hasNftTable(opts.netns, 'ip6'));
+  const chainsNow = (): FoundChain[] => [...findChains(save), ...findChains(save6, 6)];
+  const before = chainsNow();
   const nftBefore = nftPresent();
-  const queues = new Set(queuesInRules(before.some((c) => c.table === 'mangle') ? save('mangle') : ''));
+  const nftBefore6 = nftPresent6();
+  const queues = new Set([
+    ...queuesInRules(before.some((c) => c.family === 4 && c.table === 'mangle') ? save('mangle') : ''),
+    ...queuesInRules(before.some((c) => c.family === 6 && c.table === 'mangle') ? save6('mangle') : ''),
+  ]);
   if (opts.queue !== undefined) queues.add(opts.queue);
   const busy: string[] = [];
   let unknown = false;
@@ -130,19 +143,21 @@ export function removeFrontRules(opts: RemoveOptions = {}): RemoveOutcome {
     );
   }
   if (unknown) notes.push('the queue owners are listed in a root-only file: not checked as this user (run as root to be sure no front node runs)');
-  if (before.length === 0 && !nftBefore) {
+  if (before.length === 0 && !nftBefore && !nftBefore6) {
     notes.push('no rules of the front node here: nothing to remove');
     return { removed: [], notes };
   }
   if (opts.remove) opts.remove();
   else removeRules(opts.netns);
-  const left = findChains(save).map((c) => `${c.table}/${c.chain}`);
+  const left = chainsNow().map((c) => `${c.family === 6 ? 'ip6tables ' : ''}${c.table}/${c.chain}`);
   if (nftPresent()) left.push(`nft table ${NFT_FAMILY} ${NFT_TABLE}`);
+  if (nftPresent6()) left.push(`nft table ip6 ${NFT_TABLE}`);
   if (left.length > 0) {
     throw new RulesNotRemovedError(`rules reappeared right after their removal (${left.join(', ')}): some process reinstalls them; stop it and run sluice front --remove-rules again`);
   }
   if (nftBefore) notes.push(`removed nft table ${NFT_FAMILY} ${NFT_TABLE} (classification, DNAT map, fallback map, VIP guard)`);
-  for (const c of before) notes.push(`removed ${c.table} chain ${c.chain} (${String(c.rules)} rule${c.rules === 1 ? '' : 's'}) and ${String(c.jumps)} jump${c.jumps === 1 ? '' : 's'} to it`);
+  if (nftBefore6) notes.push(`removed nft table ip6 ${NFT_TABLE} (the same for the IPv6 services)`);
+  for (const c of before) notes.push(`removed ${c.family === 6 ? 'ip6tables ' : ''}${c.table} chain ${c.chain} (${String(c.rules)} rule${c.rules === 1 ? '' : 's'}) and ${String(c.jumps)} jump${c.jumps === 1 ? '' : 's'} to it`);
   notes.push('new connections to the VIPs are no longer steered by this node; established ones continue on their NAT binding');
   return { removed: before, notes };
 }

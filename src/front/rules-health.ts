@@ -75,7 +75,7 @@ export interface RulesHealthDeps {
    */
   readonly nftChains?: (timeoutMs: number) => Promise<readonly string[]>;
   /** Each dump of our nft table (the VIP guard's counter is read from it: no extra command). */
-  readonly onNftDump?: (list: string) => void;
+  readonly onNftDump?: (list: string, fam: 'ip' | 'ip6') => void;
   /** Monotonic clock in ms (tests inject one). */
   readonly now?: () => number;
   /** The check period (rules.checkSeconds, read at each scheduling: a reload changes it). */
@@ -280,7 +280,9 @@ export class RulesHealth {
       this.#deps.log.info('rule check: the rules can be read again');
     }
     const nftDump = actual.get('nft');
-    if (nftDump !== undefined) this.#deps.onNftDump?.(nftDump);
+    if (nftDump !== undefined) this.#deps.onNftDump?.(nftDump, 'ip');
+    const nftDump6 = actual.get('nft6');
+    if (nftDump6 !== undefined) this.#deps.onNftDump?.(nftDump6, 'ip6');
     let damage = NO_DAMAGE;
     const tables: Table[] = [];
     const pending = this.#nftPending;

@@ -167,6 +167,8 @@ export interface FrontStatus {
   readonly rules: RulesHealthStatus;
   /** Packets (and bytes) to a VIP that got no DNAT decision, dropped by the kernel's VIP guard: as last read by the rule check. */
   readonly vipGuard: GuardCount;
+  /** The same for IPv6 VIPs (`table ip6 sluice`'s own guard counter); zero on an IPv4-only node. */
+  readonly vipGuard6: GuardCount;
   /** The daemon-down fallback map's writer. */
   readonly fallback: FallbackWriterStatus;
   /** The kernel SYN schedule's writer (kernel-schedule.ts): services on it, writes, elements. */

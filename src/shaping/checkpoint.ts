@@ -44,7 +44,7 @@ import { WaitQueue, type HeldLinks, type QueueGate, type Scheduler } from './que
 import { TimedHolds } from './timed_holds.ts';
 import { prefixMask } from '../packet/address.ts';
 import { SourcePrefixes } from '../packet/source_prefixes.ts';
-import { prefixWordMask } from '../packet/address6.ts';
+import { formatIPv6Address, formatPrefix6, prefixWordMask } from '../packet/address6.ts';
 import { CLIENT6_BASE, hashWords } from '../front/client6.ts';
 import type { AdmissionLimiter, ThrottleDomain, ThrottleLimiter } from './limiters.ts';
 
@@ -112,6 +112,13 @@ export class Checkpoint implements QueueGate {
   readonly steerCluster: string;
   readonly silentReject: boolean;
   readonly table: StickTable;
+  /**
+   * For client-keyed tables: the masked IPv6 words behind each slot's key
+   * (4 per slot, written by noteWords6 when an IPv6 client takes the
+   * slot), because an IPv6 key is a one-way hash and status must show the
+   * prefix. A slot's words are valid while its key is >= 2^32.
+   */
+  readonly words6: Uint32Array | undefined;
   readonly queue: WaitQueue | undefined;
   /** Kind gatekeeper: its held SYNs, each until its own time. */
   readonly holds: TimedHolds | undefined;
@@ -169,6 +176,8 @@ export class Checkpoint implements QueueGate {
     this.domain = gk ? (where.domain ?? '') : '';
     // Gatekeeper and admission rules keep no per-key state here: a one-key table keeps the shape uniform.
     this.table = new StickTable(gk || this.kind === Kind.Admission ? 1 : cfg.table.size, cfg.periodMs, cfg.table.expireSeconds * 1000);
+    const byClient = !gk && this.kind !== Kind.Admission && (this.criterion === Criterion.Source || this.criterion === Criterion.SourcePrefix);
+    this.words6 = byClient ? new Uint32Array(this.table.capacity * 4) : undefined;
     this.queue = this.kind === Kind.Counter || this.kind === Kind.Admission || gk ? undefined : new WaitQueue(cfg.table.size, links, cfg.queue.maxLength, cfg.queue.maxDelayMs, this, scheduler);
     this.holds = gk ? new TimedHolds(links.next.length, cfg.queue.maxLength, cfg.queue.maxDelayMs, { released: (held, now) => { this.#sink.left(this.index, held, -1, true, now); } }, scheduler) : undefined;
     const sourceIn = cfg.when?.sourceIn;
@@ -191,6 +200,22 @@ export class Checkpoint implements QueueGate {
    * the client number; an IPv6 one (>= 2^32) is keyed by its address, the
    * words at src6[at..at+3] (ipv6Key).
    */
+  /** Records the masked IPv6 words of the client that holds `slot` (no-op for IPv4 clients and other criteria; allocation-free). */
+  noteWords6(slot: number, src: number, src6: Uint32Array, at: number): void {
+    const w = this.words6;
+    if (w === undefined || src < CLIENT6_BASE) return;
+    const len = this.prefixLength6;
+    for (let i = 0; i < 4; i++) w[slot * 4 + i] = ((src6[at + i] ?? 0) & prefixWordMask(len, i)) >>> 0;
+  }
+
+  /** The client prefix behind an IPv6 key in `slot`, as text (status; slow path). */
+  prefix6Of(slot: number): string {
+    const w = this.words6;
+    if (w === undefined) return '?';
+    const a = w.slice(slot * 4, slot * 4 + 4);
+    return this.prefixLength6 >= 128 ? formatIPv6Address(a) : formatPrefix6(a, this.prefixLength6);
+  }
+
   keyOf(src: number, src6: Uint32Array, at: number, service: number, server: number): number {
     switch (this.criterion) {
       case Criterion.Source:

@@ -231,6 +231,7 @@ export class Shaper implements CheckpointSink {
           cp.counts.untracked++;
           continue;
         }
+        cp.noteWords6(e, src, pool.src6, slot * 4);
         table.total[e] = (table.total[e] ?? 0) + 1;
         if (cp.kind === Kind.Counter) {
           table.freq.add(e, now);
@@ -489,12 +490,12 @@ export interface CheckpointStatus {
 const KIND_NAMES = ['counter', 'rate-limit', 'concurrency-limit', 'gatekeeper', 'admission'] as const;
 
 /** Status of every checkpoint: table sizes, the `top` busiest keys (by rate, then concurrent), queues. Slow path. */
-export function shapingStatus(shaper: Shaper, now: number, top: number, keyName: (cp: Checkpoint, key: number) => string): CheckpointStatus[] {
+export function shapingStatus(shaper: Shaper, now: number, top: number, keyName: (cp: Checkpoint, key: number, slot: number) => string): CheckpointStatus[] {
   return shaper.all.map((cp) => {
     const t = cp.table;
     const rows: { key: string; ratePerSecond: number; concurrent: number; total: number; queued: number }[] = [];
     t.forEach((slot, key) => {
-      rows.push({ key: keyName(cp, key), ratePerSecond: Math.round(t.freq.ratePerSecond(slot, now) * 100) / 100, concurrent: t.concurrent[slot] ?? 0, total: t.total[slot] ?? 0, queued: t.queued[slot] ?? 0 });
+      rows.push({ key: keyName(cp, key, slot), ratePerSecond: Math.round(t.freq.ratePerSecond(slot, now) * 100) / 100, concurrent: t.concurrent[slot] ?? 0, total: t.total[slot] ?? 0, queued: t.queued[slot] ?? 0 });
     });
     rows.sort((a, b) => b.ratePerSecond - a.ratePerSecond || b.concurrent - a.concurrent || b.total - a.total);
     const q = cp.queue ?? cp.holds;

@@ -168,4 +168,22 @@ describe('front node administration over IPv6 on real traffic', () => {
     }
     for (const d of dls) assert.equal((await d.done).sha1, st.blobSha1);
   });
+  it('(h) a stopped node\'s IPv6 rules stay; --remove-rules takes the ip6 table and the ip6tables chains away, and reports them', async () => {
+    const st = testbed();
+    const { front, ns } = await startFront(1, config(1, service(1, 'capacity', [{ name: 's1a', cap: 1000 }])));
+    await front.stop();
+    const ip6Chains = (): string => nsRun(ns, 'ip6tables-save', ['-t', 'mangle']).split('\n').filter((l) => l.includes('SLUICE')).join('\n');
+    assert.match(nsRun(ns, 'nft', ['list', 'tables', 'ip6']), /table ip6 sluice/, 'a stop leaves the ip6 table (its fallback serves)');
+    assert.notEqual(ip6Chains(), '', 'a stop leaves the ip6tables queue chain');
+    const file = join(st.runDir, 'front6-c1.yaml');
+    const r = await nsRunAsync(ns, BIN, ['front', '--remove-rules', '--config', file]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout + r.stderr, /removed nft table ip6 sluice/);
+    assert.match(r.stdout + r.stderr, /removed ip6tables mangle chain SLUICE_QUEUE/);
+    assert.doesNotMatch(nsRun(ns, 'nft', ['list', 'tables', 'ip6']), /sluice/);
+    assert.equal(ip6Chains(), '');
+    const again = await nsRunAsync(ns, BIN, ['front', '--remove-rules', '--config', file]);
+    assert.equal(again.code, 0, again.stdout + again.stderr);
+    assert.match(again.stdout + again.stderr, /nothing to remove/);
+  });
 });

@@ -42,7 +42,7 @@ services:
     vip: ${k.vip6}
     port: 80
     method: byrequests
-    health: { kind: ${kind}, intervalSeconds: ${String(INTERVAL_S)}, timeoutSeconds: 0.5, fall: ${String(FALL)}, rise: ${String(RISE)}${http} }
+    health: { kind: ${kind}, source: ${k.lanAddress6}, intervalSeconds: ${String(INTERVAL_S)}, timeoutSeconds: 0.5, fall: ${String(FALL)}, rise: ${String(RISE)}${http} }
     servers:
 ${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address6} }`).join('\n')}
 `;

@@ -148,6 +148,9 @@ describe('sluice front: an IPv6 virtual service on the testbed', () => {
     assert.notEqual(ping.code, 0, 'no echo reply: the echo request was dropped');
     await until(() => guardDrops() >= drops0 + 3, 'the guard drops the SYN to port 81, the UDP datagram and the echo request', 10_000, 100);
     assert.equal(leaked(), 0, 'no packet to the IPv6 VIP left the front node');
+    // The operator sees the ip6 guard's count too: status (and /metrics) read it at each rule check.
+    const kernel = guardDrops();
+    await until(async () => ((await front!.status())['vipGuard6'] as { packets: number }).packets >= kernel, 'status shows the ip6 guard drops', 10_000, 200);
   });
 
   it('(d) kill -9 during a 50 MB download over IPv6: it completes intact; the ip6 fallback serves meanwhile; restart rebuilds and serves', async () => {

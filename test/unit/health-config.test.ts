@@ -26,6 +26,21 @@ describe('front config: services[].health', () => {
     assert.ok(r.success, JSON.stringify(r.error?.issues));
   });
 
+  it('an IPv6 service takes an IPv6 source (canonical text), and refuses an IPv4 one', () => {
+    const six = (source: string): ReturnType<typeof frontConfigSchema.safeParse> =>
+      frontConfigSchema.safeParse({
+        cluster: 'c1',
+        uplinkAddress: '198.18.101.2',
+        services: [{ name: 'www6', vip: '2001:2:0:1001::1', port: 80, method: 'byrequests', health: { kind: 'tcp', source }, servers: [{ name: 'a', address: '2001:2:0:201::11' }] }],
+      });
+    const ok = six('2001:2:0:201:0:0:0:1');
+    assert.ok(ok.success, JSON.stringify(ok.error?.issues));
+    assert.equal(ok.data.services[0]?.health.source, '2001:2:0:201::1');
+    const bad4 = six('198.18.201.1');
+    assert.ok(!bad4.success);
+    assert.match(bad4.error.issues.find((i) => i.path.join('.') === 'services.0.health.source')?.message ?? '', /IPv4 but the service's VIP 2001:2:0:1001::1 is IPv6/);
+  });
+
   const bad: [string, unknown, string, RegExp][] = [
     ['unknown kind', { kind: 'icmp' }, 'services.0.health.kind', /none, tcp or http/],
     ['timeout not below interval', { kind: 'tcp', intervalSeconds: 1, timeoutSeconds: 1 }, 'services.0.health.timeoutSeconds', /must be below health.intervalSeconds/],
@@ -43,6 +58,7 @@ describe('front config: services[].health', () => {
     ['negative slow start', { kind: 'tcp', slowStartSeconds: -1 }, 'services.0.health.slowStartSeconds', /0\.\.3600/],
     ['startAs maybe', { kind: 'tcp', startAs: 'maybe' }, 'services.0.health.startAs', /up or down/],
     ['unknown key', { kind: 'tcp', inter: 2 }, 'services.0.health', /inter/],
+    ['an IPv6 source on an IPv4 service', { kind: 'tcp', source: '2001:2:0:201::1' }, 'services.0.health.source', /IPv6 but the service's VIP 198\.19\.1\.1 is IPv4.*give an IPv4 address of this node/],
   ];
   for (const [name, health, path, message] of bad) {
     it(`refuses ${name}, naming ${path}`, () => {

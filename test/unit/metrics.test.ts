@@ -128,6 +128,7 @@ describe('front metrics from the engine and table counters', () => {
   const queue: QueueStats = { packets: 50, lost: 5, idGaps: 4, batches: 9, maxBatch: 8, verdicts: 50, sendErrors: 0, kernelErrors: 1, overruns: 2, badMessages: 0, recvErrors: 0, lastErrno: 0, truncatedReads: 0, callbackErrors: 0 };
   const log: LogStats = { records: 8, batches: 2, maxBatch: 5, datagrams: 3, overruns: 1, lost: 64, badMessages: 0, recvErrors: 0, lastErrno: 0, truncatedReads: 0, callbackErrors: 0 };
   const guard = { packets: 7, bytes: 420 };
+  const guard6 = { packets: 5, bytes: 360 };
   const src: FrontMetricsSource = {
     config,
     engine,
@@ -138,6 +139,7 @@ describe('front metrics from the engine and table counters', () => {
     adminCounts: () => ({ handled: 2, rejected: 1 }),
     rulesHealth: () => ({ checks: 40, repaired: 2, repairFailures: 1, checkFailures: 3, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }),
     vipGuardCount: () => guard,
+    vipGuardCount6: () => guard6,
     fallbackStatus: () => ({ writes: 4, writeFailures: 1, usableServers: 2, elements: 256 }),
     scheduleStatus: () => ({ services: 1, writes: 3, writeFailures: 0, elements: 256, queued: 0 }),
     shed: () => ({ ...shedCounts(new EngineCounters(), 0, 0), no_target: 7, queue_lost: 2 }),
@@ -206,8 +208,10 @@ describe('front metrics from the engine and table counters', () => {
       ['sluice_front_ctl_overrides', {}, 2],
       ['sluice_front_ctl_overrides_stale_total', {}, 1],
       ['sluice_front_state_file_errors_total', {}, 3],
-      ['sluice_front_vip_guard_dropped_packets_total', {}, 7],
-      ['sluice_front_vip_guard_dropped_bytes_total', {}, 420],
+      ['sluice_front_vip_guard_dropped_packets_total', { family: 'ipv4' }, 7],
+      ['sluice_front_vip_guard_dropped_bytes_total', { family: 'ipv4' }, 420],
+      ['sluice_front_vip_guard_dropped_packets_total', { family: 'ipv6' }, 5],
+      ['sluice_front_vip_guard_dropped_bytes_total', { family: 'ipv6' }, 360],
       ['sluice_front_fallback_writes_total', {}, 4],
       ['sluice_front_fallback_write_failures_total', {}, 1],
       ['sluice_front_fallback_usable_servers', {}, 2],
@@ -232,7 +236,8 @@ describe('front metrics from the engine and table counters', () => {
     guard.packets += 3;
     const p = await scrape(r);
     expectRows(p, [
-      ['sluice_front_vip_guard_dropped_packets_total', {}, 10],
+      ['sluice_front_vip_guard_dropped_packets_total', { family: 'ipv4' }, 10],
+      ['sluice_front_vip_guard_dropped_packets_total', { family: 'ipv6' }, 5],
       ['sluice_front_connections_decided_total', { service: 'www', server: 's1a', method: 'capacity' }, 12],
       ['sluice_front_packets_dropped_total', { reason: 'no_record' }, 6],
     ]);
@@ -272,7 +277,7 @@ services:
   const table = new ConnectionTable(100, 1000, { released: () => undefined });
   const engine = new FrontEngine(services, table, makeShaper());
   engine.onSettled = () => undefined;
-  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }), vipGuardCount: () => ({ packets: 0, bytes: 0 }), fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, elements: 0, queued: 0 }), shed: () => shedCounts(new EngineCounters(), 0, 0), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined, overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) } };
+  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }), vipGuardCount: () => ({ packets: 0, bytes: 0 }), vipGuardCount6: () => ({ packets: 0, bytes: 0 }), fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, elements: 0, queued: 0 }), shed: () => shedCounts(new EngineCounters(), 0, 0), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined, overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) } };
   const r = new Registry();
   registerFrontMetrics(r, src);
   // Times relative to the clock the metrics read (oldest wait).

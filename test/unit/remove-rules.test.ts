@@ -98,3 +98,45 @@ describe('remove-rules: refused while a front node is bound, else removed and re
     });
   }
 });
+
+describe('remove-rules: the IPv6 services\' ip6tables chains and ip6 nft table', () => {
+  // A node whose configuration had IPv6 services: the same queue chain in ip6tables (queue 5 there;
+  // the legacy nat chains are IPv4's only).
+  const mangle6 = MANGLE.replace(/--queue-num 3/g, '--queue-num 5');
+  const cases: { name: string; queueTable: string; refused: RegExp | undefined }[] = [
+    { name: 'the queue only the ip6tables rules name is bound: refused', queueTable: '    5   4242     0 2 65531     0     0        0  1\n', refused: /NFQUEUE 5 / },
+    { name: 'no front node bound: both families removed and reported', queueTable: '', refused: undefined },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      let t4: Record<string, string> = { mangle: MANGLE, nat: NAT, filter: '' };
+      let t6: Record<string, string> = { mangle: mangle6, nat: '', filter: '' };
+      let nft6 = true;
+      let removed = 0;
+      const run = (): ReturnType<typeof removeFrontRules> =>
+        removeFrontRules({
+          host: host(c.queueTable),
+          save: (x) => t4[x] ?? '',
+          save6: (x) => t6[x] ?? '',
+          nftPresent: () => false,
+          nftPresent6: () => nft6,
+          remove: () => {
+            removed++;
+            t4 = { mangle: '', nat: '', filter: '' };
+            t6 = { mangle: '', nat: '', filter: '' };
+            nft6 = false;
+          },
+        });
+      if (c.refused) {
+        assert.throws(run, (err: unknown) => err instanceof FrontRunningError && (c.refused?.test(err.message) ?? false));
+        assert.equal(removed, 0, 'nothing removed');
+        return;
+      }
+      const out = run();
+      assert.equal(removed, 1);
+      assert.deepEqual(out.removed.map((f) => `${String(f.family)} ${f.table}/${f.chain}`), ['4 mangle/SLUICE_QUEUE', '4 nat/SLUICE_DNAT', '4 nat/SLUICE_SNAT', '6 mangle/SLUICE_QUEUE']);
+      for (const n of [/removed nft table ip6 sluice/, /removed ip6tables mangle chain SLUICE_QUEUE \(3 rules\)/, /removed mangle chain SLUICE_QUEUE/]) assert.ok(out.notes.some((l) => n.test(l)), `${String(n)} in ${JSON.stringify(out.notes)}`);
+      assert.ok(run().notes.some((l) => /nothing to remove/.test(l)), 'idempotent');
+    });
+  }
+});
