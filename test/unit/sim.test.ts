@@ -13,7 +13,8 @@ import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { ConfigError } from '../../src/config/load.ts';
 import { parseScenario } from '../../src/sim/scenario.ts';
-import { simulate } from '../../src/sim/simulate.ts';
+import { markdownTable, renderHtml } from '../../src/sim/report.ts';
+import { simulate, writeReport } from '../../src/sim/simulate.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
 const SMALL = fileURLToPath(new URL('../../scenarios/small.yaml', import.meta.url));
@@ -123,6 +124,25 @@ describe('simulate: the engine on a hand-computed world', () => {
     assert.ok((s?.steadyChangesPerMinuteShare ?? 0) > 0);
     // The oracle puts 30 of A on c0 and 20 on c1 (50 ms), B on c1: (30x10 + 20x50 + 50x20)/100 = 23 ms.
     assert.ok(Math.abs((s?.oracleRttMs ?? 0) - 23) < 1e-9, String(s?.oracleRttMs));
+  });
+});
+
+describe('simulate: the report', () => {
+  it('HTML is self-contained (no script, no external reference) with the charts; JSON and the table list every policy', () => {
+    const r = simulate(parseScenario(tiny('policies: [round-robin, nearest, rtt, capacity]')));
+    const html = renderHtml(r);
+    assert.doesNotMatch(html, /<script|\bsrc=|href=|url\(/i);
+    // RTT vs oracle, overload, answer changes, queries, and one utilization chart per policy.
+    assert.equal(html.match(/<svg /g)?.length, 4 + 4);
+    const table = markdownTable(r).split('\n');
+    assert.equal(table.length, 2 + 4);
+    assert.match(table[2] ?? '', /^\| round-robin \|/);
+    const files = writeReport(r, join(dir, 'out'));
+    const json = JSON.parse(readFileSync(files[0] ?? '', 'utf8')) as { policies: { policy: string }[] };
+    assert.deepEqual(
+      json.policies.map((p) => p.policy),
+      ['round-robin', 'nearest', 'rtt', 'capacity'],
+    );
   });
 });
 
