@@ -45,6 +45,8 @@ export interface Line {
   readonly name: string;
   readonly colour: string;
   readonly values: readonly (number | null)[];
+  /** The line's own times (seconds), when not the chart's. */
+  readonly t?: readonly number[];
   readonly width?: number;
   readonly dash?: boolean;
 }
@@ -81,7 +83,7 @@ export function lineChartSvg(title: string, t: readonly number[], lines: readonl
         pen = false;
         return;
       }
-      d += `${pen ? 'L' : 'M'}${num(x(t[i] ?? 0))},${num(y(v))}`;
+      d += `${pen ? 'L' : 'M'}${num(x((l.t ?? t)[i] ?? 0))},${num(y(v))}`;
       pen = true;
     });
     if (d !== '') parts.push(`<path d="${d}" fill="none" stroke="${l.colour}" stroke-width="${l.width ?? 1.5}"${l.dash === true ? ' stroke-dasharray="5,3"' : ''}/>`);
@@ -134,17 +136,12 @@ export function markdownTable(r: SimReport): string {
 export function renderHtml(r: SimReport): string {
   const first = r.policies[0];
   const t = first?.series.t ?? [];
-  const oracleByT = new Map(r.oracle.samples.map((o) => [o.t, o.rttMs]));
-  // The oracle runs every oracleEverySeconds; its line is drawn at the series points it fell on (others: gaps bridged by holding the last value).
-  let last: number | null = null;
-  const oracleLine = t.map((x) => {
-    const v = oracleByT.get(x);
-    if (v !== undefined) last = v;
-    return last;
-  });
+  // The oracle runs every oracleEverySeconds: its line has its own times.
+  const oracleT = r.oracle.samples.map((o) => o.t);
+  const oracleLine = r.oracle.samples.map((o) => o.rttMs);
   const policyLines = (pick: (p: PolicyRun) => readonly (number | null)[]): Line[] => r.policies.map((p, i) => ({ name: p.policy, colour: COLOURS[i % COLOURS.length] ?? '#333', values: pick(p) }));
   const charts: string[] = [];
-  charts.push(lineChartSvg('Demand-weighted mean RTT (ms), oracle dashed', t, [...policyLines((p) => p.series.rttMs), { name: 'oracle', colour: ORACLE_COLOUR, values: oracleLine, dash: true }], 'ms'));
+  charts.push(lineChartSvg('Demand-weighted mean RTT (ms), oracle dashed', t, [...policyLines((p) => p.series.rttMs), { name: 'oracle', colour: ORACLE_COLOUR, values: oracleLine, t: oracleT, dash: true }], 'ms'));
   charts.push(lineChartSvg('Overloaded clusters (load > capacity)', t, policyLines((p) => p.series.overloaded), 'clusters'));
   charts.push(lineChartSvg('Answer changes: share of prefixes per minute', t, policyLines((p) => p.series.changesShare), 'share/min'));
   charts.push(lineChartSvg('DNS queries per second (resolver re-queries)', t, policyLines((p) => p.series.queriesPerSecond), 'q/s'));
