@@ -3,9 +3,10 @@
  * a client namespace: one /24 that sends 2,000 distinct queries/s (a big
  * resolver) is fully answered, while the same /24 asking one name 2,000
  * times/s is held to the configured rate. dnsperf is the client (a bounded
- * run: -Q caps the rate, -l the seconds, -q allows the outstanding queries
- * dropped ones leave for their 1 s timeout, so drops do not slow it down); the server's own counters (admin
- * socket) say what it sent, dropped and slipped, and dnsperf what arrived.
+ * run: -Q caps the rate, -l the seconds; -q lets enough queries be
+ * outstanding that dropped ones, waiting out their 1 s timeout, do not
+ * slow it down); the server's own counters (admin socket) say what it
+ * sent, dropped and slipped, and dnsperf what arrived.
  *
  * Namespaces <prefix>-srv (sluice dns, 198.18.252.1) and <prefix>-cli
  * (dnsperf, 198.18.252.10), one veth pair between them; always deleted.
@@ -133,7 +134,10 @@ adminSocket: ${join(dir, 'dns.sock')}
     const full = delta('answered') - slipped;
     const detail = JSON.stringify({ perf: p, full, dropped, slipped });
     assert.ok(p.sent >= QPS * SECONDS * 0.5, `dnsperf sent ${p.sent} queries: ${detail}`);
-    assert.equal(full + dropped + slipped, p.sent, `every query ends as a full answer, a drop or a slip: ${detail}`);
+    // Every query the server read ends as a full answer, a drop or a slip; on a busy machine the
+    // kernel may drop a few datagrams before the server reads them (not RRL's doing: at most 1%).
+    const handled = full + dropped + slipped;
+    assert.ok(handled <= p.sent && handled >= p.sent * 0.99, `queries handled ${handled} of ${p.sent}: ${detail}`);
     // The balance starts at RATE and is floored at -window × RATE: a steady flood gets the first RATE answers and nothing after.
     assert.ok(full >= RATE && full <= RATE * (SECONDS + 1), `full answers held near ${RATE}/s: ${detail}`);
     assert.ok(Math.abs(dropped - slipped) <= 1, `slip 2: half the excess slipped: ${detail}`);
