@@ -9,7 +9,8 @@
  * Order of checks, each with its RFC:
  *   parse + guard (wire/query.ts): not a query -> drop; FORMERR; NOTIMP
  *   EDNS version > 0 -> BADVERS (RFC 6891 §6.1.3)
- *   class other than IN/ANY -> REFUSED; AXFR/IXFR -> REFUSED (no transfers)
+ *   class other than IN/ANY -> REFUSED; AXFR/IXFR -> REFUSED (here only over
+ *     UDP: over TCP the server offers every message to transfer/ first)
  *   name outside our zones -> REFUSED (authoritative only, RA clear)
  *   steered name, type A/AAAA/ANY -> steering decision, one per client
  *     prefix for both families (ECS scope = client prefix length when the

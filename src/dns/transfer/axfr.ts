@@ -174,6 +174,12 @@ function parseTransferQuery(msg: Buffer): TransferQuery | undefined {
   if (msg.length < 17) return undefined;
   const flags = msg[2] ?? 0;
   if ((flags & 0x80) !== 0 || ((flags >> 3) & 0x0f) !== 0 || msg.readUInt16BE(4) !== 1) return undefined;
+  // Every TCP query passes here: find the question's type without allocating, and leave early.
+  let p = 12;
+  while (p < msg.length && (msg[p] ?? 0) !== 0 && (msg[p] ?? 0) < 64) p += 1 + (msg[p] ?? 0);
+  if (p + 3 > msg.length || (msg[p] ?? 1) !== 0) return undefined;
+  const t = msg.readUInt16BE(p + 1);
+  if (t !== QTYPE_AXFR && t !== QTYPE_IXFR) return undefined;
   const n = readName(msg, 12);
   // The question name comes first and cannot be compressed (a pointer could only point into the header).
   if (n === undefined || n.end + 4 > msg.length || (msg[12] ?? 0) >= 0xc0) return undefined;
