@@ -258,7 +258,10 @@ export class Answerer {
   /** An error response; slipped: with TC set (it carries no records anyway, TC asks for TCP). */
   #error(msg: Uint8Array, q: ParsedQuery, rcode: number, v: RrlVerdict): number {
     const n = this.writer.error(msg, q, rcode, this.#udpPayload);
-    if (v === RrlVerdict.SLIP) this.writer.buf[2] = (this.writer.buf[2] ?? 0) | 0x02;
+    if (v === RrlVerdict.SLIP) {
+      this.writer.buf[2] = (this.writer.buf[2] ?? 0) | 0x02;
+      this.counters.truncated = ++this.writer.truncated;
+    }
     return n;
   }
 
