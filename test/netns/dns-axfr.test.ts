@@ -142,7 +142,7 @@ zone:
 `,
     );
     run('nsd-checkconf', [nsdConf]);
-    nsd = spawn('ip', ['netns', 'exec', sec, 'nsd', '-d', '-c', nsdConf, '-L', '2'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    nsd = spawn('ip', ['netns', 'exec', sec, 'nsd', '-d', '-c', nsdConf], { stdio: ['ignore', 'pipe', 'pipe'] });
     let log = '';
     nsd.stdout?.on('data', (b: Buffer) => (log += b.toString()));
     nsd.stderr?.on('data', (b: Buffer) => {
