@@ -9,25 +9,28 @@
  * Order of checks, each with its RFC:
  *   parse + guard (wire/query.ts): not a query -> drop; FORMERR; NOTIMP
  *   EDNS version > 0 -> BADVERS (RFC 6891 §6.1.3)
- *   class other than IN/ANY -> REFUSED; AXFR/IXFR -> REFUSED (no transfers)
+ *   class other than IN/ANY -> REFUSED; AXFR/IXFR -> REFUSED (here only over
+ *     UDP: over TCP the server offers every message to transfer/ first)
  *   name outside our zones -> REFUSED (authoritative only, RA clear)
  *   steered name, type A/AAAA/ANY -> steering decision, one per client
  *     prefix for both families (ECS scope = client prefix length when the
  *     answer depends on it); a family no usable cluster has VIPs of falls
  *     through to the zone data (NODATA with the SOA as a rule)
  *   anything else -> zone data (AA, NXDOMAIN/NODATA + SOA, referral, CNAME)
- *   UDP: response rate limiting per client prefix (rrl.ts); size limit
- *     min(requestor's EDNS size, ours) or 512 without EDNS, TC beyond it.
+ *   UDP: response rate limiting by response (rrl.ts), once the response
+ *     is known: its identity (kind, name, type) is hashed when the answer
+ *     is encoded and cached with it, so the check hashes nothing; size
+ *     limit min(requestor's EDNS size, ours) or 512 without EDNS, TC
+ *     beyond it. A slipped response is sent with TC and no records.
  */
 import { prefixOfAddress, prefixOfEcs, type ClientPrefix, type PrefixLengths } from './client_prefix.ts';
-import type { ResponseRateLimiter } from './rrl.ts';
-import { RrlVerdict } from './rrl.ts';
+import { RRL_ERROR, RrlKind, RrlVerdict, rrlIdentity, rrlSource, type RrlIdentity, type RrlSetup, type RrlSource } from './rrl.ts';
 import type { FamilyAnswer, Steering } from './steer.ts';
 import { encodeBody, type Body } from './wire/body.ts';
 import { Parse, ParsedQuery, parseQuery, QCLASS, QTYPE, RCODE, type RejectReason } from './wire/query.ts';
 import { MAX_MESSAGE, ResponseWriter } from './wire/response.ts';
 import type { RR } from './zone/records.ts';
-import type { ZoneSet } from './zone/zone.ts';
+import type { Answer, Zone, ZoneSet } from './zone/zone.ts';
 
 export interface AnswererCounters {
   queries: number;
@@ -55,6 +58,12 @@ export interface AnswererCounters {
 }
 
 const CACHE_MAX = 100_000;
+
+/** An encoded answer with its RRL identity (computed once, with the encoding). */
+interface Cached {
+  readonly body: Body;
+  readonly rrl: RrlIdentity;
+}
 const SOURCES_MAX = 65_536;
 
 export class Answerer {
@@ -86,17 +95,19 @@ export class Answerer {
   /** Steered answers sent, by cluster index (each cluster an answer holds counts once). */
   readonly steeredByCluster: Float64Array;
   readonly #q = new ParsedQuery();
-  readonly #cache = new Map<string, Body>();
+  readonly #cache = new Map<string, Cached>();
   zones: ZoneSet;
   steering: Steering;
-  readonly #rrl: ResponseRateLimiter | undefined;
+  readonly #rrl: RrlSetup | undefined;
+  /** Source address text -> its RRL prefix hash (or exempt). Cleared when full. */
+  readonly #rrlSources = new Map<string, RrlSource>();
   readonly #lengths: PrefixLengths;
   readonly #udpPayload: number;
   /** Source address text -> its prefix: parsing it per query costs more than a lookup. Cleared when full. */
   readonly #sources = new Map<string, ClientPrefix | undefined>();
 
   /** `opts.clusters`: how many clusters steering chooses among (fixed for the process: a change needs a restart). */
-  constructor(zones: ZoneSet, steering: Steering, opts: { rrl: ResponseRateLimiter | undefined; lengths: PrefixLengths; udpPayload: number; clusters: number }) {
+  constructor(zones: ZoneSet, steering: Steering, opts: { rrl: RrlSetup | undefined; lengths: PrefixLengths; udpPayload: number; clusters: number }) {
     this.steeredByCluster = new Float64Array(opts.clusters);
     this.zones = zones;
     this.steering = steering;
@@ -133,41 +144,27 @@ export class Answerer {
         c.ignored++;
         return 0;
       }
-      if (!tcp && !this.#rrlAllows(source, now)) return 0;
+      const rcode = status === Parse.NOTIMP ? RCODE.NOTIMP : RCODE.FORMERR;
+      const v = tcp ? RrlVerdict.SEND : this.#limit(source, RRL_ERROR, now);
+      if (v === RrlVerdict.DROP) return 0;
       if (status === Parse.NOTIMP) c.notimp++;
       else c.formerr++;
-      return this.writer.error(msg, q, status === Parse.NOTIMP ? RCODE.NOTIMP : RCODE.FORMERR, this.#udpPayload);
-    }
-    let slip = false;
-    if (!tcp && this.#rrl !== undefined) {
-      const src = this.#sourcePrefix(source);
-      const v = src === undefined ? RrlVerdict.SEND : this.#rrl.check(src.key, now);
-      if (v === RrlVerdict.DROP) {
-        c.rrlDropped++;
-        return 0;
-      }
-      if (v === RrlVerdict.SLIP) {
-        c.rrlSlipped++;
-        slip = true;
-      }
+      return this.#error(msg, q, rcode, v);
     }
     if (q.edns && q.ednsVersion > 0) {
-      c.badvers++;
       q.ecs = false; // RFC 6891 §6.1.3: a BADVERS response carries only the OPT
-      return this.writer.error(msg, q, RCODE.BADVERS, this.#udpPayload);
+      const v = tcp ? RrlVerdict.SEND : this.#limit(source, RRL_ERROR, now);
+      if (v === RrlVerdict.DROP) return 0;
+      c.badvers++;
+      return this.#error(msg, q, RCODE.BADVERS, v);
     }
     if ((q.qclass !== QCLASS.IN && q.qclass !== QCLASS.ANY) || q.qtype === QTYPE.AXFR || q.qtype === QTYPE.IXFR) {
-      c.refused++;
-      return this.writer.error(msg, q, RCODE.REFUSED, this.#udpPayload);
+      return this.#refused(msg, q, tcp, source, now);
     }
     const zone = this.zones.find(q.name);
-    if (zone === undefined) {
-      c.refused++;
-      return this.writer.error(msg, q, RCODE.REFUSED, this.#udpPayload);
-    }
-    const limit = slip ? 0 : tcp ? MAX_MESSAGE : q.edns ? Math.min(q.udpSize, this.#udpPayload) : 512;
+    if (zone === undefined) return this.#refused(msg, q, tcp, source, now);
 
-    let body: Body | undefined;
+    let body: Cached | undefined;
     let scope = 0;
     let chosen: readonly number[] | undefined;
     let fallback = false;
@@ -177,16 +174,10 @@ export class Answerer {
       // family 1 or 2 alike; source 0 (or none) leaves the query's source.
       const fromEcs = q.ecs && q.ecsSource > 0;
       const prefix: ClientPrefix | undefined = fromEcs ? prefixOfEcs(q.ecsFamily, q.ecsSource, q.ecsAddress, this.#lengths) : this.#sourcePrefix(source);
-      if (prefix === undefined) {
-        c.servfail++;
-        return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
-      }
+      if (prefix === undefined) return this.#servfail(msg, q, tcp, source, now);
       // One decision per (name, prefix) for every type: A and AAAA from one client prefix name the same clusters.
       const d = this.steering.decide(sn, prefix, now);
-      if (d.servfail) {
-        c.servfail++;
-        return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
-      }
+      if (d.servfail) return this.#servfail(msg, q, tcp, source, now);
       const a = q.qtype === QTYPE.AAAA ? NO_ADDRESSES : d.a;
       const aaaa = q.qtype === QTYPE.A ? NO_ADDRESSES : d.aaaa;
       // A family no usable cluster has VIPs of is answered from the zone below (NODATA with the SOA as a rule).
@@ -196,13 +187,11 @@ export class Answerer {
         // The scope is the part of the ECS address the answer depends on: none when the source address decided.
         if (d.scoped && fromEcs) scope = prefix.length;
         const ttl = sn.config.ttl;
-        body = this.#cached(`s${q.qtype}|${q.name}|${ttl}|${a.answerKey}|${aaaa.answerKey}`, () =>
-          encodeBody(q.name, q.oddName, q.qtype, { answer: [...a.vips.map((address) => addressRecord(q.name, ttl, QTYPE.A, address)), ...aaaa.vips.map((address) => addressRecord(q.name, ttl, QTYPE.AAAA, address))], authority: [], additional: [] }, RCODE.NOERROR, true),
-        );
-        if (body === undefined) {
-          c.servfail++;
-          return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
-        }
+        body = this.#cached(`s${q.qtype}|${q.name}|${ttl}|${a.answerKey}|${aaaa.answerKey}`, () => ({
+          body: encodeBody(q.name, q.oddName, q.qtype, { answer: [...a.vips.map((address) => addressRecord(q.name, ttl, QTYPE.A, address)), ...aaaa.vips.map((address) => addressRecord(q.name, ttl, QTYPE.AAAA, address))], authority: [], additional: [] }, RCODE.NOERROR, true),
+          rrl: rrlIdentity(RrlKind.RESPONSE, q.name, q.qtype),
+        }));
+        if (body === undefined) return this.#servfail(msg, q, tcp, source, now);
       }
     }
     if (body === undefined) {
@@ -210,13 +199,13 @@ export class Answerer {
         const a = zone.lookup(q.name, q.qtype);
         // A steered name without static data of this type is NODATA, not NXDOMAIN: the name exists.
         const rcode = sn !== undefined && a.rcode === RCODE.NXDOMAIN ? RCODE.NOERROR : a.rcode;
-        return encodeBody(q.name, q.oddName, q.qtype, a, rcode, a.aa);
+        return { body: encodeBody(q.name, q.oddName, q.qtype, a, rcode, a.aa), rrl: classify(a, rcode, zone, q.name, q.qtype) };
       });
     }
-    if (body === undefined) {
-      c.servfail++;
-      return this.writer.error(msg, q, RCODE.SERVFAIL, this.#udpPayload);
-    }
+    if (body === undefined) return this.#servfail(msg, q, tcp, source, now);
+    const v = tcp ? RrlVerdict.SEND : this.#limit(source, body.rrl, now);
+    if (v === RrlVerdict.DROP) return 0;
+    const limit = v === RrlVerdict.SLIP ? 0 : tcp ? MAX_MESSAGE : q.edns ? Math.min(q.udpSize, this.#udpPayload) : 512;
     if (chosen !== undefined) {
       c.steered++;
       if (fallback) c.steeredFallback++;
@@ -226,11 +215,12 @@ export class Answerer {
         if (k >= 0 && k < by.length) by[k] = (by[k] ?? 0) + 1;
       }
     }
-    if (body.rcode === RCODE.NXDOMAIN) c.nxdomain++;
-    else if (!body.aa) c.referral++;
-    else if (body.an === 0) c.nodata++;
+    const b = body.body;
+    if (b.rcode === RCODE.NXDOMAIN) c.nxdomain++;
+    else if (!b.aa) c.referral++;
+    else if (b.an === 0) c.nodata++;
     else c.answered++;
-    const n = this.writer.answer(msg, q, body, limit, this.#udpPayload, scope);
+    const n = this.writer.answer(msg, q, b, limit, this.#udpPayload, scope);
     c.truncated = this.writer.truncated;
     return n;
   }
@@ -245,23 +235,55 @@ export class Answerer {
     return p;
   }
 
-  #rrlAllows(source: string, now: number): boolean {
-    if (this.#rrl === undefined) return true;
-    const src = this.#sourcePrefix(source);
-    if (src === undefined) return true;
-    const v = this.#rrl.check(src.key, now);
-    if (v === RrlVerdict.DROP) {
-      this.counters.rrlDropped++;
-      return false;
+  /**
+   * The RRL verdict for one UDP response of identity `id` to `source`,
+   * counted (a drop ends the query: rrlDropped is its outcome counter).
+   */
+  #limit(source: string, id: RrlIdentity, now: number): RrlVerdict {
+    const rrl = this.#rrl;
+    if (rrl === undefined) return RrlVerdict.SEND;
+    let src = this.#rrlSources.get(source);
+    if (src === undefined) {
+      src = rrlSource(source, rrl);
+      if (this.#rrlSources.size >= SOURCES_MAX) this.#rrlSources.clear();
+      this.#rrlSources.set(source, src);
     }
-    return true; // error responses carry nothing worth slipping: send or drop
+    if (!src.limited) return RrlVerdict.SEND;
+    const v = rrl.limiter.check(src.p1, src.p2, id.kind, id.r1, id.r2, now);
+    if (v === RrlVerdict.DROP) this.counters.rrlDropped++;
+    else if (v === RrlVerdict.SLIP) this.counters.rrlSlipped++;
+    return v;
+  }
+
+  /** An error response; slipped: with TC set (it carries no records anyway, TC asks for TCP). */
+  #error(msg: Uint8Array, q: ParsedQuery, rcode: number, v: RrlVerdict): number {
+    const n = this.writer.error(msg, q, rcode, this.#udpPayload);
+    if (v === RrlVerdict.SLIP) {
+      this.writer.buf[2] = (this.writer.buf[2] ?? 0) | 0x02;
+      this.counters.truncated = ++this.writer.truncated;
+    }
+    return n;
+  }
+
+  #refused(msg: Uint8Array, q: ParsedQuery, tcp: boolean, source: string, now: number): number {
+    const v = tcp ? RrlVerdict.SEND : this.#limit(source, RRL_ERROR, now);
+    if (v === RrlVerdict.DROP) return 0;
+    this.counters.refused++;
+    return this.#error(msg, q, RCODE.REFUSED, v);
+  }
+
+  #servfail(msg: Uint8Array, q: ParsedQuery, tcp: boolean, source: string, now: number): number {
+    const v = tcp ? RrlVerdict.SEND : this.#limit(source, RRL_ERROR, now);
+    if (v === RrlVerdict.DROP) return 0;
+    this.counters.servfail++;
+    return this.#error(msg, q, RCODE.SERVFAIL, v);
   }
 
   /**
    * The encoded body for `key`, from the cache or from `encode()` (dns2
    * throws on records it cannot encode, a zone validation bug: SERVFAIL).
    */
-  #cached(key: string, encode: () => Body): Body | undefined {
+  #cached(key: string, encode: () => Cached): Cached | undefined {
     const hit = this.#cache.get(key);
     if (hit !== undefined) {
       this.counters.cacheHits++;
@@ -278,6 +300,19 @@ export class Answerer {
       return undefined;
     }
   }
+}
+
+/**
+ * The RRL identity of a zone answer (rrl.ts): NXDOMAIN per zone, referrals
+ * per delegation, NODATA per name, wildcard answers per zone and type
+ * (every name a wildcard synthesises is one response), else name and type.
+ */
+function classify(a: Answer, rcode: number, zone: Zone, qname: string, qtype: number): RrlIdentity {
+  if (rcode === RCODE.NXDOMAIN) return rrlIdentity(RrlKind.NXDOMAIN, zone.origin, 0);
+  if (a.kind === 'referral') return rrlIdentity(RrlKind.REFERRAL, a.authority[0]?.name ?? zone.origin, 0);
+  if (a.answer.length === 0) return rrlIdentity(RrlKind.NODATA, qname, 0);
+  if (!zone.has(qname)) return rrlIdentity(RrlKind.WILDCARD, zone.origin, qtype);
+  return rrlIdentity(RrlKind.RESPONSE, qname, qtype);
 }
 
 function addressRecord(name: string, ttl: number, type: typeof QTYPE.A | typeof QTYPE.AAAA, address: string): RR {

@@ -17,6 +17,7 @@ import { isIPv4, isIPv6 } from 'node:net';
 import { z } from 'zod';
 import { controlBaseSchema, keyRef, peerSchema, requireKeys, zmqEndpoint } from '../control/config.ts';
 import { httpSchema } from '../http/config.ts';
+import { parseSourcePrefix } from '../packet/source_prefixes.ts';
 import { POLICY_NAMES } from './policy/index.ts';
 
 const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
@@ -146,7 +147,7 @@ export const dnsConfigSchema = z
         capacityWeight: z.number().min(0).max(100).default(1).describe('Policy `rtt`: cost = rtt × (1 + capacityWeight × (1 − free share)); 0 = RTT only.'),
         reportSeconds: z.number().min(0.5).max(3600).default(5).describe('Expected seconds between a front node\'s `cluster_load` reports (its `control.clusterLoad.everySeconds`).'),
         downAfterIntervals: z.int().min(1).max(100).default(3).describe('A cluster whose reports stop for this many intervals is down.'),
-        ipv4Prefix: z.int().min(8).max(32).default(24).describe('IPv4 client prefix length: the unit of RTTs, stickiness, high-rate clients, response rate limiting and the ECS scope of steered answers.'),
+        ipv4Prefix: z.int().min(8).max(32).default(24).describe('IPv4 client prefix length: the unit of RTTs, stickiness, high-rate clients and the ECS scope of steered answers.'),
         ipv6Prefix: z.int().min(16).max(128).default(56).describe('IPv6 client prefix length, the same for IPv6 clients.'),
         rttExpireSeconds: z.number().min(1).max(86400 * 7).default(600).describe('A measured RTT (per client prefix and cluster) is forgotten after this long.'),
         maxPrefixes: z.int().min(16).max(10_000_000).default(100_000).describe('Client prefixes kept at most in each of the RTT, high-rate and sticky tables; beyond it the oldest entry is evicted.'),
@@ -169,13 +170,75 @@ export const dnsConfigSchema = z
     udpPayload: z.int().min(512).max(4096).default(1232).describe('Our EDNS UDP payload size: RFC 9715 / DNS flag day 2020 advise 1232 (no IP fragmentation).'),
     rrl: z
       .strictObject({
-        enabled: z.boolean().default(true).describe('Limit UDP responses per client prefix.'),
-        responsesPerSecond: z.number().min(1).max(1_000_000).default(100).describe('Per client prefix (`steering.ipv4Prefix` / `ipv6Prefix`), UDP only.'),
-        slip: z.int().min(0).max(10).default(2).describe('Every slip-th limited response is sent truncated (TC) instead of dropped; 0 drops all.'),
-        maxEntries: z.int().min(16).max(10_000_000).default(100_000).describe('Client prefixes tracked at most; beyond it the oldest entry is dropped.'),
+        enabled: z.boolean().default(true).describe('Limit UDP responses (TCP is never limited).'),
+        responsesPerSecond: z
+          .number()
+          .min(0)
+          .max(1_000_000)
+          .default(200)
+          .describe(
+            'Identical responses per second to one client prefix: the same name and type (a NODATA answer: the same name; a wildcard answer: the same zone and type; a referral: the same delegation). 0 = no limit. Default 200, NSD\'s `rrl-ratelimit`; BIND\'s `responses-per-second` has no limit unless set.',
+          ),
+        nxdomainsPerSecond: z.number().min(0).max(1_000_000).optional().describe('NXDOMAIN responses per second for names of one zone to one client prefix (BIND\'s `nxdomains-per-second`); unset = `responsesPerSecond`, as in BIND. 0 = no limit.'),
+        errorsPerSecond: z.number().min(0).max(1_000_000).optional().describe('Error responses (REFUSED, FORMERR, NOTIMP, SERVFAIL, BADVERS) per second to one client prefix, whatever the name (BIND\'s `errors-per-second`); unset = `responsesPerSecond`, as in BIND. 0 = no limit.'),
+        slip: z.int().min(0).max(10).default(2).describe('Every slip-th limited response is sent truncated (TC, no records) instead of dropped, so a real client retries over TCP; 0 drops all. Default 2, as in BIND and NSD.'),
+        window: z.int().min(1).max(3600).default(15).describe('Seconds over which a prefix\'s excess is remembered: a flood that stops must stay quiet up to this long before that response flows again (BIND\'s `window`, default 15).'),
+        ipv4PrefixLength: z.int().min(8).max(32).default(24).describe('IPv4 client prefix length responses are counted per (BIND\'s `ipv4-prefix-length` and NSD\'s `rrl-ipv4-prefix-length`, both 24).'),
+        ipv6PrefixLength: z.int().min(16).max(128).default(56).describe('IPv6 client prefix length (BIND\'s `ipv6-prefix-length`, 56; NSD\'s `rrl-ipv6-prefix-length` is 64).'),
+        exempt: z
+          .array(z.string().refine((s) => parseSourcePrefix(s) !== undefined, 'expected a prefix like 198.18.0.0/15 or 2001:2::/48 (the length always given)'))
+          .max(256)
+          .default([])
+          .describe('Client prefixes never limited, e.g. your own resolvers and monitoring (BIND\'s `exempt-clients`).'),
+        logOnly: z.boolean().default(false).describe('Count what would be limited (`sluice_dns_rrl_would_limit_total`) but send every response (BIND\'s `log-only`; nothing is logged per response: the answer path never logs).'),
+        maxEntries: z
+          .int()
+          .min(16)
+          .max(10_000_000)
+          .default(100_000)
+          .describe('Responses tracked at most (prefix × response identity), in a fixed table of ~28 octets a slot; beyond it the least recently used entry of its set is replaced. BIND\'s `max-table-size` defaults to 20000, NSD\'s `rrl-size` to 1000000.'),
       })
       .prefault({})
-      .describe('Response rate limiting (like BIND\'s); TCP is never limited.'),
+      .describe('Response rate limiting by response, as BIND counts it (docs/operations.md); defaults as BIND and NSD document theirs.'),
+    transfer: z
+      .strictObject({
+        allow: z
+          .array(z.string().refine((s) => parseSourcePrefix(s) !== undefined, 'expected a prefix like 198.18.3.0/24 or 198.18.3.7/32 (the length always given)'))
+          .max(256)
+          .default([])
+          .describe('Client prefixes allowed to transfer the zones (AXFR, and IXFR answered with the whole zone) over TCP without TSIG; anyone else is REFUSED.'),
+        keys: z
+          .array(
+            z.strictObject({
+              name: domain.describe('The key\'s name, as the secondary names it (e.g. xfr.example.test).'),
+              algorithm: z.literal('hmac-sha256', { error: 'the TSIG algorithm is hmac-sha256' }).default('hmac-sha256').describe('RFC 8945 algorithm: hmac-sha256.'),
+              secret: z
+                .string()
+                .regex(/^[A-Za-z0-9+/]+={0,2}$/, 'the secret is base64, as tsig-keygen and nsd.conf write it')
+                .refine((s) => Buffer.from(s, 'base64').length >= 16, 'a secret of at least 16 octets (tsig-keygen makes 32)')
+                .describe('The shared secret, base64.'),
+            }),
+          )
+          .max(64)
+          .default([])
+          .superRefine((keys, ctx) => {
+            const seen = new Set<string>();
+            keys.forEach((k, i) => {
+              if (seen.has(k.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `TSIG key "${k.name}" is configured twice` });
+              seen.add(k.name);
+            });
+          })
+          .describe('TSIG keys (RFC 8945): a transfer request signed with one of them is allowed from any address, and its answer signed.'),
+        notify: z
+          .array(z.string().regex(/^(\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\])(:\d{1,5})?$/, 'expected ADDRESS or ADDRESS:PORT, IPv6 in brackets ([2001:db8::3]:53)'))
+          .max(64)
+          .default([])
+          .describe('Secondaries sent a NOTIFY (RFC 1996) for a zone whose SOA serial a reload changed: ADDRESS[:PORT], port 53 by default.'),
+        notifyRetries: z.int().min(0).max(20).default(5).describe('A NOTIFY not answered is sent again this many times.'),
+        notifyRetrySeconds: z.number().min(0.1).max(600).default(5).describe('Seconds between NOTIFY attempts to one secondary.'),
+      })
+      .prefault({})
+      .describe('Zone transfers to secondaries (docs/operations.md, "Secondaries"): who may transfer, and whom to NOTIFY. Steered names are transferred with their fallback answer.'),
     tcp: z
       .strictObject({
         maxConnections: z.int().min(1).max(100_000).default(256).describe('Concurrent TCP connections at most; more are refused (counted).'),

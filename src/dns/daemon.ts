@@ -11,7 +11,8 @@
  *           accepted zones and steered names apply at once (encoded answers
  *           dropped). Changes to listen, clusters, control, rrl, tcp or
  *           udpPayload need a restart: they are named in the log and not
- *           applied (http too).
+ *           applied (http too). `transfer` applies at once; a zone whose
+ *           SOA serial changed is NOTIFYed to `transfer.notify`.
  *   SIGTERM close sockets and the ops HTTP server, exit 0
  *
  * Under systemd (Type=notify, src/systemd/): READY=1 once UDP and TCP
@@ -31,7 +32,10 @@ import { DnsControl } from './control.ts';
 import { HighRateTable } from './high_rate.ts';
 import { registerDnsMetrics } from './metrics.ts';
 import { ProbeScheduler } from './probe_scheduler.ts';
-import { ResponseRateLimiter } from './rrl.ts';
+import { ResponseRateLimiter, RRL_KIND_NAMES } from './rrl.ts';
+import { ZoneTransfers } from './transfer/axfr.ts';
+import { Notifier } from './transfer/notify.ts';
+import { SourcePrefixes } from '../packet/source_prefixes.ts';
 import { RttTable } from './rtt_table.ts';
 import { DnsServer, parseListen } from './server.ts';
 import { Steering, type SteeringParts } from './steer.ts';
@@ -91,7 +95,12 @@ export class DnsDaemon {
   readonly sticky: StickyTable;
   readonly probes: ProbeScheduler;
   readonly answerer: Answerer;
+  /** Absent when rrl.enabled is false. */
+  readonly rrl: ResponseRateLimiter | undefined;
   readonly server: DnsServer;
+  /** Zone transfers (AXFR/IXFR over TCP) and NOTIFY; replaced on reload with the new `transfer` settings. */
+  transfers: ZoneTransfers;
+  notifier: Notifier;
   #control: DnsControl | undefined;
   #zones: readonly Zone[];
   #admin: AdminSocket | undefined;
@@ -119,9 +128,21 @@ export class DnsDaemon {
     this.highRate = new HighRateTable(cfg.steering.maxPrefixes, cfg.steering.highRateExpireSeconds, lengths);
     this.sticky = new StickyTable(cfg.steering.maxPrefixes, cfg.steering.stickySeconds);
     this.probes = new ProbeScheduler(cfg.probe, now);
-    const rrl = cfg.rrl.enabled ? new ResponseRateLimiter(cfg.rrl) : undefined;
+    const r = cfg.rrl;
+    // BIND's rule: the NXDOMAIN and error rates default to the responses rate.
+    const rrl = r.enabled
+      ? {
+          limiter: new ResponseRateLimiter({ ...r, nxdomainsPerSecond: r.nxdomainsPerSecond ?? r.responsesPerSecond, errorsPerSecond: r.errorsPerSecond ?? r.responsesPerSecond }),
+          lengths: { ipv4: r.ipv4PrefixLength, ipv6: r.ipv6PrefixLength },
+          exempt: new SourcePrefixes(r.exempt),
+        }
+      : undefined;
+    this.rrl = rrl?.limiter;
     this.answerer = new Answerer(zones.set, new Steering(cfg, this.#parts()), { rrl, lengths, udpPayload: cfg.udpPayload, clusters: cfg.clusters.length });
     this.server = new DnsServer(this.answerer, cfg.tcp, this.log.child({ part: 'server' }));
+    this.transfers = new ZoneTransfers(cfg);
+    this.notifier = new Notifier(cfg.transfer, this.log.child({ part: 'notify' }));
+    this.server.transfer = (msg, source) => this.transfers.respond(msg, source, this.answerer.zones, Date.now() / 1000);
   }
 
   #parts(): SteeringParts {
@@ -177,11 +198,27 @@ export class DnsDaemon {
     }
     const { applied, changed } = keepRestartKeys(this.config, next, RESTART_KEYS);
     if (changed.length > 0) this.log.warn({ keys: changed }, 'these changes need a restart and were not applied');
+    const transferChanged = JSON.stringify(applied.transfer) !== JSON.stringify(this.config.transfer);
     this.config = applied;
     const steering = new Steering(applied, this.#parts());
     steering.inheritCounts(this.answerer.steering);
+    const serials = new Map(this.#zones.map((z) => [z.origin, z.soa.serial]));
     this.answerer.replace(zones.set, steering);
+    const before = this.transfers.counters;
+    this.transfers = new ZoneTransfers(applied);
+    Object.assign(this.transfers.counters, before);
+    if (transferChanged) {
+      const sent = this.notifier.counters;
+      this.notifier.close();
+      this.notifier = new Notifier(applied.transfer, this.log.child({ part: 'notify' }));
+      Object.assign(this.notifier.counters, sent);
+    }
     this.#zones = zones.list;
+    // RFC 1996: the secondaries hear of a new serial at once rather than at their next refresh.
+    for (const z of zones.list) {
+      const was = serials.get(z.origin);
+      if (was !== undefined && was !== z.soa.serial) this.notifier.notify(z.origin, z.soa.serial);
+    }
     this.reloads++;
     this.log.info({ zones: zones.list.map((z) => z.origin), steered: applied.steering.names.map((n) => n.name) }, 'reloaded');
     this.systemd.ready(this.#statusLine());
@@ -228,6 +265,8 @@ export class DnsDaemon {
       probes: { pending: this.probes.pending, requested: this.probes.requested, dropped: this.probes.dropped, sent: this.probes.sent },
       sticky: { clients: this.sticky.size, evicted: this.sticky.evicted },
       cache: { entries: this.answerer.cacheSize },
+      transfer: { ...this.transfers.counters, notifySent: this.notifier.counters.sent, notifyAnswered: this.notifier.counters.answered, notifyFailed: this.notifier.counters.failed, notifyPending: this.notifier.pending },
+      rrl: this.rrl === undefined ? undefined : { entries: this.rrl.size, slots: this.rrl.capacity, evicted: this.rrl.evicted, dropped: byKind(this.rrl.dropped), slipped: byKind(this.rrl.slipped), wouldLimit: byKind(this.rrl.wouldLimit) },
       control: this.#control?.status(),
       admin: { handled: this.#admin?.handled ?? 0, rejected: this.#admin?.rejected ?? 0 },
     };
@@ -238,10 +277,15 @@ export class DnsDaemon {
     this.systemd.stopping();
     this.watchdog.stop();
     this.server.close();
+    this.notifier.close();
     this.#control?.close();
     this.#admin?.close();
     this.log.info('stopped');
   }
+}
+
+function byKind(a: Float64Array): Record<string, number> {
+  return Object.fromEntries(RRL_KIND_NAMES.map((k, i) => [k, a[i] ?? 0]));
 }
 
 function round(x: number): number {

@@ -15,7 +15,10 @@ import type { DnsConfig } from './config.ts';
 import type { DnsControl } from './control.ts';
 import type { HighRateTable } from './high_rate.ts';
 import type { ProbeScheduler } from './probe_scheduler.ts';
+import { RRL_KIND_NAMES, type ResponseRateLimiter } from './rrl.ts';
 import type { RttTable } from './rtt_table.ts';
+import type { ZoneTransfers } from './transfer/axfr.ts';
+import type { Notifier } from './transfer/notify.ts';
 import type { DnsServer } from './server.ts';
 import type { StickyTable } from './sticky.ts';
 import type { OpsServer } from '../http/ops_server.ts';
@@ -28,6 +31,9 @@ import { registerHttpMetrics } from '../metrics/http.ts';
 export interface DaemonParts {
   readonly config: Readonly<DnsConfig>;
   readonly answerer: Answerer;
+  readonly rrl: ResponseRateLimiter | undefined;
+  readonly transfers: ZoneTransfers;
+  readonly notifier: Notifier;
   readonly server: DnsServer;
   readonly clusters: ClusterTable;
   readonly rtt: RttTable;
@@ -81,6 +87,20 @@ export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): v
     [{ reason: 'rrl' }, a().rrlDropped],
   ]);
   counterOf(registry, 'sluice_dns_rrl_slipped_total', 'Rate-limited responses sent truncated (TC) instead of dropped.', () => a().rrlSlipped);
+  counterFrom(registry, 'sluice_dns_rrl_limited_total', 'Rate-limited UDP responses, by the kind of response counted (response, nodata, wildcard, referral, nxdomain, error) and action (drop, slip).', ['kind', 'action'], () => {
+    const r = d.rrl;
+    if (r === undefined) return [];
+    return RRL_KIND_NAMES.flatMap((kind, i) => [[{ kind, action: 'drop' }, r.dropped[i] ?? 0] as const, [{ kind, action: 'slip' }, r.slipped[i] ?? 0] as const]);
+  });
+  counterFrom(registry, 'sluice_dns_rrl_would_limit_total', 'rrl.logOnly: responses sent although over the limit, by kind.', ['kind'], () => {
+    const r = d.rrl;
+    return r === undefined ? [] : RRL_KIND_NAMES.map((kind, i) => [{ kind }, r.wouldLimit[i] ?? 0] as const);
+  });
+  gaugeFrom(registry, 'sluice_dns_rrl_entries', 'Responses tracked in the RRL table (prefix x response), and the slots it has.', ['of'], () => {
+    const r = d.rrl;
+    return r === undefined ? [] : [[{ of: 'used' }, r.size], [{ of: 'slots' }, r.capacity]];
+  });
+  counterFrom(registry, 'sluice_dns_rrl_evicted_total', 'RRL entries replaced while inside their window (the table is small for the traffic: raise rrl.maxEntries).', [], () => (d.rrl === undefined ? [] : [[{}, d.rrl.evicted]]));
   counterOf(registry, 'sluice_dns_truncated_responses_total', 'Responses sent truncated (TC set).', () => a().truncated);
   counterFrom(registry, 'sluice_dns_malformed_queries_total', 'Messages refused by the parser, by reason (answered FORMERR/NOTIMP or ignored).', ['reason'], () => [...d.answerer.rejects].map(([k, n]) => [{ reason: k }, n] as const));
   counterFrom(registry, 'sluice_dns_answer_cache_lookups_total', 'Encoded-answer cache lookups, by result.', ['result'], () => [
@@ -88,6 +108,17 @@ export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): v
     [{ result: 'miss' }, a().cacheMisses],
   ]);
   counterOf(registry, 'sluice_dns_answer_encode_errors_total', 'Answers that could not be encoded (answered SERVFAIL).', () => a().encodeErrors);
+
+  // Zone transfers and NOTIFY.
+  counterFrom(registry, 'sluice_dns_transfers_total', 'Zone transfer requests (AXFR/IXFR over TCP), by result: served, refused (not allowed), tsig_failed (NOTAUTH), notauth (a zone we do not serve).', ['result'], () => {
+    const t = d.transfers.counters;
+    return [[{ result: 'served' }, t.served], [{ result: 'refused' }, t.refused], [{ result: 'tsig_failed' }, t.tsigFailed], [{ result: 'notauth' }, t.notAuth]];
+  });
+  counterOf(registry, 'sluice_dns_transfer_records_total', 'Records sent in zone transfers.', () => d.transfers.counters.records);
+  counterFrom(registry, 'sluice_dns_notify_total', 'NOTIFY messages to secondaries, by result: sent (each attempt), answered, failed (no answer after every retry).', ['result'], () => {
+    const n = d.notifier.counters;
+    return [[{ result: 'sent' }, n.sent], [{ result: 'answered' }, n.answered], [{ result: 'failed' }, n.failed]];
+  });
 
   // Steering.
   counterOf(registry, 'sluice_dns_steered_responses_total', 'Answers to steered names (A/AAAA/ANY) holding steered addresses sent (a family no usable cluster has is answered from the zone and not counted here).', () => a().steered);

@@ -10,6 +10,8 @@
  * maxConnections (counted). Input is bounded by what one frame can need
  * (2 + 65535 octets) plus one read; output by the socket's high-water mark:
  * past it we stop reading until the client drains its answers.
+ * A TCP message is first offered to the zone-transfer handler (when set):
+ * an AXFR/IXFR request is answered there with several messages.
  */
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { createServer, type Server, type Socket } from 'node:net';
@@ -40,6 +42,9 @@ export interface ServerCounters {
   tcpBadFrames: number;
 }
 
+/** Answers a TCP message that is a zone-transfer request (several messages, unframed); undefined for any other. */
+export type TransferHandler = (msg: Buffer, source: string) => Buffer[] | undefined;
+
 export class DnsServer {
   readonly #answerer: Answerer;
   readonly #log: Logger;
@@ -49,6 +54,7 @@ export class DnsServer {
   readonly #conns = new Set<Socket>();
   readonly #maxConns: number;
   readonly #idleMs: number;
+  transfer: TransferHandler | undefined;
   readonly counters: ServerCounters = { udpErrors: 0, tcpAccepted: 0, tcpRefused: 0, tcpIdleClosed: 0, tcpBadFrames: 0 };
 
   constructor(answerer: Answerer, opts: { maxConnections: number; idleSeconds: number }, log: Logger) {
@@ -170,6 +176,16 @@ export class DnsServer {
         }
         if (have < 2 + len) return;
         const frame = take(2 + len);
+        const xfr = this.transfer?.(frame.subarray(2), source);
+        if (xfr !== undefined) {
+          for (const m of xfr) {
+            const out = Buffer.allocUnsafe(2 + m.length);
+            out.writeUInt16BE(m.length, 0);
+            m.copy(out, 2);
+            sock.write(out);
+          }
+          continue;
+        }
         const n = this.#answerer.respond(frame.subarray(2), len, source, true, performance.now());
         if (n > 0) {
           const out = Buffer.allocUnsafe(2 + n);

@@ -65,6 +65,10 @@ export interface DnsStatus {
   readonly probes: { readonly pending: number; readonly requested: number; readonly dropped: number; readonly sent: number };
   readonly sticky: { readonly clients: number; readonly evicted: number };
   readonly cache: { readonly entries: number };
+  /** Zone transfers served and refused, NOTIFYs sent and answered (src/dns/transfer/). */
+  readonly transfer?: { readonly served: number; readonly refused: number; readonly tsigFailed: number; readonly notAuth: number; readonly messages: number; readonly records: number; readonly notifySent: number; readonly notifyAnswered: number; readonly notifyFailed: number; readonly notifyPending: number } | undefined;
+  /** Response rate limiting, when on: table use and limited responses by kind. */
+  readonly rrl?: { readonly entries: number; readonly slots: number; readonly evicted: number; readonly dropped: Readonly<Record<string, number>>; readonly slipped: Readonly<Record<string, number>>; readonly wouldLimit: Readonly<Record<string, number>> } | undefined;
   /** With a control section. */
   readonly control?: DnsControlStatus | undefined;
   readonly admin: { readonly handled: number; readonly rejected: number };

@@ -2,7 +2,7 @@
  * The steering pipeline and its parts with an injected clock (chance
  * draws are a hash of name, prefix and cluster): cluster state (reports, staleness, full), the rtt and capacity
  * policies (table-driven costs), high-rate clients, stickiness, fallback,
- * probe requests (rate limit, retry, bound), RTT expiry and bounds, RRL,
+ * probe requests (rate limit, retry, bound), RTT expiry and bounds,
  * client prefixes (source and ECS).
  */
 import assert from 'node:assert/strict';
@@ -18,7 +18,6 @@ import { prefixDraw } from '../../src/dns/policy/draw.ts';
 import type { Candidate } from '../../src/dns/policy/policy.ts';
 import { rttPolicy } from '../../src/dns/policy/rtt.ts';
 import { ProbeScheduler } from '../../src/dns/probe_scheduler.ts';
-import { ResponseRateLimiter, RrlVerdict } from '../../src/dns/rrl.ts';
 import { RttTable } from '../../src/dns/rtt_table.ts';
 import { Steering, type SteeringParts } from '../../src/dns/steer.ts';
 import { StickyTable } from '../../src/dns/sticky.ts';
@@ -402,19 +401,6 @@ describe('rtt table', () => {
     assert.equal(t.size, 2);
     assert.equal(t.evicted, 1);
     assert.equal(t.get('A'), undefined, 'least recently updated evicted');
-  });
-});
-
-describe('response rate limiting', () => {
-  it('N per second per prefix; every slip-th over the limit is truncated, the rest dropped', () => {
-    const r = new ResponseRateLimiter({ responsesPerSecond: 4, slip: 2, maxEntries: 100 });
-    const v = Array.from({ length: 8 }, () => r.check('p', 0));
-    assert.deepEqual(v, [RrlVerdict.SEND, RrlVerdict.SEND, RrlVerdict.SEND, RrlVerdict.SEND, RrlVerdict.DROP, RrlVerdict.SLIP, RrlVerdict.DROP, RrlVerdict.SLIP]);
-    assert.equal(r.check('other', 0), RrlVerdict.SEND, 'per prefix');
-    assert.equal(r.check('p', 250), RrlVerdict.SEND, 'refilled at 4/s');
-    const none = new ResponseRateLimiter({ responsesPerSecond: 1, slip: 0, maxEntries: 100 });
-    none.check('p', 0);
-    assert.equal(none.check('p', 0), RrlVerdict.DROP, 'slip 0 drops all');
   });
 });
 
