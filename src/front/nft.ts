@@ -16,7 +16,10 @@
  *              keyed VIP . protocol . port) goes to `to_service`; a
  *              server's RST (a reply from the LAN interface in a flow
  *              whose conntrack mark is one of our decisions) is logged to
- *              the NFLOG group.
+ *              the NFLOG group; a TCP packet from the LAN to be forwarded
+ *              that has no flow (no NAT binding: a pair's new master
+ *              before its flows are committed) is dropped and counted
+ *              (counter STRAY_COUNTER), never sent on un-NATed.
  *   to_service a SYN, a new UDP flow, or a TCP packet the kernel has no
  *              flow for gets QUEUE_MARK (the iptables NFQUEUE rule matches
  *              it); a FIN or RST of a known flow is logged to the NFLOG
@@ -102,6 +105,13 @@ export const GUARD_COUNTER = 'vip_guard_drops';
  * it shows what happened while no daemon was bound, which no daemon can.
  */
 export const FALLBACK_COUNTER = 'fallback_flows';
+/**
+ * The named counter of the stray LAN packets dropped (`nft list counter ip
+ * sluice stray_replies`, and ip6): TCP from the LAN, to be forwarded, that
+ * neither belongs to a flow the kernel tracks nor opens one (see classify).
+ * Like FALLBACK_COUNTER it starts at zero with every install.
+ */
+export const STRAY_COUNTER = 'stray_replies';
 /**
  * Fallback slots per service: the source hash picks one, each holds a
  * usable server. Fixed, so that a change of the usable servers is an
@@ -283,6 +293,7 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     `table ${fam} ${NFT_TABLE} {`,
     `  counter ${GUARD_COUNTER} { packets ${String(guard.packets)} bytes ${String(guard.bytes)} }`,
     `  counter ${FALLBACK_COUNTER} { packets 0 bytes 0 }`,
+    `  counter ${STRAY_COUNTER} { packets 0 bytes 0 }`,
     `  set vips { type ${addrType};${elements(vips)} }`,
     `  set services { type ${addrType} . inet_proto . inet_service;${elements(services)} }`,
     `  set overflow_marks { type mark;${elements(overflow)} }`,
@@ -301,6 +312,20 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     '    tcp flags & (syn | fin | rst) == 0 ct state established return',
     '    meta l4proto udp ct state established return',
     '    ct direction reply tcp flags & rst == 0 return',
+    // A server's TCP packet the kernel has no flow for (INVALID; or, with
+    // nf_conntrack_tcp_loose=1, NEW without a SYN: a mid-stream pickup) has
+    // no NAT binding: forwarded, it would reach the client from the
+    // server's own address, the client's kernel would answer it with a RST
+    // to that address, and the RST (no flow either) would reach the server
+    // and kill its end of the connection. That is what a pair's new master
+    // did with the servers' retransmissions that arrived after keepalived
+    // moved the LAN gateway and before the notify hook had committed the
+    // replicated flows: the client then got a reset, or a stall, once the
+    // flow was committed. Dropped (and counted) instead, the retransmission
+    // that follows the commit finds the flow. Only forwarded packets: the
+    // node's own TCP peers on the LAN (agents, health checks) are its
+    // sockets' business.
+    `    iifname ${JSON.stringify(cfg.lanInterface)} tcp flags & (syn | ack) != syn ct state invalid,new fib daddr type != local counter name ${STRAY_COUNTER} drop`,
     // SYNPROXY's part (synproxy_raw untracked the SYN; the cookie ACK is
     // INVALID): neither is queued, SYNPROXY in INPUT answers them.
     ...sp(['    ip daddr . tcp dport @synproxied ct state invalid,untracked return']),

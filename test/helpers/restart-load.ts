@@ -191,8 +191,13 @@ export class Download {
   readonly #hash = createHash('sha1');
   readonly done: Promise<number>;
 
-  constructor(ns: string, rate: string) {
-    this.child = spawn('ip', ['netns', 'exec', ns, 'curl', '-s', '--limit-rate', rate, '-m', '200', `http://${VIP}/blob.bin`], { stdio: ['ignore', 'pipe', 'ignore'] });
+  /**
+   * `maxSeconds`: curl's -m, the whole transfer's bound. A test sizes it to
+   * its blob at `rate` plus a margin, so a stalled download fails in
+   * seconds (curl 28) instead of holding the suite for the default's 200 s.
+   */
+  constructor(ns: string, rate: string, maxSeconds = 200) {
+    this.child = spawn('ip', ['netns', 'exec', ns, 'curl', '-s', '--limit-rate', rate, '-m', String(maxSeconds), `http://${VIP}/blob.bin`], { stdio: ['ignore', 'pipe', 'ignore'] });
     this.child.stdout!.on('data', (d: Buffer) => {
       this.bytes += d.length;
       this.#hash.update(d);

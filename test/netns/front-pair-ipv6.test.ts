@@ -31,6 +31,7 @@ import type { FrontStatus } from '../../src/front/status.ts';
 import type { ClusterPlan, FrontPlan } from '../../scripts/testbed/plan.ts';
 import { failNode, frontSocket, reviveNode, startSite, stopDaemons, waitForSite, type Daemon } from '../../scripts/testbed/site.ts';
 import { PacedLoad } from '../helpers/restart-load.ts';
+import { STRAY_COUNTER, NFT_TABLE } from '../../src/front/nft.ts';
 import { nsRun, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
 
@@ -40,6 +41,12 @@ const SITE = { reportSeconds: 1, loadSeconds: 1, advertSeconds: 0.3, ipv6Service
 /** The acceptance bound on the failover gap (ms without a completed new connection), as for IPv4. */
 const MAX_GAP_MS = 3000;
 const DOWNLOADS = 20;
+/**
+ * curl's -m for a download: the 50 MiB blob takes ~21 s at 2500K, plus a
+ * failover's pause and a busy machine's margin. A stalled flow then fails
+ * in a minute (curl 28), not in 200 s.
+ */
+const DOWNLOAD_MAX_S = 60;
 
 type Status = FrontStatus & { ha?: { role?: string } };
 
@@ -56,7 +63,7 @@ class Download6 {
   readonly done: Promise<number>;
 
   constructor(ns: string, vip6: string, rate: string) {
-    this.child = spawn('ip', ['netns', 'exec', ns, 'curl', '-6', '-g', '-s', '--limit-rate', rate, '-m', '200', `http://[${vip6}]/blob.bin`], { stdio: ['ignore', 'pipe', 'ignore'] });
+    this.child = spawn('ip', ['netns', 'exec', ns, 'curl', '-6', '-g', '-s', '--limit-rate', rate, '-m', String(DOWNLOAD_MAX_S), `http://[${vip6}]/blob.bin`], { stdio: ['ignore', 'pipe', 'ignore'] });
     this.child.stdout!.on('data', (d: Buffer) => {
       this.bytes += d.length;
       this.#hash.update(d);
@@ -67,6 +74,12 @@ class Download6 {
   sha1(): string {
     return this.#hash.digest('hex');
   }
+}
+
+/** Packets of the stray-reply counter of a node's ip6 table (servers' packets without a flow, dropped: nft.ts classify); reported, not asserted. */
+function strayDrops6(ns: string): string {
+  const m = /packets (\d+)/.exec(nsRun(ns, 'nft', ['list', 'counter', 'ip6', NFT_TABLE, STRAY_COUNTER]));
+  return m?.[1] ?? '?';
 }
 
 /** The IPv4 and IPv6 global addresses on `dev` in `ns`. */
@@ -137,14 +150,7 @@ describe('front-node pairs over IPv6: keepalived holds the IPv6 virtual addresse
     assert.match(r.stdout, new RegExp(`^server (${k1.servers.map((s) => s.id).join('|')}) `), `curl -6 answered: ${r.stdout}`);
   });
 
-  // Passed 5 of 5 runs alone; in a fresh-clone run of the whole suite
-  // (2026-11-26) 14 of 20 downloads ended with curl 56 (reset) although the
-  // backup had cached all 20 flows and adopted 20 records, and new IPv6
-  // connections went on (gap 417 ms). Suspected: packets of a flow that
-  // reach the new master before conntrackd has committed it are INVALID
-  // (tcp_loose=0) and, unlike IPv4's, reach the local VIP route and draw a
-  // RST. Kept running as todo until that is found and fixed (issue 23 note).
-  it('failover over IPv6: the master dies (kill -9 of every process, links down); 20 IPv6 downloads intact, new IPv6 connections through the new master, gap at most 3 s', { todo: 'resets seen in a full-suite run: see the comment above' }, async () => {
+  it('failover over IPv6: the master dies (kill -9 of every process, links down); 20 IPv6 downloads intact, new IPv6 connections through the new master, gap at most 3 s', async () => {
     const st = tb();
     const master = await masterOf();
     const backup = k1.fronts.find((f) => f !== master);
@@ -183,7 +189,7 @@ describe('front-node pairs over IPv6: keepalived holds the IPv6 virtual addresse
       await paced.read();
       const s = await frontStatus(frontSocket(st, k1, backup));
       console.log(
-        `# IPv6 failover: backup cached ${String(cached)} IPv6 flows; gap without new connections ${String(gap)} ms; ${String(paced.failures)} failed new connections; ${String(completedAfter)} new IPv6 connections completed in the 8 s after the takeover; downloads intact ${String(DOWNLOADS - bad)}/${String(DOWNLOADS)}; new master adopted ${String(s?.records.adopted ?? 0)} records`,
+        `# IPv6 failover: backup cached ${String(cached)} IPv6 flows; gap without new connections ${String(gap)} ms; ${String(paced.failures)} failed new connections; ${String(completedAfter)} new IPv6 connections completed in the 8 s after the takeover; downloads intact ${String(DOWNLOADS - bad)}/${String(DOWNLOADS)}; new master adopted ${String(s?.records.adopted ?? 0)} records, dropped ${strayDrops6(backup.name)} stray server packets`,
       );
       assert.equal(bad, 0, `downloads broken: codes ${codes.join(',')}`);
       assert.ok(gap <= MAX_GAP_MS, `gap without new IPv6 connections ${String(gap)} ms > ${String(MAX_GAP_MS)}`);

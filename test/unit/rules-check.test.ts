@@ -41,6 +41,10 @@ const NFT = `table ip sluice {
 		packets 0 bytes 0
 	}
 
+	counter stray_replies {
+		packets 0 bytes 0
+	}
+
 	set vips {
 		type ipv4_addr
 		elements = { 198.19.1.1 }
@@ -83,6 +87,7 @@ const NFT = `table ip sluice {
 		tcp flags ! fin,syn,rst ct state established return
 		meta l4proto udp ct state established return
 		ct direction reply tcp flags ! rst return
+		iifname "lan0" tcp flags != syn / syn,ack ct state invalid,new fib daddr type != local counter name "stray_replies" drop
 		ip daddr . meta l4proto . th dport @services goto to_service
 		iifname "lan0" ct direction reply ct mark 0x51000000/8 ct mark != 0x51fff000 tcp flags & rst == rst log group 0 snaplen 128 queue-threshold 64
 	}
@@ -221,8 +226,8 @@ describe('rule check: our nft table', () => {
     ['intact, counters moved (the guard\'s, the fallback\'s)', NFT.replace('packets 0 bytes 0', 'packets 12 bytes 720').replace('packets 0 bytes 0', 'packets 3 bytes 180'), {}],
     ['intact, the fallback map rewritten (checked by count, not here)', NFT.replace('tcp . 80 . 255 : 198.18.201.12', 'tcp . 80 . 255 : 198.18.201.11'), {}],
     // nft flush ruleset: the table is gone.
-    ['a deleted table', '', { missingChains: 16, missingRules: 36 }],
-    ['a flushed chain', NFT.replace(/(chain classify \{\n\t\ttype[^\n]*\n)[\s\S]*?(\n\t\})/, '$1$2'), { missingRules: 5 }],
+    ['a deleted table', '', { missingChains: 17, missingRules: 38 }],
+    ['a flushed chain', NFT.replace(/(chain classify \{\n\t\ttype[^\n]*\n)[\s\S]*?(\n\t\})/, '$1$2'), { missingRules: 6 }],
     ['an element gone from the DNAT map', NFT.replace(', 0x51000002 : 198.18.201.12 . 80', ''), { missingRules: 1, unexpectedRules: 1 }],
     ['a VIP gone from the guard set', NFT.replace('elements = { 198.19.1.1 }', ''), { missingRules: 1 }],
   ];
