@@ -83,13 +83,14 @@ import { FrontEngine, HELD } from './engine.ts';
 import { saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
 import { KernelScheduleWriter, SCHEDULE_TICK_MS, type KernelScheduleStatus } from './kernel-schedule.ts';
-import { SYN_SEEN_SET, listChainsAsync, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript } from './nft.ts';
+import { SYN_SEEN_SET, listChainsAsync, listCounters, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript } from './nft.ts';
 import { SynproxyAuto, type SynproxyAutoStatus } from './synproxy-auto.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG } from './rules.ts';
 import { installRuleset, listNft, renderRuleset, type RuleSet } from './ruleset.ts';
 import { iptablesOf } from './rules-check.ts';
 import { VipGuard, type GuardCount } from './vip-guard.ts';
+import { TableCounters, type TableCountsStatus } from './table-counters.ts';
 import { assertHostReady } from './preflight.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from './service.ts';
 import { HealthChecker } from './health/checker.ts';
@@ -207,6 +208,8 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly synproxy: SynproxyAuto;
   /** The VIP guard's drop counter, read from each rule check's dump of our nft table. */
   readonly vipGuard = new VipGuard();
+  /** The fallback's flows and the stray LAN drops, counted by the kernel: running totals (table-counters.ts). */
+  readonly tableCounters = new TableCounters();
   /** This node's role in a front-node pair (ha/role.ts): 'single' without `ha`, else keepalived's word via the notify hook. */
   readonly ha: HaRoleMachine;
   /** conntrackd's sync figures, read every 5 s off the packet path (ha/sync-state.ts); state 'off' without `ha`. */
@@ -288,6 +291,7 @@ export class FrontDaemon implements FrontMetricsSource {
       fallback: () => this.fallback.state(),
       onNftDump: (list, fam) => {
         this.vipGuard.read(list, fam);
+        this.tableCounters.read(list, fam);
       },
       periodMs: () => this.config.rules.checkSeconds * 1000,
       failuresBeforeDead: () => this.config.rules.restartAfterFailures,
@@ -492,6 +496,7 @@ export class FrontDaemon implements FrontMetricsSource {
     const targets = this.schedule.render(this.config, this.engine.services);
     this.schedule.installed(targets);
     this.synproxy.installed();
+    this.#carryKernelCounters();
     this.#startup['renderBegin'] = Math.round(performance.now());
     const first = renderRuleset(this.config, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged(), this.vipGuard.last6());
     this.#startup['rendered'] = Math.round(performance.now());
@@ -903,6 +908,29 @@ export class FrontDaemon implements FrontMetricsSource {
     return readKernelQueue(this.config.queue);
   }
 
+  /**
+   * Before our first install replaces the tables: the kernel's counters of
+   * the tables a previous run left (table-counters.ts). The VIP guard's
+   * values are rendered into the new table; the fallback's and the stray
+   * drops become the base of their totals. Logged when the fallback
+   * carried flows with no daemon bound.
+   */
+  #carryKernelCounters(): void {
+    for (const fam of ['ip', 'ip6'] as const) {
+      const list = listCounters(undefined, fam);
+      if (list === undefined) continue;
+      this.vipGuard.read(list, fam);
+      const c = this.tableCounters.seed(list, fam);
+      if (c.fallbackFlows > 0 || c.strayReplies > 0) {
+        this.log.info({ family: fam === 'ip' ? 'ipv4' : 'ipv6', fallbackFlows: c.fallbackFlows, strayReplies: c.strayReplies, vipGuardDrops: (fam === 'ip' ? this.vipGuard.last() : this.vipGuard.last6()).packets }, 'since the rules were last installed (while no daemon ran, among others), the kernel counted');
+      }
+    }
+  }
+
+  tableCounts(): TableCountsStatus {
+    return this.tableCounters.status();
+  }
+
   vipGuardCount(): GuardCount {
     return this.vipGuard.last();
   }
@@ -1071,6 +1099,7 @@ export class FrontDaemon implements FrontMetricsSource {
       rules: this.rules.status(),
       vipGuard: { ...this.vipGuard.last() },
       vipGuard6: { ...this.vipGuard.last6() },
+      kernelCounts: this.tableCounters.status(),
       fallback: this.fallback.status(),
       kernelSchedule: this.schedule.status(),
       shed: this.shed(),

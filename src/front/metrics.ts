@@ -41,6 +41,7 @@ import type { KernelScheduleStatus } from './kernel-schedule.ts';
 import { SHED_REASONS, type ShedReason } from './shed.ts';
 import type { SynproxyAutoStatus } from './synproxy-auto.ts';
 import type { GuardCount } from './vip-guard.ts';
+import type { TableCountsStatus } from './table-counters.ts';
 import { HA_ROLES, type HaRoleMachine } from './ha/role.ts';
 import type { SyncFigures, SyncStateReader } from './ha/sync-state.ts';
 
@@ -62,6 +63,8 @@ export interface FrontMetricsSource {
   vipGuardCount(): GuardCount;
   /** The same for `table ip6 sluice` (zero without IPv6 services). */
   vipGuardCount6(): GuardCount;
+  /** The kernel's fallback flows and stray LAN drops (table-counters.ts). */
+  tableCounts(): TableCountsStatus;
   /** The daemon-down fallback map's writer (fallback.ts). */
   fallbackStatus(): FallbackWriterStatus;
   /** The kernel SYN schedule's writer (kernel-schedule.ts). */
@@ -314,6 +317,20 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
     [{ family: 'ipv4' }, src.vipGuardCount().packets],
     [{ family: 'ipv6' }, src.vipGuardCount6().packets],
   ]);
+  counterFrom(registry, 'sluice_front_fallback_flows_total', 'New flows the kernel\'s fallback spread sent to a server with no daemon\'s verdict (nft counter fallback_flows; includes those counted before this start, while no daemon ran); read at each rule check.', ['family'], () => {
+    const c = src.tableCounts().fallbackFlows;
+    return [
+      [{ family: 'ipv4' }, c.ipv4],
+      [{ family: 'ipv6' }, c.ipv6],
+    ];
+  });
+  counterFrom(registry, 'sluice_front_stray_lan_packets_dropped_total', 'TCP packets from the LAN with no flow (INVALID, or NEW without a SYN), dropped instead of forwarded un-NATed (nft counter stray_replies; seen on a pair\'s new master before its flows are committed); read at each rule check.', ['family'], () => {
+    const c = src.tableCounts().strayReplies;
+    return [
+      [{ family: 'ipv4' }, c.ipv4],
+      [{ family: 'ipv6' }, c.ipv6],
+    ];
+  });
   counterFrom(registry, 'sluice_front_vip_guard_dropped_bytes_total', 'Bytes of those packets, by family.', ['family'], () => [
     [{ family: 'ipv4' }, src.vipGuardCount().bytes],
     [{ family: 'ipv6' }, src.vipGuardCount6().bytes],

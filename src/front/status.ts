@@ -23,6 +23,7 @@ import type { KernelScheduleStatus } from './kernel-schedule.ts';
 import type { ShedReason } from './shed.ts';
 import type { SynproxyAutoStatus } from './synproxy-auto.ts';
 import type { GuardCount } from './vip-guard.ts';
+import type { TableCountsStatus } from './table-counters.ts';
 import type { EngineCounters } from './engine.ts';
 import type { ServerRuntime } from './service.ts';
 import type { ServerCheckStatus } from './health/checker.ts';
@@ -169,6 +170,8 @@ export interface FrontStatus {
   readonly vipGuard: GuardCount;
   /** The same for IPv6 VIPs (`table ip6 sluice`'s own guard counter); zero on an IPv4-only node. */
   readonly vipGuard6: GuardCount;
+  /** The kernel's fallback flows and stray LAN drops, running totals per family (table-counters.ts). */
+  readonly kernelCounts: TableCountsStatus;
   /** The daemon-down fallback map's writer. */
   readonly fallback: FallbackWriterStatus;
   /** The kernel SYN schedule's writer (kernel-schedule.ts): services on it, writes, elements. */

@@ -180,6 +180,9 @@ describe('sluice front: an IPv6 virtual service on the testbed', () => {
     front = new FrontProcess(frontNs, configFile);
     const ready = await front.waitFor('front node ready');
     assert.ok(Number(ready['rebuilt']) >= 1, `records rebuilt from the kernel's IPv6 flows: ${String(ready['rebuilt'])}`);
+    // Our install restarts the kernel's counter; the restarted daemon carries what the fallback did while it was down.
+    const carried = (await front.status())['kernelCounts'] as { fallbackFlows: { ipv6: number } };
+    assert.ok(carried.fallbackFlows.ipv6 >= fb1, `status counts the fallback's flows from before the restart: ${JSON.stringify(carried)} (kernel had ${String(fb1)})`);
     const afterRestart = await nsRunAsync(client.name, 'curl', ['-6', '-g', '-s', '-m', '1', url]);
     assert.equal(afterRestart.code, 0, 'a new connection right after restart (curl -m 1)');
 

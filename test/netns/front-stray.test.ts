@@ -43,6 +43,7 @@ describe('sluice front: a server packet without a flow is dropped and counted, n
 uplinkAddress: ${k.uplinkAddress}
 uplinkAddress6: "${k.uplinkAddress6}"
 adminSocket: ${join(st.runDir, 'front-stray.sock')}
+rules: { checkSeconds: 1 }
 services:
   - { name: www, vip: ${k.vip}, port: 80, method: byrequests, synproxy: false, servers: [${k.servers.map((s) => `{ name: ${s.id}, address: ${s.address} }`).join(', ')}] }
   - { name: www6, vip: "${k.vip6}", port: 80, method: byrequests, servers: [${k.servers.map((s) => `{ name: ${s.id}6, address: "${s.address6}" }`).join(', ')}] }
@@ -102,6 +103,10 @@ services:
         assert.equal(unnatted, 0, 'server packets reached the client un-NATed');
         assert.equal(resets, 0, 'the client sent resets');
         assert.ok(dropped >= 2, `${String(dropped)} stray server packets counted`);
+        // The operator's view: status (and /metrics) carry the kernel's count, read at each rule check.
+        const kernel = strays(fam);
+        const key = fam === 'ip' ? 'ipv4' : 'ipv6';
+        await until(async () => ((await front!.status())['kernelCounts'] as { strayReplies: Record<string, number> }).strayReplies[key]! >= kernel, 'status shows the stray drops', 10_000, 200);
       } finally {
         curl.kill();
       }
