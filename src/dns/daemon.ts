@@ -19,7 +19,6 @@
  * RELOADING=1 then READY=1 around a reload; STOPPING=1 at stop; WATCHDOG=1
  * while the event loop turns (every socket is served by it).
  */
-import { readFileSync } from 'node:fs';
 import { ConfigError, keepRestartKeys, loadConfig, type ConfigProblem } from '../config/load.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
@@ -38,7 +37,7 @@ import { Steering, type SteeringParts } from './steer.ts';
 import type { DnsStatus } from './status.ts';
 import { StickyTable } from './sticky.ts';
 import { AdminSocket, statusAndReload } from '../admin/socket.ts';
-import { parseZone, ZoneError } from './zone/parse.ts';
+import { checkZoneFile } from './zone/parse.ts';
 import { Zone, ZoneSet } from './zone/zone.ts';
 import { SystemdNotifier } from '../systemd/notify.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
@@ -53,14 +52,10 @@ export function loadZones(cfg: Readonly<DnsConfig>, file: string): LoadedZones {
   const zones: Zone[] = [];
   const problems: ConfigProblem[] = [];
   cfg.zones.forEach((z, i) => {
-    try {
-      const text = readFileSync(z.file, 'utf8');
-      const parsed = parseZone(text, { file: z.file, ...(z.origin !== undefined ? { origin: z.origin } : {}) });
-      zones.push(new Zone(parsed));
-    } catch (err) {
-      const why = err instanceof ZoneError ? err.message : `cannot read ${z.file}: ${(err as Error).message}`;
-      problems.push({ path: `zones[${i}].file`, message: why });
-    }
+    // Every error of the file (and its $INCLUDEs) is named, one problem each.
+    const report = checkZoneFile(z.file, z.origin !== undefined ? { origin: z.origin } : {});
+    for (const err of report.errors) problems.push({ path: `zones[${i}].file`, message: err.message });
+    if (report.zone !== undefined) zones.push(new Zone(report.zone));
   });
   let set: ZoneSet | undefined;
   if (problems.length === 0) {
