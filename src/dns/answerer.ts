@@ -9,6 +9,8 @@
  * Order of checks, each with its RFC:
  *   parse + guard (wire/query.ts): not a query -> drop; FORMERR; NOTIMP
  *   EDNS version > 0 -> BADVERS (RFC 6891 §6.1.3)
+ *   class CH -> server identity (identity.ts: id.server, hostname.bind,
+ *     version.bind/.server TXT), else REFUSED
  *   class other than IN/ANY -> REFUSED; AXFR/IXFR -> REFUSED (no transfers)
  *   name outside our zones -> REFUSED (authoritative only, RA clear)
  *   steered name, type A/AAAA/ANY -> steering decision, one per client
@@ -23,6 +25,7 @@ import { prefixOfAddress, prefixOfEcs, type ClientPrefix, type PrefixLengths } f
 import type { ResponseRateLimiter } from './rrl.ts';
 import { RrlVerdict } from './rrl.ts';
 import type { FamilyAnswer, Steering } from './steer.ts';
+import type { Identity } from './identity.ts';
 import { encodeBody, type Body } from './wire/body.ts';
 import { Parse, ParsedQuery, parseQuery, QCLASS, QTYPE, RCODE, type RejectReason } from './wire/query.ts';
 import { MAX_MESSAGE, ResponseWriter } from './wire/response.ts';
@@ -89,6 +92,8 @@ export class Answerer {
   readonly #cache = new Map<string, Body>();
   zones: ZoneSet;
   steering: Steering;
+  /** CH TXT identity answers; undefined: every CH query is REFUSED. Replaced on reload. */
+  identity: Identity | undefined;
   readonly #rrl: ResponseRateLimiter | undefined;
   readonly #lengths: PrefixLengths;
   readonly #udpPayload: number;
@@ -96,8 +101,9 @@ export class Answerer {
   readonly #sources = new Map<string, ClientPrefix | undefined>();
 
   /** `opts.clusters`: how many clusters steering chooses among (fixed for the process: a change needs a restart). */
-  constructor(zones: ZoneSet, steering: Steering, opts: { rrl: ResponseRateLimiter | undefined; lengths: PrefixLengths; udpPayload: number; clusters: number }) {
+  constructor(zones: ZoneSet, steering: Steering, opts: { rrl: ResponseRateLimiter | undefined; lengths: PrefixLengths; udpPayload: number; clusters: number; identity?: Identity }) {
     this.steeredByCluster = new Float64Array(opts.clusters);
+    this.identity = opts.identity;
     this.zones = zones;
     this.steering = steering;
     this.#rrl = opts.rrl;
@@ -156,6 +162,18 @@ export class Answerer {
       q.ecs = false; // RFC 6891 §6.1.3: a BADVERS response carries only the OPT
       return this.writer.error(msg, q, RCODE.BADVERS, this.#udpPayload);
     }
+    const limit = slip ? 0 : tcp ? MAX_MESSAGE : q.edns ? Math.min(q.udpSize, this.#udpPayload) : 512;
+    if (q.qclass === QCLASS.CH) {
+      const id = this.identity?.answer(q.name, q.qtype);
+      if (id === undefined) {
+        c.refused++;
+        return this.writer.error(msg, q, RCODE.REFUSED, this.#udpPayload);
+      }
+      c.answered++;
+      const n = this.writer.answer(msg, q, id, limit, this.#udpPayload, 0);
+      c.truncated = this.writer.truncated;
+      return n;
+    }
     if ((q.qclass !== QCLASS.IN && q.qclass !== QCLASS.ANY) || q.qtype === QTYPE.AXFR || q.qtype === QTYPE.IXFR) {
       c.refused++;
       return this.writer.error(msg, q, RCODE.REFUSED, this.#udpPayload);
@@ -165,7 +183,6 @@ export class Answerer {
       c.refused++;
       return this.writer.error(msg, q, RCODE.REFUSED, this.#udpPayload);
     }
-    const limit = slip ? 0 : tcp ? MAX_MESSAGE : q.edns ? Math.min(q.udpSize, this.#udpPayload) : 512;
 
     let body: Body | undefined;
     let scope = 0;

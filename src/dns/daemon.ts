@@ -19,6 +19,7 @@
  * RELOADING=1 then READY=1 around a reload; STOPPING=1 at stop; WATCHDOG=1
  * while the event loop turns (every socket is served by it).
  */
+import { hostname } from 'node:os';
 import { ConfigError, keepRestartKeys, loadConfig, type ConfigProblem } from '../config/load.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
@@ -38,9 +39,18 @@ import type { DnsStatus } from './status.ts';
 import { StickyTable } from './sticky.ts';
 import { AdminSocket, statusAndReload } from '../admin/socket.ts';
 import { checkZoneFile } from './zone/parse.ts';
+import { Identity } from './identity.ts';
+import { packageVersion } from '../util/version.ts';
 import { Zone, ZoneSet } from './zone/zone.ts';
 import { SystemdNotifier } from '../systemd/notify.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
+
+/** The CH identity answers of a config; counts carry over from `previous` (a reload). */
+function identityOf(cfg: Readonly<DnsConfig>, previous?: Identity): Identity {
+  const id = new Identity(cfg.identity, { host: hostname(), version: `sluice ${packageVersion()}` });
+  if (previous !== undefined) id.inherit(previous);
+  return id;
+}
 
 /** Reads every zone file of the config; throws ConfigError naming the key and the zone's own error. */
 export interface LoadedZones {
@@ -115,7 +125,7 @@ export class DnsDaemon {
     this.sticky = new StickyTable(cfg.steering.maxPrefixes, cfg.steering.stickySeconds);
     this.probes = new ProbeScheduler(cfg.probe, now);
     const rrl = cfg.rrl.enabled ? new ResponseRateLimiter(cfg.rrl) : undefined;
-    this.answerer = new Answerer(zones.set, new Steering(cfg, this.#parts()), { rrl, lengths, udpPayload: cfg.udpPayload, clusters: cfg.clusters.length });
+    this.answerer = new Answerer(zones.set, new Steering(cfg, this.#parts()), { rrl, lengths, udpPayload: cfg.udpPayload, clusters: cfg.clusters.length, identity: identityOf(cfg) });
     this.server = new DnsServer(this.answerer, cfg.tcp, this.log.child({ part: 'server' }));
   }
 
@@ -176,6 +186,7 @@ export class DnsDaemon {
     const steering = new Steering(applied, this.#parts());
     steering.inheritCounts(this.answerer.steering);
     this.answerer.replace(zones.set, steering);
+    this.answerer.identity = identityOf(applied, this.answerer.identity);
     this.#zones = zones.list;
     this.reloads++;
     this.log.info({ zones: zones.list.map((z) => z.origin), steered: applied.steering.names.map((n) => n.name) }, 'reloaded');
