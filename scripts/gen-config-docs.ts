@@ -112,6 +112,10 @@ function typeName(n: Node): string {
   if (n.type === 'string' && n.format === 'ipv6') return 'IPv6 address';
   // A VIP or server address: either family.
   if (n.anyOf !== undefined && n.anyOf.length === 2 && n.anyOf.every((a) => a.type === 'string') && n.anyOf.map((a) => a.format).join() === 'ipv4,ipv6') return 'IPv4 or IPv6 address';
+  // Plain alternatives (e.g. identity texts: a string, or false to turn the answer off).
+  if (n.anyOf !== undefined && n.anyOf.length > 0 && n.anyOf.every((a) => a.const !== undefined || (a.type !== undefined && a.type !== 'object' && a.type !== 'array'))) {
+    return n.anyOf.map((a) => (a.const !== undefined ? JSON.stringify(a.const) : typeName(a))).join(' or ');
+  }
   return n.type ?? 'any';
 }
 

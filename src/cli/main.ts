@@ -5,6 +5,7 @@
 import type { Command } from './command.ts';
 import { agentCommand } from './agent.ts';
 import { checkConfigCommand } from './check-config.ts';
+import { checkZoneCommand } from './check-zone.ts';
 import { ctlCommand } from './ctl.ts';
 import { dashboardCommand } from './dashboard.ts';
 import { dnsCommand } from './dns.ts';
@@ -18,7 +19,7 @@ import { simulateCommand } from './simulate.ts';
 import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
 
-const commands: readonly Command[] = [frontCommand, dnsCommand, agentCommand, masterCommand, masterProxyCommand, ctlCommand, keygenCommand, scheduleCommand, simulateCommand, statusCommand, dashboardCommand, checkConfigCommand, haCommand, versionCommand];
+const commands: readonly Command[] = [frontCommand, dnsCommand, agentCommand, masterCommand, masterProxyCommand, ctlCommand, keygenCommand, scheduleCommand, simulateCommand, statusCommand, dashboardCommand, checkConfigCommand, checkZoneCommand, haCommand, versionCommand];
 
 function usage(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

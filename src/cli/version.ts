@@ -1,10 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { packageVersion } from '../util/version.ts';
 import type { Command } from './command.ts';
 
-export function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
-  return typeof pkg.version === 'string' ? pkg.version : 'unknown';
-}
+export { packageVersion };
 
 export const versionCommand: Command = {
   name: 'version',

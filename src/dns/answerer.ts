@@ -9,6 +9,8 @@
  * Order of checks, each with its RFC:
  *   parse + guard (wire/query.ts): not a query -> drop; FORMERR; NOTIMP
  *   EDNS version > 0 -> BADVERS (RFC 6891 §6.1.3)
+ *   class CH -> server identity (identity.ts: id.server, hostname.bind,
+ *     version.bind/.server TXT), else REFUSED; rate limited like any answer
  *   class other than IN/ANY -> REFUSED; AXFR/IXFR -> REFUSED (here only over
  *     UDP: over TCP the server offers every message to transfer/ first)
  *   name outside our zones -> REFUSED (authoritative only, RA clear)
@@ -26,6 +28,7 @@
 import { prefixOfAddress, prefixOfEcs, type ClientPrefix, type PrefixLengths } from './client_prefix.ts';
 import { RRL_ERROR, RrlKind, RrlVerdict, rrlIdentity, rrlSource, type RrlIdentity, type RrlSetup, type RrlSource } from './rrl.ts';
 import type { FamilyAnswer, Steering } from './steer.ts';
+import type { Identity } from './identity.ts';
 import { encodeBody, type Body } from './wire/body.ts';
 import { Parse, ParsedQuery, parseQuery, QCLASS, QTYPE, RCODE, type RejectReason } from './wire/query.ts';
 import { MAX_MESSAGE, ResponseWriter } from './wire/response.ts';
@@ -98,6 +101,8 @@ export class Answerer {
   readonly #cache = new Map<string, Cached>();
   zones: ZoneSet;
   steering: Steering;
+  /** CH TXT identity answers; undefined: every CH query is REFUSED. Replaced on reload. */
+  identity: Identity | undefined;
   readonly #rrl: RrlSetup | undefined;
   /** Source address text -> its RRL prefix hash (or exempt). Cleared when full. */
   readonly #rrlSources = new Map<string, RrlSource>();
@@ -107,8 +112,9 @@ export class Answerer {
   readonly #sources = new Map<string, ClientPrefix | undefined>();
 
   /** `opts.clusters`: how many clusters steering chooses among (fixed for the process: a change needs a restart). */
-  constructor(zones: ZoneSet, steering: Steering, opts: { rrl: RrlSetup | undefined; lengths: PrefixLengths; udpPayload: number; clusters: number }) {
+  constructor(zones: ZoneSet, steering: Steering, opts: { rrl: RrlSetup | undefined; lengths: PrefixLengths; udpPayload: number; clusters: number; identity?: Identity }) {
     this.steeredByCluster = new Float64Array(opts.clusters);
+    this.identity = opts.identity;
     this.zones = zones;
     this.steering = steering;
     this.#rrl = opts.rrl;
@@ -157,6 +163,18 @@ export class Answerer {
       if (v === RrlVerdict.DROP) return 0;
       c.badvers++;
       return this.#error(msg, q, RCODE.BADVERS, v);
+    }
+    if (q.qclass === QCLASS.CH) {
+      const id = this.identity?.answer(q.name, q.qtype);
+      if (id === undefined) return this.#refused(msg, q, tcp, source, now);
+      // Rate limited like any answer (version.bind is a classic reflection query); CH queries are rare: the identity is hashed per query.
+      const v = tcp ? RrlVerdict.SEND : this.#limit(source, rrlIdentity(RrlKind.RESPONSE, q.name, q.qtype), now);
+      if (v === RrlVerdict.DROP) return 0;
+      const limit = v === RrlVerdict.SLIP ? 0 : tcp ? MAX_MESSAGE : q.edns ? Math.min(q.udpSize, this.#udpPayload) : 512;
+      c.answered++;
+      const n = this.writer.answer(msg, q, id, limit, this.#udpPayload, 0);
+      c.truncated = this.writer.truncated;
+      return n;
     }
     if ((q.qclass !== QCLASS.IN && q.qclass !== QCLASS.ANY) || q.qtype === QTYPE.AXFR || q.qtype === QTYPE.IXFR) {
       return this.#refused(msg, q, tcp, source, now);

@@ -98,6 +98,17 @@ const steeredName = z.strictObject({
     .describe('What to answer when no cluster is usable (all down or full).'),
 });
 
+/** A CH TXT identity answer: text of at most 255 octets (one character-string), or false: REFUSED. */
+function identityText(key: string) {
+  return z.union([
+    z.literal(false),
+    z
+      .string({ error: `${key} is text or false` })
+      .min(1, `${key} is text or false (false: REFUSED)`)
+      .refine((s) => Buffer.byteLength(s) <= 255, `${key} is at most 255 octets (one TXT string)`),
+  ]);
+}
+
 const control = controlBaseSchema.extend({
   publish: z
     .strictObject({
@@ -120,7 +131,7 @@ export const dnsConfigSchema = z
     zones: z
       .array(
         z.strictObject({
-          file: z.string().min(1).describe('An RFC 1035 zone file ($INCLUDE is refused). Read at start and on every reload.'),
+          file: z.string().min(1).describe('An RFC 1035 zone file (`$INCLUDE` relative to it; record types in docs/operations.md, "Zone files"). Read at start and on every reload; a file with any error is refused, every error named (`sluice check-zone FILE` lists them).'),
           origin: domain.optional().describe('The zone\'s origin (matched after lowercasing and removing a final dot); without it, the file\'s first $ORIGIN.'),
         }),
       )
@@ -167,6 +178,20 @@ export const dnsConfigSchema = z
       })
       .prefault({})
       .describe('RTT probe requests: a query from a client prefix without a current RTT to some usable cluster asks the front nodes to ping it.'),
+    identity: z
+      .strictObject({
+        id: identityText('identity.id')
+          .optional()
+          .describe('Answer to `dig CH TXT id.server` (RFC 4892). Default: this host\'s name (gethostname), as NSD\'s `identity`. `false`: REFUSED, as NSD\'s `hide-identity: yes`.'),
+        hostname: identityText('identity.hostname')
+          .optional()
+          .describe('Answer to `dig CH TXT hostname.bind`. Default: this host\'s name (gethostname), as NSD (which answers its `identity` here too). `false`: REFUSED.'),
+        version: identityText('identity.version')
+          .optional()
+          .describe('Answer to `dig CH TXT version.bind` and `version.server`. Default: `sluice <version>`, as NSD\'s `version` defaults to its package version. `false`: REFUSED, as NSD\'s `hide-version: yes`.'),
+      })
+      .prefault({})
+      .describe('Server identity in class CH (TXT, TTL 0). Any other CH query is REFUSED. Queries and answers are counted in `sluice_dns_identity_queries_total`.'),
     udpPayload: z.int().min(512).max(4096).default(1232).describe('Our EDNS UDP payload size: RFC 9715 / DNS flag day 2020 advise 1232 (no IP fragmentation).'),
     rrl: z
       .strictObject({

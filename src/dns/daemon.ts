@@ -20,7 +20,7 @@
  * RELOADING=1 then READY=1 around a reload; STOPPING=1 at stop; WATCHDOG=1
  * while the event loop turns (every socket is served by it).
  */
-import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { ConfigError, keepRestartKeys, loadConfig, type ConfigProblem } from '../config/load.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
@@ -42,10 +42,19 @@ import { Steering, type SteeringParts } from './steer.ts';
 import type { DnsStatus } from './status.ts';
 import { StickyTable } from './sticky.ts';
 import { AdminSocket, statusAndReload } from '../admin/socket.ts';
-import { parseZone, ZoneError } from './zone/parse.ts';
+import { checkZoneFile } from './zone/parse.ts';
+import { Identity } from './identity.ts';
+import { packageVersion } from '../util/version.ts';
 import { Zone, ZoneSet } from './zone/zone.ts';
 import { SystemdNotifier } from '../systemd/notify.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
+
+/** The CH identity answers of a config; counts carry over from `previous` (a reload). */
+function identityOf(cfg: Readonly<DnsConfig>, previous?: Identity): Identity {
+  const id = new Identity(cfg.identity, { host: hostname(), version: `sluice ${packageVersion()}` });
+  if (previous !== undefined) id.inherit(previous);
+  return id;
+}
 
 /** Reads every zone file of the config; throws ConfigError naming the key and the zone's own error. */
 export interface LoadedZones {
@@ -57,14 +66,10 @@ export function loadZones(cfg: Readonly<DnsConfig>, file: string): LoadedZones {
   const zones: Zone[] = [];
   const problems: ConfigProblem[] = [];
   cfg.zones.forEach((z, i) => {
-    try {
-      const text = readFileSync(z.file, 'utf8');
-      const parsed = parseZone(text, { file: z.file, ...(z.origin !== undefined ? { origin: z.origin } : {}) });
-      zones.push(new Zone(parsed));
-    } catch (err) {
-      const why = err instanceof ZoneError ? err.message : `cannot read ${z.file}: ${(err as Error).message}`;
-      problems.push({ path: `zones[${i}].file`, message: why });
-    }
+    // Every error of the file (and its $INCLUDEs) is named, one problem each.
+    const report = checkZoneFile(z.file, z.origin !== undefined ? { origin: z.origin } : {});
+    for (const err of report.errors) problems.push({ path: `zones[${i}].file`, message: err.message });
+    if (report.zone !== undefined) zones.push(new Zone(report.zone));
   });
   let set: ZoneSet | undefined;
   if (problems.length === 0) {
@@ -138,7 +143,7 @@ export class DnsDaemon {
         }
       : undefined;
     this.rrl = rrl?.limiter;
-    this.answerer = new Answerer(zones.set, new Steering(cfg, this.#parts()), { rrl, lengths, udpPayload: cfg.udpPayload, clusters: cfg.clusters.length });
+    this.answerer = new Answerer(zones.set, new Steering(cfg, this.#parts()), { rrl, lengths, udpPayload: cfg.udpPayload, clusters: cfg.clusters.length, identity: identityOf(cfg) });
     this.server = new DnsServer(this.answerer, cfg.tcp, this.log.child({ part: 'server' }));
     this.transfers = new ZoneTransfers(cfg);
     this.notifier = new Notifier(cfg.transfer, this.log.child({ part: 'notify' }));
@@ -213,6 +218,7 @@ export class DnsDaemon {
       this.notifier = new Notifier(applied.transfer, this.log.child({ part: 'notify' }));
       Object.assign(this.notifier.counters, sent);
     }
+    this.answerer.identity = identityOf(applied, this.answerer.identity);
     this.#zones = zones.list;
     // RFC 1996: the secondaries hear of a new serial at once rather than at their next refresh.
     for (const z of zones.list) {

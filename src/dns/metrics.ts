@@ -107,6 +107,11 @@ export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): v
     [{ result: 'hit' }, a().cacheHits],
     [{ result: 'miss' }, a().cacheMisses],
   ]);
+  counterFrom(registry, 'sluice_dns_identity_queries_total', 'CH queries (server identity), by name and result: answered, or refused (turned off in `identity`, or a type other than TXT); name "other": any other CH query (refused).', ['name', 'result'], () => {
+    const id = d.answerer.identity;
+    if (id === undefined) return [];
+    return [...[...id.answered].map(([name, n]) => [{ name, result: 'answered' }, n] as const), ...[...id.refused].map(([name, n]) => [{ name, result: 'refused' }, n] as const), [{ name: 'other', result: 'refused' }, id.other] as const];
+  });
   counterOf(registry, 'sluice_dns_answer_encode_errors_total', 'Answers that could not be encoded (answered SERVFAIL).', () => a().encodeErrors);
 
   // Zone transfers and NOTIFY.

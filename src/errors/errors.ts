@@ -25,6 +25,11 @@ export class InvalidArgumentError extends SluiceError {
   readonly code = 'ERR_SLUICE_INVALID_ARGUMENT';
 }
 
+/** An internal invariant does not hold: a bug in Sluice, never the input's fault (the message names the invariant). */
+export class InvariantError extends SluiceError {
+  readonly code = 'ERR_SLUICE_INVARIANT';
+}
+
 /** The native addon is not built (run the install step). */
 export class NativeAddonMissingError extends SluiceError {
   readonly code = 'ERR_SLUICE_NATIVE_MISSING';

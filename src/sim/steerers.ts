@@ -21,6 +21,7 @@
  * Decisions are cached per (unit, class) for the step: the pipeline's
  * inputs change only when reports arrive, which is once per step.
  */
+import { InvariantError } from '../errors/errors.ts';
 import { componentLogger } from '../log/logger.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import { prefixOfAddress, type ClientPrefix } from '../dns/client_prefix.ts';
@@ -126,7 +127,7 @@ export class PipelineSteerer implements Steerer {
       1,
     );
     const sn = this.#steering.names.get(SIM_NAME);
-    if (!sn) throw new Error('simulate: the steered name is missing from its own configuration');
+    if (!sn) throw new InvariantError('simulate: the steered name is missing from its own configuration');
     this.#sn = sn;
     // One /24 per (unit, class), 10.0.0.0 upwards; each gets the unit's RTT row, measured at time 0.
     const n = w.units * this.classes;
@@ -163,7 +164,7 @@ export class PipelineSteerer implements Steerer {
 /** The synthetic client prefix of (unit, class) k: one /24 each, 10.0.0.0 upwards (no traffic is ever sent). */
 export function simPrefix(k: number, lengths: { ipv4: number; ipv6: number }): ClientPrefix {
   const p = prefixOfAddress(formatIPv4Address(((10 << 24) + (k << 8) + 1) >>> 0), lengths);
-  if (!p) throw new Error('simulate: bad synthetic prefix');
+  if (!p) throw new InvariantError('simulate: bad synthetic prefix');
   return p;
 }
 

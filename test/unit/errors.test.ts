@@ -18,7 +18,7 @@ import { UsageError } from '../../src/cli/command.ts';
 import { ConfigError } from '../../src/config/load.ts';
 import { KeyFileError } from '../../src/control/keys.ts';
 import { StatusRefusedError, StatusTimeoutError, StatusTooLargeError, StatusUnreachableError, StatusUnreadableError } from '../../src/dashboard/source.ts';
-import { ZoneDataError, ZoneRangeError, ZoneSyntaxError, ZoneTooLargeError, ZoneUnsupportedError } from '../../src/dns/zone/parse.ts';
+import { ZoneDataError, ZoneIncludeError, ZoneRangeError, ZoneSyntaxError, ZoneTooLargeError, ZoneUnsupportedError } from '../../src/dns/zone/parse.ts';
 import {
   BatchHandlerError,
   CommandFailedError,
@@ -26,6 +26,7 @@ import {
   ConntrackEventsSocketError,
   ConntrackEventsUnsupportedError,
   InvalidArgumentError,
+  InvariantError,
   LogGroupBusyError,
   LogGroupConfigError,
   LogGroupPermissionError,
@@ -56,6 +57,7 @@ const zone = ['z.zone', 3, 'what', 'fix'] as const;
 // [class, code, constructor arguments]
 const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [InvalidArgumentError, 'ERR_SLUICE_INVALID_ARGUMENT', ['m']],
+  [InvariantError, 'ERR_SLUICE_INVARIANT', ['m']],
   [NativeAddonMissingError, 'ERR_SLUICE_NATIVE_MISSING', ['m']],
   [QueueClosedError, 'ERR_SLUICE_QUEUE_CLOSED', ['m']],
   [FrontRunningError, 'ERR_SLUICE_FRONT_RUNNING', ['m']],
@@ -83,6 +85,7 @@ const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [ZoneRangeError, 'ERR_SLUICE_ZONE_RANGE', zone],
   [ZoneDataError, 'ERR_SLUICE_ZONE_DATA', zone],
   [ZoneTooLargeError, 'ERR_SLUICE_ZONE_TOO_LARGE', zone],
+  [ZoneIncludeError, 'ERR_SLUICE_ZONE_INCLUDE', zone],
   [LoadSourceError, 'ERR_SLUICE_LOAD_SOURCE', ['m']],
   [OperatorReasonError, 'ERR_SLUICE_OPERATOR_REASON', ['m']],
   [AccessLogFormatError, 'ERR_SLUICE_ACCESS_LOG_FORMAT', ['m']],

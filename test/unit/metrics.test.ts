@@ -480,6 +480,32 @@ adminSocket: ${join(dir, 'dns.sock')}
     assert.equal(p.sum('sluice_dns_steering_decisions_total'), before);
     assert.equal(p.sum('sluice_dns_reloads_total', { result: 'applied' }), 1);
   });
+
+  it('CH identity queries by name and result, in the responses by rcode too; counts survive a reload', async () => {
+    const ch = (name: string, qtype = 16): number => {
+      const q = dnsQuery(name, qtype);
+      q.writeUInt16BE(3, q.length - 2); // class CH
+      return d.answerer.respond(q, q.length, '198.18.11.2', false, performance.now());
+    };
+    const before = await scrape(r);
+    assert.ok(ch('id.server') > 0);
+    assert.ok(ch('version.bind') > 0);
+    ch('id.server', 1); // a type other than TXT: REFUSED
+    ch('authors.bind'); // not an identity name: REFUSED
+    assert.equal(d.reload(), true);
+    ch('hostname.bind');
+    const p = await scrape(r);
+    expectRows(p, [
+      ['sluice_dns_identity_queries_total', { name: 'id.server', result: 'answered' }, 1],
+      ['sluice_dns_identity_queries_total', { name: 'id.server', result: 'refused' }, 1],
+      ['sluice_dns_identity_queries_total', { name: 'version.bind', result: 'answered' }, 1],
+      ['sluice_dns_identity_queries_total', { name: 'hostname.bind', result: 'answered' }, 1],
+      ['sluice_dns_identity_queries_total', { name: 'version.server', result: 'answered' }, 0],
+      ['sluice_dns_identity_queries_total', { name: 'other', result: 'refused' }, 1],
+    ]);
+    assert.equal(p.sum('sluice_dns_responses_total', { rcode: 'REFUSED' }) - before.sum('sluice_dns_responses_total', { rcode: 'REFUSED' }), 2);
+    assert.equal(p.sum('sluice_dns_responses_total', { rcode: 'NOERROR' }) - before.sum('sluice_dns_responses_total', { rcode: 'NOERROR' }), 3);
+  });
 });
 
 describe('agent metrics', () => {

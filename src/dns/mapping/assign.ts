@@ -37,7 +37,7 @@
  * per augmentation when clusters are full; each augmentation exhausts the
  * unit, fills a cluster or empties one (unit, cluster) flow.
  */
-import { InvalidArgumentError } from '../../errors/errors.ts';
+import { InvalidArgumentError, InvariantError } from '../../errors/errors.ts';
 
 export interface AssignProblem {
   readonly units: number; // U map units (client prefix groups)
@@ -376,7 +376,7 @@ class Solver {
     for (;;) {
       const a = this.select();
       // X is always reachable from u, so a sink is always found first.
-      if (a < 0) throw new Error('assignment: no sink reachable (invariant broken)');
+      if (a < 0) throw new InvariantError('assignment: no sink reachable (the unserved node is always reachable)');
       this.done[a] = 1;
       if (a === this.X || (this.cap[a] ?? 0) > this.eps) return a;
       if (this.active[a] === 0) this.activate(a);

@@ -15,7 +15,7 @@
  * (wildcard synthesis) is written as a pointer to the question.
  */
 import dns2 from 'dns2';
-import type { RR } from '../zone/records.ts';
+import { GENERIC_TYPE, type RR } from '../zone/records.ts';
 
 const { Packet } = dns2;
 
@@ -53,9 +53,14 @@ export function standInName(name: string, odd: boolean): string {
  */
 export function encodeBody(name: string, odd: boolean, qtype: number, sections: Sections, rcode: number, aa: boolean): Body {
   const qname = standInName(name, odd);
-  const rename = (rr: RR): RR => (odd && rr.name === name ? { ...rr, name: qname } : rr);
   // dns2's typings describe its classes; its encoder takes plain records
-  // with the rdata fields of zone/records.ts, which is what RR is.
+  // with the rdata fields of zone/records.ts, which is what RR is, except a
+  // GenericRecord: dns2 gets its real type, which has no dns2 codec (the
+  // parser refuses the others), so dns2 copies its `data` as the RDATA.
+  const rename = (rr: RR): unknown => {
+    const r = odd && rr.name === name ? { ...rr, name: qname } : rr;
+    return r.type === GENERIC_TYPE ? { ...r, type: r.rrtype } : r;
+  };
   const packet = new Packet() as unknown as { questions: unknown[]; answers: unknown[]; authorities: unknown[]; additionals: unknown[]; toBuffer(): Buffer };
   packet.questions.push({ name: qname, type: qtype, class: 1 });
   packet.answers.push(...sections.answer.map(rename));

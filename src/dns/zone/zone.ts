@@ -15,7 +15,7 @@
  */
 import { InvalidArgumentError } from '../../errors/errors.ts';
 import { parseZone, type ParsedZone, type ParseOptions } from './parse.ts';
-import { RRTYPE, asciiLower, inZone, parentName, type RR, type SOARecord } from './records.ts';
+import { RRTYPE, asciiLower, inZone, parentName, wireType, type RR, type SOARecord } from './records.ts';
 
 export interface Answer {
   /** 0 NOERROR, 3 NXDOMAIN (after a CNAME chain: the last name's, RFC 6604). */
@@ -72,8 +72,9 @@ export class Zone {
       }
       let sets = this.#nodes.get(rr.name);
       if (sets === undefined) this.#nodes.set(rr.name, (sets = new Map<number, RR[]>()));
-      const set = sets.get(rr.type);
-      if (set === undefined) sets.set(rr.type, [rr]);
+      const type = wireType(rr);
+      const set = sets.get(type);
+      if (set === undefined) sets.set(type, [rr]);
       else set.push(rr);
       if (rr.type === RRTYPE.NS && rr.name !== this.origin) this.#cuts.add(rr.name);
       // Ancestors up to the apex exist too (empty non-terminals); stop at the first already known.
@@ -106,7 +107,9 @@ export class Zone {
   lookup(qname: string, qtype: number): Answer {
     const name = asciiLower(qname);
     if (!inZone(name, this.origin)) throw new InvalidArgumentError(`"${qname}" is not in the zone "${this.origin}"`);
-    const at = this.#land(name);
+    // DS lives at the parent side of a cut (RFC 4035 §3.1.4.1): a DS query
+    // for the delegated name itself is answered here, not referred.
+    const at = qtype === RRTYPE.DS && this.#cuts.has(name) && this.#cutAbove(parentName(name)) === undefined ? this.#node(name) : this.#land(name);
     switch (at.kind) {
       case 'referral':
         return this.#referral(at.cut);
@@ -175,6 +178,12 @@ export class Zone {
     while (encloser !== this.origin && !this.#names.has(encloser)) encloser = parentName(encloser);
     const wild = this.#nodes.get(encloser === '' ? '*' : `*.${encloser}`);
     return wild === undefined ? { kind: 'nxdomain' } : { kind: 'node', sets: wild, wildcard: true };
+  }
+
+  /** The name's own data, never a referral (for DS at a cut). */
+  #node(name: string): Landing {
+    const sets = this.#nodes.get(name);
+    return sets === undefined ? { kind: 'nodata' } : { kind: 'node', sets, wildcard: false };
   }
 
   /** The highest delegation at or above `name` (strictly below the apex): nothing under it is ours. */
