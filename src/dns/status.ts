@@ -42,6 +42,24 @@ export interface DnsSteeringChoice {
   readonly ageSeconds: number;
 }
 
+export interface DnsMappingStatus {
+  /** Prefixes in the assignment table, and prefixes with a measured query rate. */
+  readonly prefixes: number;
+  readonly demandPrefixes: number;
+  readonly recomputes: number;
+  readonly movedTotal: number;
+  readonly last: {
+    readonly ageSeconds: number;
+    readonly eligible: number;
+    readonly units: number;
+    readonly moved: number;
+    readonly unserved: number;
+    readonly meanRttMs: number;
+    readonly solveMs: number;
+    readonly totalMs: number;
+  } | null;
+}
+
 export interface DnsStatus {
   readonly name: string;
   readonly uptimeSeconds: number;
@@ -64,6 +82,8 @@ export interface DnsStatus {
   readonly highRate: { readonly tracked: number; readonly evicted: number; readonly clients: readonly { readonly prefix: string; readonly rate: number; readonly cluster: string; readonly ageSeconds: number }[] };
   readonly probes: { readonly pending: number; readonly requested: number; readonly dropped: number; readonly sent: number };
   readonly sticky: { readonly clients: number; readonly evicted: number };
+  /** Policy `mapping`: the assignment's size and its last recompute (null before the first). Optional: older servers send none. */
+  readonly mapping?: DnsMappingStatus | undefined;
   readonly cache: { readonly entries: number };
   /** With a control section. */
   readonly control?: DnsControlStatus | undefined;
