@@ -162,22 +162,36 @@ export class MappingTable {
     const mappedLoad = new Float64Array(C);
     const all: MappingPrefixInput[] = [];
     let eligible = 0;
-    const order: number[] = [];
+    const usable = new Uint8Array(C);
+    for (let c = 0; c < C; c++) usable[c] = clusters[c]?.usable === true ? 1 : 0;
+    const K = Math.max(1, o.nearest);
+    const best = new Int32Array(K + 1);
     for (const p of prefixes) {
       if (!(p.demand > 0)) continue;
-      order.length = 0;
+      const pe = prev.get(p.key);
+      // The K nearest usable measured clusters, by (RTT, index): a partial
+      // insertion sort (C × K), not a sort of the whole row.
+      let n = 0;
+      let currentOk = false;
       for (let c = 0; c < C; c++) {
         const r = p.rtt[c] ?? NaN;
-        if (clusters[c]?.usable === true && Number.isFinite(r)) order.push(c);
+        if (usable[c] === 0 || !Number.isFinite(r)) continue;
+        if (pe !== undefined && pe.cluster === c) currentOk = true;
+        if (n === K && r >= (p.rtt[best[K - 1] ?? 0] ?? 0)) continue;
+        let j = n === K ? K - 2 : n - 1;
+        while (j >= 0 && (p.rtt[best[j] ?? 0] ?? 0) > r) {
+          best[j + 1] = best[j] ?? 0;
+          j--;
+        }
+        best[j + 1] = c;
+        if (n < K) n++;
       }
-      if (order.length === 0) continue;
+      if (n === 0) continue;
       eligible++;
       all.push(p);
-      order.sort((a, b) => (p.rtt[a] ?? 0) - (p.rtt[b] ?? 0) || a - b);
-      const pe = prev.get(p.key);
       if (pe !== undefined) mappedLoad[pe.cluster] = (mappedLoad[pe.cluster] ?? 0) + p.demand;
-      const cands = order.slice(0, o.nearest);
-      const current = pe !== undefined && order.includes(pe.cluster) ? pe.cluster : -1;
+      const cands = Array.from(best.subarray(0, n));
+      const current = pe !== undefined && currentOk ? pe.cluster : -1;
       if (current >= 0 && !cands.includes(current)) cands.push(current);
       cands.sort((a, b) => a - b);
       const q = cands.map((c) => Math.round((p.rtt[c] ?? 0) / o.rttQuantumMs));
