@@ -263,6 +263,7 @@ export class DnsDaemon {
     return {
       prefixes: t.size,
       demandPrefixes: this.mapping.demand.size,
+      leftOut: this.mapping.leftOut,
       recomputes: t.recomputes,
       movedTotal: t.movedTotal,
       last: l === undefined ? null : { ageSeconds: round((now - l.at) / 1000), eligible: l.eligible, units: l.units, moved: l.moved, unserved: round(l.unserved), meanRttMs: round(l.meanRttMs), solveMs: round(l.solveMs), totalMs: round(l.totalMs) },

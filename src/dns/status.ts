@@ -46,6 +46,8 @@ export interface DnsMappingStatus {
   /** Prefixes in the assignment table, and prefixes with a measured query rate. */
   readonly prefixes: number;
   readonly demandPrefixes: number;
+  /** Prefixes with demand left out of the last recompute by steering.mapping.maxPrefixes (answered as `rtt`). */
+  readonly leftOut: number;
   readonly recomputes: number;
   readonly movedTotal: number;
   readonly last: {

@@ -125,6 +125,24 @@ describe('policy mapping in the steering pipeline', () => {
     assert.match(d.reason, /^mapping-fallback:unusable:rtt:c2/);
   });
 
+  it('maxPrefixes: only the busiest prefixes are mapped, the rest answered as rtt', () => {
+    const { s, rtt, mapping, report } = setup(config({ maxPrefixes: 2 }));
+    const sn = s.names.get('www.example.test');
+    assert.ok(sn);
+    report('c1', 100, 0, 0);
+    report('c2', 100, 0, 0);
+    const rows: [string, number][] = [['198.18.41.2', 5], ['198.18.42.2', 1], ['198.18.43.2', 9], ['2001:2:0:4400::2', 3]];
+    for (const [a, n] of rows) {
+      rtt.set(client(a).key, 0, 10, 3, 3, 0);
+      rtt.set(client(a).key, 1, 20, 3, 3, 0);
+      for (let q = 0; q < n; q++) s.decide(sn, client(a), 0);
+    }
+    mapping.recompute(1000);
+    assert.equal(mapping.leftOut, 2);
+    assert.deepEqual([...mapping.table.entries()].map(([k]) => k).sort(), [client('198.18.41.2').key, client('198.18.43.2').key].sort());
+    assert.match(s.decide(sn, client('198.18.42.2'), 1000).reason, /^mapping-fallback:rtt:c1/);
+  });
+
   it('status renders the assignment and the last recompute', () => {
     const text = renderDnsStatus({
       name: 'dns1',
@@ -140,7 +158,7 @@ describe('policy mapping in the steering pipeline', () => {
       sticky: { clients: 0, evicted: 0 },
       cache: { entries: 0 },
       admin: { handled: 0, rejected: 0 },
-      mapping: { prefixes: 4, demandPrefixes: 5, recomputes: 3, movedTotal: 1, last: { ageSeconds: 2, eligible: 4, units: 3, moved: 1, unserved: 0, meanRttMs: 12.5, solveMs: 0.25, totalMs: 0.5 } },
+      mapping: { prefixes: 4, demandPrefixes: 5, leftOut: 0, recomputes: 3, movedTotal: 1, last: { ageSeconds: 2, eligible: 4, units: 3, moved: 1, unserved: 0, meanRttMs: 12.5, solveMs: 0.25, totalMs: 0.5 } },
     });
     assert.match(text, /mapping: 4 prefixes assigned \(5 with demand\); 3 recomputes, 1 moves in all/);
     assert.match(text, /last recompute 2\.0s ago: 4 prefixes in 3 units, moved 1, unserved 0\.0, mean RTT 12\.5 ms, solve 0\.25 ms/);

@@ -15,6 +15,8 @@
  *             reported yet the shares are scaled to a millionth of the total
  *             capacity: everything fits and each prefix goes to its nearest.
  *   RTTs      the RTT table's current measurements of the prefix.
+ * At most `maxPrefixes` prefixes, those with the highest demand: the
+ * recompute runs on the event loop, and this bounds its time.
  */
 import type { ClusterTable } from '../cluster_state.ts';
 import type { DnsConfig } from '../config.ts';
@@ -33,12 +35,16 @@ export class MappingService {
   readonly table: MappingTable;
   readonly demand: DemandMeter;
   readonly recomputeSeconds: number;
+  readonly maxPrefixes: number;
   readonly #src: MappingSources;
+  /** Prefixes with demand left out by maxPrefixes at the last recompute. */
+  leftOut = 0;
 
   constructor(cfg: Readonly<DnsConfig>, src: MappingSources, now: number) {
     const m = cfg.steering.mapping;
     this.#src = src;
     this.recomputeSeconds = m.recomputeSeconds;
+    this.maxPrefixes = m.maxPrefixes;
     this.table = new MappingTable(cfg.clusters.length, m);
     this.demand = new DemandMeter(cfg.steering.maxPrefixes, m.demandHalfLifeSeconds, now);
   }
@@ -78,11 +84,18 @@ export class MappingService {
       } else queries += r;
     }
     const scale = queries > 0 ? Math.max(totalLoad - reported, 1e-6 * totalCapacity) / queries : 0;
+    // The busiest maxPrefixes (ties by key: the same choice on every server).
+    let keys = [...rates.keys()];
+    const demandOf = (k: string): number => reportedRate.get(k) ?? (rates.get(k) ?? 0) * scale;
+    this.leftOut = Math.max(0, keys.length - this.maxPrefixes);
+    if (this.leftOut > 0) keys = keys.sort((x, y) => demandOf(y) - demandOf(x) || (x < y ? -1 : 1)).slice(0, this.maxPrefixes);
+    // One buffer for every RTT row of this recompute (the table reads them only during it).
+    const rows = new Float64Array(keys.length * C);
     const prefixes: MappingPrefixInput[] = [];
-    for (const [k, r] of rates) {
-      const row = new Float64Array(C);
+    for (const k of keys) {
+      const row = rows.subarray(prefixes.length * C, (prefixes.length + 1) * C);
       if (rtt.current(k, now, row) === 0) continue;
-      prefixes.push({ key: k, demand: reportedRate.get(k) ?? r * scale, rtt: row, rttAt: rtt.newest(k) });
+      prefixes.push({ key: k, demand: demandOf(k), rtt: row, rttAt: rtt.newest(k) });
     }
     return this.table.recompute(prefixes, cl, now);
   }
