@@ -13,6 +13,7 @@ import { prefixOfAddress } from '../../src/dns/client_prefix.ts';
 import { ClusterTable } from '../../src/dns/cluster_state.ts';
 import { dnsConfigSchema, type DnsConfig } from '../../src/dns/config.ts';
 import { HighRateTable } from '../../src/dns/high_rate.ts';
+import { DemandMeter } from '../../src/dns/mapping/demand.ts';
 import { MappingService } from '../../src/dns/mapping/service.ts';
 import { ProbeScheduler } from '../../src/dns/probe_scheduler.ts';
 import { RttTable } from '../../src/dns/rtt_table.ts';
@@ -166,5 +167,34 @@ describe('policy mapping in the steering pipeline', () => {
 
   it('config: ttlMin above ttlMax is refused naming the key', () => {
     assert.throws(() => config({ ttlMin: 100, ttlMax: 10 }), /steering\.mapping\.ttlMin/);
+  });
+});
+
+describe('DemandMeter', () => {
+  it('first interval: count / seconds; then halfway to a new rate after one half-life', () => {
+    const m = new DemandMeter(100, 10, 0);
+    for (let i = 0; i < 50; i++) m.note('a');
+    assert.equal(m.update(5000).get('a'), 10); // 50 queries in 5 s
+    for (let i = 0; i < 300; i++) m.note('a'); // 30/s over the next 10 s (one half-life)
+    const r = m.update(15_000).get('a') ?? 0;
+    assert.ok(Math.abs(r - 20) < 1e-9, `rate ${r}, expected halfway from 10 to 30`);
+  });
+
+  it('a silent prefix decays and is forgotten below the minimum rate', () => {
+    const m = new DemandMeter(100, 1, 0);
+    m.note('a');
+    assert.equal(m.update(1000).get('a'), 1);
+    assert.equal(m.update(21_000, 1e-3).has('a'), false); // 20 half-lives: ~1e-6/s
+    assert.equal(m.size, 0);
+  });
+
+  it('bounded: a new prefix beyond maxPrefixes evicts the oldest, counted', () => {
+    const m = new DemandMeter(2, 10, 0);
+    m.note('a');
+    m.note('b');
+    m.note('c');
+    assert.equal(m.size, 2);
+    assert.equal(m.evicted, 1);
+    assert.deepEqual([...m.update(1000).keys()].sort(), ['b', 'c']);
   });
 });
