@@ -24,6 +24,12 @@ export function renderDnsStatus(s: DnsStatus): string {
   const names = s.clusters.map((c) => c.name);
   out.push('', `RTTs (ms) of the latest measured clients (${s.rtt.prefixes} prefixes); probes: pending ${s.probes.pending}, requested ${s.probes.requested}, sent ${s.probes.sent}, dropped ${s.probes.dropped}`);
   out.push(s.rtt.recent.length > 0 ? table(['CLIENT', ...names.map((x) => x.toUpperCase())], s.rtt.recent.map((r) => [r.client, ...names.map((x) => String(r.rttMs[x] ?? '-'))])) : '  (none yet)');
+  if (s.mapping !== undefined) {
+    const m = s.mapping;
+    const l = m.last;
+    out.push('', `mapping: ${m.prefixes} prefixes assigned (${m.demandPrefixes} with demand${m.leftOut > 0 ? `, ${m.leftOut} left out by maxPrefixes` : ''}); ${m.recomputes} recomputes, ${m.movedTotal} moves in all`);
+    out.push(l === null ? '  (not recomputed yet)' : `  last recompute ${n1(l.ageSeconds)}s ago: ${l.eligible} prefixes in ${l.units} units, moved ${l.moved}, unserved ${n1(l.unserved)}, mean RTT ${n1(l.meanRttMs)} ms, solve ${l.solveMs.toFixed(2)} ms (recompute ${l.totalMs.toFixed(2)} ms)`);
+  }
   out.push('', `high-rate clients: ${s.highRate.tracked}`);
   if (s.highRate.clients.length > 0) out.push(table(['CLIENT', 'RATE', 'REPORTED BY', 'AGE'], s.highRate.clients.map((h) => [h.prefix, h.rate.toFixed(1), h.cluster, `${n1(h.ageSeconds)}s`])));
   if (s.control) {

@@ -204,7 +204,7 @@ export class Answerer {
         fallback = d.fallback;
         // The scope is the part of the ECS address the answer depends on: none when the source address decided.
         if (d.scoped && fromEcs) scope = prefix.length;
-        const ttl = sn.config.ttl;
+        const ttl = d.ttl ?? sn.config.ttl;
         body = this.#cached(`s${q.qtype}|${q.name}|${ttl}|${a.answerKey}|${aaaa.answerKey}`, () => ({
           body: encodeBody(q.name, q.oddName, q.qtype, { answer: [...a.vips.map((address) => addressRecord(q.name, ttl, QTYPE.A, address)), ...aaaa.vips.map((address) => addressRecord(q.name, ttl, QTYPE.AAAA, address))], authority: [], additional: [] }, RCODE.NOERROR, true),
           rrl: rrlIdentity(RrlKind.RESPONSE, q.name, q.qtype),

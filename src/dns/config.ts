@@ -77,8 +77,8 @@ const steeredName = z.strictObject({
   policy: z
     .enum(POLICY_NAMES, { error: `policy is one of ${POLICY_NAMES.join(', ')}` })
     .default('rtt')
-    .describe('`rtt`: the nearest usable cluster, weighed with free capacity (`steering.capacityWeight`); `capacity`: drawn in proportion to free capacity.'),
-  ttl: z.int().min(0).max(86400).default(5).describe('TTL (seconds) of steered answers: short, so a client follows load and failures within seconds.'),
+    .describe('`rtt`: the nearest usable cluster, weighed with free capacity (`steering.capacityWeight`); `capacity`: drawn in proportion to free capacity; `mapping`: the cluster a global min-cost assignment of client prefixes gave the client\'s prefix, recomputed every `steering.mapping.recomputeSeconds`, with an adaptive TTL (docs/steering.md); prefixes it has not mapped get the `rtt` answer.'),
+  ttl: z.int().min(0).max(86400).default(5).describe('TTL (seconds) of steered answers: short, so a client follows load and failures within seconds. Policy `mapping` sets its own per prefix (`steering.mapping.ttlMin`..`ttlMax`) and uses this one for the prefixes it answers as `rtt` does.'),
   answers: z.int().min(1).max(16).default(1).describe('How many clusters\' VIPs an answer holds (in order of preference).'),
   sticky: z.boolean().default(false).describe('A client keeps its cluster while that cluster stays usable (up, with free capacity), for up to `steering.stickySeconds` after its last answer.'),
   fallback: z
@@ -164,6 +164,24 @@ export const dnsConfigSchema = z
         maxPrefixes: z.int().min(16).max(10_000_000).default(100_000).describe('Client prefixes kept at most in each of the RTT, high-rate and sticky tables; beyond it the oldest entry is evicted.'),
         highRateExpireSeconds: z.number().min(1).max(86400).default(180).describe('A high-rate client is treated as such this long after the last front-node report naming it.'),
         stickySeconds: z.number().min(1).max(86400).default(300).describe('How long after its last answer a `sticky` name keeps a client on its cluster.'),
+        mapping: z
+          .strictObject({
+            recomputeSeconds: z.number().min(0.5).max(3600).default(5).describe('How often the assignment is recomputed from the latest demand, RTTs and cluster reports.'),
+            nearest: z.int().min(1).max(64).default(4).describe('Candidate clusters per prefix: its nearest usable clusters by measured RTT (plus its current one). Demand that fits in none of them is answered as `rtt` does.'),
+            rttQuantumMs: z.number().min(0.1).max(1000).default(2).describe('RTTs are rounded to this quantum, and prefixes with the same rounded RTTs to the same candidates and the same current cluster form one map unit of the solve (its error is at most half a quantum of RTT).'),
+            movePenaltyMs: z.number().min(0).max(10_000).default(10).describe('Hysteresis: a prefix moves to another cluster only when its RTT gain exceeds this (ms), or when capacity forces it.'),
+            headroom: z.number().gt(0).max(1).default(0.9).describe('Share of a cluster\'s capacity the assignment may fill.'),
+            ttlMin: z.int().min(0).max(86400).default(5).describe('TTL (seconds) of a prefix whose assignment may move soon: its cluster is near capacity, its RTT is fresh, or it moved recently.'),
+            ttlMax: z.int().min(0).max(86400).default(60).describe('TTL (seconds) of a prefix whose assignment has held for `stableSeconds`.'),
+            nearCapacity: z.number().gt(0).max(1).default(0.85).describe('A cluster filled to this share of the capacity the assignment had for it is near capacity: its prefixes get `ttlMin`.'),
+            freshRttSeconds: z.number().min(0).max(86400).default(30).describe('A prefix whose newest RTT is younger than this gets `ttlMin` (a new measurement may still move it).'),
+            stableSeconds: z.number().min(0).max(86400).default(120).describe('The TTL rises from `ttlMin` to `ttlMax` over this long since the prefix last changed cluster.'),
+            maxPrefixes: z.int().min(1).max(1_000_000).default(20_000).describe('Prefixes in the assignment at most: those with the highest demand; the rest are answered as `rtt` does. A recompute runs on the DNS server\'s event loop (about 10-20 µs per prefix here, docs/steering.md), so this bounds how long queries wait for it.'),
+            demandHalfLifeSeconds: z.number().min(1).max(86400).default(60).describe('Half-life of the smoothing of per-prefix query rates (the demand estimate).'),
+          })
+          .prefault({})
+          .refine((m) => m.ttlMin <= m.ttlMax, { message: 'steering.mapping.ttlMin must not exceed ttlMax', path: ['ttlMin'] })
+          .describe('Policy `mapping`: the global assignment of client prefixes to clusters (docs/steering.md).'),
         recentClients: z.int().min(0).max(10_000).default(200).describe('Answers kept for `sluice status --dns` (the latest per client prefix).'),
       })
       .prefault({})

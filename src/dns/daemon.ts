@@ -30,6 +30,7 @@ import { ClusterTable } from './cluster_state.ts';
 import { dnsConfigSchema, type DnsConfig } from './config.ts';
 import { DnsControl } from './control.ts';
 import { HighRateTable } from './high_rate.ts';
+import { MappingService } from './mapping/service.ts';
 import { registerDnsMetrics } from './metrics.ts';
 import { ProbeScheduler } from './probe_scheduler.ts';
 import { ResponseRateLimiter, RRL_KIND_NAMES } from './rrl.ts';
@@ -99,6 +100,9 @@ export class DnsDaemon {
   readonly highRate: HighRateTable;
   readonly sticky: StickyTable;
   readonly probes: ProbeScheduler;
+  /** Policy `mapping`'s assignment; recomputed on a timer while some steered name uses it. */
+  readonly mapping: MappingService;
+  #mappingTimer: NodeJS.Timeout | undefined;
   readonly answerer: Answerer;
   /** Absent when rrl.enabled is false. */
   readonly rrl: ResponseRateLimiter | undefined;
@@ -133,6 +137,7 @@ export class DnsDaemon {
     this.highRate = new HighRateTable(cfg.steering.maxPrefixes, cfg.steering.highRateExpireSeconds, lengths);
     this.sticky = new StickyTable(cfg.steering.maxPrefixes, cfg.steering.stickySeconds);
     this.probes = new ProbeScheduler(cfg.probe, now);
+    this.mapping = new MappingService(cfg, { clusters: this.clusters, rtt: this.rtt, highRate: this.highRate }, now);
     const r = cfg.rrl;
     // BIND's rule: the NXDOMAIN and error rates default to the responses rate.
     const rrl = r.enabled
@@ -151,7 +156,7 @@ export class DnsDaemon {
   }
 
   #parts(): SteeringParts {
-    return { clusters: this.clusters, rtt: this.rtt, highRate: this.highRate, sticky: this.sticky, probes: this.probes, log: this.log.child({ part: 'steering' }) };
+    return { clusters: this.clusters, rtt: this.rtt, highRate: this.highRate, sticky: this.sticky, probes: this.probes, log: this.log.child({ part: 'steering' }), mapping: this.mapping };
   }
 
   async start(): Promise<void> {
@@ -164,6 +169,10 @@ export class DnsDaemon {
         },
       }, this.log.child({ part: 'control' }));
     }
+    this.#mappingTimer = setInterval(() => {
+      this.recomputeMapping(performance.now());
+    }, this.mapping.recomputeSeconds * 1000);
+    this.#mappingTimer.unref();
     this.#admin = new AdminSocket(cfg.adminSocket, this.log, statusAndReload(this));
     await this.#admin.listen();
     if (cfg.http) {
@@ -186,6 +195,20 @@ export class DnsDaemon {
     return this.#ops;
   }
 
+
+  /**
+   * One recompute of the mapping assignment (the timer's tick), while some
+   * steered name uses the policy; memoised decisions are dropped after it
+   * (the epoch), so answers follow the new table at once.
+   */
+  recomputeMapping(now: number): void {
+    if (!this.config.steering.names.some((n) => n.policy === 'mapping')) return;
+    const s = this.mapping.recompute(now);
+    this.answerer.steering.changed();
+    const fields = { prefixes: s.prefixes, units: s.units, moved: s.moved, unserved: round(s.unserved), solveMs: round(s.solveMs), totalMs: round(s.totalMs) };
+    if (s.moved > 0) this.log.info(fields, 'mapping recomputed');
+    else this.log.debug(fields, 'mapping recomputed');
+  }
 
   /** Re-reads config and zones; false (and the running data kept) when refused. */
   reload(): boolean {
@@ -270,6 +293,7 @@ export class DnsDaemon {
       highRate: { tracked: this.highRate.size, evicted: this.highRate.evicted, clients: this.highRate.list(now, 20) },
       probes: { pending: this.probes.pending, requested: this.probes.requested, dropped: this.probes.dropped, sent: this.probes.sent },
       sticky: { clients: this.sticky.size, evicted: this.sticky.evicted },
+      mapping: this.#mappingStatus(now),
       cache: { entries: this.answerer.cacheSize },
       transfer: { ...this.transfers.counters, notifySent: this.notifier.counters.sent, notifyAnswered: this.notifier.counters.answered, notifyFailed: this.notifier.counters.failed, notifyPending: this.notifier.pending },
       rrl: this.rrl === undefined ? undefined : { entries: this.rrl.size, slots: this.rrl.capacity, evicted: this.rrl.evicted, dropped: byKind(this.rrl.dropped), slipped: byKind(this.rrl.slipped), wouldLimit: byKind(this.rrl.wouldLimit) },
@@ -278,7 +302,21 @@ export class DnsDaemon {
     };
   }
 
+  #mappingStatus(now: number): DnsStatus['mapping'] {
+    const t = this.mapping.table;
+    const l = t.last;
+    return {
+      prefixes: t.size,
+      demandPrefixes: this.mapping.demand.size,
+      leftOut: this.mapping.leftOut,
+      recomputes: t.recomputes,
+      movedTotal: t.movedTotal,
+      last: l === undefined ? null : { ageSeconds: round((now - l.at) / 1000), eligible: l.eligible, units: l.units, moved: l.moved, unserved: round(l.unserved), meanRttMs: round(l.meanRttMs), solveMs: round(l.solveMs), totalMs: round(l.totalMs) },
+    };
+  }
+
   stop(): void {
+    clearInterval(this.#mappingTimer);
     this.#ops?.close();
     this.systemd.stopping();
     this.watchdog.stop();

@@ -93,6 +93,12 @@ export class HighRateTable {
     return false;
   }
 
+  /** The reported request rate of exactly this prefix key while current, else 0 (demand of the mapping policy). */
+  rate(key: string, now: number): number {
+    const e = this.#map.get(key);
+    return e !== undefined && now - e.at <= this.#expireMs ? e.rate : 0;
+  }
+
   #current(key: string, now: number): boolean {
     const e = this.#map.get(key);
     return e !== undefined && now - e.at <= this.#expireMs;

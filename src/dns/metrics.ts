@@ -14,6 +14,7 @@ import type { ClusterTable } from './cluster_state.ts';
 import type { DnsConfig } from './config.ts';
 import type { DnsControl } from './control.ts';
 import type { HighRateTable } from './high_rate.ts';
+import type { MappingService } from './mapping/service.ts';
 import type { ProbeScheduler } from './probe_scheduler.ts';
 import { RRL_KIND_NAMES, type ResponseRateLimiter } from './rrl.ts';
 import type { RttTable } from './rtt_table.ts';
@@ -22,7 +23,7 @@ import type { Notifier } from './transfer/notify.ts';
 import type { DnsServer } from './server.ts';
 import type { StickyTable } from './sticky.ts';
 import type { OpsServer } from '../http/ops_server.ts';
-import { counterFrom, counterOf, gaugeFrom, type Sample } from '../metrics/collect.ts';
+import { counterFrom, counterOf, gaugeFrom, gaugeOf, type Sample } from '../metrics/collect.ts';
 import { registerControlMetrics } from '../metrics/control.ts';
 import { BucketHistogram } from '../metrics/histogram.ts';
 import { registerHttpMetrics } from '../metrics/http.ts';
@@ -40,6 +41,7 @@ export interface DaemonParts {
   readonly highRate: HighRateTable;
   readonly sticky: StickyTable;
   readonly probes: ProbeScheduler;
+  readonly mapping: MappingService;
   readonly reloads: number;
   readonly reloadsRefused: number;
 }
@@ -196,6 +198,8 @@ export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): v
     [{ table: 'rtt' }, d.rtt.size],
     [{ table: 'high_rate' }, d.highRate.size],
     [{ table: 'sticky' }, d.sticky.size],
+    [{ table: 'mapping' }, d.mapping.table.size],
+    [{ table: 'mapping_demand' }, d.mapping.demand.size],
     [{ table: 'probe_pending' }, d.probes.pending],
     [{ table: 'answer_cache' }, d.answerer.cacheSize],
   ]);
@@ -203,7 +207,15 @@ export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): v
     [{ table: 'rtt' }, d.rtt.evicted],
     [{ table: 'high_rate' }, d.highRate.evicted],
     [{ table: 'sticky' }, d.sticky.evicted],
+    [{ table: 'mapping_demand' }, d.mapping.demand.evicted],
   ]);
+
+  // Policy `mapping`: the assignment's recomputes (src/dns/mapping/).
+  counterOf(registry, 'sluice_dns_mapping_recomputes_total', 'Recomputes of the mapping assignment.', () => d.mapping.table.recomputes);
+  counterOf(registry, 'sluice_dns_mapping_moved_prefixes_total', 'Client prefixes the mapping assignment moved to another cluster, over all recomputes.', () => d.mapping.table.movedTotal);
+  gaugeOf(registry, 'sluice_dns_mapping_units', 'Map units (groups of prefixes) of the last recompute.', () => d.mapping.table.last?.units ?? 0);
+  gaugeOf(registry, 'sluice_dns_mapping_solve_seconds', 'Wall time of the last recompute\'s min-cost solve.', () => (d.mapping.table.last?.solveMs ?? 0) / 1000);
+  gaugeOf(registry, 'sluice_dns_mapping_unserved', 'Demand (new connections/s) the last recompute could not place at a near cluster: those prefixes are answered as policy rtt does.', () => d.mapping.table.last?.unserved ?? 0);
   counterOf(registry, 'sluice_dns_high_rate_reports_total', 'High-rate clients reported by the front nodes.', () => d.highRate.reported);
 
   // RTT probes and results.

@@ -137,6 +137,14 @@ export class RttTable {
     return this.#map.get(key);
   }
 
+  /** When the prefix's newest measurement was taken (-Infinity: none). */
+  newest(key: string): number {
+    const e = this.#map.get(key);
+    let t = -Infinity;
+    if (e) for (let i = 0; i < this.#clusters; i++) t = Math.max(t, e.at[i] ?? -Infinity);
+    return t;
+  }
+
   /** The most recently updated prefixes, newest first (for status). */
   recent(limit: number): [string, RttEntry][] {
     const all = [...this.#map];

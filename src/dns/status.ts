@@ -42,6 +42,26 @@ export interface DnsSteeringChoice {
   readonly ageSeconds: number;
 }
 
+export interface DnsMappingStatus {
+  /** Prefixes in the assignment table, and prefixes with a measured query rate. */
+  readonly prefixes: number;
+  readonly demandPrefixes: number;
+  /** Prefixes with demand left out of the last recompute by steering.mapping.maxPrefixes (answered as `rtt`). */
+  readonly leftOut: number;
+  readonly recomputes: number;
+  readonly movedTotal: number;
+  readonly last: {
+    readonly ageSeconds: number;
+    readonly eligible: number;
+    readonly units: number;
+    readonly moved: number;
+    readonly unserved: number;
+    readonly meanRttMs: number;
+    readonly solveMs: number;
+    readonly totalMs: number;
+  } | null;
+}
+
 export interface DnsStatus {
   readonly name: string;
   readonly uptimeSeconds: number;
@@ -64,6 +84,8 @@ export interface DnsStatus {
   readonly highRate: { readonly tracked: number; readonly evicted: number; readonly clients: readonly { readonly prefix: string; readonly rate: number; readonly cluster: string; readonly ageSeconds: number }[] };
   readonly probes: { readonly pending: number; readonly requested: number; readonly dropped: number; readonly sent: number };
   readonly sticky: { readonly clients: number; readonly evicted: number };
+  /** Policy `mapping`: the assignment's size and its last recompute (null before the first). Optional: older servers send none. */
+  readonly mapping?: DnsMappingStatus | undefined;
   readonly cache: { readonly entries: number };
   /** Zone transfers served and refused, NOTIFYs sent and answered (src/dns/transfer/). */
   readonly transfer?: { readonly served: number; readonly refused: number; readonly tsigFailed: number; readonly notAuth: number; readonly messages: number; readonly records: number; readonly notifySent: number; readonly notifyAnswered: number; readonly notifyFailed: number; readonly notifyPending: number } | undefined;

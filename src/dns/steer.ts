@@ -41,6 +41,7 @@ import type { DnsConfig } from './config.ts';
 import type { HighRateTable } from './high_rate.ts';
 import { prefixDraw } from './policy/draw.ts';
 import { makePolicy } from './policy/index.ts';
+import type { MappingLookup } from './policy/mapping.ts';
 import type { Candidate, Policy } from './policy/policy.ts';
 import type { ProbeScheduler } from './probe_scheduler.ts';
 import type { RttTable } from './rtt_table.ts';
@@ -85,6 +86,8 @@ export interface Decision {
   readonly epoch: number;
   /** The memo holds it until then: memoMs, but never past the moment a cluster it relied on goes stale. */
   readonly validUntil: number;
+  /** The TTL the policy set (`mapping`), else undefined: the name's `ttl`. */
+  readonly ttl: number | undefined;
 }
 
 export interface SteeringParts {
@@ -94,6 +97,8 @@ export interface SteeringParts {
   readonly sticky: StickyTable;
   readonly probes: ProbeScheduler;
   readonly log: Logger;
+  /** The `mapping` policy's assignment (mapping/service.ts); absent: `mapping` names answer as `rtt`. */
+  readonly mapping?: (MappingLookup & { noteQuery(key: string): void }) | undefined;
 }
 
 export class Steering {
@@ -113,7 +118,7 @@ export class Steering {
 
   constructor(cfg: Readonly<DnsConfig>, parts: SteeringParts, memoMs = 1000) {
     this.#p = parts;
-    this.names = new Map(cfg.steering.names.map((n) => [n.name, { config: n, policy: makePolicy(n.policy, { capacityWeight: cfg.steering.capacityWeight }) }]));
+    this.names = new Map(cfg.steering.names.map((n) => [n.name, { config: n, policy: makePolicy(n.policy, { capacityWeight: cfg.steering.capacityWeight, mapping: parts.mapping }) }]));
     this.#memoMax = Math.max(1024, cfg.steering.recentClients);
     this.#memoMs = memoMs;
     this.#rttScratch = new Float64Array(parts.clusters.clusters.length);
@@ -133,6 +138,8 @@ export class Steering {
   }
 
   decide(sn: SteeredName, prefix: ClientPrefix, now: number): Decision {
+    // The mapping policy's demand: every query of its names counts, memoised or not.
+    if (sn.policy.name === 'mapping') this.#p.mapping?.noteQuery(prefix.key);
     const key = `${sn.config.name}|${prefix.key}`;
     const m = this.#memo.get(key);
     if (m !== undefined && m.epoch === this.epoch && now < m.validUntil) return m;
@@ -184,6 +191,7 @@ export class Steering {
     let order: readonly Candidate[];
     let reason: string;
     let scoped = true;
+    let ttl: number | undefined;
     const stuck = cfg.sticky ? p.sticky.get(prefix.key, now) : -1;
     const stuckCandidate = stuck >= 0 ? candidates.find((c) => c.index === stuck) : undefined;
     if (p.highRate.isHighRate(prefix.key, now)) {
@@ -193,9 +201,10 @@ export class Steering {
       order = [stuckCandidate, ...candidates.filter((c) => c !== stuckCandidate)];
       reason = `sticky:${stuckCandidate.name}`;
     } else {
-      const r = sn.policy.rank({ candidates, rtt, measured, draw: (c) => prefixDraw(cfg.name, prefix.key, c.name) });
+      const r = sn.policy.rank({ candidates, rtt, measured, prefixKey: prefix.key, draw: (c) => prefixDraw(cfg.name, prefix.key, c.name) });
       order = r.order;
       reason = r.reason;
+      ttl = r.ttl;
       scoped = sn.policy.name !== 'capacity' && measured > 0;
     }
     if (cfg.sticky && order[0] !== undefined) p.sticky.set(prefix.key, order[0].index, now);
@@ -207,10 +216,10 @@ export class Steering {
     if (top !== undefined && a.first !== undefined && a.first !== top) reason += `;a:${a.first.name}`;
     if (top !== undefined && aaaa.first !== undefined && aaaa.first !== top) reason += `;aaaa:${aaaa.first.name}`;
     const held = records.filter((c) => a.held.has(c) || aaaa.held.has(c));
-    return this.#decision(cfg, prefix, a.answer, aaaa.answer, held, reason, false, false, scoped, now, validUntil);
+    return this.#decision(cfg, prefix, a.answer, aaaa.answer, held, reason, false, false, scoped, now, validUntil, ttl);
   }
 
-  #decision(cfg: SteeredConfig, prefix: ClientPrefix, a: FamilyAnswer, aaaa: FamilyAnswer, held: readonly ClusterRecord[], reason: string, servfail: boolean, fallback: boolean, scoped: boolean, now: number, validUntil: number): Decision {
+  #decision(cfg: SteeredConfig, prefix: ClientPrefix, a: FamilyAnswer, aaaa: FamilyAnswer, held: readonly ClusterRecord[], reason: string, servfail: boolean, fallback: boolean, scoped: boolean, now: number, validUntil: number, ttl?: number): Decision {
     return {
       name: cfg.name,
       prefix: prefix.key.slice(2),
@@ -226,6 +235,7 @@ export class Steering {
       at: now,
       epoch: this.epoch,
       validUntil,
+      ttl,
     };
   }
 }

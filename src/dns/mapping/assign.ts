@@ -37,7 +37,7 @@
  * per augmentation when clusters are full; each augmentation exhausts the
  * unit, fills a cluster or empties one (unit, cluster) flow.
  */
-import { InvalidArgumentError, InvariantError } from '../../errors/errors.ts';
+import { InvalidArgumentError } from '../../errors/errors.ts';
 
 export interface AssignProblem {
   readonly units: number; // U map units (client prefix groups)
@@ -190,12 +190,12 @@ class Solver {
   // leave (the top's unit lost its flow at a); heaps are touched only then.
   readonly topKey: Float64Array;
   readonly topUnit: Int32Array;
-  // Heaps of node a are built only once a is found full in a Dijkstra run
-  // (active[a]); until then its units are only listed (members[a], with the
-  // stamp they entered with). Most clusters of a lightly loaded problem never
-  // fill, and most units then cost O(1) to place instead of C heap pushes.
+  // Units entering node a are only listed (members[a], with the stamp they
+  // entered with) until a is next relaxed from (flush). Most clusters of a
+  // lightly loaded problem never fill, and most units then cost O(1) to place
+  // instead of C heap pushes. active[a]: a's heaps hold entries.
   readonly active: Uint8Array;
-  members: UnitList[];
+  readonly members: UnitList[];
   readonly ph: Float64Array; // potentials (hi, lo)
   readonly pl: Float64Array;
   readonly dh: Float64Array; // Dijkstra labels (hi, lo), reduced
@@ -272,16 +272,21 @@ class Solver {
     }
   }
 
-  /** f[w][a] turned positive: w now offers arcs a -> b for every b it may use. */
+  /**
+   * f[w][a] turned positive: w now offers arcs a -> b for every b it may use.
+   * They are only listed here; flush() pushes them into row a's heaps when a
+   * is next relaxed from. Units that enter and leave a between two such
+   * moments (common in the chains of a tight solve) are never pushed.
+   */
   enter(w: number, a: number): void {
     const i = w * this.N + a;
     const s = (this.stamp[i] ?? 0) + 1;
     this.stamp[i] = s;
-    if (this.active[a] === 1) this.pushArcs(w, a, s);
-    else if (a !== this.X) this.members[a]?.push(w, s); // X is never relaxed from (see above)
+    if (a !== this.X) this.members[a]?.push(w, s); // X is never relaxed from (see above)
   }
 
-  activate(a: number): void {
+  /** Pushes the listed, still live units of node a into its heaps. */
+  flush(a: number): void {
     this.active[a] = 1;
     const list = this.members[a];
     if (list === undefined) return;
@@ -291,7 +296,7 @@ class Solver {
       const j = w * this.N + a;
       if ((this.f[j] ?? 0) > 0 && this.stamp[j] === s) this.pushArcs(w, a, s);
     }
-    this.members[a] = new UnitList();
+    list.size = 0;
   }
 
   /** The cheapest live arc a -> b: its unit, or -1. Drops stale tops. */
@@ -374,12 +379,13 @@ class Solver {
   shortestPath(u: number): number {
     this.init(u);
     for (;;) {
+      // Invariant: X has a finite label from init() on and is a sink, so
+      // select() returns X at the latest; a < 0 cannot happen (X stands in).
       const a = this.select();
-      // X is always reachable from u, so a sink is always found first.
-      if (a < 0) throw new InvariantError('assignment: no sink reachable (the unserved node is always reachable)');
+      if (a < 0) return this.X;
       this.done[a] = 1;
       if (a === this.X || (this.cap[a] ?? 0) > this.eps) return a;
-      if (this.active[a] === 0) this.activate(a);
+      if ((this.members[a]?.size ?? 0) > 0) this.flush(a);
       this.relax(a);
     }
   }

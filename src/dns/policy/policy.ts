@@ -19,6 +19,8 @@ export interface PolicyInput {
   readonly rtt: Float64Array;
   /** How many clusters have a current RTT for this prefix. */
   readonly measured: number;
+  /** The client prefix's key (client_prefix.ts form): the `mapping` policy looks its assignment up by it. */
+  readonly prefixKey?: string;
   /**
    * A uniform number in (0, 1) for one candidate, fixed for this client
    * prefix, steered name and cluster (a hash, steer.ts): a policy that
@@ -31,6 +33,8 @@ export interface Ranking {
   /** Candidates in order of preference; the answer takes the first `answers`. */
   readonly order: readonly Candidate[];
   readonly reason: string;
+  /** The answer's TTL (seconds) when the policy sets one (`mapping`: per prefix); else the name's `ttl`. */
+  readonly ttl?: number;
 }
 
 export interface Policy {

@@ -1,0 +1,327 @@
+/**
+ * The `mapping` policy's global assignment of client prefixes to clusters
+ * (issue 24, part 4), as a pure class: inputs in (per-prefix demand and RTTs,
+ * per-cluster capacity and load, the time), a table out. No timers, sockets
+ * or logs: the DNS glue (service.ts) feeds it from the live tables on a timer,
+ * the simulator feeds it from a scenario on a simulated clock.
+ *
+ * A recompute:
+ *   1. Eligible prefixes: demand > 0 and a finite RTT to at least one usable
+ *      cluster. Everyone else is left out of the table, and the policy
+ *      answers them as `rtt` does (the fallback).
+ *   2. Candidates per prefix: the `nearest` usable clusters by measured RTT
+ *      (ties by cluster index), plus its current cluster if still usable and
+ *      measured (so it can stay). Other clusters are not allowed (Infinity):
+ *      a mapping system sends a client to one of its near clusters or not at
+ *      all; demand that fits nowhere near is unserved and falls back to `rtt`.
+ *   3. Map units: prefixes with the same current cluster and the same
+ *      candidates with the same quantized RTTs (round(rtt / rttQuantumMs))
+ *      form one unit; its demand is the members' sum. The unit's cost per
+ *      unit of demand to candidate c is quantized RTT + (c is not its current
+ *      cluster ? movePenaltyMs : 0): the hysteresis. A prefix moves only when
+ *      the RTT gain pays the penalty, or when capacity forces it.
+ *      The solve is exact for the quantized costs: the grouping costs at most
+ *      rttQuantumMs / 2 of RTT per unit of demand.
+ *   4. Capacity per cluster: headroom × capacity, less the load that does not
+ *      come from mapped prefixes (the cluster's reported load minus the demand
+ *      the previous assignment put there); 0 for an unusable cluster.
+ *   5. solveAssignment (exact min-cost maximum flow, assign.ts). A unit split
+ *      across clusters splits its members (sorted by key) in proportion: the
+ *      shares laid end to end, its current cluster's first; a member covered
+ *      by one share goes there; a member straddling shares goes to the one
+ *      covering most of it whose room (capacity the solve left free, and
+ *      what straddlers gave back) takes the rest, else it gets no entry.
+ *      So no cluster gets more than its capacity. Members beyond the served
+ *      share get no entry either (fallback).
+ *
+ * Determinism: the units are ordered by their signature text and members by
+ * key before the solve, and the solver is deterministic, so two DNS servers
+ * with the same inputs compute the same table whatever order their maps were
+ * filled in (docs/steering.md: why this rather than publishing one table).
+ *
+ * TTL per prefix (adaptive, within [ttlMin, ttlMax]): ttlMin while its
+ * assignment is likely to move (its cluster is at nearCapacity or more of
+ * the capacity the solve gave it, or its newest RTT is younger than
+ * freshRttSeconds); otherwise rising linearly from ttlMin to ttlMax over
+ * stableSeconds since the prefix last changed cluster.
+ */
+import { solveAssignment } from './assign.ts';
+
+export interface MappingOptions {
+  /** Candidate clusters per prefix: its nearest usable measured ones. */
+  readonly nearest: number;
+  /** RTT quantum of the grouping (ms). */
+  readonly rttQuantumMs: number;
+  /** Added to the cost of every cluster but the prefix's current one (ms of RTT per unit of demand). */
+  readonly movePenaltyMs: number;
+  /** Share of a cluster's capacity the assignment may fill. */
+  readonly headroom: number;
+  readonly ttlMin: number;
+  readonly ttlMax: number;
+  /** Utilization (of the capacity the solve had) at which a cluster's prefixes get ttlMin. */
+  readonly nearCapacity: number;
+  readonly freshRttSeconds: number;
+  readonly stableSeconds: number;
+}
+
+export interface MappingPrefixInput {
+  /** The client prefix key (client_prefix.ts form). */
+  readonly key: string;
+  /** Demand in the clusters' capacity unit (new connections/s). */
+  readonly demand: number;
+  /** RTT (ms) per cluster index: NaN unknown, Infinity no reply. */
+  readonly rtt: Float64Array;
+  /** When its newest RTT was measured (same clock as `now`). */
+  readonly rttAt: number;
+}
+
+export interface MappingClusterInput {
+  readonly usable: boolean;
+  /** Capacity and current load, new connections/s. */
+  readonly capacity: number;
+  readonly load: number;
+}
+
+export interface MappingEntry {
+  readonly cluster: number;
+  readonly ttl: number;
+}
+
+export interface RecomputeStats {
+  readonly at: number;
+  /** Prefixes in the table. */
+  readonly prefixes: number;
+  /** Prefixes considered (eligible) and the map units they formed. */
+  readonly eligible: number;
+  readonly units: number;
+  /** Prefixes whose cluster changed (present before and after). */
+  readonly moved: number;
+  /** Demand the solve could not place near its prefixes (those get the fallback). */
+  readonly unserved: number;
+  /** Demand-weighted mean RTT (ms) of the served demand, quantized costs without penalties. */
+  readonly meanRttMs: number;
+  /** Wall time of the solve alone and of the whole recompute (ms). */
+  readonly solveMs: number;
+  readonly totalMs: number;
+}
+
+interface Entry {
+  cluster: number;
+  ttl: number;
+  /** When the prefix last got a different cluster (or first got one). */
+  since: number;
+}
+
+interface Unit {
+  readonly sig: string;
+  readonly current: number;
+  readonly cands: readonly number[];
+  readonly q: readonly number[];
+  readonly members: MappingPrefixInput[];
+  demand: number;
+}
+
+export class MappingTable {
+  readonly clusters: number;
+  readonly opts: MappingOptions;
+  readonly #table = new Map<string, Entry>();
+  readonly #clock: () => number;
+  last: RecomputeStats | undefined;
+  recomputes = 0;
+  movedTotal = 0;
+
+  /** `clock` times the solve (wall time, ms); the simulator may pass its own. */
+  constructor(clusters: number, opts: MappingOptions, clock: () => number = () => performance.now()) {
+    this.clusters = clusters;
+    this.opts = opts;
+    this.#clock = clock;
+  }
+
+  get size(): number {
+    return this.#table.size;
+  }
+
+  /** O(1): the prefix's cluster and TTL, or undefined (fallback). */
+  lookup(key: string): MappingEntry | undefined {
+    return this.#table.get(key);
+  }
+
+  /** Every entry (status, the simulator). */
+  entries(): IterableIterator<[string, MappingEntry]> {
+    return this.#table.entries();
+  }
+
+  recompute(prefixes: Iterable<MappingPrefixInput>, clusters: readonly MappingClusterInput[], now: number): RecomputeStats {
+    const t0 = this.#clock();
+    const C = this.clusters;
+    const o = this.opts;
+    const prev = this.#table;
+
+    // Demand the previous assignment put on each cluster (at today's demand).
+    const units = new Map<string, Unit>();
+    const mappedLoad = new Float64Array(C);
+    const all: MappingPrefixInput[] = [];
+    let eligible = 0;
+    const usable = new Uint8Array(C);
+    for (let c = 0; c < C; c++) usable[c] = clusters[c]?.usable === true ? 1 : 0;
+    const K = Math.max(1, o.nearest);
+    const best = new Int32Array(K + 1);
+    for (const p of prefixes) {
+      if (!(p.demand > 0)) continue;
+      const pe = prev.get(p.key);
+      // The K nearest usable measured clusters, by (RTT, index): a partial
+      // insertion sort (C × K), not a sort of the whole row.
+      let n = 0;
+      let currentOk = false;
+      for (let c = 0; c < C; c++) {
+        const r = p.rtt[c] ?? NaN;
+        if (usable[c] === 0 || !Number.isFinite(r)) continue;
+        if (pe !== undefined && pe.cluster === c) currentOk = true;
+        if (n === K && r >= (p.rtt[best[K - 1] ?? 0] ?? 0)) continue;
+        let j = n === K ? K - 2 : n - 1;
+        while (j >= 0 && (p.rtt[best[j] ?? 0] ?? 0) > r) {
+          best[j + 1] = best[j] ?? 0;
+          j--;
+        }
+        best[j + 1] = c;
+        if (n < K) n++;
+      }
+      if (n === 0) continue;
+      eligible++;
+      all.push(p);
+      if (pe !== undefined) mappedLoad[pe.cluster] = (mappedLoad[pe.cluster] ?? 0) + p.demand;
+      const cands = Array.from(best.subarray(0, n));
+      const current = pe !== undefined && currentOk ? pe.cluster : -1;
+      if (current >= 0 && !cands.includes(current)) cands.push(current);
+      cands.sort((a, b) => a - b);
+      const q = cands.map((c) => Math.round((p.rtt[c] ?? 0) / o.rttQuantumMs));
+      let sig = `${current}|`;
+      for (let i = 0; i < cands.length; i++) sig += `${cands[i]}:${q[i]},`;
+      let u = units.get(sig);
+      if (u === undefined) units.set(sig, (u = { sig, current, cands, q, members: [], demand: 0 }));
+      u.members.push(p);
+      u.demand += p.demand;
+    }
+
+    // Deterministic order: by signature, members by key.
+    const list = [...units.values()].sort((a, b) => (a.sig < b.sig ? -1 : a.sig > b.sig ? 1 : 0));
+    for (const u of list) u.members.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+
+    const U = list.length;
+    const demand = new Float64Array(U);
+    const cost = new Float64Array(U * C).fill(Infinity);
+    list.forEach((u, i) => {
+      demand[i] = u.demand;
+      u.cands.forEach((c, j) => {
+        cost[i * C + c] = (u.q[j] ?? 0) * o.rttQuantumMs + (c === u.current ? 0 : o.movePenaltyMs);
+      });
+    });
+    const capacity = new Float64Array(C);
+    for (let c = 0; c < C; c++) {
+      const k = clusters[c];
+      if (k === undefined || !k.usable) continue;
+      const other = Math.max(0, k.load - (mappedLoad[c] ?? 0));
+      capacity[c] = Math.max(0, o.headroom * k.capacity - other);
+    }
+
+    const ts = this.#clock();
+    const a = solveAssignment({ units: U, clusters: C, demand, capacity, cost });
+    const solveMs = this.#clock() - ts;
+
+    // Members to clusters; the new table. room[c]: capacity the solve left
+    // free at c, which a member straddling two of its unit's shares may use.
+    const room = new Float64Array(C);
+    for (let c = 0; c < C; c++) {
+      let used = 0;
+      for (let i = 0; i < U; i++) used += a.flow[i * C + c] ?? 0;
+      room[c] = (capacity[c] ?? 0) - used;
+    }
+    let total = 0;
+    for (let i = 0; i < U; i++) total += demand[i] ?? 0;
+    const tol = 1e-9 * Math.max(1, total);
+    const next = new Map<string, Entry>();
+    const assigned = new Float64Array(C);
+    let moved = 0;
+    let rttSum = 0;
+    let served = 0;
+    const segs: number[] = [];
+    const overlap = new Float64Array(C);
+    list.forEach((u, i) => {
+      // Shares laid end to end: the current cluster's first (its members stay put), then by index.
+      segs.length = 0;
+      if (u.current >= 0 && (a.flow[i * C + u.current] ?? 0) > 0) segs.push(u.current);
+      for (const c of u.cands) if (c !== u.current && (a.flow[i * C + c] ?? 0) > 0) segs.push(c);
+      let cum = 0;
+      for (const p of u.members) {
+        const lo = cum;
+        const hi = cum + p.demand;
+        cum = hi;
+        // How much of [lo, hi) each share covers.
+        let edge = 0;
+        let best = -1;
+        let bestShare = 0;
+        for (const s of segs) {
+          const f = a.flow[i * C + s] ?? 0;
+          const x = Math.max(0, Math.min(hi, edge + f) - Math.max(lo, edge));
+          overlap[s] = x;
+          edge += f;
+          // A member may go to a share it covers if the part beyond the share fits in the room left there.
+          if (x > 0 && p.demand - x <= (room[s] ?? 0) + tol && x > bestShare + tol) {
+            best = s;
+            bestShare = x;
+          }
+        }
+        for (const s of segs) {
+          const x = overlap[s] ?? 0;
+          overlap[s] = 0;
+          // The parts of the member's demand the chosen cluster does not carry are freed.
+          if (s !== best) room[s] = (room[s] ?? 0) + x;
+          else room[s] = (room[s] ?? 0) - (p.demand - x);
+        }
+        if (best < 0) continue; // beyond the served share, or no room for it whole: fallback
+        const c = best;
+        const j = u.cands.indexOf(c);
+        const rtt = (u.q[j] ?? 0) * o.rttQuantumMs;
+        rttSum += rtt * p.demand;
+        served += p.demand;
+        assigned[c] = (assigned[c] ?? 0) + p.demand;
+        const pe = prev.get(p.key);
+        if (pe !== undefined && pe.cluster !== c) moved++;
+        next.set(p.key, { cluster: c, ttl: o.ttlMin, since: pe !== undefined && pe.cluster === c ? pe.since : now });
+      }
+    });
+
+    // TTLs: short while the assignment may move, longer while it holds.
+    const byKey = new Map<string, MappingPrefixInput>();
+    for (const p of all) byKey.set(p.key, p);
+    for (const [key, e] of next) {
+      const p = byKey.get(key);
+      const cap = capacity[e.cluster] ?? 0;
+      const hot = cap <= 0 || (assigned[e.cluster] ?? 0) >= o.nearCapacity * cap;
+      const fresh = p !== undefined && now - p.rttAt < o.freshRttSeconds * 1000;
+      if (hot || fresh) e.ttl = o.ttlMin;
+      else {
+        const s = o.stableSeconds > 0 ? Math.min(1, (now - e.since) / (o.stableSeconds * 1000)) : 1;
+        e.ttl = Math.round(o.ttlMin + (o.ttlMax - o.ttlMin) * s);
+      }
+    }
+
+    prev.clear();
+    for (const [k, e] of next) prev.set(k, e);
+    this.recomputes++;
+    this.movedTotal += moved;
+    const stats: RecomputeStats = {
+      at: now,
+      prefixes: next.size,
+      eligible,
+      units: U,
+      moved,
+      unserved: a.unserved,
+      meanRttMs: served > 0 ? rttSum / served : 0,
+      solveMs,
+      totalMs: this.#clock() - t0,
+    };
+    this.last = stats;
+    return stats;
+  }
+}

@@ -1,0 +1,200 @@
+/**
+ * Policy `mapping` through the real steering pipeline (injected clock): the
+ * service counts queries, scales them into demand, recomputes the table
+ * from the RTT and cluster tables; answers come from the table with its TTL,
+ * and prefixes it has not mapped get the `rtt` policy's answer.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { pino } from 'pino';
+import { validateConfig } from '../../src/config/load.ts';
+import { renderDnsStatus } from '../../src/cli/dns-status.ts';
+import { prefixOfAddress } from '../../src/dns/client_prefix.ts';
+import { ClusterTable } from '../../src/dns/cluster_state.ts';
+import { dnsConfigSchema, type DnsConfig } from '../../src/dns/config.ts';
+import { HighRateTable } from '../../src/dns/high_rate.ts';
+import { DemandMeter } from '../../src/dns/mapping/demand.ts';
+import { MappingService } from '../../src/dns/mapping/service.ts';
+import { ProbeScheduler } from '../../src/dns/probe_scheduler.ts';
+import { RttTable } from '../../src/dns/rtt_table.ts';
+import { Steering, type SteeringParts } from '../../src/dns/steer.ts';
+import { StickyTable } from '../../src/dns/sticky.ts';
+
+const L = { ipv4: 24, ipv6: 56 };
+
+function config(mapping: Record<string, unknown> = {}): DnsConfig {
+  return validateConfig(
+    dnsConfigSchema,
+    {
+      name: 'dns1',
+      listen: ['198.18.2.2:53'],
+      zones: [{ file: '/dev/null' }],
+      clusters: [
+        { name: 'c1', vips: ['198.19.1.1', '2001:2:1::1'] },
+        { name: 'c2', vips: ['198.19.2.1', '2001:2:2::1'] },
+      ],
+      steering: { names: [{ name: 'www.example.test', policy: 'mapping', ttl: 7 }], reportSeconds: 1, downAfterIntervals: 100, mapping: { headroom: 1, movePenaltyMs: 5, rttQuantumMs: 1, freshRttSeconds: 0, ...mapping } },
+    },
+    'test',
+  );
+}
+
+function setup(cfg: DnsConfig) {
+  const clusters = new ClusterTable(cfg.clusters, cfg.steering.reportSeconds, cfg.steering.downAfterIntervals);
+  const rtt = new RttTable(cfg.clusters.length, 1000, cfg.steering.rttExpireSeconds);
+  const highRate = new HighRateTable(1000, cfg.steering.highRateExpireSeconds, L);
+  const mapping = new MappingService(cfg, { clusters, rtt, highRate }, 0);
+  const parts: SteeringParts = { clusters, rtt, highRate, sticky: new StickyTable(1000, cfg.steering.stickySeconds), probes: new ProbeScheduler(cfg.probe, 0), log: pino({ level: 'silent' }), mapping };
+  const s = new Steering(cfg, parts, 0);
+  const report = (cluster: string, capacity: number, load: number, now: number) =>
+    clusters.receive({ cluster, vips: [], capacity, load, available: Math.max(0, capacity - load), serversUp: 1, serversTotal: 1 }, now);
+  return { s, clusters, rtt, mapping, report };
+}
+
+const client = (a: string) => {
+  const p = prefixOfAddress(a, L);
+  assert.ok(p);
+  return p;
+};
+
+describe('policy mapping in the steering pipeline', () => {
+  it('4 prefixes, 2 clusters, c1 nearest to 3 with room for 2: the one with the smallest RTT penalty goes to c2 and stays', () => {
+    const { s, rtt, mapping, report } = setup(config());
+    const sn = s.names.get('www.example.test');
+    assert.ok(sn);
+    // Prefixes (IPv4 and IPv6) and their RTTs to c1, c2.
+    const clients: [string, number, number][] = [
+      ['198.18.11.2', 10, 50],
+      ['198.18.12.2', 10, 20], // smallest penalty (10 ms): moves to c2
+      ['2001:2:0:100::2', 10, 35],
+      ['198.18.14.2', 40, 12], // nearest to c2 anyway
+    ];
+    let now = 1000;
+    for (const [a, r1, r2] of clients) {
+      rtt.set(client(a).key, 0, r1, 3, 3, now);
+      rtt.set(client(a).key, 1, r2, 3, 3, now);
+    }
+    const answers: Record<string, string>[] = [];
+    for (let round = 0; round < 12; round++) {
+      // Equal query rates; the clusters' load is the 4 prefixes' (1 each): c1 has room for 2 (2.5).
+      for (const [a] of clients) for (let q = 0; q < 10; q++) s.decide(sn, client(a), now);
+      report('c1', 2.5, round === 0 ? 0 : 2, now);
+      report('c2', 10, round === 0 ? 0 : 2, now);
+      now += 5000;
+      mapping.recompute(now);
+      s.changed();
+      answers.push(Object.fromEntries(clients.map(([a]) => [a, s.decide(sn, client(a), now).clusters.join(',')])));
+    }
+    const want = { '198.18.11.2': 'c1', '198.18.12.2': 'c2', '2001:2:0:100::2': 'c1', '198.18.14.2': 'c2' };
+    // From the second recompute on (load reported), the same answer every time: no flapping.
+    for (const [i, a] of answers.entries()) if (i >= 1) assert.deepEqual(a, want, `round ${i}`);
+    const d = s.decide(sn, client('198.18.12.2'), now);
+    assert.equal(d.reason, 'mapping:c2');
+    assert.equal(d.a.vips[0], '198.19.2.1');
+    assert.ok(d.ttl !== undefined && d.ttl >= 5 && d.ttl <= 60, `ttl ${d.ttl}`);
+  });
+
+  it('a prefix without RTT gets the rtt policy\'s answer and the name\'s TTL', () => {
+    const { s, mapping, report } = setup(config());
+    const sn = s.names.get('www.example.test');
+    assert.ok(sn);
+    report('c1', 10, 9, 0);
+    report('c2', 10, 0, 0);
+    s.decide(sn, client('198.18.20.2'), 0);
+    mapping.recompute(1000);
+    const d = s.decide(sn, client('198.18.20.2'), 1000);
+    assert.match(d.reason, /^mapping-fallback:no-rtt/);
+    assert.equal(d.ttl, undefined);
+    assert.equal(mapping.table.size, 0);
+  });
+
+  it('a mapped cluster that went down since the recompute: the rtt answer', () => {
+    const { s, rtt, mapping, report, clusters } = setup(config());
+    const sn = s.names.get('www.example.test');
+    assert.ok(sn);
+    const k = client('198.18.30.2').key;
+    rtt.set(k, 0, 5, 3, 3, 0);
+    rtt.set(k, 1, 50, 3, 3, 0);
+    report('c1', 10, 0, 0);
+    report('c2', 10, 0, 0);
+    s.decide(sn, client('198.18.30.2'), 0);
+    mapping.recompute(1000);
+    assert.equal(mapping.lookup(k)?.cluster, 0);
+    report('c1', 10, 10, 1000); // full: no longer a candidate
+    assert.equal(clusters.state(clusters.clusters[0]!, 1000), 'full');
+    const d = s.decide(sn, client('198.18.30.2'), 1000);
+    assert.match(d.reason, /^mapping-fallback:unusable:rtt:c2/);
+  });
+
+  it('maxPrefixes: only the busiest prefixes are mapped, the rest answered as rtt', () => {
+    const { s, rtt, mapping, report } = setup(config({ maxPrefixes: 2 }));
+    const sn = s.names.get('www.example.test');
+    assert.ok(sn);
+    report('c1', 100, 0, 0);
+    report('c2', 100, 0, 0);
+    const rows: [string, number][] = [['198.18.41.2', 5], ['198.18.42.2', 1], ['198.18.43.2', 9], ['2001:2:0:4400::2', 3]];
+    for (const [a, n] of rows) {
+      rtt.set(client(a).key, 0, 10, 3, 3, 0);
+      rtt.set(client(a).key, 1, 20, 3, 3, 0);
+      for (let q = 0; q < n; q++) s.decide(sn, client(a), 0);
+    }
+    mapping.recompute(1000);
+    assert.equal(mapping.leftOut, 2);
+    assert.deepEqual([...mapping.table.entries()].map(([k]) => k).sort(), [client('198.18.41.2').key, client('198.18.43.2').key].sort());
+    assert.match(s.decide(sn, client('198.18.42.2'), 1000).reason, /^mapping-fallback:rtt:c1/);
+  });
+
+  it('status renders the assignment and the last recompute', () => {
+    const text = renderDnsStatus({
+      name: 'dns1',
+      uptimeSeconds: 1,
+      zones: [],
+      counters: {} as never,
+      rejects: {},
+      clusters: [],
+      steering: { decisions: 0, reasons: {}, recent: [] },
+      rtt: { prefixes: 0, evicted: 0, results: 0, unknownTargets: 0, shared: 0, recent: [] },
+      highRate: { tracked: 0, evicted: 0, clients: [] },
+      probes: { pending: 0, requested: 0, dropped: 0, sent: 0 },
+      sticky: { clients: 0, evicted: 0 },
+      cache: { entries: 0 },
+      admin: { handled: 0, rejected: 0 },
+      mapping: { prefixes: 4, demandPrefixes: 5, leftOut: 0, recomputes: 3, movedTotal: 1, last: { ageSeconds: 2, eligible: 4, units: 3, moved: 1, unserved: 0, meanRttMs: 12.5, solveMs: 0.25, totalMs: 0.5 } },
+    });
+    assert.match(text, /mapping: 4 prefixes assigned \(5 with demand\); 3 recomputes, 1 moves in all/);
+    assert.match(text, /last recompute 2\.0s ago: 4 prefixes in 3 units, moved 1, unserved 0\.0, mean RTT 12\.5 ms, solve 0\.25 ms/);
+  });
+
+  it('config: ttlMin above ttlMax is refused naming the key', () => {
+    assert.throws(() => config({ ttlMin: 100, ttlMax: 10 }), /steering\.mapping\.ttlMin/);
+  });
+});
+
+describe('DemandMeter', () => {
+  it('first interval: count / seconds; then halfway to a new rate after one half-life', () => {
+    const m = new DemandMeter(100, 10, 0);
+    for (let i = 0; i < 50; i++) m.note('a');
+    assert.equal(m.update(5000).get('a'), 10); // 50 queries in 5 s
+    for (let i = 0; i < 300; i++) m.note('a'); // 30/s over the next 10 s (one half-life)
+    const r = m.update(15_000).get('a') ?? 0;
+    assert.ok(Math.abs(r - 20) < 1e-9, `rate ${r}, expected halfway from 10 to 30`);
+  });
+
+  it('a silent prefix decays and is forgotten below the minimum rate', () => {
+    const m = new DemandMeter(100, 1, 0);
+    m.note('a');
+    assert.equal(m.update(1000).get('a'), 1);
+    assert.equal(m.update(21_000, 1e-3).has('a'), false); // 20 half-lives: ~1e-6/s
+    assert.equal(m.size, 0);
+  });
+
+  it('bounded: a new prefix beyond maxPrefixes evicts the oldest, counted', () => {
+    const m = new DemandMeter(2, 10, 0);
+    m.note('a');
+    m.note('b');
+    m.note('c');
+    assert.equal(m.size, 2);
+    assert.equal(m.evicted, 1);
+    assert.deepEqual([...m.update(1000).keys()].sort(), ['b', 'c']);
+  });
+});
