@@ -454,9 +454,9 @@ export const frontConfigSchema = z
  * VIPs, SNATed to uplinkAddress6. SYN cookies work in both families (each
  * table has its own SYNPROXY part; for IPv6 the cookie itself is
  * ip6tables' SYNPROXY target, as nft's synproxy checks an IPv6 packet's
- * checksum as IPv4 on our kernels: nft.ts, rules.ts). The kernel SYN path is IPv4's for now
- * (its rules exist in the ip table only): an explicit request for it on an
- * IPv6 service is refused, the default steps aside.
+ * checksum as IPv4 on our kernels: synproxy-groups.ts). The kernel SYN
+ * path too: each table has the schedule map and chains of its own
+ * family's services (nft.ts).
  */
 function checkFamilies(cfg: Pick<z.output<typeof frontConfigSchema>, 'services' | 'overflow' | 'uplinkAddress6'>, ctx: z.RefinementCtx): void {
   const v6 = cfg.services.some((s) => familyOf(s.vip) === 6);
@@ -471,7 +471,6 @@ function checkFamilies(cfg: Pick<z.output<typeof frontConfigSchema>, 'services' 
         });
       }
     });
-    if (fam === 6 && s.synPath === 'kernel') ctx.addIssue({ code: 'custom', path: ['services', i, 'synPath'], message: 'the kernel SYN path is for IPv4 services only (the schedule map is in the ip table): remove synPath, or set it to queue' });
   });
   if (!v6 || cfg.overflow.length === 0) return;
   cfg.overflow.forEach((o, i) => {

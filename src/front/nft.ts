@@ -245,7 +245,8 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
   const mine = (svc: { readonly vip: string }): boolean => tableOf(svc) === fam;
   const ipx = fam;
   const addrType = fam === 'ip' ? 'ipv4_addr' : 'ipv6_addr';
-  const layout = fam === 'ip' ? scheduleLayout(cfg) : [];
+  // The kernel-schedule services of this table's family (each table has its own maps and k_<i> chains).
+  const layout = scheduleLayout(cfg).filter((l) => { const svc = cfg.services[l.index]; return svc !== undefined && mine(svc); });
   const kernel = layout.map((l) => {
     const svc = cfg.services[l.index];
     return `${svc?.vip ?? ''} . tcp . ${String(svc?.port ?? 0)} : goto ${kernelChain(l.index)}`;
@@ -360,8 +361,12 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     // reserved flag, not a fragment: src/packet/ipv4.ts): the others go on
     // to the queue, where they are dropped and counted as malformed.
     '  chain syn_decide {',
-    // (IPv4 only: the ip6 table has no kernel-schedule service.)
-    ...(fam === 'ip' ? ['    ip hdrlength 5 ip frag-off & 0xbfff == 0 ct status & confirmed == 0 ip daddr . meta l4proto . th dport vmap @kernel'] : []),
+    // IPv6: only a SYN with TCP right after the fixed header (no
+    // extension header, so no fragment either); one with extension
+    // headers goes on to the queue, where the daemon's parser takes it.
+    fam === 'ip'
+      ? '    ip hdrlength 5 ip frag-off & 0xbfff == 0 ct status & confirmed == 0 ip daddr . meta l4proto . th dport vmap @kernel'
+      : '    ip6 nexthdr tcp ct status & confirmed == 0 ip6 daddr . meta l4proto . th dport vmap @kernel',
     `    meta mark set ${q}`,
     '  }',
     ...sp([
@@ -635,14 +640,17 @@ function teardownLog(cfg: Pick<FrontConfig, 'nflogGroup'>): string {
 }
 
 /** The `nft -f` lines that replace one service's slots in map `schedule` (kernel-schedule.ts): one transaction with the rest of the write. */
-export function scheduleUpdateScript(cfg: Pick<FrontConfig, 'nflogGroup'>, service: ScheduledService, oldKeys: readonly number[], els: readonly string[], slots?: number): string {
+export function scheduleUpdateScript(cfg: Pick<FrontConfig, 'nflogGroup' | 'services'>, service: ScheduledService, oldKeys: readonly number[], els: readonly string[], slots?: number): string {
   const lines: string[] = [];
+  // The service's own table: an IPv6 service's map and chain are in the ip6 table.
+  const svc = cfg.services[service.index];
+  const fam = svc !== undefined ? tableOf(svc) : NFT_FAMILY;
   if (slots !== undefined) {
     const name = kernelChain(service.index);
-    lines.push(`flush chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, ...kernelChainRules(service, slots, teardownLog(cfg), hex(QUEUE_MARK)).map((r) => `add rule ${NFT_FAMILY} ${NFT_TABLE} ${name} ${r}`));
+    lines.push(`flush chain ${fam} ${NFT_TABLE} ${name}`, ...kernelChainRules(service, slots, teardownLog(cfg), hex(QUEUE_MARK)).map((r) => `add rule ${fam} ${NFT_TABLE} ${name} ${r}`));
   }
-  if (oldKeys.length > 0) lines.push(`delete element ${NFT_FAMILY} ${NFT_TABLE} schedule { ${oldKeys.join(', ')} }`);
-  if (els.length > 0) lines.push(`add element ${NFT_FAMILY} ${NFT_TABLE} schedule { ${els.join(', ')} }`);
+  if (oldKeys.length > 0) lines.push(`delete element ${fam} ${NFT_TABLE} schedule { ${oldKeys.join(', ')} }`);
+  if (els.length > 0) lines.push(`add element ${fam} ${NFT_TABLE} schedule { ${els.join(', ')} }`);
   return lines.map((l) => l + '\n').join('');
 }
 
