@@ -224,7 +224,7 @@ const service = z
       .union([z.boolean(), z.literal('auto'), synproxyObject], { error: 'synproxy is auto, true, false, or { mode, above, calmSeconds, mss, wscale, timestamps, sack }' })
       .optional()
       .describe(
-        'TCP over IPv4 only (refused on an IPv6 service). Kernel SYN cookies (SYNPROXY) in front of the decision: the kernel answers the SYN with a cookie, and only a client that completes the handshake reaches the daemon (a spoofed SYN costs no queue entry, record or conntrack entry). Cookies cost every connection one client round trip before its first byte, so by default (`auto`, or absent) they engage only while the service is under a SYN flood: the kernel counts each service\'s client SYNs, and the daemon engages cookies at the first one-second reading above `above` SYNs/s (20000: set it to 2-3x the service\'s peak legitimate SYN rate on one node) and disengages them once the rate stayed below above/2 for `calmSeconds` (30). `true` (or an object without `mode`): always on; `false`: never. Absent: auto for a TCP service, unless a checkpoint that applies to it can reset (`reject: rst`), which SYNPROXY cannot combine with (set `false` or `reject: drop`). Needs `net.netfilter.nf_conntrack_tcp_loose=0` and a local route for the VIP on the front node, in mode auto too (checked at start; docs/operations.md, "SYN cookies").',
+        'TCP, IPv4 or IPv6. Kernel SYN cookies (SYNPROXY) in front of the decision: the kernel answers the SYN with a cookie, and only a client that completes the handshake reaches the daemon (a spoofed SYN costs no queue entry, record or conntrack entry). Cookies cost every connection one client round trip before its first byte, so by default (`auto`, or absent) they engage only while the service is under a SYN flood: the kernel counts each service\'s client SYNs, and the daemon engages cookies at the first one-second reading above `above` SYNs/s (20000: set it to 2-3x the service\'s peak legitimate SYN rate on one node) and disengages them once the rate stayed below above/2 for `calmSeconds` (30). `true` (or an object without `mode`): always on; `false`: never. Absent: auto for a TCP service, unless a checkpoint that applies to it can reset (`reject: rst`), which SYNPROXY cannot combine with (set `false` or `reject: drop`). Needs `net.netfilter.nf_conntrack_tcp_loose=0` and a local route for the VIP on the front node, in mode auto too (checked at start; docs/operations.md, "SYN cookies").',
       ),
   })
   .superRefine((svc, ctx) => {
@@ -451,11 +451,12 @@ export const frontConfigSchema = z
  * A service is of one family: its VIP and its servers (DNAT does not
  * translate between families, and the mark's rule lives in the VIP's
  * family's table). An IPv6 service overflows to the other clusters' IPv6
- * VIPs, SNATed to uplinkAddress6. SYN cookies and the kernel SYN path are
- * IPv4's for now (their rules exist in the ip table only; for SYN cookies
- * the kernel's nft synproxy drops IPv6 packets whose checksum it must
- * verify, docs/front-node-design.md): an explicit request for them on an
- * IPv6 service is refused, the defaults step aside.
+ * VIPs, SNATed to uplinkAddress6. SYN cookies work in both families (each
+ * table has its own SYNPROXY part; for IPv6 the cookie itself is
+ * ip6tables' SYNPROXY target, as nft's synproxy checks an IPv6 packet's
+ * checksum as IPv4 on our kernels: synproxy-groups.ts). The kernel SYN
+ * path too: each table has the schedule map and chains of its own
+ * family's services (nft.ts).
  */
 function checkFamilies(cfg: Pick<z.output<typeof frontConfigSchema>, 'services' | 'overflow' | 'uplinkAddress6'>, ctx: z.RefinementCtx): void {
   const v6 = cfg.services.some((s) => familyOf(s.vip) === 6);
@@ -474,8 +475,6 @@ function checkFamilies(cfg: Pick<z.output<typeof frontConfigSchema>, 'services' 
         });
       }
     });
-    if (fam === 6 && s.synproxy !== undefined && !isOff(s.synproxy)) ctx.addIssue({ code: 'custom', path: ['services', i, 'synproxy'], message: 'SYN cookies are for IPv4 services only (the kernel\'s nft synproxy checks an IPv6 packet\'s TCP checksum as IPv4 and drops it: docs/front-node-design.md, "SYN cookies in front of the decision"): remove synproxy, or set it to false' });
-    if (fam === 6 && s.synPath === 'kernel') ctx.addIssue({ code: 'custom', path: ['services', i, 'synPath'], message: 'the kernel SYN path is for IPv4 services only (the schedule map is in the ip table): remove synPath, or set it to queue' });
   });
   if (!v6 || cfg.overflow.length === 0) return;
   cfg.overflow.forEach((o, i) => {
@@ -498,8 +497,8 @@ function isOff(v: NonNullable<ServiceConfig['synproxy']>): boolean {
  */
 export function synproxyOf(cfg: Pick<FrontConfig, 'checkpoints'>, svc: Pick<ServiceConfig, 'vip' | 'protocol' | 'synproxy' | 'checkpoints' | 'servers'>): SynproxyPlan | undefined {
   const v = svc.synproxy;
-  // IPv6: no cookies (checkFamilies refuses an explicit request).
-  if (svc.protocol !== 'tcp' || v === false || familyOf(svc.vip) === 6) return undefined;
+  // Either family: each table has its own SYNPROXY part (nft.ts).
+  if (svc.protocol !== 'tcp' || v === false) return undefined;
   const auto = { mode: 'auto', above: SYNPROXY_ABOVE, calmSeconds: SYNPROXY_CALM_SECONDS } as const;
   if (v === undefined) return canReset(cfg, svc) ? undefined : { ...SYNPROXY_DEFAULTS, ...auto };
   if (v === 'auto') return { ...SYNPROXY_DEFAULTS, ...auto };

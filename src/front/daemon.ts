@@ -83,7 +83,7 @@ import { FrontEngine, HELD } from './engine.ts';
 import { saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
 import { KernelScheduleWriter, SCHEDULE_TICK_MS, type KernelScheduleStatus } from './kernel-schedule.ts';
-import { SYN_SEEN_SET, listChainsAsync, listCounters, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript } from './nft.ts';
+import { SYN_SEEN_SET, listChainsAsync, listCounters, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript, synproxyFamilies } from './nft.ts';
 import { SynproxyAuto, type SynproxyAutoStatus } from './synproxy-auto.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG } from './rules.ts';
@@ -257,7 +257,8 @@ export class FrontDaemon implements FrontMetricsSource {
     this.synproxy = new SynproxyAuto({
       log: this.log,
       config: () => this.config,
-      read: () => listSetAsync(SYN_SEEN_SET, 5_000),
+      // Each table with a capable service has its own syn_seen: both read, one text (parseSynSeen).
+      read: async () => (await Promise.all(synproxyFamilies(this.config).map((fam) => listSetAsync(SYN_SEEN_SET, 5_000, undefined, fam)))).join('\n'),
       write: (script) => nftLoadAsync(script, 10_000),
       now: () => performance.now(),
     });

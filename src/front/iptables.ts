@@ -64,10 +64,11 @@ export function installRules(rules: RenderedRules, netns?: string): void {
 }
 
 function installFamily(rules: RenderedRules, fam: IptFamily, netns: string | undefined): void {
-  ipt(netns, [tool(fam, 'iptables-restore'), '-w', '--noflush'], rules.restore);
+  ipt(netns, [tool(fam, 'iptables-restore'), '-w', '--noflush'], fam === 4 ? rules.restore : rules.restore6);
   if (fam === 4) for (const c of LEGACY_CHAINS) removeChain(netns, c, fam);
-  for (const c of Object.values(CHAINS) as OwnedChain[]) {
-    if (!rules.chains.includes(c)) {
+  const mine = fam === 4 ? rules.chains : rules.chains6;
+  for (const c of chainsOf(fam)) {
+    if (!mine.includes(c)) {
       removeChain(netns, c, fam);
       continue;
     }
@@ -121,7 +122,12 @@ export function removeIptablesRules(netns?: string): void {
 }
 
 function removeFamily(netns: string | undefined, fam: IptFamily): void {
-  for (const c of [...(Object.values(CHAINS) as OwnedChain[]), ...(fam === 4 ? LEGACY_CHAINS : [])]) removeChain(netns, c, fam);
+  for (const c of [...chainsOf(fam), ...(fam === 4 ? LEGACY_CHAINS : [])]) removeChain(netns, c, fam);
+}
+
+/** The chains of CHAINS that family `fam`'s tool can hold (SLUICE_SYNPROXY is ip6tables'). */
+function chainsOf(fam: IptFamily): OwnedChain[] {
+  return (Object.values(CHAINS) as OwnedChain[]).filter((c) => fam === 6 || c !== CHAINS.synproxy6);
 }
 
 function removeChain(netns: string | undefined, c: OwnedChain, fam: IptFamily = 4): void {

@@ -88,8 +88,6 @@ export function isKernelService(cfg: Pick<FrontConfig, 'checkpoints'> & { readon
   // `synPath` may be absent from configs built by hand (tools, older tests): the default, queue.
   if ((svc.synPath as string | undefined) !== 'kernel' || cfg.failMode === 'drop') return false;
   if (svc.protocol !== 'tcp' || (svc.method !== 'capacity' && svc.method !== 'byrequests')) return false;
-  // IPv4 only: the schedule map and the per-service chains are in the ip table (config.ts refuses synPath kernel on an IPv6 service).
-  if (svc.vip.includes(':')) return false;
   // `checkpoints` may be absent from configs built by hand (tools, older tests) rather than parsed.
   const none = (l: readonly unknown[] | undefined): boolean => l === undefined || l.length === 0;
   return none(cfg.checkpoints) && none(svc.checkpoints) && svc.servers.every((s) => none(s.checkpoints));

@@ -59,7 +59,11 @@
  *                 valid cookie ACK, sends its own SYN (client -> VIP) in
  *                 OUTPUT; anything else to a VIP here is dropped and
  *                 counted by the guard's counter (nothing local answers a
- *                 VIP, nothing is forwarded unsteered).
+ *                 VIP, nothing is forwarded unsteered). In the ip6 table
+ *                 the SYNPROXY is ip6tables' target (synproxy-groups.ts):
+ *                 synproxy_in marks the packet for it (rules.ts
+ *                 SLUICE_SYNPROXY, filter INPUT), and synproxy_left
+ *                 (after filter INPUT) drops and counts what it leaves.
  *   out_classify  (output) that SYN goes to syn_decide, the one chain that
  *                 decides how a SYN gets its decision (today: QUEUE_MARK,
  *                 the iptables mangle OUTPUT rule queues it; the daemon
@@ -71,9 +75,12 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { CommandFailedError } from '../errors/errors.ts';
 import { runCommand } from '../util/exec.ts';
-import { familyOf, synproxyOf, type FrontConfig } from './config.ts';
+import { familyOf, type FrontConfig } from './config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from './marks.ts';
 import { TEARDOWN_LOG } from './rules.ts';
+import { synproxyGroups, synproxyMark, type SynproxyGroup } from './synproxy-groups.ts';
+
+export { synproxyGroups, type SynproxyGroup };
 import { SCHEDULE_SLOTS, configuredSchedule, kernelChain, kernelChainRules, scheduleElements, scheduleLayout, type ScheduleTargets, type ScheduledService } from './kernel-schedule.ts';
 
 export const NFT_FAMILY = 'ip';
@@ -237,15 +244,19 @@ export function renderNft(cfg: FrontConfig, spread: FallbackSpread, guard: { pac
 /**
  * One table: `ip` with the IPv4 services, `ip6` with the IPv6 ones (their
  * marks keep the service's index in the whole configuration, so a verdict
- * mark names one service whatever its family). The kernel SYN path and
- * SYN cookies are IPv4's only (config.ts checkFamilies): the ip6 table's
- * kernel and schedule maps stay empty and it has no SYNPROXY part.
+ * mark names one service whatever its family). The kernel SYN path is
+ * IPv4's only (config.ts checkFamilies): the ip6 table's kernel and
+ * schedule maps stay empty. SYN cookies are per table: each has the
+ * SYNPROXY part of its own family's capable services; the ip6 table's
+ * cookies are answered by ip6tables' SYNPROXY target behind a mark
+ * (synproxy-groups.ts says why).
  */
 function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, guard: { packets: number; bytes: number }, schedule: ScheduleTargets | undefined, engaged: ReadonlySet<string>, v6?: RenderedNft): RenderedNft {
   const mine = (svc: { readonly vip: string }): boolean => tableOf(svc) === fam;
   const ipx = fam;
   const addrType = fam === 'ip' ? 'ipv4_addr' : 'ipv6_addr';
-  const layout = fam === 'ip' ? scheduleLayout(cfg) : [];
+  // The kernel-schedule services of this table's family (each table has its own maps and k_<i> chains).
+  const layout = scheduleLayout(cfg).filter((l) => { const svc = cfg.services[l.index]; return svc !== undefined && mine(svc); });
   const kernel = layout.map((l) => {
     const svc = cfg.services[l.index];
     return `${svc?.vip ?? ''} . tcp . ${String(svc?.port ?? 0)} : goto ${kernelChain(l.index)}`;
@@ -275,7 +286,7 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
   // SYN cookies: services grouped by options (synproxyGroups); the sets
   // hold the services whose cookies are engaged now (mode on, or auto
   // under a flood: `engaged`), syn_seen every capable one (the counts).
-  const groups = fam === 'ip' ? synproxyGroups(cfg) : [];
+  const groups = synproxyGroups(cfg, fam);
   const groupEls = groups.map((g) => synproxiedOf(g, engaged));
   const synproxy = groupEls.flat();
   const seen = groups.flatMap((g) => g.services.map((x) => x.key));
@@ -301,9 +312,9 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     `  map kernel { type ${addrType} . inet_proto . inet_service : verdict;${elements(kernel)} }`,
     `  map schedule { typeof numgen inc mod ${String(SCHEDULE_SLOTS)} : meta mark;${elements(sched)} }`,
     `  map fallback { typeof ${ipx} daddr . meta l4proto . th dport . numgen inc mod ${String(FALLBACK_SLOTS)} : ${ipx} daddr . th dport;${elements(fb)} }`,
-    ...sp([`  set ${SYN_SEEN_SET} { type ipv4_addr . inet_service; counter;${elements(seen)} }`]),
-    ...sp([`  set synproxied { type ipv4_addr . inet_service;${elements(synproxy)} }`]),
-    ...groups.map((_, i) => `  set synproxied_${String(i)} { type ipv4_addr . inet_service;${elements(groupEls[i] ?? [])} }`),
+    ...sp([`  set ${SYN_SEEN_SET} { type ${addrType} . inet_service; counter;${elements(seen)} }`]),
+    ...sp([`  set synproxied { type ${addrType} . inet_service;${elements(synproxy)} }`]),
+    ...groups.map((_, i) => `  set synproxied_${String(i)} { type ${addrType} . inet_service;${elements(groupEls[i] ?? [])} }`),
     '  chain classify {',
     '    type filter hook prerouting priority mangle - 10; policy accept;',
     // Every forwarded packet passes here; nearly all belong to established
@@ -328,7 +339,7 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     `    iifname ${JSON.stringify(cfg.lanInterface)} tcp flags & (syn | ack) != syn ct state invalid,new fib daddr type != local counter name ${STRAY_COUNTER} drop`,
     // SYNPROXY's part (synproxy_raw untracked the SYN; the cookie ACK is
     // INVALID): neither is queued, SYNPROXY in INPUT answers them.
-    ...sp(['    ip daddr . tcp dport @synproxied ct state invalid,untracked return']),
+    ...sp([`    ${ipx} daddr . tcp dport @synproxied ct state invalid,untracked return`]),
     `    ${ipx} daddr . meta l4proto . th dport @services goto to_service`,
     // A server's reset: a reply from the LAN in a flow the daemon decided
     // (its conntrack mark is a decision of ours: nat_pre copies it).
@@ -361,7 +372,7 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     '  }',
     '  chain vip_guard {',
     '    type filter hook prerouting priority dstnat + 1; policy accept;',
-    ...sp(['    ip daddr . tcp dport @synproxied ct state invalid,untracked return']),
+    ...sp([`    ${ipx} daddr . tcp dport @synproxied ct state invalid,untracked return`]),
     `    meta mark != ${hex(REJECT_MARK)} ${ipx} daddr @vips counter name ${GUARD_COUNTER} drop`,
     '  }',
     // syn_decide: every SYN the node decides gets its decision through this
@@ -375,8 +386,12 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     // reserved flag, not a fragment: src/packet/ipv4.ts): the others go on
     // to the queue, where they are dropped and counted as malformed.
     '  chain syn_decide {',
-    // (IPv4 only: the ip6 table has no kernel-schedule service.)
-    ...(fam === 'ip' ? ['    ip hdrlength 5 ip frag-off & 0xbfff == 0 ct status & confirmed == 0 ip daddr . meta l4proto . th dport vmap @kernel'] : []),
+    // IPv6: only a SYN with TCP right after the fixed header (no
+    // extension header, so no fragment either); one with extension
+    // headers goes on to the queue, where the daemon's parser takes it.
+    fam === 'ip'
+      ? '    ip hdrlength 5 ip frag-off & 0xbfff == 0 ct status & confirmed == 0 ip daddr . meta l4proto . th dport vmap @kernel'
+      : '    ip6 nexthdr tcp ct status & confirmed == 0 ip6 daddr . meta l4proto . th dport vmap @kernel',
     `    meta mark set ${q}`,
     '  }',
     ...sp([
@@ -384,25 +399,37 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     '    type filter hook prerouting priority raw; policy accept;',
     // Counted first, engaged or not: the daemon's reading of each
     // service's SYN rate (synproxy-auto.ts) must not depend on cookies.
-    `    ${synOnly} ip daddr . tcp dport @${SYN_SEEN_SET}`,
-    `    ${synOnly} ip daddr . tcp dport @synproxied notrack`,
+    `    ${synOnly} ${ipx} daddr . tcp dport @${SYN_SEEN_SET}`,
+    `    ${synOnly} ${ipx} daddr . tcp dport @synproxied notrack`,
     '  }',
     '  chain synproxy_in {',
     // Before the filter table's INPUT (a REJECT_MARK SYN of another
     // service passes on to SLUICE_REJECT_IN).
     '    type filter hook input priority filter - 10; policy accept;',
-    ...groups.map((g, i) => `    ip daddr . tcp dport @synproxied_${String(i)} ct state invalid,untracked ${g.stmt}`),
-    `    meta mark != ${hex(REJECT_MARK)} ip daddr @vips counter name ${GUARD_COUNTER} drop`,
+    // IPv4: nft's synproxy answers. IPv6: the packet gets its group's mark
+    // and goes on to ip6tables' filter INPUT, where SLUICE_SYNPROXY's
+    // SYNPROXY target answers it (synproxy-groups.ts: nft's synproxy
+    // checks an IPv6 checksum as IPv4); synproxy_left drops what that
+    // target leaves.
+    ...groups.map((g, i) => `    ${ipx} daddr . tcp dport @synproxied_${String(i)} ct state invalid,untracked ${fam === 'ip' ? g.stmt : `meta mark set ${hex(synproxyMark(i))} accept`}`),
+    `    meta mark != ${hex(REJECT_MARK)} ${ipx} daddr @vips counter name ${GUARD_COUNTER} drop`,
     '  }',
+    // After ip6tables' filter INPUT (priority filter): a marked packet that
+    // SYNPROXY neither answered nor dropped (neither a SYN nor an ACK: a
+    // FIN, RST or data of no flow) reached a VIP undecided, as the guard
+    // drops and counts in synproxy_in for IPv4.
+    ...(fam === 'ip6' && groups.length > 0
+      ? ['  chain synproxy_left {', '    type filter hook input priority filter + 10; policy accept;', `    meta mark ${hex(synproxyMark(0))}${groups.length > 1 ? `-${hex(synproxyMark(groups.length - 1))}` : ''} counter name ${GUARD_COUNTER} drop`, '  }']
+      : []),
     '  chain out_classify {',
     '    type filter hook output priority mangle - 10; policy accept;',
-    `    ${synOnly} ip daddr . tcp dport @synproxied goto syn_decide`,
+    `    ${synOnly} ${ipx} daddr . tcp dport @synproxied goto syn_decide`,
     '  }',
     '  chain nat_out {',
     // dstnat - 1 (nft accepts the name in prerouting only).
     '    type nat hook output priority -101; policy accept;',
-    `    meta mark & 0xff000000 == 0x51000000 meta l4proto tcp ct mark set meta mark dnat ip to meta mark map @targets`,
-    ...(fbCount > 0 ? [`    meta mark ${q} ${synOnly} counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash ip saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`] : []),
+    `    meta mark & 0xff000000 == 0x51000000 meta l4proto tcp ct mark set meta mark dnat ${ipx} to meta mark map @targets`,
+    ...(fbCount > 0 ? [`    meta mark ${q} ${synOnly} counter name ${FALLBACK_COUNTER} dnat ${ipx} to ${ipx} daddr . meta l4proto . th dport . jhash ${ipx} saddr mod ${String(FALLBACK_SLOTS)} seed ${hex(FALLBACK_SEED)} map @fallback`] : []),
     '  }',
     ]),
     '  chain nat_post {',
@@ -469,7 +496,7 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     ...elementUpdate(fam, 'map', 'kernel', kernel),
     ...elementUpdate(fam, 'map', 'schedule', sched),
     ...elementUpdate(fam, 'map', 'fallback', fbCount > 0 && fb.length === 0 ? fallbackElements(cfg, spread, fam) : fb),
-    ...(seen.length > 0 ? [...elementUpdate(fam, 'set', SYN_SEEN_SET, seen), ...synproxiedUpdate(groups, engaged)] : []),
+    ...(seen.length > 0 ? [...elementUpdate(fam, 'set', SYN_SEEN_SET, seen), ...synproxiedUpdate(fam, groups, engaged)] : []),
   ].join('\n') + '\n';
   return {
     family: fam,
@@ -484,7 +511,7 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     sets,
     fallbackInline,
     fallbackHeld: fallbackInline ? fallbackHeldOf(cfg, hasFallback(cfg) ? spread : [], fam) : new Map(),
-    synproxiedLines: seen.length > 0 ? synproxiedUpdate(groups, engaged) : [],
+    synproxiedLines: seen.length > 0 ? synproxiedUpdate(fam, groups, engaged) : [],
     table,
     kernelChains: [...kernelNames],
     kernelRules: Object.fromEntries(kernelChains.map(([n, r]) => [n, r])),
@@ -501,40 +528,14 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
 export const SYN_SEEN_SET = 'syn_seen';
 const NONE_ENGAGED: ReadonlySet<string> = new Set();
 
-/** One `synproxy` statement (distinct options) and the capable services it serves. */
-export interface SynproxyGroup {
-  readonly stmt: string;
-  readonly services: readonly { readonly name: string; readonly key: string; readonly mode: 'auto' | 'on'; readonly above: number; readonly calmSeconds: number }[];
-}
-
-/**
- * The SYN-cookie-capable services (mode auto or on) grouped by options:
- * the nft statement takes them per rule, so there is one rule per distinct
- * set of options, each with its own set of VIP . port (one lookup per
- * packet). The grouping depends on the configuration only, never on what
- * is engaged, so engaging changes elements, not the table's structure.
- */
-export function synproxyGroups(cfg: Pick<FrontConfig, 'checkpoints' | 'services'>): SynproxyGroup[] {
-  const groups = new Map<string, { stmt: string; services: SynproxyGroup['services'][number][] }>();
-  for (const svc of cfg.services) {
-    const o = synproxyOf(cfg, svc);
-    if (o === undefined) continue;
-    const stmt = `synproxy mss ${String(o.mss)} wscale ${String(o.wscale)}${o.timestamps ? ' timestamp' : ''}${o.sack ? ' sack-perm' : ''}`;
-    const g = groups.get(stmt) ?? { stmt, services: [] };
-    g.services.push({ name: svc.name, key: `${svc.vip} . ${String(svc.port)}`, mode: o.mode, above: o.above, calmSeconds: o.calmSeconds });
-    groups.set(stmt, g);
-  }
-  return [...groups.values()];
-}
-
 /** The elements of a group's `synproxied_N` set: its `on` services and the `auto` ones named in `engaged`. */
 function synproxiedOf(g: SynproxyGroup, engaged: ReadonlySet<string>): string[] {
   return g.services.filter((x) => x.mode === 'on' || engaged.has(x.name)).map((x) => x.key);
 }
 
-function synproxiedUpdate(groups: readonly SynproxyGroup[], engaged: ReadonlySet<string>): string[] {
+function synproxiedUpdate(fam: NftFamily, groups: readonly SynproxyGroup[], engaged: ReadonlySet<string>): string[] {
   const per = groups.map((g) => synproxiedOf(g, engaged));
-  return [...elementUpdate(NFT_FAMILY, 'set', 'synproxied', per.flat()), ...per.flatMap((els, i) => elementUpdate(NFT_FAMILY, 'set', `synproxied_${String(i)}`, els))];
+  return [...elementUpdate(fam, 'set', 'synproxied', per.flat()), ...per.flatMap((els, i) => elementUpdate(fam, 'set', `synproxied_${String(i)}`, els))];
 }
 
 /**
@@ -542,16 +543,26 @@ function synproxiedUpdate(groups: readonly SynproxyGroup[], engaged: ReadonlySet
  * sets `synproxied` and `synproxied_N` flushed and refilled in one
  * transaction (a packet sees the old elements or the new), idempotent, so
  * a write that lands after an install of the same state changes nothing.
- * Empty without a capable service (no such sets).
+ * Both tables' sets, each with its own family's groups, in the one
+ * transaction; a table without a capable service has no such sets and no
+ * lines. Empty without a capable service.
  */
 export function synproxiedUpdateScript(cfg: Pick<FrontConfig, 'checkpoints' | 'services'>, engaged: ReadonlySet<string>): string {
-  const groups = synproxyGroups(cfg);
-  return groups.length === 0 ? '' : synproxiedUpdate(groups, engaged).join('\n') + '\n';
+  const lines = (['ip', 'ip6'] as const).flatMap((fam) => {
+    const groups = synproxyGroups(cfg, fam);
+    return groups.length === 0 ? [] : synproxiedUpdate(fam, groups, engaged);
+  });
+  return lines.length === 0 ? '' : lines.join('\n') + '\n';
 }
 
-/** `nft list set ip sluice NAME` off the event loop (the SYN counts). */
-export function listSetAsync(name: string, timeoutMs: number, netns?: string): Promise<string> {
-  return nftAsync(['list', 'set', NFT_FAMILY, NFT_TABLE, name], timeoutMs, netns);
+/** The tables holding a SYN-cookie-capable service (each has its own `syn_seen`). */
+export function synproxyFamilies(cfg: Pick<FrontConfig, 'checkpoints' | 'services'>): NftFamily[] {
+  return (['ip', 'ip6'] as const).filter((fam) => synproxyGroups(cfg, fam).length > 0);
+}
+
+/** `nft list set FAM sluice NAME` off the event loop (the SYN counts). */
+export function listSetAsync(name: string, timeoutMs: number, netns?: string, fam: NftFamily = NFT_FAMILY): Promise<string> {
+  return nftAsync(['list', 'set', fam, NFT_TABLE, name], timeoutMs, netns);
 }
 
 /**
@@ -654,14 +665,17 @@ function teardownLog(cfg: Pick<FrontConfig, 'nflogGroup'>): string {
 }
 
 /** The `nft -f` lines that replace one service's slots in map `schedule` (kernel-schedule.ts): one transaction with the rest of the write. */
-export function scheduleUpdateScript(cfg: Pick<FrontConfig, 'nflogGroup'>, service: ScheduledService, oldKeys: readonly number[], els: readonly string[], slots?: number): string {
+export function scheduleUpdateScript(cfg: Pick<FrontConfig, 'nflogGroup' | 'services'>, service: ScheduledService, oldKeys: readonly number[], els: readonly string[], slots?: number): string {
   const lines: string[] = [];
+  // The service's own table: an IPv6 service's map and chain are in the ip6 table.
+  const svc = cfg.services[service.index];
+  const fam = svc !== undefined ? tableOf(svc) : NFT_FAMILY;
   if (slots !== undefined) {
     const name = kernelChain(service.index);
-    lines.push(`flush chain ${NFT_FAMILY} ${NFT_TABLE} ${name}`, ...kernelChainRules(service, slots, teardownLog(cfg), hex(QUEUE_MARK)).map((r) => `add rule ${NFT_FAMILY} ${NFT_TABLE} ${name} ${r}`));
+    lines.push(`flush chain ${fam} ${NFT_TABLE} ${name}`, ...kernelChainRules(service, slots, teardownLog(cfg), hex(QUEUE_MARK)).map((r) => `add rule ${fam} ${NFT_TABLE} ${name} ${r}`));
   }
-  if (oldKeys.length > 0) lines.push(`delete element ${NFT_FAMILY} ${NFT_TABLE} schedule { ${oldKeys.join(', ')} }`);
-  if (els.length > 0) lines.push(`add element ${NFT_FAMILY} ${NFT_TABLE} schedule { ${els.join(', ')} }`);
+  if (oldKeys.length > 0) lines.push(`delete element ${fam} ${NFT_TABLE} schedule { ${oldKeys.join(', ')} }`);
+  if (els.length > 0) lines.push(`add element ${fam} ${NFT_TABLE} schedule { ${els.join(', ')} }`);
   return lines.map((l) => l + '\n').join('');
 }
 

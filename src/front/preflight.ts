@@ -46,7 +46,9 @@
  *   ha_binaries    with `ha`: keepalived and conntrackd are installed (the
  *                  notify hook runs conntrackd; the daemon reads its state).
  *   synproxy       with a SYN-cookie service (config.ts synproxyOf):
- *                  net.netfilter.nf_conntrack_tcp_loose = 0 (else the
+ *                  (IPv4 or IPv6)
+ *                  net.netfilter.nf_conntrack_tcp_loose = 0 (one setting
+ *                  for both families' conntrack; else the
  *                  client's cookie ACK starts a tracked flow and never
  *                  reaches SYNPROXY) and each such VIP routed `local`
  *                  (else routing drops or loops the untracked SYN instead
@@ -357,7 +359,7 @@ export function checkSynproxy(vips: readonly string[], host: HostReader): CheckR
   const notLocal = vips.filter((v) => !host.localRoute(v));
   if (notLocal.length > 0) {
     bad.push(
-      `${notLocal.join(', ')} ${notLocal.length === 1 ? 'is' : 'are'} not routed as local here: SYNPROXY answers the SYN in INPUT, and routing drops (blackhole) or forwards (no route) it instead; add \`ip route add local ${notLocal[0] ?? ''}/32 dev lo\` (or the VIP network, e.g. /24), and in the host's network config`,
+      `${notLocal.join(', ')} ${notLocal.length === 1 ? 'is' : 'are'} not routed as local here: SYNPROXY answers the SYN in INPUT, and routing drops (blackhole) or forwards (no route) it instead; add \`ip ${(notLocal[0] ?? '').includes(':') ? '-6 ' : ''}route add local ${notLocal[0] ?? ''}/${(notLocal[0] ?? '').includes(':') ? '128' : '32'} dev lo\` (or the VIP network, e.g. /24 or /64), and in the host's network config`,
     );
   }
   const what = `services with synproxy (VIPs ${vips.join(', ')})`;
@@ -479,9 +481,10 @@ export function systemHost(): HostReader {
       return undefined;
     },
     localRoute(address) {
-      // "local 198.19.1.1 dev lo table local src ..." for a local route;
-      // another route prints the address first, a blackhole fails.
-      const r = spawnSync('ip', ['-o', '-4', 'route', 'get', address], { encoding: 'utf8', timeout: 10_000 });
+      // "local 198.19.1.1 dev lo table local src ..." for a local route
+      // (IPv6: "local 2001:2:0:1::1 from :: dev lo table local ..."); another
+      // route prints the address first, a blackhole fails.
+      const r = spawnSync('ip', ['-o', address.includes(':') ? '-6' : '-4', 'route', 'get', address], { encoding: 'utf8', timeout: 10_000 });
       return r.status === 0 && r.stdout.startsWith('local ');
     },
     netlinkOwner(portid) {

@@ -166,7 +166,9 @@ export function addDamage(a: RulesDamage, b: RulesDamage): RulesDamage {
 /** The tables `rules` has parts in, in install order. */
 export function tablesOf(rules: RuleSet): Table[] {
   const ipt = (['mangle', 'nat', 'filter'] as const).filter((t) => rules.iptables.chains.some((c) => c.table === t));
-  const v6: Table[] = [...(rules.nft.v6 !== undefined ? (['nft6'] as const) : []), ...(rules.iptables.ipv6 ? ipt.filter((t) => t !== 'nat').map((t) => (t === 'mangle' ? 'mangle6' : 'filter6') as Table) : [])];
+  // ip6tables' own chain list: with an IPv6 SYNPROXY service its filter table holds SLUICE_SYNPROXY even when iptables' holds nothing.
+  const ipt6 = (['mangle', 'filter'] as const).filter((t) => rules.iptables.chains6.some((c) => c.table === t));
+  const v6: Table[] = [...(rules.nft.v6 !== undefined ? (['nft6'] as const) : []), ...(rules.iptables.ipv6 ? ipt6.map((t) => (t === 'mangle' ? 'mangle6' : 'filter6') as Table) : [])];
   return ['nft', ...ipt, ...v6];
 }
 
@@ -274,7 +276,7 @@ export function readBack(rules: RuleSet, table: Table, save: string): OwnedPart 
     return part;
   }
   const part = ownedPart(save);
-  for (const c of rules.iptables.chains) {
+  for (const c of table === 'mangle6' || table === 'filter6' ? rules.iptables.chains6 : rules.iptables.chains) {
     if (c.table !== iptablesOf(table)) continue;
     const want = rules.iptables.byChain[c.chain]?.length ?? 0;
     const got = part.chains.get(c.chain);

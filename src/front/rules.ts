@@ -17,6 +17,7 @@
  */
 import { familyOf, synproxyOf, type FrontConfig } from './config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex } from './marks.ts';
+import { SYNPROXY_MARKS, synproxyGroups, synproxyMark } from './synproxy-groups.ts';
 
 export const CHAINS = {
   // The jump tests QUEUE_MARK, set by sluice's nft classify chain (which
@@ -36,6 +37,15 @@ export const CHAINS = {
   // mark comparison instead of a jump into the chain and back.
   rejectForward: { table: 'filter', chain: 'SLUICE_REJECT', hook: 'FORWARD', jumpIf: ['-m', 'mark', '--mark', hex(REJECT_MARK)] },
   rejectInput: { table: 'filter', chain: 'SLUICE_REJECT_IN', hook: 'INPUT', jumpIf: ['-m', 'mark', '--mark', hex(REJECT_MARK)] },
+  // ip6tables only: SYN cookies for IPv6 services. The ip6 nft table marks
+  // a packet for SYNPROXY group i with synproxyMark(i) in its synproxy_in
+  // chain (an engaged service's untracked SYN or INVALID cookie ACK); one
+  // rule per group answers it with ip6tables' SYNPROXY target, which
+  // checks the IPv6 checksum as IPv6 (nft's synproxy does not on our
+  // kernels: synproxy-groups.ts). Installed only with an IPv6 SYNPROXY
+  // service. The jump tests the specials' mark prefix, which only a
+  // packet of ours carries.
+  synproxy6: { table: 'filter', chain: 'SLUICE_SYNPROXY', hook: 'INPUT', jumpIf: ['-m', 'mark', '--mark', `${hex(SYNPROXY_MARKS.value)}/${hex(SYNPROXY_MARKS.mask)}`] },
 } as const satisfies Record<string, OwnedChain>;
 
 /**
@@ -78,16 +88,20 @@ export const TEARDOWN_LOG = { size: 128, threshold: 64, timeoutCentiseconds: 1 }
 export interface RenderedRules {
   /** iptables-restore input (mangle and filter), flushing and refilling our chains only. */
   readonly restore: string;
-  /** Rules per chain, for tests and `status`. */
+  /** ip6tables-restore input: `restore`'s chains plus the ip6tables-only ones (`chains6`). */
+  readonly restore6: string;
+  /** Rules per chain (both tools' chains), for tests and `status`. */
   readonly byChain: Readonly<Record<string, readonly string[]>>;
-  /** The chains (of CHAINS) this configuration needs; the others are removed. */
+  /** The chains (of CHAINS) this configuration needs in iptables; the others are removed. */
   readonly chains: readonly OwnedChain[];
+  /** The same for ip6tables: `chains` plus SLUICE_SYNPROXY with an IPv6 SYNPROXY service. */
+  readonly chains6: readonly OwnedChain[];
   /**
-   * Whether the same chains are installed with ip6tables too (the
-   * configuration has an IPv6 service). The restore input serves both
-   * tools: the rules match the mark the family's own nft table sets
-   * (QUEUE_MARK, REJECT_MARK), never an address, so they read the same in
-   * both families; one queue and one daemon take both.
+   * Whether ip6tables gets chains too (the configuration has an IPv6
+   * service): the same chains and rules as iptables (they match the mark
+   * the family's own nft table sets, QUEUE_MARK, REJECT_MARK, never an
+   * address, so they read the same in both families; one queue and one
+   * daemon take both), plus SLUICE_SYNPROXY with an IPv6 SYNPROXY service.
    */
   readonly ipv6: boolean;
 }
@@ -132,6 +146,18 @@ export function renderRules(cfg: FrontConfig): RenderedRules {
     byChain[CHAINS.rejectForward.chain] = reject;
     byChain[CHAINS.rejectInput.chain] = reject;
   }
+  const chains6 = [...chains];
+  const groups6 = synproxyGroups(cfg, 'ip6');
+  if (groups6.length > 0) {
+    chains6.push(CHAINS.synproxy6);
+    // -p tcp: the SYNPROXY target refuses a rule without it.
+    byChain[CHAINS.synproxy6.chain] = groups6.map((g, i) => `-p tcp -m mark --mark ${hex(synproxyMark(i))} ${g.target}`);
+  }
+  return { restore: restoreOf(chains, byChain), restore6: restoreOf(chains6, byChain), byChain, chains, chains6, ipv6: cfg.services.some((svc) => familyOf(svc.vip) === 6) };
+}
+
+/** iptables-restore (or ip6tables-restore) input declaring `chains` with their rules. */
+function restoreOf(chains: readonly OwnedChain[], byChain: Readonly<Record<string, readonly string[]>>): string {
   const lines: string[] = [];
   for (const table of ['mangle', 'filter'] as const) {
     const inTable = chains.filter((c) => c.table === table);
@@ -145,5 +171,5 @@ export function renderRules(cfg: FrontConfig): RenderedRules {
     }
     lines.push('COMMIT');
   }
-  return { restore: lines.join('\n') + '\n', byChain, chains, ipv6: cfg.services.some((svc) => familyOf(svc.vip) === 6) };
+  return lines.join('\n') + '\n';
 }

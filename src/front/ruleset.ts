@@ -65,11 +65,12 @@ export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet): 
     try {
       // Kernel-schedule chains the new rendering lacks go after the update
       // (which has already emptied the verdict map that jumped to them).
-      const gone = over.nft.kernelChains.filter((c) => !rules.nft.kernelChains.includes(c));
+      // Each table's own (an IPv6 service's chain is in the ip6 table).
+      const gone = [...goneChains(over.nft, rules.nft), ...(over.nft.v6 !== undefined && rules.nft.v6 !== undefined ? goneChains(over.nft.v6, rules.nft.v6) : [])];
       // Only the elements that changed (elementDiffScript): a reload of
       // 1,000 services x 100 servers that changes one service writes ~100
       // elements, not 10^5 (flush and add took 4.7 s).
-      const script = elementDiffScript(over.nft, rules.nft) + gone.map((c) => `delete chain ${NFT_FAMILY} ${NFT_TABLE} ${c}\n`).join('');
+      const script = elementDiffScript(over.nft, rules.nft) + gone.map(([fam, c]) => `delete chain ${fam} ${NFT_TABLE} ${c}\n`).join('');
       if (script !== '') nftLoad(script, netns);
       done = true;
     } catch (err) {
@@ -79,6 +80,11 @@ export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet): 
   if (!done) nftLoad(wholeScript(rules.nft), netns);
   installIptables(rules.iptables, netns);
   return done;
+}
+
+/** The kernel-schedule chains of table `over` that `next` lacks, with their table's family. */
+function goneChains(over: RenderedNft, next: RenderedNft): (readonly [NftFamily, string])[] {
+  return over.kernelChains.filter((c) => !next.kernelChains.includes(c)).map((c) => [over.family, c] as const);
 }
 
 /** Removes everything the front node installs: our iptables chains and jumps (also those of earlier versions), and our nft table. Idempotent. */

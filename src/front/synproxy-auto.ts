@@ -6,8 +6,8 @@
  * only when needed.
  *
  * The kernel counts every client SYN to a cookie-capable service (auto or
- * on) in set `syn_seen` (one counter per VIP . port, nft.ts), engaged or
- * not. Once a second this reads the set off the event loop, turns the
+ * on) in set `syn_seen` (one counter per VIP . port, nft.ts; the ip table
+ * for IPv4 services, the ip6 table for IPv6 ones), engaged or not. Once a second this reads the set off the event loop, turns the
  * counts into each service's SYN rate, and steps each auto service's gate
  * (stepGate): engaged at the first reading above `above`, disengaged once
  * the rate stayed below above/2 for `calmSeconds`. A change is written as
@@ -80,10 +80,15 @@ export function stepGate(g: GateState, packets: number, atMs: number, p: GatePol
   return 'disengage';
 }
 
-/** The counters of `nft list set ip sluice syn_seen`, by `VIP . port` key. */
+/**
+ * The counters of `nft list set ip sluice syn_seen` and of its ip6 twin
+ * (one text, or both concatenated), by `VIP . port` key. nft prints an
+ * IPv6 address in RFC 5952 text, the form config.ts gives a VIP, so the
+ * keys match synproxyGroups' as they do for IPv4.
+ */
 export function parseSynSeen(list: string): Map<string, number> {
   const out = new Map<string, number>();
-  for (const m of list.matchAll(/(\d+\.\d+\.\d+\.\d+) \. (\d+) counter packets (\d+) bytes \d+/g)) out.set(`${m[1] ?? ''} . ${m[2] ?? ''}`, Number(m[3]));
+  for (const m of list.matchAll(/(?<=[\s{,])([0-9a-f]*[.:][0-9a-f.:]*) \. (\d+) counter packets (\d+) bytes \d+/g)) out.set(`${m[1] ?? ''} . ${m[2] ?? ''}`, Number(m[3]));
   return out;
 }
 
@@ -108,7 +113,7 @@ export interface SynproxyAutoStatus {
 export interface SynproxyAutoDeps {
   readonly log: Logger;
   readonly config: () => Readonly<FrontConfig>;
-  /** `nft list set ip sluice syn_seen` off the event loop (nft.ts listSetAsync). */
+  /** `nft list set ip sluice syn_seen`, and the ip6 table's when it has a capable service, off the event loop (nft.ts listSetAsync). */
   readonly read: () => Promise<string>;
   /** Loads an `nft -f` script off the event loop (nft.ts nftLoadAsync). */
   readonly write: (script: string) => Promise<void>;

@@ -182,3 +182,36 @@ describe('kernel schedule writer', () => {
     assert.equal(materialChange(undefined, a), true);
   });
 });
+
+describe('kernel schedule for IPv6 services: the ip6 table holds their map elements and chains', () => {
+  const doc = {
+    cluster: 'c1',
+    uplinkAddress: '198.18.101.2',
+    uplinkAddress6: '2001:2:0:101::2',
+    services: [
+      { name: 'v4', vip: '198.19.1.1', port: 80, method: 'byrequests', synPath: 'kernel', servers: [{ name: 'a', address: '198.18.201.11' }] },
+      { name: 'v6', vip: '2001:2:0:1001::1', port: 80, method: 'byrequests', synPath: 'kernel', servers: [{ name: 'a', address: '2001:2:0:201::11', weight: 1 }, { name: 'b', address: '2001:2:0:201::12', weight: 3 }] },
+    ],
+  };
+  const cfg = parseConfig(frontConfigSchema, JSON.stringify(doc), 'x');
+
+  it('synPath kernel is accepted on an IPv6 service, and each table gets its own family\'s service', () => {
+    assert.deepEqual(cfg.services.map((s) => isKernelService(cfg, s)), [true, true]);
+    const n = renderNft(cfg, configuredSpread(cfg));
+    const t6 = n.v6?.table ?? '';
+    assert.match(t6, /map kernel \{ type ipv6_addr \. inet_proto \. inet_service : verdict; elements = \{ 2001:2:0:1001::1 \. tcp \. 80 : goto k_1 \} \}/);
+    assert.match(t6, /chain syn_decide \{\n\s+ip6 nexthdr tcp ct status & confirmed == 0 ip6 daddr \. meta l4proto \. th dport vmap @kernel\n\s+meta mark set 0x51fff000/);
+    assert.match(t6, /chain k_1 \{\n\s+meta mark set numgen inc mod 4 offset 1024 map @schedule/);
+    assert.doesNotMatch(t6, /k_0|198\.19/);
+    assert.match(n.table, /chain k_0 \{/);
+    assert.doesNotMatch(n.table, /k_1|2001:2/);
+    // byrequests 1:3, one exact cycle of four slots at the service's offset.
+    assert.deepEqual(n.v6?.sets['schedule'], ['1024 : 0x51001002', '1025 : 0x51001001', '1026 : 0x51001002', '1027 : 0x51001002']);
+  });
+
+  it('the writer\'s script goes to the service\'s own table', () => {
+    const [l4, l6] = scheduleLayout(cfg);
+    assert.match(scheduleUpdateScript(cfg, l6!, [1024], ['1024 : 0x51001001'], 4), /^flush chain ip6 sluice k_1\n(add rule ip6 sluice k_1 .*\n){2}delete element ip6 sluice schedule \{ 1024 \}\nadd element ip6 sluice schedule \{ 1024 : 0x51001001 \}\n$/);
+    assert.match(scheduleUpdateScript(cfg, l4!, [], ['0 : 0x51000001']), /^add element ip sluice schedule \{ 0 : 0x51000001 \}\n$/);
+  });
+});

@@ -31,7 +31,28 @@ overflow:
   - { cluster: c2, vip: 198.19.2.1 }
 `;
 
+// The IPv6 example of docs/operations.md ("IPv6 services"): its ip6tables-restore listing.
+const CONFIG6 = `
+cluster: c1
+uplinkAddress: 198.18.101.2
+uplinkAddress6: 2001:2:0:101::2
+services:
+  - name: www6
+    vip: 2001:2:0:1001::1
+    port: 80
+    servers:
+      - { name: s1a, address: 2001:2:0:201::11, capacity: 100 }
+      - { name: s1b, address: 2001:2:0:201::12, capacity: 200 }
+`;
+
 describe('docs/operations.md', () => {
+  it('lists the ip6tables rules the front node renders for its IPv6 example (SLUICE_SYNPROXY included)', () => {
+    const cfg = parseConfig(frontConfigSchema, CONFIG6, 'operations.md');
+    const listing = [...DOC.matchAll(/```\n(\*mangle\n[\s\S]*?COMMIT\n)```/g)].map((m) => m[1]).find((l) => l?.includes(':SLUICE_SYNPROXY'));
+    assert.ok(listing !== undefined, 'the ip6tables-restore listing is in docs/operations.md');
+    assert.equal(listing, renderRules(cfg).restore6, 'update the ip6tables listing in docs/operations.md from renderRules(...).restore6');
+  });
+
   it('lists the rules the front node renders for its example configuration', () => {
     const cfg = parseConfig(frontConfigSchema, CONFIG, 'operations.md');
     const listing = /```\n(\*mangle\n[\s\S]*?COMMIT\n)```/.exec(DOC)?.[1];

@@ -10,6 +10,7 @@ import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema, synproxyOf, type FrontConfig } from '../../src/front/config.ts';
 import { configuredSpread, renderNft, synproxiedUpdateScript } from '../../src/front/nft.ts';
 import { compareOwned, isDamaged, ownedNftPart } from '../../src/front/rules-check.ts';
+import { renderRules } from '../../src/front/rules.ts';
 import { SynproxyAuto, newGate, parseSynSeen, stepGate, type GatePolicy } from '../../src/front/synproxy-auto.ts';
 
 function config(services: Record<string, unknown>[]): FrontConfig {
@@ -45,23 +46,6 @@ describe('synproxy config: auto by default, true/false/options as before', () =>
     assert.throws(() => config([{ synproxy: { mode: 'on', calmSeconds: 5 } }]), /synproxy.calmSeconds applies to mode auto/);
     assert.throws(() => config([{ protocol: 'udp', synproxy: 'auto' }]), /synproxy is for TCP services/);
     assert.throws(() => config([{ synproxy: 'sometimes' }]), /synproxy is auto, true, false/);
-  });
-});
-
-describe('synproxy on an IPv6 service: refused (the kernel\'s nft synproxy drops IPv6 packets it must checksum)', () => {
-  const doc = (synproxy: unknown): string =>
-    JSON.stringify({ cluster: 'c1', uplinkAddress: '198.18.101.2', services: [{ name: 'v6', vip: '2001:2:0:1001::1', port: 80, method: 'byrequests', ...(synproxy === undefined ? {} : { synproxy }), servers: [{ name: 's', address: '2001:2:0:201::11' }] }] });
-  it('an explicit request is refused with the reason', () => {
-    for (const v of [true, 'auto', { mss: 1400 }]) assert.throws(() => parseConfig(frontConfigSchema, doc(v), 'x'), /SYN cookies are for IPv4 services only \(the kernel's nft synproxy checks an IPv6 packet's TCP checksum/);
-  });
-  it('absent or false: no cookies, no SYNPROXY part in the ip6 table', () => {
-    for (const v of [undefined, false]) {
-      const cfg = parseConfig(frontConfigSchema, doc(v), 'x');
-      assert.equal(synproxyOf(cfg, cfg.services[0]!), undefined);
-      const n = renderNft(cfg, configuredSpread(cfg));
-      assert.doesNotMatch(n.v6?.table ?? 'missing', /syn_seen|synproxied|synproxy/);
-      assert.equal(synproxiedUpdateScript(cfg, new Set()), '');
-    }
   });
 });
 
@@ -113,6 +97,84 @@ describe('synproxy sets: syn_seen counts every capable service, synproxied holds
   it('parses nft\'s listing of the counters', () => {
     const got = parseSynSeen('table ip sluice {\n\tset syn_seen {\n\t\ttype ipv4_addr . inet_service\n\t\tcounter\n\t\telements = { 198.19.1.1 . 80 counter packets 7 bytes 280,\n\t\t\t     198.19.1.2 . 8080 counter packets 123456789 bytes 9 }\n\t}\n}\n');
     assert.deepEqual([...got], [['198.19.1.1 . 80', 7], ['198.19.1.2 . 8080', 123456789]]);
+  });
+});
+
+describe('synproxy on IPv6 services: the ip6 table has its own SYNPROXY part', () => {
+  const doc = {
+    cluster: 'c1',
+    uplinkAddress: '198.18.101.2',
+    uplinkAddress6: '2001:2:0:6502::2',
+    services: [
+      { name: 'v4', vip: '198.19.1.1', port: 80, method: 'byrequests', synproxy: true, servers: [{ name: 's', address: '198.18.201.11' }] },
+      { name: 'v6', vip: '2001:2:0:c701::1', port: 80, method: 'byrequests', synproxy: true, servers: [{ name: 's', address: '2001:2:0:c901::b' }] },
+      { name: 'v6auto', vip: '2001:2:0:c701::1', port: 81, method: 'byrequests', synproxy: { mode: 'auto', mss: 1400 }, servers: [{ name: 's', address: '2001:2:0:c901::b' }] },
+      { name: 'v6off', vip: '2001:2:0:c701::1', port: 82, method: 'byrequests', synproxy: false, servers: [{ name: 's', address: '2001:2:0:c901::b' }] },
+    ],
+  };
+  const cfg = parseConfig(frontConfigSchema, JSON.stringify(doc), 'x');
+
+  it('accepts synproxy on an IPv6 service; absent is auto there too', () => {
+    assert.equal(synproxyOf(cfg, cfg.services[1]!)?.mode, 'on');
+    assert.equal(synproxyOf(cfg, cfg.services[2]!)?.mode, 'auto');
+    assert.equal(synproxyOf(cfg, cfg.services[3]!), undefined);
+    const absent = parseConfig(frontConfigSchema, JSON.stringify({ ...doc, services: [{ ...doc.services[1], synproxy: undefined }] }), 'x');
+    assert.equal(synproxyOf(absent, absent.services[0]!)?.mode, 'auto');
+  });
+
+  it('each table holds its own family\'s services, with ip6 matches in the ip6 table', () => {
+    const n = renderNft(cfg, configuredSpread(cfg), undefined, undefined, new Set(['v6auto']));
+    assert.match(n.table, /set syn_seen \{ type ipv4_addr \. inet_service; counter; elements = \{ 198\.19\.1\.1 \. 80 \} \}/);
+    const t6 = n.v6?.table ?? '';
+    assert.match(t6, /set syn_seen \{ type ipv6_addr \. inet_service; counter; elements = \{ 2001:2:0:c701::1 \. 80, 2001:2:0:c701::1 \. 81 \} \}/);
+    assert.match(t6, /set synproxied \{ type ipv6_addr \. inet_service; elements = \{ 2001:2:0:c701::1 \. 80, 2001:2:0:c701::1 \. 81 \} \}/);
+    // nft marks, ip6tables' SYNPROXY answers (nft's synproxy checks an IPv6 checksum as IPv4 on our kernels).
+    assert.match(t6, /ip6 daddr \. tcp dport @synproxied_0 ct state invalid,untracked meta mark set 0x51fff001 accept/);
+    assert.match(t6, /ip6 daddr \. tcp dport @synproxied_1 ct state invalid,untracked meta mark set 0x51fff002 accept/);
+    assert.doesNotMatch(t6, /synproxy mss/);
+    assert.match(t6, /chain synproxy_left \{\n\s+type filter hook input priority filter \+ 10; policy accept;\n\s+meta mark 0x51fff001-0x51fff002 counter name vip_guard_drops drop/);
+    assert.match(n.table, /ip daddr \. tcp dport @synproxied_0 ct state invalid,untracked synproxy mss 1460 wscale 7 timestamp sack-perm/);
+    assert.doesNotMatch(n.table, /synproxy_left/);
+    assert.match(t6, /tcp flags & \(syn \| ack \| fin \| rst\) == syn ip6 daddr \. tcp dport @synproxied notrack/);
+    assert.match(t6, /dnat ip6 to meta mark map @targets/);
+    // No IPv4 match in the ip6 table: nft would refuse `ip daddr` against an ipv6_addr set.
+    assert.doesNotMatch(t6, /\bip (daddr|saddr)\b|ipv4_addr|198\.19/);
+    assert.doesNotMatch(n.table, /2001:2|ipv6_addr/);
+  });
+
+  it('ip6tables answers the marked packets: SLUICE_SYNPROXY in filter INPUT, one SYNPROXY rule per group; iptables has no such chain', () => {
+    const r = renderRules(cfg);
+    assert.deepEqual(r.byChain['SLUICE_SYNPROXY'], ['-p tcp -m mark --mark 0x51fff001 -j SYNPROXY --sack-perm --timestamp --wscale 7 --mss 1460', '-p tcp -m mark --mark 0x51fff002 -j SYNPROXY --sack-perm --timestamp --wscale 7 --mss 1400']);
+    assert.ok(r.chains6.some((c) => c.chain === 'SLUICE_SYNPROXY' && c.table === 'filter' && c.hook === 'INPUT'));
+    assert.ok(!r.chains.some((c) => c.chain === 'SLUICE_SYNPROXY'));
+    assert.match(r.restore6, /\*filter\n:SLUICE_SYNPROXY - \[0:0\]\n-A SLUICE_SYNPROXY -p tcp -m mark --mark 0x51fff001 -j SYNPROXY/);
+    assert.doesNotMatch(r.restore, /SYNPROXY/);
+    // The kernel's SYN after the handshake is queued from OUTPUT in both families.
+    assert.match(r.restore6, /:SLUICE_QUEUE_OUT/);
+    // Without an IPv6 SYNPROXY service: ip6tables gets iptables' chains only.
+    const v4only = parseConfig(frontConfigSchema, JSON.stringify({ ...doc, services: doc.services.map((s) => (s.vip.includes(':') ? { ...s, synproxy: false } : s)) }), 'x');
+    const r4 = renderRules(v4only);
+    assert.equal(r4.restore6, r4.restore);
+    assert.deepEqual(r4.chains6, r4.chains);
+  });
+
+  it('the update script refills both tables\' sets in one transaction', () => {
+    assert.deepEqual(synproxiedUpdateScript(cfg, new Set()).trim().split('\n'), [
+      'flush set ip sluice synproxied',
+      'add element ip sluice synproxied { 198.19.1.1 . 80 }',
+      'flush set ip sluice synproxied_0',
+      'add element ip sluice synproxied_0 { 198.19.1.1 . 80 }',
+      'flush set ip6 sluice synproxied',
+      'add element ip6 sluice synproxied { 2001:2:0:c701::1 . 80 }',
+      'flush set ip6 sluice synproxied_0',
+      'add element ip6 sluice synproxied_0 { 2001:2:0:c701::1 . 80 }',
+      'flush set ip6 sluice synproxied_1',
+    ]);
+  });
+
+  it('parses both tables\' counters from one text', () => {
+    const got = parseSynSeen('table ip sluice {\n\tset syn_seen {\n\t\ttype ipv4_addr . inet_service\n\t\tcounter\n\t\telements = { 198.19.1.1 . 80 counter packets 7 bytes 280 }\n\t}\n}\n\ntable ip6 sluice {\n\tset syn_seen {\n\t\ttype ipv6_addr . inet_service\n\t\tcounter\n\t\telements = { 2001:2:0:c701::1 . 80 counter packets 12 bytes 960,\n\t\t\t     2001:2:0:c701::1 . 81 counter packets 0 bytes 0 }\n\t}\n}\n');
+    assert.deepEqual([...got], [['198.19.1.1 . 80', 7], ['2001:2:0:c701::1 . 80', 12], ['2001:2:0:c701::1 . 81', 0]]);
   });
 });
 
