@@ -41,6 +41,14 @@ const counter = (ns: string, table: string, comment: string): number => {
   assert.ok(m, `no counter "${comment}" in:\n${out}`);
   return Number(m[1]);
 };
+const ping = (addr: string): boolean => {
+  try {
+    execFileSync('ip', ['netns', 'exec', A, 'ping', '-c', '1', '-W', '1', addr], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+};
 const synRecv = (): string => execFileSync('ip', ['netns', 'exec', B, 'ss', '-Htn', 'state', 'syn-recv'], { encoding: 'utf8' }).trim();
 let listener: ChildProcess | undefined;
 const teardown = (): void => {
@@ -85,10 +93,13 @@ describe('TCP probe (SYN, timed to the SYN-ACK or RST) from the front node', () 
       ip('-n', ns, 'link', 'set', dev, 'up');
     }
     // RSTs arriving at B from A, per family.
-    nft(B, `table inet probe { chain in { type filter hook input priority 0; policy accept;
-      ip saddr 198.18.250.1 tcp flags & rst == rst counter comment "rst4"
-      ip6 saddr 2001:2:0:ff::1 tcp flags & rst == rst counter comment "rst6"
-    } }`);
+    nft(B, `table inet probe {
+  chain in {
+    type filter hook input priority 0; policy accept;
+    ip saddr 198.18.250.1 tcp flags & rst == rst counter comment "rst4"
+    ip6 saddr 2001:2:0:ff::1 tcp flags & rst == rst counter comment "rst6"
+  }
+}`);
     // A listener on 443 that never accepts (the handshake completes in the kernel; a SYN-RECV entry lives until a RST or the final ACK).
     listener = spawn('ip', ['netns', 'exec', B, process.execPath, '-e', "require('net').createServer().listen({ port: 443, host: '::', ipv6Only: false }, () => console.log('up'))"], { stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise<void>((resolve, reject) => {
@@ -99,6 +110,8 @@ describe('TCP probe (SYN, timed to the SYN-ACK or RST) from the front node', () 
   after(teardown);
 
   it('measures RTTs from SYN-ACKs (port 443) and RSTs (port 53), IPv4 and IPv6, and answers null for an absent address', async () => {
+    // Link up and neighbour discovery done first (bounded), so the probes are what is measured.
+    for (const addr of [B4, B6]) await until(() => ping(addr), `${addr} reachable by ping`, 20_000, 100);
     const open = await probe(['--port', '443', '--targets', `${B4},${B6}`, '--count', '3', '--timeout', '1000']);
     assert.equal(open.ipv6Unavailable, null);
     for (const t of [B4, B6]) assert.ok(answered(open.by.get(t), 3), `${t}: ${JSON.stringify(open.by.get(t))}`);
@@ -127,10 +140,13 @@ describe('TCP probe (SYN, timed to the SYN-ACK or RST) from the front node', () 
     assert.ok(per4 >= 2 && per6 >= 2, `${per4} ${per6}`);
 
     // Drop the kernel's RSTs in A (packets of no process socket): ours alone must clear B's SYN-RECV.
-    nft(A, `table inet k { chain out { type filter hook output priority 0; policy accept;
-      tcp flags & rst == rst meta skuid 0 accept
-      tcp flags & rst == rst counter drop comment "kernel-rst"
-    } }`);
+    nft(A, `table inet k {
+  chain out {
+    type filter hook output priority 0; policy accept;
+    tcp flags & rst == rst meta skuid 0 accept
+    tcp flags & rst == rst counter drop comment "kernel-rst"
+  }
+}`);
     const ours = await probe(['--port', '443', '--targets', `${B4},${B6}`, '--count', '2']);
     assert.equal(ours.counters.resetsSent, 4);
     const kernelRsts = counter(A, 'k', 'kernel-rst');
