@@ -256,7 +256,8 @@ export class FrontControl {
     if (unavailable.length > 0) this.#probeMethodsOff = unavailable;
     this.#pinger = new MethodPinger(methods, { memory: cfg.probe.methodMemory, retryCheaperMs: cfg.probe.retryCheaperSeconds * 1000, timeoutMs: cfg.probe.timeoutMs });
     for (const m of methods) if (m.pinger.ipv6Unavailable !== undefined) this.#log.warn({ method: m.name, reason: m.pinger.ipv6Unavailable }, 'RTT probing of IPv6 targets by this method off');
-    this.#prober = new RttProber(this.#src.config.cluster, { ...cfg.probe, dedupMs: cfg.probe.dedupSeconds * 1000 }, this.#pinger, performance.now());
+    // One probe may try every method in turn, each up to timeoutMs: the prober waits for all of them (and a little longer, so a method's own timeout always comes first).
+    this.#prober = new RttProber(this.#src.config.cluster, { ...cfg.probe, timeoutMs: this.#pinger.worstCaseMs + 100, dedupMs: cfg.probe.dedupSeconds * 1000 }, this.#pinger, performance.now());
   }
 
   #probeRequest(m: Envelope<'rtt_probe_request'>): void {
