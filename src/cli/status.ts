@@ -198,7 +198,19 @@ export function renderFrontStatus(s: FrontStatus): string {
     out.push('', k.peers.length > 0 ? table(['PEER', 'LAST MESSAGE', 'MESSAGES', 'AGE'], k.peers.map((p) => [p.name, p.lastType, String(p.messages), `${num(p.ageSeconds)}s`])) : 'peers: none yet');
     out.push('', `control: received ${nonZero(k.counters.received)}; rejected ${nonZero(k.counters.rejected)}; send dropped ${k.counters.sendDropped}; handler errors ${k.counters.handlerErrors}`);
     out.push(`handshakes: ${Object.entries(k.zap).map(([d, z]) => `${d} accepted ${z.accepted} refused ${z.refused}`).join('; ') || '-'}`);
+    out.push('', renderProbe(k.probe));
   }
+  return out.join('\n');
+}
+
+/** RTT probing: on or off, then per method what was sent and answered, and the latest targets' methods. */
+export function renderProbe(p: NonNullable<FrontStatus['control']>['probe']): string {
+  if (!p.enabled) return `RTT probes: off (${p.off ?? 'unknown'})`;
+  const out = [`RTT probes: ${p.echoesSent ?? 0} sent, ${p.replies ?? 0} answered, ${p.timeouts ?? 0} lost; ${p.fellBack ?? 0} answered by a later method, ${p.cheaperRetries ?? 0} cheaper retries${p.methodsOff ? `; off: ${p.methodsOff.join('; ')}` : ''}`];
+  if (p.methods && p.methods.length > 0) {
+    out.push(table(['METHOD', 'SENT', 'ANSWERED', 'TIMEOUTS', 'TARGETS', 'SYN-ACK', 'RST', 'RST SENT'], p.methods.map((m) => [m.method, String(m.sent), String(m.answered), String(m.timeouts), String(m.targets), m.tcp ? String(m.tcp.synAcks) : '-', m.tcp ? String(m.tcp.rsts) : '-', m.tcp ? String(m.tcp.resetsSent) : '-'])));
+  }
+  if (p.recentTargets && p.recentTargets.length > 0) out.push(table(['TARGET', 'METHOD', 'AGE'], p.recentTargets.slice(0, 10).map((t) => [t.target, t.method, `${num(t.ageSeconds)}s`])));
   return out.join('\n');
 }
 

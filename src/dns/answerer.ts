@@ -191,7 +191,7 @@ export class Answerer {
       // An ECS option with a source prefix names the client (RFC 7871 §7.1.1),
       // family 1 or 2 alike; source 0 (or none) leaves the query's source.
       const fromEcs = q.ecs && q.ecsSource > 0;
-      const prefix: ClientPrefix | undefined = fromEcs ? prefixOfEcs(q.ecsFamily, q.ecsSource, q.ecsAddress, this.#lengths) : this.#sourcePrefix(source);
+      const prefix: ClientPrefix | undefined = fromEcs ? prefixOfEcs(q.ecsFamily, q.ecsSource, q.ecsAddress, this.#lengths, this.#sourcePrefix(source)) : this.#sourcePrefix(source);
       if (prefix === undefined) return this.#servfail(msg, q, tcp, source, now);
       // One decision per (name, prefix) for every type: A and AAAA from one client prefix name the same clusters.
       const d = this.steering.decide(sn, prefix, now);

@@ -9,8 +9,10 @@
  *
  * Keys are strings ("4:198.18.11.0/24", "6:2001:2:0:1200::/56") so IPv4 and
  * IPv6 share one Map without collisions. A prefix also carries the address
- * the front nodes probe for it: the source address, or for an ECS prefix
- * its network address + 1.
+ * the front nodes probe for it: the source address (a query without ECS
+ * comes from the resolver, so that is the resolver's own address), or for an
+ * ECS prefix its network address + 1, with the resolver's prefix beside it
+ * for when that address answers no probe.
  */
 import { formatIPv4Address, parseIPv4Address, prefixMask } from '../packet/address.ts';
 import { formatIPv6Groups, maskIPv6Groups, parseIPv6Groups } from '../packet/address6.ts';
@@ -20,8 +22,16 @@ export interface ClientPrefix {
   readonly family: 4 | 6;
   /** The prefix length the key was cut at (the ECS scope of a steered answer). */
   readonly length: number;
-  /** An address inside the prefix for the front nodes to probe (ICMP or ICMPv6 echo), in canonical text. */
+  /** An address inside the prefix for the front nodes to probe (ICMP or ICMPv6 echo, else TCP), in canonical text. */
   readonly probeTarget: string | undefined;
+  /**
+   * For an ECS prefix: the querying resolver's own prefix (its source
+   * address the probe target). The ECS probe target (network address + 1)
+   * often answers nothing; when the subnet's probes all went unanswered,
+   * the resolver's RTTs stand in (steer.ts). Absent for a source prefix:
+   * there the source, the resolver itself, is the probe target already.
+   */
+  readonly resolver?: ClientPrefix | undefined;
 }
 
 function maskV4(n: number, len: number): number {
@@ -66,13 +76,14 @@ export function prefixOfAddress(address: string, lengths: PrefixLengths): Client
  * address octets). The prefix is the shorter of the option's and ours: a
  * resolver that reveals only a /20 gets answers for the /20.
  */
-export function prefixOfEcs(family: number, source: number, addr: Uint8Array, lengths: PrefixLengths): ClientPrefix {
+export function prefixOfEcs(family: number, source: number, addr: Uint8Array, lengths: PrefixLengths, resolver?: ClientPrefix): ClientPrefix {
+  const r = resolver === undefined ? {} : { resolver };
   if (family === 1) {
     const len = Math.min(source, lengths.ipv4);
     const n = (((addr[0] ?? 0) << 24) | ((addr[1] ?? 0) << 16) | ((addr[2] ?? 0) << 8) | (addr[3] ?? 0)) >>> 0;
     const net = maskV4(n, len);
     // Probe a host inside the prefix: the network address + 1 stands for it.
-    return { key: `4:${formatIPv4Address(net)}/${len}`, family: 4, length: len, probeTarget: len <= 30 ? formatIPv4Address(net + 1) : formatIPv4Address(net) };
+    return { key: `4:${formatIPv4Address(net)}/${len}`, family: 4, length: len, probeTarget: len <= 30 ? formatIPv4Address(net + 1) : formatIPv4Address(net), ...r };
   }
   const len = Math.min(source, lengths.ipv6);
   const groups: number[] = [];
@@ -80,5 +91,5 @@ export function prefixOfEcs(family: number, source: number, addr: Uint8Array, le
   // As for IPv4: the network address + 1 stands for a host inside the prefix.
   const net = maskIPv6Groups(groups, len);
   if (len <= 126) net[7] = (net[7] ?? 0) + 1;
-  return { key: v6Key(groups, len), family: 6, length: len, probeTarget: formatIPv6Groups(net) };
+  return { key: v6Key(groups, len), family: 6, length: len, probeTarget: formatIPv6Groups(net), ...r };
 }

@@ -8,7 +8,9 @@
  *   4. sticky names: the client's previous cluster while it stays usable;
  *   5. otherwise the name's policy ranks the candidates (policy/);
  *   and, whenever the client's prefix lacks a current RTT to some usable
- *   cluster, a probe of it is requested (probe_scheduler.ts).
+ *   cluster, a probe of it is requested (probe_scheduler.ts). An ECS
+ *   prefix whose probes all went unanswered is ranked by its resolver's
+ *   RTTs instead, and the resolver's address is probed (client_prefix.ts).
  *
  * One decision serves both address families. The pipeline ranks clusters,
  * whatever VIPs they have; an A answer holds the IPv4 VIPs of the first
@@ -177,10 +179,19 @@ export class Steering {
       candidates.push({ index: c.index, name: c.name, free: ClusterTable.freeFraction(c), available: c.available });
     }
     const rtt = this.#rttScratch;
-    const measured = p.rtt.current(prefix.key, now, rtt);
+    let measured = p.rtt.current(prefix.key, now, rtt);
+    // An ECS subnet whose probe target answered no probe at all (every
+    // current RTT "no reply"): its resolver's RTTs stand in, and the
+    // resolver is probed instead. The subnet is probed again once its
+    // no-reply results expire (rtt.expireSeconds).
+    let probed = prefix;
+    if (prefix.resolver !== undefined && measured > 0 && noReply(rtt)) {
+      probed = prefix.resolver;
+      measured = p.rtt.current(probed.key, now, rtt);
+    }
     // Probe when some usable cluster has no current RTT for this prefix.
-    if (prefix.probeTarget !== undefined && candidates.some((c) => Number.isNaN(rtt[c.index] ?? NaN))) {
-      if (p.probes.request(prefix.key, prefix.probeTarget, now)) p.rtt.expect(prefix.probeTarget, prefix.key);
+    if (probed.probeTarget !== undefined && candidates.some((c) => Number.isNaN(rtt[c.index] ?? NaN))) {
+      if (p.probes.request(probed.key, probed.probeTarget, now)) p.rtt.expect(probed.probeTarget, probed.key);
     }
     if (candidates.length === 0) {
       const f = cfg.fallback;
@@ -203,7 +214,7 @@ export class Steering {
     } else {
       const r = sn.policy.rank({ candidates, rtt, measured, prefixKey: prefix.key, draw: (c) => prefixDraw(cfg.name, prefix.key, c.name) });
       order = r.order;
-      reason = r.reason;
+      reason = probed === prefix ? r.reason : `${r.reason};via-resolver:${probed.key.slice(2)}`;
       ttl = r.ttl;
       scoped = sn.policy.name !== 'capacity' && measured > 0;
     }
@@ -238,6 +249,17 @@ export class Steering {
       ttl,
     };
   }
+}
+
+/** True when every current RTT (not NaN) is "no reply" (Infinity); false when none is current. */
+function noReply(rtt: Float64Array): boolean {
+  let any = false;
+  for (const r of rtt) {
+    if (Number.isNaN(r)) continue;
+    if (r !== Infinity) return false;
+    any = true;
+  }
+  return any;
 }
 
 function family(vips: readonly string[], clusterIndexes: readonly number[]): FamilyAnswer {

@@ -306,9 +306,21 @@ const control = controlBaseSchema.extend({
         .describe(
           'A target probed less than this many seconds ago is not probed again: its result is published again in the next `rtt_results` instead, so several DNS servers asking for the same client cause one probe. 0: only targets still being probed are deduplicated.',
         ),
+      methods: z
+        .array(z.string().regex(/^(icmp|tcp:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))$/, 'a method is `icmp` or `tcp:<port>` (port 1-65535), e.g. tcp:443'))
+        .min(1)
+        .max(8)
+        .refine((a) => new Set(a).size === a.length, 'each method at most once')
+        .default(['icmp', 'tcp:443', 'tcp:53'])
+        .describe(
+          'Probe methods, cheapest first: `icmp` (echo) and `tcp:<port>` (a SYN to the port, the RTT from the SYN-ACK or RST; the half-open connection is reset at once). A target that does not answer one method is tried with the next in the same probe; the method that answered is remembered per target and tried first next time. Each method may add `timeoutMs` to a probe of a target that answers nothing.',
+        ),
+      retryCheaperSeconds: z.number().min(1).max(86_400).default(600).describe('A target remembered at a costlier method than the first is probed from the first method again this often (its ICMP filter may have gone).'),
+      methodMemory: z.int().min(1).max(1_048_576).default(16_384).describe('Targets whose answering method is remembered, at most (least recently answered forgotten first).'),
+      tcpMaxOutstanding: z.int().min(1).max(4096).default(1024).describe('TCP probes waiting for an answer, at most, per port; more are counted as lost at once.'),
     })
     .prefault({})
-    .describe('RTT probes for DNS (receive_probe_for_rtt): the DNS server\'s `rtt_probe_request` targets are pinged (ICMP echo; needs root) and the averaged RTTs published as `rtt_results`. Without a raw ICMP socket probing is off.'),
+    .describe('RTT probes for DNS (receive_probe_for_rtt): the DNS server\'s `rtt_probe_request` targets are probed (ICMP echo, else a TCP SYN: `methods`; raw sockets, needs root) and the averaged RTTs published as `rtt_results`. Without a raw ICMP socket probing is off; without a raw TCP socket only ICMP is used.'),
 });
 
 export const frontConfigSchema = z

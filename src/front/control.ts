@@ -26,7 +26,9 @@ import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import { frontNodeName, type FrontConfig } from './config.ts';
-import { createNetPinger, type Pinger } from './icmp_echo.ts';
+import { createNetPinger } from './icmp_echo.ts';
+import { MethodPinger, type ProbeMethod } from './probe_methods.ts';
+import { createTcpPinger, TcpPinger, type TcpProbeCounters } from './tcp_probe.ts';
 import { LeastLoadedClusters } from './least_loaded_clusters.ts';
 import { resultMessages, RttProber } from './receive_probe_for_rtt.ts';
 import { receiveRequestRate } from './receive_request_rate.ts';
@@ -38,6 +40,8 @@ import { ClientRateTable } from './update_request_rate.ts';
 
 type ControlConfig = NonNullable<FrontConfig['control']>;
 
+/** Targets listed with their probe method in status. */
+const PROBE_STATUS_TARGETS = 32;
 /** Shortest wait between two prober ticks: bounds wakeups while probing (~100/s at most). */
 const PROBE_MIN_TICK_MS = 10;
 
@@ -77,7 +81,28 @@ export interface FrontControlStatus {
   /** ZAP handshakes by domain ("<name>/<socket>"). */
   readonly zap: Readonly<Record<string, DomainCounters>>;
   /** RTT probing: on or off (and why), and while on the prober's counts and queues. */
-  readonly probe: { readonly enabled: boolean; readonly off?: string; readonly ignoredRequests: number; readonly pingerErrors: number; /** Requests ignored as the backup of a pair (absent from older daemons). */ readonly notMaster?: number } & Partial<ReturnType<RttProber['status']>>;
+  readonly probe: {
+    /** Per method (absent while probing is off, and from older daemons). */
+    readonly methods?: readonly ProbeMethodStatus[];
+    /** Configured methods that could not open their sockets. */
+    readonly methodsOff?: readonly string[];
+    readonly fellBack?: number;
+    readonly cheaperRetries?: number;
+    readonly evicted?: number;
+    /** The most recently answered targets and the method that answered, newest first. */
+    readonly recentTargets?: readonly { readonly target: string; readonly method: string; readonly ageSeconds: number }[];
+    readonly enabled: boolean; readonly off?: string; readonly ignoredRequests: number; readonly pingerErrors: number; /** Requests ignored as the backup of a pair (absent from older daemons). */ readonly notMaster?: number } & Partial<ReturnType<RttProber['status']>>;
+}
+
+export interface ProbeMethodStatus {
+  readonly method: string;
+  readonly sent: number;
+  readonly answered: number;
+  readonly timeouts: number;
+  /** Targets whose last answer came by this method. */
+  readonly targets: number;
+  readonly tcp?: TcpProbeCounters & { readonly outstanding: number };
+  readonly ipv6Off?: string;
 }
 
 export interface ServicesSource {
@@ -112,7 +137,9 @@ export class FrontControl {
   readonly #log: Logger;
   /** Set when probing runs (pinger open and a PUB to report on); #pinger with it. */
   #prober: RttProber | undefined;
-  #pinger: Pinger | undefined;
+  #pinger: MethodPinger | undefined;
+  /** Configured probe methods that could not open their sockets (status). */
+  #probeMethodsOff: string[] | undefined;
   #probeTimer: NodeJS.Timeout | undefined;
   /** Why probing is off, for status (undefined while it runs). */
   #probeOff: string | undefined;
@@ -205,21 +232,32 @@ export class FrontControl {
       return;
     }
     const limited = new LimitedLog(this.#log);
-    try {
-      this.#pinger = createNetPinger({
-        timeoutMs: cfg.probe.timeoutMs,
-        onSocketError: (err) => {
-          this.#pingerErrors++;
-          limited.warn('pinger', { err }, 'RTT probe ICMP socket error');
-        },
-      });
-    } catch (err) {
-      this.#probeOff = (err as Error).message;
-      this.#log.error({ err }, 'RTT probing off: cannot open the ICMP socket; probe requests will be ignored (counted in status)');
+    const onSocketError = (err: Error): void => {
+      this.#pingerErrors++;
+      limited.warn('pinger', { err }, 'RTT probe raw socket error');
+    };
+    // Each configured method's pinger; one that cannot open is left out (and said so), the others probe.
+    const methods: ProbeMethod[] = [];
+    const unavailable: string[] = [];
+    for (const name of cfg.probe.methods) {
+      try {
+        const pinger = name === 'icmp' ? createNetPinger({ timeoutMs: cfg.probe.timeoutMs, onSocketError }) : createTcpPinger({ port: Number(name.slice(4)), timeoutMs: cfg.probe.timeoutMs, maxOutstanding: cfg.probe.tcpMaxOutstanding, onSocketError });
+        methods.push({ name, pinger });
+      } catch (err) {
+        unavailable.push(`${name}: ${(err as Error).message}`);
+        this.#log.error({ err, method: name }, 'RTT probe method off: cannot open its raw socket');
+      }
+    }
+    if (methods.length === 0) {
+      this.#probeOff = unavailable.join('; ');
+      this.#log.error('RTT probing off: no probe method could open its socket; probe requests will be ignored (counted in status)');
       return;
     }
-    if (this.#pinger.ipv6Unavailable !== undefined) this.#log.warn({ reason: this.#pinger.ipv6Unavailable }, 'RTT probing of IPv6 targets off (they are answered as lost); IPv4 probing on');
-    this.#prober = new RttProber(this.#src.config.cluster, { ...cfg.probe, dedupMs: cfg.probe.dedupSeconds * 1000 }, this.#pinger, performance.now());
+    if (unavailable.length > 0) this.#probeMethodsOff = unavailable;
+    this.#pinger = new MethodPinger(methods, { memory: cfg.probe.methodMemory, retryCheaperMs: cfg.probe.retryCheaperSeconds * 1000, timeoutMs: cfg.probe.timeoutMs });
+    for (const m of methods) if (m.pinger.ipv6Unavailable !== undefined) this.#log.warn({ method: m.name, reason: m.pinger.ipv6Unavailable }, 'RTT probing of IPv6 targets by this method off');
+    // One probe may try every method in turn, each up to timeoutMs: the prober waits for all of them (and a little longer, so a method's own timeout always comes first).
+    this.#prober = new RttProber(this.#src.config.cluster, { ...cfg.probe, timeoutMs: this.#pinger.worstCaseMs + 100, dedupMs: cfg.probe.dedupSeconds * 1000 }, this.#pinger, performance.now());
   }
 
   #probeRequest(m: Envelope<'rtt_probe_request'>): void {
@@ -263,6 +301,35 @@ export class FrontControl {
   /** The RTT prober while probing runs (metrics). */
   get prober(): RttProber | undefined {
     return this.#prober;
+  }
+
+  /**
+   * Per probe method (configured order): probes sent, answered, timed out,
+   * the targets remembered at it, and for TCP how the answers came
+   * (SYN-ACK or RST) and the RSTs we sent (status and metrics).
+   */
+  probeMethods(): ProbeMethodStatus[] {
+    const p = this.#pinger;
+    if (!p) return [];
+    const remembered = p.remembered();
+    return p.methodList.map(({ name, pinger }) => {
+      const c = p.counters.get(name);
+      return {
+        method: name,
+        sent: c?.sent ?? 0,
+        answered: c?.answered ?? 0,
+        timeouts: c?.timeouts ?? 0,
+        targets: remembered[name] ?? 0,
+        ...(pinger instanceof TcpPinger ? { tcp: { ...pinger.counters, outstanding: pinger.outstanding } } : {}),
+        ...(pinger.ipv6Unavailable !== undefined ? { ipv6Off: pinger.ipv6Unavailable } : {}),
+      };
+    });
+  }
+
+  /** The composite pinger's choices (metrics): fallbacks, cheaper retries, memory evictions. */
+  get probeChoice(): { fellBack: number; cheaperRetries: number; evicted: number } | undefined {
+    const p = this.#pinger;
+    return p ? { fellBack: p.fellBack, cheaperRetries: p.cheaperRetries, evicted: p.evicted } : undefined;
   }
 
   /** Probe requests ignored because probing is off, and ICMP socket errors (metrics). */
@@ -379,6 +446,8 @@ export class FrontControl {
         enabled: this.#prober !== undefined,
         ...(this.#probeOff !== undefined ? { off: this.#probeOff } : {}),
         ...(this.#pinger?.ipv6Unavailable !== undefined ? { ipv6Off: this.#pinger.ipv6Unavailable } : {}),
+        ...(this.#probeMethodsOff !== undefined ? { methodsOff: this.#probeMethodsOff } : {}),
+        ...(this.#pinger ? { methods: this.probeMethods(), ...this.probeChoice, recentTargets: this.#pinger.recent(PROBE_STATUS_TARGETS, performance.now()) } : {}),
         ignoredRequests: this.#probeIgnored,
         pingerErrors: this.#pingerErrors,
         notMaster: this.#probeNotMaster,

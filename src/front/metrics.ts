@@ -435,7 +435,7 @@ function registerFrontControlMetrics(registry: Registry, control: () => FrontCon
         ]
       : [];
   });
-  counterFrom(registry, 'sluice_front_probe_echoes_total', 'ICMP echo requests sent, and their outcomes (replied, timed_out).', ['outcome'], () => {
+  counterFrom(registry, 'sluice_front_probe_echoes_total', 'Probes the prober sent (each may try several methods in turn: sluice_front_probe_method_probes_total), and their outcomes (replied, timed_out).', ['outcome'], () => {
     const p = probe();
     return p
       ? [
@@ -459,7 +459,39 @@ function registerFrontControlMetrics(registry: Registry, control: () => FrontCon
     return p ? [[{}, p.cachedResults]] : [];
   });
   counterOf(registry, 'sluice_front_probe_cache_evictions_total', 'Cached probe results evicted before probe.dedupSeconds passed (probe.maxTargets were cached).', () => probe()?.cacheEvicted ?? 0);
-  counterOf(registry, 'sluice_front_probe_socket_errors_total', 'ICMP socket errors of the prober.', () => control()?.probeCounts.pingerErrors ?? 0);
+  counterOf(registry, 'sluice_front_probe_socket_errors_total', 'Raw socket errors of the prober (ICMP and TCP).', () => control()?.probeCounts.pingerErrors ?? 0);
+  // Per probe method (icmp, tcp:<port>): bounded by the config's methods list (at most 8).
+  counterFrom(registry, 'sluice_front_probe_method_probes_total', 'Probes per method (icmp, tcp:<port>) and outcome: sent, answered, timed_out (no answer within probe.timeoutMs, or refused).', ['method', 'outcome'], () =>
+    (control()?.probeMethods() ?? []).flatMap((m) => [
+      [{ method: m.method, outcome: 'sent' }, m.sent] as const,
+      [{ method: m.method, outcome: 'answered' }, m.answered] as const,
+      [{ method: m.method, outcome: 'timed_out' }, m.timeouts] as const,
+    ]),
+  );
+  counterFrom(registry, 'sluice_front_probe_tcp_answers_total', 'TCP probe answers by kind: syn_ack (open port; we reset the half-open connection) or rst (closed port); and rst_sent, the resets we sent.', ['method', 'kind'], () =>
+    (control()?.probeMethods() ?? []).flatMap((m) =>
+      m.tcp
+        ? [
+            [{ method: m.method, kind: 'syn_ack' }, m.tcp.synAcks] as const,
+            [{ method: m.method, kind: 'rst' }, m.tcp.rsts] as const,
+            [{ method: m.method, kind: 'rst_sent' }, m.tcp.resetsSent] as const,
+          ]
+        : [],
+    ),
+  );
+  gaugeFrom(registry, 'sluice_front_probe_method_targets', 'Targets whose last probe answer came by this method (the per-target memory, bounded by probe.methodMemory).', ['method'], () =>
+    (control()?.probeMethods() ?? []).map((m) => [{ method: m.method }, m.targets] as const),
+  );
+  counterFrom(registry, 'sluice_front_probe_method_choice_total', 'Per-target method choice: fell_back (answered by a later method than the one tried first), cheaper_retry (a target remembered at a costlier method tried from the first again), evicted (forgotten: memory full).', ['event'], () => {
+    const c = control()?.probeChoice;
+    return c
+      ? [
+          [{ event: 'fell_back' }, c.fellBack],
+          [{ event: 'cheaper_retry' }, c.cheaperRetries],
+          [{ event: 'evicted' }, c.evicted],
+        ]
+      : [];
+  });
   gaugeFrom(registry, 'sluice_front_probe_pending_targets', 'Probe targets pending, by stage.', ['stage'], () => {
     const s = control()?.prober?.status();
     return s

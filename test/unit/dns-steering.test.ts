@@ -248,6 +248,47 @@ describe('steering pipeline', () => {
     assert.deepEqual(s.decide(sn, a, 2061).vips, ['198.19.1.1'], 'c2 silent for > 2 s');
   });
 
+  it('without ECS the resolver (the source) is probed; with ECS the subnet (+1), then the resolver when the subnet answered no probe', () => {
+    const { s, clusters, rtt, probes } = setup(config());
+    const sn = s.names.get('www.example.test')!;
+    clusters.receive(load('c1', 100, 50), 0);
+    clusters.receive(load('c2', 100, 50), 0);
+    const resolver = client('198.18.5.53');
+    // No ECS: the query's source, the resolver itself, is the target.
+    s.decide(sn, resolver, 10);
+    assert.deepEqual(probes.flush(1000), [['198.18.5.53', '4:198.18.5.0/24']]);
+    // ECS: the subnet's network address + 1, with the resolver's prefix beside it.
+    const ecs = prefixOfEcs(1, 24, Uint8Array.of(198, 18, 11), L, resolver);
+    assert.equal(ecs.resolver?.key, '4:198.18.5.0/24');
+    s.decide(sn, ecs, 1000);
+    assert.deepEqual(probes.flush(2000), [['198.18.11.1', '4:198.18.11.0/24']]);
+    // The subnet's probes go unanswered by both clusters.
+    for (const ci of [0, 1]) rtt.receive(ci, { cluster: `c${ci + 1}`, results: [{ target: '198.18.11.1', sent: 3, received: 0, rttMs: null }] }, 1100);
+    s.changed();
+    let d = s.decide(sn, ecs, 1200);
+    // The resolver was probed already (its results are not in yet): nothing new is asked (retrySeconds), and the answer is capacity-based.
+    assert.match(d.reason, /^no-rtt:.*;via-resolver:198\.18\.5\.0\/24$/);
+    // The resolver's RTTs arrive: the subnet is steered by them.
+    rtt.receive(0, { cluster: 'c1', results: [{ target: '198.18.5.53', sent: 3, received: 3, rttMs: 70 }] }, 1300);
+    rtt.receive(1, { cluster: 'c2', results: [{ target: '198.18.5.53', sent: 3, received: 3, rttMs: 15 }] }, 1300);
+    s.changed();
+    d = s.decide(sn, ecs, 1400);
+    assert.deepEqual(d.vips, ['198.19.2.1']);
+    assert.match(d.reason, /^rtt:c2=15\.0ms.*;via-resolver:198\.18\.5\.0\/24$/);
+    // A subnet that answers for one cluster keeps its own RTTs (no-reply elsewhere ranks last).
+    rtt.receive(0, { cluster: 'c1', results: [{ target: '198.18.11.1', sent: 3, received: 3, rttMs: 30 }] }, 1500);
+    s.changed();
+    d = s.decide(sn, ecs, 1600);
+    assert.deepEqual(d.vips, ['198.19.1.1']);
+    assert.doesNotMatch(d.reason, /via-resolver/);
+    // A resolver with no RTT yet when the subnet went silent: the resolver is asked for.
+    const other = client('198.18.6.53');
+    const ecs2 = prefixOfEcs(1, 24, Uint8Array.of(198, 18, 12), L, other);
+    for (const ci of [0, 1]) rtt.set(ecs2.key, ci, Infinity, 0, 3, 1600);
+    s.decide(sn, ecs2, 1700);
+    assert.deepEqual(probes.flush(9000), [['198.18.6.53', '4:198.18.6.0/24']]);
+  });
+
   it('high-rate clients go to the cluster with most free capacity, even when another is nearer', () => {
     const { s, clusters, rtt, hr } = setup(config());
     const sn = s.names.get('www.example.test')!;

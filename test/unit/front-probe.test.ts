@@ -359,11 +359,16 @@ control:
 `;
   it('has defaults', () => {
     const cfg = parseConfig(frontConfigSchema, base, 't');
-    assert.deepEqual({ ...cfg.control?.probe }, { count: 3, spacingMs: 200, timeoutMs: 1000, maxTargets: 4096, maxPerSecond: 200, reportSeconds: 1, dedupSeconds: 10 });
+    assert.deepEqual({ ...cfg.control?.probe }, { count: 3, spacingMs: 200, timeoutMs: 1000, maxTargets: 4096, maxPerSecond: 200, reportSeconds: 1, dedupSeconds: 10, methods: ['icmp', 'tcp:443', 'tcp:53'], retryCheaperSeconds: 600, methodMemory: 16_384, tcpMaxOutstanding: 1024 });
   });
   it('checks bounds', () => {
     assert.throws(() => parseConfig(frontConfigSchema, `${base}  probe: { count: 17 }\n`, 't'));
     assert.throws(() => parseConfig(frontConfigSchema, `${base}  probe: { maxPerSecond: 0 }\n`, 't'));
     assert.equal(parseConfig(frontConfigSchema, `${base}  probe: { count: 1, reportSeconds: 0.5 }\n`, 't').control?.probe.count, 1);
+    // Methods: icmp or tcp:<port 1-65535>, each once, at least one; the error names the key.
+    for (const bad of ['[]', '[udp:53]', '[tcp:0]', '[tcp:65536]', '[tcp:]', '[icmp, icmp]', '[tcp:053]']) {
+      assert.throws(() => parseConfig(frontConfigSchema, `${base}  probe: { methods: ${bad} }\n`, 't'), /control\.probe\.methods/, bad);
+    }
+    assert.deepEqual(parseConfig(frontConfigSchema, `${base}  probe: { methods: [tcp:53, icmp, tcp:65535] }\n`, 't').control?.probe.methods, ['tcp:53', 'icmp', 'tcp:65535']);
   });
 });
