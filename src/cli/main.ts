@@ -8,7 +8,8 @@ import type { Command } from './command.ts';
  * The commands in `sluice help` order, each module loaded only when that
  * command, or its help, is asked for: `sluice ctl` or `sluice status` does
  * not load the daemons (a few modules instead of ~860: a fraction of the
- * start-up time). Each loader checks that its command has that name.
+ * start-up time). test/unit/cli.test.ts checks that each name gives its
+ * command (its usage line and `sluice help`'s list).
  */
 const loaders: readonly (readonly [string, () => Promise<Command>])[] = [
   ['front', async () => (await import('./front.ts')).frontCommand],
@@ -26,22 +27,16 @@ const loaders: readonly (readonly [string, () => Promise<Command>])[] = [
   ['version', async () => (await import('./version.ts')).versionCommand],
 ];
 
-async function loaded([name, loader]: readonly [string, () => Promise<Command>]): Promise<Command> {
-  const c = await loader();
-  if (c.name !== name) throw new Error(`sluice: the loader for "${name}" gave the command "${c.name}"`);
-  return c;
-}
-
 /** The command called `name`, loaded; undefined if there is none. */
 async function load(name: string | undefined): Promise<Command | undefined> {
   const entry = loaders.find(([n]) => n === name);
-  return entry ? loaded(entry) : undefined;
+  return entry ? entry[1]() : undefined;
 }
 
 /** Every command, loaded (only `sluice help` and a usage error list them all). */
 async function allCommands(): Promise<Command[]> {
   const out: Command[] = [];
-  for (const entry of loaders) out.push(await loaded(entry));
+  for (const [, loader] of loaders) out.push(await loader());
   return out;
 }
 
