@@ -1,4 +1,3 @@
-import { AgentDaemon } from '../agent/agent.ts';
 import { agentCtl, AGENT_CTL_USAGE } from './agent-ctl.ts';
 import { configArg, type Command } from './command.ts';
 import { runDaemon } from './run-daemon.ts';
@@ -14,6 +13,8 @@ export const agentCommand: Command = {
     if (argv[0] === 'ctl') return agentCtl(argv.slice(1));
     const configFile = configArg('agent', RUN_USAGE, argv);
     if (configFile === undefined) return 2;
+    // The daemon's modules load only when it runs: `sluice agent ctl` starts without them.
+    const { AgentDaemon } = await import('../agent/agent.ts');
     return runDaemon('agent', () => new AgentDaemon(configFile));
   },
 };

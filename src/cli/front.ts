@@ -15,7 +15,6 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../config/load.ts';
 import { SluiceError } from '../errors/errors.ts';
 import { frontConfigSchema } from '../front/config.ts';
-import { FrontDaemon } from '../front/daemon.ts';
 import { removeFrontRules } from '../front/remove-rules.ts';
 import { asErrorLines } from '../log/journal.ts';
 import type { Command } from './command.ts';
@@ -45,6 +44,8 @@ export const frontCommand: Command = {
       console.error(asErrorLines(`sluice front: --config is required\n${USAGE}`));
       return 2;
     }
+    // The daemon's modules load only when it runs: --remove-rules and --help start without them.
+    const { FrontDaemon } = await import('../front/daemon.ts');
     // A failed start closes what it opened; the rules stay (like a stop).
     return runDaemon('front', () => new FrontDaemon(configFile), { stopOnStartFailure: true });
   },

@@ -29,6 +29,7 @@
  * Counters per method (sent, answered, timeouts) and how targets are spread
  * over methods feed status and metrics. Pure logic on an injected clock.
  */
+import { InvalidArgumentError } from '../errors/errors.ts';
 import type { Pinger } from './icmp_echo.ts';
 
 export interface ProbeMethod {
@@ -78,7 +79,7 @@ export class MethodPinger implements Pinger {
   #closed = false;
 
   constructor(methods: readonly ProbeMethod[], opts: MethodPingerOptions, clock: () => number = () => performance.now()) {
-    if (methods.length === 0) throw new RangeError('MethodPinger needs at least one method');
+    if (methods.length === 0) throw new InvalidArgumentError('MethodPinger needs at least one method');
     this.#methods = methods;
     this.#opts = opts;
     this.#clock = clock;

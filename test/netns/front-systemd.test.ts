@@ -25,6 +25,12 @@ import { useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
 
 const PID1 = fileURLToPath(new URL('../fixtures/systemd-pid1.sh', import.meta.url));
+/**
+ * The downloads' rate: 50 MiB take ~21 s, several times what the restart
+ * and the reload below take here, so every download spans both (asserted
+ * after the reload).
+ */
+const DOWNLOAD_RATE = '2500k';
 const testbed = useTestbed({ blobMiB: 50, clusters: 1, clients: 1, serversPerCluster: 4 });
 const usable = existsSync('/usr/bin/systemd') && existsSync('/sys/fs/cgroup/systemd') && existsSync('/sys/fs/cgroup/unified');
 
@@ -173,7 +179,7 @@ describe('sluice-front.service under systemd (PID 1 of a namespace): restart and
     assert.match(status0, /^NoNewPrivs:\s+1$/m);
 
     const load = new PacedLoad(client, source);
-    const downloads = Array.from({ length: 10 }, () => new Download(client, '1500k'));
+    const downloads = Array.from({ length: 10 }, () => new Download(client, DOWNLOAD_RATE));
     try {
       await until(() => downloads.every((d) => d.bytes >= 1 << 20), 'every download has 1 MiB', 30_000);
       await load.read();
@@ -203,6 +209,7 @@ describe('sluice-front.service under systemd (PID 1 of a namespace): restart and
         return (load.tally['s1d'] ?? 0) >= 3;
       }, 'new connections reach s1d', 20_000, 500);
       assert.equal((await load.read())['s1b'] ?? 0, 0, 'no new connection to the removed server');
+      assert.ok(downloads.every((d) => d.child.exitCode === null && d.bytes < 50 << 20), `every download still running after the reload: ${downloads.map((d) => d.bytes).join(' ')} bytes`);
 
       const codes = await Promise.all(downloads.map((d) => d.done));
       await load.read();
