@@ -14,12 +14,19 @@
  *           applied (http too).
  *   SIGTERM close sockets and the ops HTTP server, exit 0
  *
+ * With `workers` > 1 (workers.ts) this process is the primary: it binds no
+ * DNS socket but forks the workers (each a DnsDaemon in serveAsWorker()),
+ * forwards control-plane state to them, passes SIGHUP on (each worker
+ * re-reads config and zones itself, after the primary accepted them) and
+ * shows their summed counters in status and metrics (at most STATS_MS old).
+ *
  * Under systemd (Type=notify, src/systemd/): READY=1 once UDP and TCP
  * listen on every address and the control plane and admin socket are up;
  * RELOADING=1 then READY=1 around a reload; STOPPING=1 at stop; WATCHDOG=1
  * while the event loop turns (every socket is served by it).
  */
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { ConfigError, keepRestartKeys, loadConfig, type ConfigProblem } from '../config/load.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
@@ -42,6 +49,8 @@ import { parseZone, ZoneError } from './zone/parse.ts';
 import { Zone, ZoneSet } from './zone/zone.ts';
 import { SystemdNotifier } from '../systemd/notify.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
+import { WorkerPool, type FromWorker, type StateType, type ToWorker, type WorkerStats } from './workers.ts';
+import type { Body } from '../control/messages.ts';
 
 /** Reads every zone file of the config; throws ConfigError naming the key and the zone's own error. */
 export interface LoadedZones {
@@ -79,7 +88,10 @@ export function loadZones(cfg: Readonly<DnsConfig>, file: string): LoadedZones {
   return { set, list: zones };
 }
 
-const RESTART_KEYS = ['listen', 'clusters', 'control', 'rrl', 'tcp', 'udpPayload', 'adminSocket', 'name', 'http'] as const;
+/** How often a worker reports its counters to the primary (status and metrics lag by this much at most). */
+const STATS_MS = 250;
+
+const RESTART_KEYS = ['workers', 'listen', 'clusters', 'control', 'rrl', 'tcp', 'udpPayload', 'adminSocket', 'name', 'http'] as const;
 
 export class DnsDaemon {
   readonly log: Logger = componentLogger('dns');
@@ -95,6 +107,7 @@ export class DnsDaemon {
   #control: DnsControl | undefined;
   #zones: readonly Zone[];
   #admin: AdminSocket | undefined;
+  #pool: WorkerPool | undefined;
   #ops: OpsServer | undefined;
   reloads = 0;
   reloadsRefused = 0;
@@ -128,14 +141,44 @@ export class DnsDaemon {
     return { clusters: this.clusters, rtt: this.rtt, highRate: this.highRate, sticky: this.sticky, probes: this.probes, log: this.log.child({ part: 'steering' }) };
   }
 
+  /** Server processes configured: `workers`, 0 meaning one per CPU. */
+  get workerCount(): number {
+    return this.config.workers === 0 ? availableParallelism() : this.config.workers;
+  }
+
+  /** The worker pool when workers > 1 (undefined in a single process and in a worker). */
+  get pool(): WorkerPool | undefined {
+    return this.#pool;
+  }
+
   async start(): Promise<void> {
     const cfg = this.config;
-    await this.server.listen(cfg.listen.map(parseListen));
+    const workers = this.workerCount;
+    if (workers > 1) {
+      const pool = new WorkerPool({
+        count: workers,
+        configFile: this.configFile,
+        log: this.log.child({ part: 'workers' }),
+        onProbes: (due) => {
+          // The primary's scheduler sends them (and rate-limits the union).
+          const now = performance.now();
+          for (const [key, target] of due) if (this.probes.request(key, target, now)) this.rtt.expect(target, key);
+        },
+        onStats: () => {
+          this.#sumStats(pool.stats());
+        },
+      });
+      this.#pool = pool;
+      await pool.start();
+      this.log.info({ workers, pids: pool.pids() }, 'dns workers serving');
+    } else await this.server.listen(cfg.listen.map(parseListen));
     if (cfg.control) {
       if (cfg.control.plaintext) this.log.error('control.plaintext is true: control messages are neither encrypted nor authenticated');
+      const pool = this.#pool;
       this.#control = await DnsControl.start(cfg.name, cfg.control, cfg.probe, { clusters: this.clusters, rtt: this.rtt, highRate: this.highRate, probes: this.probes, changed: () => {
           this.answerer.steering.changed();
         },
+        ...(pool !== undefined ? { applied: (type, body, from) => { pool.forward(type, body, from); } } : {}),
       }, this.log.child({ part: 'control' }));
     }
     this.#admin = new AdminSocket(cfg.adminSocket, this.log, statusAndReload(this));
@@ -149,6 +192,68 @@ export class DnsDaemon {
     this.log.info({ zones: this.#zones.map((z) => z.origin), steered: cfg.steering.names.map((n) => n.name), clusters: cfg.clusters.map((c) => c.name) }, 'dns ready');
     this.systemd.ready(this.#statusLine());
     this.watchdog.start();
+  }
+
+  /** Primary: the counters shown are the sums of the workers' last reports (every STATS_MS). */
+  #sumStats(all: readonly WorkerStats[]): void {
+    const targets: Record<string, number>[] = [this.answerer.counters as unknown as Record<string, number>, this.server.counters as unknown as Record<string, number>];
+    for (const t of targets) for (const k of Object.keys(t)) t[k] = all.reduce((sum, w) => sum + (w[k] ?? 0), 0);
+    this.answerer.steering.decisions = all.reduce((sum, w) => sum + (w['steeringDecisions'] ?? 0), 0);
+  }
+
+  /**
+   * Runs this process as worker `index` of `count` (worker_main.ts): binds
+   * every address with SO_REUSEPORT (steered by client prefix when RRL is
+   * on, so one prefix's buckets live in one worker), applies the state the
+   * primary forwards, reports due probes and counters. Exits when the
+   * primary goes away.
+   */
+  async serveAsWorker(index: number, count: number): Promise<void> {
+    const cfg = this.config;
+    const send = (m: FromWorker): void => {
+      if (process.connected) process.send?.(m);
+    };
+    process.on('disconnect', () => {
+      this.server.close();
+      process.exit(0);
+    });
+    process.on('message', (m: ToWorker) => {
+      if (m.t === 'state') this.#applyState(m.type, m.body, m.from, performance.now() - m.ageMs);
+      else if (m.t === 'reload') this.reload();
+      else {
+        this.server.close();
+        process.exit(0);
+      }
+    });
+    const steer = cfg.rrl.enabled ? { groupSize: count, ipv4Bits: cfg.steering.ipv4Prefix, ipv6Bits: cfg.steering.ipv6Prefix } : undefined;
+    try {
+      await this.server.listen(cfg.listen.map(parseListen), steer !== undefined ? { steer } : {});
+    } catch (err) {
+      send({ t: 'failed', error: (err as Error).message });
+      process.exit(1);
+    }
+    setInterval(() => {
+      const due = this.probes.flush(performance.now());
+      if (due.length > 0) send({ t: 'probes', due });
+    }, cfg.probe.intervalSeconds * 1000);
+    setInterval(() => {
+      send({ t: 'stats', stats: { ...this.answerer.counters, ...this.server.counters, steeringDecisions: this.answerer.steering.decisions } });
+    }, STATS_MS);
+    this.log.info({ worker: index, of: count, pid: process.pid, steeredByPrefix: steer !== undefined }, 'dns worker listening');
+    send({ t: 'ready' });
+  }
+
+  /** The same as DnsControl's handlers, for state the primary forwarded. */
+  #applyState(type: StateType, body: unknown, from: string, at: number): void {
+    if (type === 'cluster_load') this.clusters.receive(body as Body<'cluster_load'>, at, from);
+    else if (type === 'high_rate_clients') this.highRate.receive(body as Body<'high_rate_clients'>, at);
+    else {
+      const b = body as Body<'rtt_results'>;
+      const c = this.clusters.byName(b.cluster);
+      if (c === undefined) return;
+      this.rtt.receive(c.index, b, at);
+    }
+    this.answerer.steering.changed();
   }
 
   #statusLine(): string {
@@ -182,6 +287,7 @@ export class DnsDaemon {
     steering.inheritCounts(this.answerer.steering);
     this.answerer.replace(zones.set, steering);
     this.#zones = zones.list;
+    this.#pool?.broadcast({ t: 'reload' });
     this.reloads++;
     this.log.info({ zones: zones.list.map((z) => z.origin), steered: applied.steering.names.map((n) => n.name) }, 'reloaded');
     this.systemd.ready(this.#statusLine());
@@ -196,6 +302,7 @@ export class DnsDaemon {
       uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),
       zones: this.#zones.map((z) => ({ origin: z.origin, serial: z.soa.serial, records: z.recordCount })),
       counters: { ...this.answerer.counters, ...this.server.counters, tcpConnections: this.server.tcpConnections, reloads: this.reloads, reloadsRefused: this.reloadsRefused },
+      ...(this.#pool !== undefined ? { workers: { count: this.#pool.count, alive: this.#pool.alive, died: this.#pool.died, replaced: this.#pool.replaced, pids: this.#pool.pids() } } : {}),
       rejects: Object.fromEntries(this.answerer.rejects),
       clusters: this.clusters.clusters.map((c) => ({
         name: c.name,
@@ -238,6 +345,7 @@ export class DnsDaemon {
     this.systemd.stopping();
     this.watchdog.stop();
     this.server.close();
+    this.#pool?.stop();
     this.#control?.close();
     this.#admin?.close();
     this.log.info('stopped');
