@@ -89,7 +89,7 @@ export function loadZones(cfg: Readonly<DnsConfig>, file: string): LoadedZones {
 }
 
 /** How often a worker reports its counters to the primary (status and metrics lag by this much at most). */
-const STATS_MS = 250;
+const STATS_MS = 50;
 
 const RESTART_KEYS = ['workers', 'listen', 'clusters', 'control', 'rrl', 'tcp', 'udpPayload', 'adminSocket', 'name', 'http'] as const;
 
@@ -162,7 +162,7 @@ export class DnsDaemon {
         onProbes: (due) => {
           // The primary's scheduler sends them (and rate-limits the union).
           const now = performance.now();
-          for (const [key, target] of due) if (this.probes.request(key, target, now)) this.rtt.expect(target, key);
+          for (const [target, key] of due) if (this.probes.request(key, target, now)) this.rtt.expect(target, key);
         },
         onStats: () => {
           this.#sumStats(pool.stats());
@@ -199,6 +199,16 @@ export class DnsDaemon {
     const targets: Record<string, number>[] = [this.answerer.counters as unknown as Record<string, number>, this.server.counters as unknown as Record<string, number>];
     for (const t of targets) for (const k of Object.keys(t)) t[k] = all.reduce((sum, w) => sum + (w[k] ?? 0), 0);
     this.answerer.steering.decisions = all.reduce((sum, w) => sum + (w['steeringDecisions'] ?? 0), 0);
+    const rejects = this.answerer.rejects as Map<string, number>;
+    const reasons = this.answerer.steering.reasons;
+    rejects.clear();
+    reasons.clear();
+    for (const w of all) {
+      for (const [k, n] of Object.entries(w)) {
+        if (k.startsWith('reject:')) rejects.set(k.slice(7), (rejects.get(k.slice(7)) ?? 0) + n);
+        else if (k.startsWith('reason:')) reasons.set(k.slice(7), (reasons.get(k.slice(7)) ?? 0) + n);
+      }
+    }
   }
 
   /**
@@ -236,8 +246,18 @@ export class DnsDaemon {
       const due = this.probes.flush(performance.now());
       if (due.length > 0) send({ t: 'probes', due });
     }, cfg.probe.intervalSeconds * 1000);
+    let last = '';
     setInterval(() => {
-      send({ t: 'stats', stats: { ...this.answerer.counters, ...this.server.counters, steeringDecisions: this.answerer.steering.decisions } });
+      const stats: Record<string, number> = { ...this.answerer.counters, ...this.server.counters, steeringDecisions: this.answerer.steering.decisions };
+      for (const [reason, n] of this.answerer.rejects) stats[`reject:${reason}`] = n;
+      for (const [reason, n] of this.answerer.steering.reasons) stats[`reason:${reason}`] = n;
+      // Sent when something changed: an idle worker costs no IPC.
+      const key = Object.values(stats).join(',');
+      if (key === last) return;
+      last = key;
+      const now = performance.now();
+      const recent = this.answerer.steering.recent(this.config.steering.recentClients).map((d) => ({ name: d.name, prefix: d.prefix, vips: d.vips, clusters: d.clusters, reason: d.reason, ageMs: now - d.at }));
+      send({ t: 'stats', stats, recent });
     }, STATS_MS);
     this.log.info({ worker: index, of: count, pid: process.pid, steeredByPrefix: steer !== undefined }, 'dns worker listening');
     send({ t: 'ready' });
@@ -321,7 +341,10 @@ export class DnsDaemon {
       steering: {
         decisions: st.decisions,
         reasons: Object.fromEntries(st.reasons),
-        recent: st.recent(this.config.steering.recentClients).map((d) => ({ name: d.name, client: d.prefix, answer: d.vips, clusters: d.clusters, reason: d.reason, ageSeconds: round((now - d.at) / 1000) })),
+        recent:
+          this.#pool !== undefined
+            ? this.#pool.recent(this.config.steering.recentClients).map((d) => ({ name: d.name, client: d.prefix, answer: d.vips, clusters: d.clusters, reason: d.reason, ageSeconds: round(d.ageMs / 1000) }))
+            : st.recent(this.config.steering.recentClients).map((d) => ({ name: d.name, client: d.prefix, answer: d.vips, clusters: d.clusters, reason: d.reason, ageSeconds: round((now - d.at) / 1000) })),
       },
       rtt: {
         prefixes: this.rtt.size,

@@ -32,11 +32,21 @@ export type ToWorker = { readonly t: 'state'; readonly type: StateType; readonly
 
 export type WorkerStats = Readonly<Record<string, number>>;
 
+/** A worker's recent steering decision (status), aged in ms when sent. */
+export interface RecentDecision {
+  readonly name: string;
+  readonly prefix: string;
+  readonly vips: readonly string[];
+  readonly clusters: readonly string[];
+  readonly reason: string;
+  readonly ageMs: number;
+}
+
 export type FromWorker =
   | { readonly t: 'ready' }
   | { readonly t: 'failed'; readonly error: string }
   | { readonly t: 'probes'; readonly due: readonly (readonly [string, string])[] }
-  | { readonly t: 'stats'; readonly stats: WorkerStats };
+  | { readonly t: 'stats'; readonly stats: WorkerStats; readonly recent: readonly RecentDecision[] };
 
 const REPLAY_RTT = 1024;
 /** A worker that dies this soon after it started is replaced only after RESTART_DELAY_MS (no fork loop). */
@@ -47,6 +57,8 @@ interface Slot {
   child: ChildProcess | undefined;
   startedAt: number;
   stats: WorkerStats | undefined;
+  recent: readonly RecentDecision[];
+  recentAt: number;
 }
 
 interface Remembered {
@@ -60,7 +72,7 @@ export interface WorkerPoolOptions {
   readonly count: number;
   readonly configFile: string;
   readonly log: Logger;
-  /** Probe targets a worker found due: [prefix key, target]. */
+  /** Probe targets a worker found due: [target, prefix key] (ProbeScheduler.flush). */
   readonly onProbes: (due: readonly (readonly [string, string])[]) => void;
   /** A worker's counters changed (sum them with stats()). */
   readonly onStats: () => void;
@@ -71,13 +83,15 @@ export class WorkerPool {
   readonly #slots: Slot[];
   readonly #last = new Map<string, Remembered>();
   readonly #rtt: Remembered[] = [];
+  /** The last counters of workers that died: kept in the sums, so totals never go back. */
+  readonly #retired: Record<string, number> = {};
   #stopping = false;
   died = 0;
   replaced = 0;
 
   constructor(opts: WorkerPoolOptions) {
     this.#opts = opts;
-    this.#slots = Array.from({ length: opts.count }, () => ({ child: undefined, startedAt: 0, stats: undefined }));
+    this.#slots = Array.from({ length: opts.count }, () => ({ child: undefined, startedAt: 0, stats: undefined, recent: [], recentAt: 0 }));
   }
 
   get count(): number {
@@ -88,11 +102,18 @@ export class WorkerPool {
     return this.#slots.filter((s) => s.child !== undefined).length;
   }
 
-  /** The last counters of every live worker. */
+  /** The last counters of every live worker, and the sum of the dead ones'. */
   stats(): WorkerStats[] {
-    const out: WorkerStats[] = [];
+    const out: WorkerStats[] = [this.#retired];
     for (const s of this.#slots) if (s.stats !== undefined) out.push(s.stats);
     return out;
+  }
+
+  /** The live workers' recent decisions, newest first, aged as of now. */
+  recent(limit: number): RecentDecision[] {
+    const now = performance.now();
+    const all = this.#slots.flatMap((s) => s.recent.map((d) => ({ ...d, ageMs: d.ageMs + now - s.recentAt })));
+    return all.sort((a, b) => a.ageMs - b.ageMs).slice(0, limit);
   }
 
   pids(): number[] {
@@ -138,14 +159,18 @@ export class WorkerPool {
             break;
           case 'stats':
             slot.stats = m.stats;
+            slot.recent = m.recent;
+            slot.recentAt = performance.now();
             this.#opts.onStats();
             break;
         }
       });
       child.on('exit', (code, signal) => {
         if (slot.child === child) {
+          for (const [k, n] of Object.entries(slot.stats ?? {})) this.#retired[k] = (this.#retired[k] ?? 0) + n;
           slot.child = undefined;
           slot.stats = undefined;
+          slot.recent = [];
         }
         if (!ready) reject(new Error(`worker ${i} exited before it listened (code ${code}, signal ${signal})`));
         if (this.#stopping || !ready) return;

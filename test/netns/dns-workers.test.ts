@@ -110,7 +110,7 @@ describe('sluice dns with several workers', () => {
     const detail = `dnsperf ${JSON.stringify(p)}; expected ${expected}`;
     assert.ok(p.sent > 5 * expected, `offered well over the limit: ${detail}`);
     assert.ok(Math.abs(p.completed - expected) <= 0.1 * expected, `answered within 10% of the limit: ${detail}`);
-    await sleep(600); // the workers report their counters every 250 ms
+    await sleep(600); // the workers report their counters every 50 ms
     const s = await d.status();
     assert.equal((await workers(d)).count, WORKERS);
     assert.ok((s.counters.rrlDropped ?? 0) >= p.sent - p.completed - 2000, `the rest were dropped by RRL: ${detail}; ${JSON.stringify(s.counters)}`);
