@@ -130,7 +130,8 @@ export class WorkerPool {
     }
   }
 
-  #spawn(i: number): Promise<void> {
+  /** `replacement`: a replacement that fails to start is tried again after RESTART_DELAY_MS, until stop(). */
+  #spawn(i: number, replacement = false): Promise<void> {
     const slot = this.#slots[i];
     if (slot === undefined) return Promise.resolve();
     // The workers are not the service systemd watches: only the primary notifies.
@@ -173,27 +174,32 @@ export class WorkerPool {
           slot.recent = [];
         }
         if (!ready) reject(new Error(`worker ${i} exited before it listened (code ${code}, signal ${signal})`));
-        if (this.#stopping || !ready) return;
+        if (this.#stopping) return;
+        if (!ready) {
+          if (replacement) this.#replace(i, RESTART_DELAY_MS);
+          return;
+        }
         this.died++;
         const early = performance.now() - slot.startedAt < EARLY_DEATH_MS;
         this.#opts.log.error({ worker: i, pid: child.pid, code, signal }, 'dns worker died; starting a replacement');
-        setTimeout(
-          () => {
-            if (this.#stopping) return;
-            this.#spawn(i).then(
-              () => {
-                this.replaced++;
-                this.#opts.log.info({ worker: i, pid: slot.child?.pid }, 'dns worker replaced');
-              },
-              (err: unknown) => {
-                this.#opts.log.error({ worker: i, err: (err as Error).message }, 'replacement dns worker failed');
-              },
-            );
-          },
-          early ? RESTART_DELAY_MS : 0,
-        ).unref();
+        this.#replace(i, early ? RESTART_DELAY_MS : 0);
       });
     });
+  }
+
+  #replace(i: number, delayMs: number): void {
+    setTimeout(() => {
+      if (this.#stopping) return;
+      this.#spawn(i, true).then(
+        () => {
+          this.replaced++;
+          this.#opts.log.info({ worker: i, pid: this.#slots[i]?.child?.pid }, 'dns worker replaced');
+        },
+        (err: unknown) => {
+          this.#opts.log.error({ worker: i, err: (err as Error).message }, `replacement dns worker failed; trying again in ${RESTART_DELAY_MS} ms`);
+        },
+      );
+    }, delayMs).unref();
   }
 
   /** A state message the primary applied: to every worker, and remembered for replacements. */

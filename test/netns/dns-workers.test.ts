@@ -108,6 +108,7 @@ describe('sluice dns with several workers', () => {
     // Token bucket: a full second's worth at the start, then RATE per second.
     const expected = RATE * (1 + p.seconds);
     const detail = `dnsperf ${JSON.stringify(p)}; expected ${expected}`;
+    t.diagnostic(detail);
     assert.ok(p.sent > 5 * expected, `offered well over the limit: ${detail}`);
     assert.ok(Math.abs(p.completed - expected) <= 0.1 * expected, `answered within 10% of the limit: ${detail}`);
     await sleep(600); // the workers report their counters every 50 ms
@@ -134,6 +135,7 @@ describe('sluice dns with several workers', () => {
     const r = await load;
     assert.equal(r.code, 0, r.stderr);
     const p = parsePerf(r.stdout);
+    t.diagnostic(`dnsperf with a worker killed: ${JSON.stringify(p)}`);
     assert.ok(p.completed > 0, JSON.stringify(p));
     assert.ok(p.lost <= OUTSTANDING, `no more unanswered than were in flight (${OUTSTANDING}): ${JSON.stringify(p)}`);
     await until(async () => (await workers(d)).alive === WORKERS, 'the worker replaced', 10_000);
