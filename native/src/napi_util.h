@@ -23,4 +23,5 @@ void set_number(napi_env env, napi_value obj, const char *name, double v); /* ob
 void nflog_register(napi_env env, napi_value exports);          /* nflog.c */
 void ctevents_register(napi_env env, napi_value exports);       /* ctevents.c */
 napi_value sq_sd_notify(napi_env env, napi_callback_info info); /* sd_notify.c */
+void reuseport_register(napi_env env, napi_value exports);      /* reuseport.c */
 #endif

@@ -226,6 +226,7 @@ static napi_value init(napi_env env, napi_value exports) {
   set_number(env, exports, "MSG_OVERHEAD", MSG_OVERHEAD);
   nflog_register(env, exports);
   ctevents_register(env, exports);
+  reuseport_register(env, exports);
   return exports;
 }
 

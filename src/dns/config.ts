@@ -210,6 +210,12 @@ export const dnsConfigSchema = z
       })
       .prefault({})
       .describe('Server identity in class CH (TXT, TTL 0). Any other CH query is REFUSED. Queries and answers are counted in `sluice_dns_identity_queries_total`.'),
+    workers: z
+      .int()
+      .min(0)
+      .max(256)
+      .default(1)
+      .describe('Server processes sharing the listen addresses (SO_REUSEPORT); 0: one per CPU (os.availableParallelism()). With more than one, a primary process holds the control plane, admin socket and ops HTTP and forwards state to the workers; a worker that dies is replaced. With rrl.enabled the kernel steers each client prefix to one worker (so its limit holds); otherwise by a hash of address and port. A change needs a restart.'),
     udpPayload: z.int().min(512).max(4096).default(1232).describe('Our EDNS UDP payload size: RFC 9715 / DNS flag day 2020 advise 1232 (no IP fragmentation).'),
     rrl: z
       .strictObject({

@@ -27,6 +27,8 @@ export interface DnsState {
   readonly highRate: HighRateTable;
   readonly probes: ProbeScheduler;
   changed(): void;
+  /** Called with every state message applied (the primary forwards it to its workers, workers.ts). */
+  applied?(type: 'cluster_load' | 'high_rate_clients' | 'rtt_results', body: unknown, from: string): void;
 }
 
 /** The `control` part of the DNS server's status (DnsStatus, status.ts): what DnsControl.status() returns. */
@@ -58,10 +60,12 @@ export class DnsControl {
       node.connectSub(p.endpoint, p.publicKey, {
         cluster_load: (m) => {
           if (state.clusters.receive(m.body, performance.now(), m.from)) state.changed();
+          state.applied?.('cluster_load', m.body, m.from);
         },
         high_rate_clients: (m) => {
           state.highRate.receive(m.body, performance.now());
           state.changed();
+          state.applied?.('high_rate_clients', m.body, m.from);
         },
         rtt_results: (m) => {
           const c = state.clusters.byName(m.body.cluster);
@@ -71,6 +75,7 @@ export class DnsControl {
           }
           state.rtt.receive(c.index, m.body, performance.now());
           state.changed();
+          state.applied?.('rtt_results', m.body, m.from);
         },
       });
     }

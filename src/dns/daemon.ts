@@ -15,12 +15,18 @@
  *           SOA serial changed is NOTIFYed to `transfer.notify`.
  *   SIGTERM close sockets and the ops HTTP server, exit 0
  *
+ * With `workers` > 1 (workers.ts) this process is the primary: it binds no
+ * DNS socket but forks the workers (each a DnsDaemon in serveAsWorker()),
+ * forwards control-plane state to them, passes SIGHUP on (each worker
+ * re-reads config and zones itself, after the primary accepted them) and
+ * shows their summed counters in status and metrics (at most STATS_MS old).
+ *
  * Under systemd (Type=notify, src/systemd/): READY=1 once UDP and TCP
  * listen on every address and the control plane and admin socket are up;
  * RELOADING=1 then READY=1 around a reload; STOPPING=1 at stop; WATCHDOG=1
  * while the event loop turns (every socket is served by it).
  */
-import { hostname } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { ConfigError, keepRestartKeys, loadConfig, type ConfigProblem } from '../config/load.ts';
 import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
@@ -49,6 +55,8 @@ import { packageVersion } from '../util/version.ts';
 import { Zone, ZoneSet } from './zone/zone.ts';
 import { SystemdNotifier } from '../systemd/notify.ts';
 import { Watchdog } from '../systemd/watchdog.ts';
+import { WorkerPool, type FromWorker, type StateType, type ToWorker, type WorkerStats } from './workers.ts';
+import type { Body } from '../control/messages.ts';
 
 /** The CH identity answers of a config; counts carry over from `previous` (a reload). */
 function identityOf(cfg: Readonly<DnsConfig>, previous?: Identity): Identity {
@@ -89,7 +97,10 @@ export function loadZones(cfg: Readonly<DnsConfig>, file: string): LoadedZones {
   return { set, list: zones };
 }
 
-const RESTART_KEYS = ['listen', 'clusters', 'control', 'rrl', 'tcp', 'udpPayload', 'adminSocket', 'name', 'http'] as const;
+/** How often a worker reports its counters to the primary (status and metrics lag by this much at most). */
+const STATS_MS = 50;
+
+const RESTART_KEYS = ['workers', 'listen', 'clusters', 'control', 'rrl', 'tcp', 'udpPayload', 'adminSocket', 'name', 'http'] as const;
 
 export class DnsDaemon {
   readonly log: Logger = componentLogger('dns');
@@ -113,6 +124,9 @@ export class DnsDaemon {
   #control: DnsControl | undefined;
   #zones: readonly Zone[];
   #admin: AdminSocket | undefined;
+  #pool: WorkerPool | undefined;
+  /** This process serves as one of a primary's workers (serveAsWorker): the primary sends NOTIFYs. */
+  #isWorker = false;
   #ops: OpsServer | undefined;
   reloads = 0;
   reloadsRefused = 0;
@@ -159,14 +173,44 @@ export class DnsDaemon {
     return { clusters: this.clusters, rtt: this.rtt, highRate: this.highRate, sticky: this.sticky, probes: this.probes, log: this.log.child({ part: 'steering' }), mapping: this.mapping };
   }
 
+  /** Server processes configured: `workers`, 0 meaning one per CPU. */
+  get workerCount(): number {
+    return this.config.workers === 0 ? availableParallelism() : this.config.workers;
+  }
+
+  /** The worker pool when workers > 1 (undefined in a single process and in a worker). */
+  get pool(): WorkerPool | undefined {
+    return this.#pool;
+  }
+
   async start(): Promise<void> {
     const cfg = this.config;
-    await this.server.listen(cfg.listen.map(parseListen));
+    const workers = this.workerCount;
+    if (workers > 1) {
+      const pool = new WorkerPool({
+        count: workers,
+        configFile: this.configFile,
+        log: this.log.child({ part: 'workers' }),
+        onProbes: (due) => {
+          // The primary's scheduler sends them (and rate-limits the union).
+          const now = performance.now();
+          for (const [target, key] of due) if (this.probes.request(key, target, now)) this.rtt.expect(target, key);
+        },
+        onStats: () => {
+          this.#sumStats(pool.stats());
+        },
+      });
+      this.#pool = pool;
+      await pool.start();
+      this.log.info({ workers, pids: pool.pids() }, 'dns workers serving');
+    } else await this.server.listen(cfg.listen.map(parseListen));
     if (cfg.control) {
       if (cfg.control.plaintext) this.log.error('control.plaintext is true: control messages are neither encrypted nor authenticated');
+      const pool = this.#pool;
       this.#control = await DnsControl.start(cfg.name, cfg.control, cfg.probe, { clusters: this.clusters, rtt: this.rtt, highRate: this.highRate, probes: this.probes, changed: () => {
           this.answerer.steering.changed();
         },
+        ...(pool !== undefined ? { applied: (type, body, from) => { pool.forward(type, body, from); } } : {}),
       }, this.log.child({ part: 'control' }));
     }
     this.#mappingTimer = setInterval(() => {
@@ -184,6 +228,90 @@ export class DnsDaemon {
     this.log.info({ zones: this.#zones.map((z) => z.origin), steered: cfg.steering.names.map((n) => n.name), clusters: cfg.clusters.map((c) => c.name) }, 'dns ready');
     this.systemd.ready(this.#statusLine());
     this.watchdog.start();
+  }
+
+  /** Primary: the counters shown are the sums of the workers' last reports (every STATS_MS). */
+  #sumStats(all: readonly WorkerStats[]): void {
+    const targets: Record<string, number>[] = [this.answerer.counters as unknown as Record<string, number>, this.server.counters as unknown as Record<string, number>];
+    for (const t of targets) for (const k of Object.keys(t)) t[k] = all.reduce((sum, w) => sum + (w[k] ?? 0), 0);
+    this.answerer.steering.decisions = all.reduce((sum, w) => sum + (w['steeringDecisions'] ?? 0), 0);
+    const rejects = this.answerer.rejects as Map<string, number>;
+    const reasons = this.answerer.steering.reasons;
+    rejects.clear();
+    reasons.clear();
+    for (const w of all) {
+      for (const [k, n] of Object.entries(w)) {
+        if (k.startsWith('reject:')) rejects.set(k.slice(7), (rejects.get(k.slice(7)) ?? 0) + n);
+        else if (k.startsWith('reason:')) reasons.set(k.slice(7), (reasons.get(k.slice(7)) ?? 0) + n);
+      }
+    }
+  }
+
+  /**
+   * Runs this process as worker `index` of `count` (worker_main.ts): binds
+   * every address with SO_REUSEPORT (steered by client prefix when RRL is
+   * on, so one prefix's buckets live in one worker), applies the state the
+   * primary forwards, reports due probes and counters. Exits when the
+   * primary goes away.
+   */
+  async serveAsWorker(index: number, count: number): Promise<void> {
+    this.#isWorker = true;
+    const cfg = this.config;
+    const send = (m: FromWorker): void => {
+      if (process.connected) process.send?.(m);
+    };
+    process.on('disconnect', () => {
+      this.server.close();
+      process.exit(0);
+    });
+    process.on('message', (m: ToWorker) => {
+      if (m.t === 'state') this.#applyState(m.type, m.body, m.from, performance.now() - m.ageMs);
+      else if (m.t === 'reload') this.reload();
+      else {
+        this.server.close();
+        process.exit(0);
+      }
+    });
+    // The RRL's own prefix lengths: one prefix's responses are counted by one worker.
+    const steer = cfg.rrl.enabled ? { groupSize: count, ipv4Bits: cfg.rrl.ipv4PrefixLength, ipv6Bits: cfg.rrl.ipv6PrefixLength } : undefined;
+    try {
+      await this.server.listen(cfg.listen.map(parseListen), steer !== undefined ? { steer } : {});
+    } catch (err) {
+      send({ t: 'failed', error: (err as Error).message });
+      process.exit(1);
+    }
+    setInterval(() => {
+      const due = this.probes.flush(performance.now());
+      if (due.length > 0) send({ t: 'probes', due });
+    }, cfg.probe.intervalSeconds * 1000);
+    let last = '';
+    setInterval(() => {
+      const stats: Record<string, number> = { ...this.answerer.counters, ...this.server.counters, steeringDecisions: this.answerer.steering.decisions };
+      for (const [reason, n] of this.answerer.rejects) stats[`reject:${reason}`] = n;
+      for (const [reason, n] of this.answerer.steering.reasons) stats[`reason:${reason}`] = n;
+      // Sent when something changed: an idle worker costs no IPC.
+      const key = Object.values(stats).join(',');
+      if (key === last) return;
+      last = key;
+      const now = performance.now();
+      const recent = this.answerer.steering.recent(this.config.steering.recentClients).map((d) => ({ name: d.name, prefix: d.prefix, vips: d.vips, clusters: d.clusters, reason: d.reason, ageMs: now - d.at }));
+      send({ t: 'stats', stats, recent });
+    }, STATS_MS);
+    this.log.info({ worker: index, of: count, pid: process.pid, steeredByPrefix: steer !== undefined }, 'dns worker listening');
+    send({ t: 'ready' });
+  }
+
+  /** The same as DnsControl's handlers, for state the primary forwarded. */
+  #applyState(type: StateType, body: unknown, from: string, at: number): void {
+    if (type === 'cluster_load') this.clusters.receive(body as Body<'cluster_load'>, at, from);
+    else if (type === 'high_rate_clients') this.highRate.receive(body as Body<'high_rate_clients'>, at);
+    else {
+      const b = body as Body<'rtt_results'>;
+      const c = this.clusters.byName(b.cluster);
+      if (c === undefined) return;
+      this.rtt.receive(c.index, b, at);
+    }
+    this.answerer.steering.changed();
   }
 
   #statusLine(): string {
@@ -243,11 +371,15 @@ export class DnsDaemon {
     }
     this.answerer.identity = identityOf(applied, this.answerer.identity);
     this.#zones = zones.list;
-    // RFC 1996: the secondaries hear of a new serial at once rather than at their next refresh.
-    for (const z of zones.list) {
-      const was = serials.get(z.origin);
-      if (was !== undefined && was !== z.soa.serial) this.notifier.notify(z.origin, z.soa.serial);
+    // RFC 1996: the secondaries hear of a new serial at once rather than at their next refresh
+    // (from the primary or a single process only: the workers reload the same zones after it).
+    if (!this.#isWorker) {
+      for (const z of zones.list) {
+        const was = serials.get(z.origin);
+        if (was !== undefined && was !== z.soa.serial) this.notifier.notify(z.origin, z.soa.serial);
+      }
     }
+    this.#pool?.broadcast({ t: 'reload' });
     this.reloads++;
     this.log.info({ zones: zones.list.map((z) => z.origin), steered: applied.steering.names.map((n) => n.name) }, 'reloaded');
     this.systemd.ready(this.#statusLine());
@@ -262,6 +394,7 @@ export class DnsDaemon {
       uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),
       zones: this.#zones.map((z) => ({ origin: z.origin, serial: z.soa.serial, records: z.recordCount })),
       counters: { ...this.answerer.counters, ...this.server.counters, tcpConnections: this.server.tcpConnections, reloads: this.reloads, reloadsRefused: this.reloadsRefused },
+      ...(this.#pool !== undefined ? { workers: { count: this.#pool.count, alive: this.#pool.alive, died: this.#pool.died, replaced: this.#pool.replaced, pids: this.#pool.pids() } } : {}),
       rejects: Object.fromEntries(this.answerer.rejects),
       clusters: this.clusters.clusters.map((c) => ({
         name: c.name,
@@ -280,7 +413,10 @@ export class DnsDaemon {
       steering: {
         decisions: st.decisions,
         reasons: Object.fromEntries(st.reasons),
-        recent: st.recent(this.config.steering.recentClients).map((d) => ({ name: d.name, client: d.prefix, answer: d.vips, clusters: d.clusters, reason: d.reason, ageSeconds: round((now - d.at) / 1000) })),
+        recent:
+          this.#pool !== undefined
+            ? this.#pool.recent(this.config.steering.recentClients).map((d) => ({ name: d.name, client: d.prefix, answer: d.vips, clusters: d.clusters, reason: d.reason, ageSeconds: round(d.ageMs / 1000) }))
+            : st.recent(this.config.steering.recentClients).map((d) => ({ name: d.name, client: d.prefix, answer: d.vips, clusters: d.clusters, reason: d.reason, ageSeconds: round((now - d.at) / 1000) })),
       },
       rtt: {
         prefixes: this.rtt.size,
@@ -322,6 +458,7 @@ export class DnsDaemon {
     this.watchdog.stop();
     this.server.close();
     this.notifier.close();
+    this.#pool?.stop();
     this.#control?.close();
     this.#admin?.close();
     this.log.info('stopped');

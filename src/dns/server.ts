@@ -18,6 +18,13 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Answerer } from './answerer.ts';
+import { loadNative } from '../nfqueue/native.ts';
+import { SluiceError } from '../errors/errors.ts';
+
+/** The kernel would not take the per-prefix steering program on a worker's UDP socket (SO_ATTACH_REUSEPORT_CBPF). */
+export class ReuseportSteerError extends SluiceError {
+  readonly code = 'ERR_SLUICE_REUSEPORT_STEER';
+}
 
 export interface ListenAddress {
   readonly host: string;
@@ -32,6 +39,16 @@ export function parseListen(s: string): ListenAddress {
   const v6 = host.startsWith('[');
   if (v6) host = host.slice(1, -1);
   return { host, port, family: v6 ? 6 : 4 };
+}
+
+/**
+ * How a worker binds when several processes serve the same addresses:
+ * SO_REUSEPORT on UDP and TCP; with `steer`, the UDP group is steered by
+ * client prefix (native/src/reuseport.c) so that one prefix's datagrams all
+ * reach one worker and its per-prefix RRL buckets.
+ */
+export interface SharedListen {
+  readonly steer?: { readonly groupSize: number; readonly ipv4Bits: number; readonly ipv6Bits: number };
 }
 
 export interface ServerCounters {
@@ -69,16 +86,16 @@ export class DnsServer {
     return this.#conns.size;
   }
 
-  async listen(addresses: readonly ListenAddress[]): Promise<void> {
+  async listen(addresses: readonly ListenAddress[], shared?: SharedListen): Promise<void> {
     for (const a of addresses) {
-      await this.#listenUdp(a);
-      await this.#listenTcp(a);
+      await this.#listenUdp(a, shared);
+      await this.#listenTcp(a, shared !== undefined);
       this.#log.info({ address: a.host, port: a.port }, 'serving DNS on UDP and TCP');
     }
   }
 
-  #listenUdp(a: ListenAddress): Promise<void> {
-    const sock = createSocket({ type: a.family === 6 ? 'udp6' : 'udp4', ipv6Only: a.family === 6 });
+  #listenUdp(a: ListenAddress, shared: SharedListen | undefined): Promise<void> {
+    const sock = createSocket({ type: a.family === 6 ? 'udp6' : 'udp4', ipv6Only: a.family === 6, reusePort: shared !== undefined });
     this.#udp.push(sock);
     sock.on('message', (msg, rinfo) => {
       const n = this.#answerer.respond(msg, msg.length, rinfo.address, false, performance.now());
@@ -91,8 +108,23 @@ export class DnsServer {
     });
     return new Promise((resolve, reject) => {
       sock.once('error', reject);
-      sock.bind({ address: a.host, port: a.port }, () => {
+      sock.bind({ address: a.host, port: a.port, exclusive: true }, () => {
         sock.off('error', reject);
+        const steer = shared?.steer;
+        if (steer !== undefined) {
+          try {
+            // dgram has no public accessor for the descriptor; _handle.fd is
+            // the libuv socket's (Linux). Attaching is per group: every worker
+            // attaches the same program, so a replacement needs nobody else.
+            const fd = (sock as unknown as { _handle?: { fd?: number } })._handle?.fd;
+            if (fd === undefined || fd < 0) throw new ReuseportSteerError('the UDP socket has no descriptor to attach the per-prefix steering to');
+            loadNative().steerReuseportByPrefix(fd, a.family, steer.groupSize, a.family === 6 ? Math.min(64, steer.ipv6Bits) : steer.ipv4Bits);
+          } catch (err) {
+            sock.close();
+            reject(err instanceof Error ? err : new ReuseportSteerError(String(err)));
+            return;
+          }
+        }
         resolve();
       });
     });
@@ -105,7 +137,7 @@ export class DnsServer {
     sock.send(Buffer.from(this.#answerer.writer.buf.subarray(0, n)), port, address);
   }
 
-  #listenTcp(a: ListenAddress): Promise<void> {
+  #listenTcp(a: ListenAddress, reusePort: boolean): Promise<void> {
     const server = createServer({ noDelay: true }, (sock) => {
       this.#serveTcp(sock);
     });
@@ -115,7 +147,7 @@ export class DnsServer {
     });
     return new Promise((resolve, reject) => {
       server.once('error', reject);
-      server.listen({ host: a.host, port: a.port, ipv6Only: a.family === 6 }, () => {
+      server.listen({ host: a.host, port: a.port, ipv6Only: a.family === 6, reusePort, exclusive: true }, () => {
         server.off('error', reject);
         resolve();
       });

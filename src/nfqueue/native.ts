@@ -29,6 +29,8 @@ export interface NativeNfq {
   liveness(handle: NativeHandle): NativeLiveness;
   /** Messages the kernel could not queue on the socket (sk_drops via SO_MEMINFO); -1 if unknown. A syscall: not for the hot path. */
   socketDrops(handle: NativeHandle): number;
+  /** Steers a SO_REUSEPORT UDP group by client prefix (native/src/reuseport.c); throws ERR_SLUICE_REUSEPORT. */
+  steerReuseportByPrefix(fd: number, family: 4 | 6, groupSize: number, bits: number): void;
   /** One datagram to $NOTIFY_SOCKET (native/src/sd_notify.c); throws ERR_SD_NOTIFY. */
   notify(socketPath: string, message: string): void;
   readonly META_WORDS: number;

@@ -271,6 +271,7 @@ export class Simulation {
         }
       }
       hist[step % hist.length]?.set(load);
+      steerer.observeDemand?.(unitDemand);
       metrics.observe({ t, dt, load, capacity, alive, rttSum, served, changes, queries });
       // Oracle samples from the end of the warm-up on (until every resolver has asked once, a policy serves only part of the demand).
       if (step % this.oracleSteps === 0 && t >= ttl) {

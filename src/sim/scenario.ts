@@ -16,7 +16,7 @@ import { loadConfig, parseConfig } from '../config/load.ts';
 const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
 const seconds = z.number({ error: 'expected seconds (a number)' }).min(0);
 
-export const SIM_POLICIES = ['round-robin', 'nearest', 'rtt', 'capacity'] as const;
+export const SIM_POLICIES = ['round-robin', 'nearest', 'rtt', 'capacity', 'mapping'] as const;
 export type SimPolicyName = (typeof SIM_POLICIES)[number];
 
 const region = z.strictObject({
@@ -89,12 +89,13 @@ export const scenarioSchema = z
     oracleEverySeconds: z.number().min(1).max(86400).default(600).describe('How often the exact oracle assignment is computed.'),
     steadySettleSeconds: seconds.default(900).describe('After an event (and after the start), the time excluded from "steady state" (stability metric).'),
     drawClasses: z.int().min(1).max(64).default(4).describe('Per map unit, how many distinct prefixes the DNS pipeline is asked about (hash-drawn policies spread a unit over them).'),
+    mappingClasses: z.int().min(1).max(64).default(8).describe('Policy `mapping`: each map unit enters the assignment as this many prefixes of equal demand (a unit\'s prefix i in class i mod mappingClasses), so the assignment can split a unit between clusters as it splits a map unit of the daemon between its member prefixes.'),
     phaseBins: z.int().min(1).max(1024).default(32).describe('Resolver TTL phases are rounded to this many bins per TTL: a unit\'s prefixes in one bin (and draw class) re-query together, as one cohort.'),
     steer: z
       .enum(['policy', 'pipeline'], { error: 'steer is policy or pipeline' })
       .default('policy')
       .describe('`pipeline`: the rtt and capacity policies answer through the DNS server\'s whole pipeline (Steering.decide, ~15 µs a decision); `policy`: through the policy\'s rank() with the candidates built once per step from the same ClusterTable (same answers, for large scenarios).'),
-    policies: z.array(z.enum(SIM_POLICIES, { error: `policies are ${SIM_POLICIES.join(', ')}` })).min(1).default(['round-robin', 'nearest', 'rtt', 'capacity']).describe('The policies run, each on the same demand and seed.'),
+    policies: z.array(z.enum(SIM_POLICIES, { error: `policies are ${SIM_POLICIES.join(', ')}` })).min(1).default(['round-robin', 'nearest', 'rtt', 'capacity', 'mapping']).describe('The policies run, each on the same demand and seed.'),
     network: z
       .strictObject({
         baseMs: z.number().min(0).default(4).describe('RTT at zero distance.'),

@@ -11,6 +11,7 @@ import { markdownTable, renderHtml, type SimReport } from './report.ts';
 import type { Scenario, SimPolicyName } from './scenario.ts';
 import { NearestSteerer, PipelineSteerer, PolicySteerer, RoundRobinSteerer } from './steerers.ts';
 import { buildWorld, type World } from './world.ts';
+import { MappingSteerer } from './mapping-steerer.ts';
 
 export function steererFactory(policy: SimPolicyName, s: Readonly<Scenario>, w: World, seed: number): SteererFactory {
   switch (policy) {
@@ -21,6 +22,8 @@ export function steererFactory(policy: SimPolicyName, s: Readonly<Scenario>, w: 
     case 'rtt':
     case 'capacity':
       return s.steer === 'pipeline' ? (t) => new PipelineSteerer(s, w, policy, t) : (t) => new PolicySteerer(s, w, policy, t);
+    case 'mapping':
+      return (t) => new MappingSteerer(s, w, t);
   }
 }
 

@@ -45,6 +45,8 @@ export interface Steerer {
   beginStep(step: number, nowMs: number): void;
   /** The cluster index answered to the `prefixes` prefixes of a cohort of `unit` in draw class `cls`. */
   answer(unit: number, cls: number, prefixes: number): number;
+  /** The demand of each unit over the step just simulated (a policy that measures demand reads it here). */
+  observeDemand?(unitDemand: Float64Array): void;
 }
 
 /** The VIP of cluster i in the simulation (198.19.0.0/16; never sent anywhere). */

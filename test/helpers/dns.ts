@@ -39,3 +39,14 @@ export class DnsProcess extends FrontProcess {
     return JSON.parse(stdout) as DnsStatus & Record<string, unknown>;
   }
 }
+
+/**
+ * `workers:` for the DNS tests' configs: SLUICE_TEST_DNS_WORKERS runs the
+ * RFC, fuzz, IPv6 and steering tests against the multi-process server
+ * (default 1, the single process).
+ */
+export function testDnsWorkers(): number {
+  const n = Number(process.env['SLUICE_TEST_DNS_WORKERS'] ?? '1');
+  if (!Number.isInteger(n) || n < 1) throw new Error(`SLUICE_TEST_DNS_WORKERS must be a positive integer, not ${process.env['SLUICE_TEST_DNS_WORKERS']}`);
+  return n;
+}

@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { down } from '../../scripts/testbed/testbed.ts';
 import { ipBatch, run } from '../../scripts/testbed/sh.ts';
 import { nsRunAsync, testPrefix } from '../helpers/testbed.ts';
-import { DnsProcess } from '../helpers/dns.ts';
+import { DnsProcess, testDnsWorkers } from '../helpers/dns.ts';
 import { sleep, until } from '../helpers/wait.ts';
 
 const FUZZ = fileURLToPath(new URL('../fixtures/dns-fuzz.ts', import.meta.url));
@@ -115,6 +115,7 @@ listen: ["${V4}:53", "[${V6}]:53"]
 zones: [{ file: ${join(dir, 'example.test.zone')} }]
 clusters: [{ name: c1, vips: [198.19.1.1] }, { name: c2, vips: [198.19.2.1] }]
 steering: { names: [{ name: www.example.test, ttl: 5 }] }
+workers: ${testDnsWorkers()}
 rrl: { enabled: false }
 adminSocket: ${socket}
 `,

@@ -26,7 +26,7 @@ import { down } from '../../scripts/testbed/testbed.ts';
 import { ipBatch, run } from '../../scripts/testbed/sh.ts';
 import { writeKeyPair } from '../../src/control/keys.ts';
 import type { DnsStatus } from '../../src/dns/status.ts';
-import { DnsProcess } from '../helpers/dns.ts';
+import { DnsProcess, testDnsWorkers } from '../helpers/dns.ts';
 import { NsProcess, nsRunAsync, testPrefix } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -131,6 +131,7 @@ steering:
   names: [{ name: www.example.test, policy: rtt, ttl: 1 }]
   reportSeconds: 1
   downAfterIntervals: 3
+workers: ${testDnsWorkers()}
 rrl: { enabled: false }
 adminSocket: ${join(dir, 'dns.sock')}
 control:

@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { down } from '../../scripts/testbed/testbed.ts';
 import { ipBatch, run } from '../../scripts/testbed/sh.ts';
 import { NsProcess, nsRunAsync, testPrefix } from '../helpers/testbed.ts';
-import { DnsProcess } from '../helpers/dns.ts';
+import { DnsProcess, testDnsWorkers } from '../helpers/dns.ts';
 
 const UDP_CLIENT = fileURLToPath(new URL('../fixtures/dns-udp-client.ts', import.meta.url));
 const TCP_FLOOD = fileURLToPath(new URL('../fixtures/dns-tcp-flood.ts', import.meta.url));
@@ -78,6 +78,7 @@ listen: [${o.listen.map((l) => JSON.stringify(l)).join(', ')}]
 zones: [{ file: ${join(dir, 'example.test.zone')} }, { file: ${join(dir, 'other.test.zone')} }]
 clusters: [{ name: c1, vips: [198.19.1.1] }, { name: c2, vips: [198.19.2.1] }]
 steering: { names: [{ name: www.example.test, ttl: 5 }] }
+workers: ${testDnsWorkers()}
 rrl: ${o.rrl}
 adminSocket: ${o.socket}
 `;

@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { DnsStatus } from '../../src/dns/status.ts';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
+import { testDnsWorkers } from '../helpers/dns.ts';
 import { NsProcess, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
 
@@ -77,6 +78,7 @@ steering:
   reportSeconds: ${REPORT_SECONDS}
   downAfterIntervals: ${DOWN_AFTER}
 probe: { count: 3, intervalSeconds: 0.5, retrySeconds: 5 }
+workers: ${testDnsWorkers()}
 rrl: { enabled: false }
 adminSocket: ${dnsSock}
 control:

@@ -11,6 +11,8 @@ import { join, relative } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AccessLogFormatError } from '../../src/agent/access-log.ts';
+import { ReuseportSteerError } from '../../src/dns/server.ts';
+import { DnsWorkerStartError } from '../../src/dns/workers.ts';
 import { LoadSourceError } from '../../src/agent/agent.ts';
 import { OperatorReasonError } from '../../src/agent/operator-state.ts';
 import { AdminReplyError, AdminTimeoutError, AdminUnreachableError } from '../../src/admin/client.ts';
@@ -58,6 +60,8 @@ const zone = ['z.zone', 3, 'what', 'fix'] as const;
 const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [InvalidArgumentError, 'ERR_SLUICE_INVALID_ARGUMENT', ['m']],
   [InvariantError, 'ERR_SLUICE_INVARIANT', ['m']],
+  [ReuseportSteerError, 'ERR_SLUICE_REUSEPORT_STEER', ['m']],
+  [DnsWorkerStartError, 'ERR_SLUICE_DNS_WORKER_START', ['m']],
   [NativeAddonMissingError, 'ERR_SLUICE_NATIVE_MISSING', ['m']],
   [QueueClosedError, 'ERR_SLUICE_QUEUE_CLOSED', ['m']],
   [FrontRunningError, 'ERR_SLUICE_FRONT_RUNNING', ['m']],
