@@ -35,6 +35,14 @@
  *                   two nth/fallthrough rules as `dnat`), HAProxy binds the
  *                   IPv6 VIP; default modes dnat,sluice; the result file
  *                   gets a `6` (front-close6.json).
+ *                   With --only flood: the flood over IPv6 (synflood.c
+ *                   builds IPv6 packets for an IPv6 --dst) to the `vip6`
+ *                   port 81 service, sources from the client's /64
+ *                   (2001:2:0:1x::80/121, the twin of the IPv4 .128/25),
+ *                   arrivals counted by an ip6tables raw rule, the servers
+ *                   drop the SYNs by ip6tables; written to
+ *                   bench/results/front-syn6.json. (No --only latency over
+ *                   IPv6: connlat.c is IPv4 only.)
  *
  *   --burner        a CPU burner (`taskset -c 1` a Node busy loop) runs through
  *                   each mode's runs of every round, killed after them: the
@@ -95,10 +103,10 @@ if (values.family !== '4' && values.family !== '6') {
   process.exit(2);
 }
 const v6 = values.family === '6';
-// The flood generator (synflood.c) and the paced client (connlat.c) build
-// IPv4 only: over IPv6 the benchmark runs the wrk workloads.
-if (v6 && !['close', 'keepalive', 'bulk'].includes(values.only ?? '')) {
-  console.error('--family 6 needs --only close, keepalive or bulk');
+// The paced client (connlat.c) builds IPv4 only: over IPv6 the benchmark
+// runs the wrk workloads and the flood (synflood.c builds both families).
+if (v6 && !['close', 'keepalive', 'bulk', 'flood'].includes(values.only ?? '')) {
+  console.error('--family 6 needs --only close, keepalive, bulk or flood');
   process.exit(2);
 }
 if (v6 && !process.argv.includes('--modes')) values.modes = 'dnat,sluice';
@@ -149,6 +157,12 @@ const hostPort = (a: string, port: number): string => (v6 ? `[${a}]:${String(por
 const iptables = v6 ? 'ip6tables' : 'iptables';
 const serverNamespaces = k.servers.map((s) => s.name);
 const clientAddresses = [c.address, ...c.extraAddresses];
+// The flood's spoofed sources, on the client's own link: its /24's upper
+// half, or the IPv6 twin, 128 addresses of its /64 clear of the testbed's
+// ::1-::10. Anything answered to them (a fail-open pass meets a closed port
+// and draws a RST) is routed back to the client's link and dies there
+// unresolved, inside the testbed.
+const FLOOD_SOURCES = v6 ? `${c.address6.replace(/::[0-9a-f]+$/, '')}::80/121` : `${c.address.replace(/\.\d+$/, '')}.128/25`;
 runIn(fr, 'sysctl', ['-q', '-w', 'net.netfilter.nf_conntrack_tcp_timeout_time_wait=1', 'net.netfilter.nf_conntrack_tcp_timeout_syn_sent=5']);
 
 // ---- modes -------------------------------------------------------------
@@ -420,12 +434,12 @@ function synproxyStat(): Record<string, number> | undefined {
 const ARRIVALS = 'sluice-bench-arrivals';
 /** Counts the flood's SYNs that reach the front node (raw PREROUTING, before conntrack and the queue): a rule with no target. */
 function arrivalsCounterInstall(): void {
-  if (!runIn(fr, 'iptables-save', ['-t', 'raw']).includes(ARRIVALS)) {
-    runIn(fr, 'iptables', ['-t', 'raw', '-I', 'PREROUTING', '-d', VIP, '-p', 'tcp', '--dport', '81', '--syn', '-m', 'comment', '--comment', ARRIVALS]);
+  if (!runIn(fr, `${iptables}-save`, ['-t', 'raw']).includes(ARRIVALS)) {
+    runIn(fr, iptables, ['-t', 'raw', '-I', 'PREROUTING', '-d', VIP, '-p', 'tcp', '--dport', '81', '--syn', '-m', 'comment', '--comment', ARRIVALS]);
   }
 }
 function arrivals(): number {
-  const line = runIn(fr, 'iptables-save', ['-c', '-t', 'raw']).split('\n').find((l) => l.includes(ARRIVALS));
+  const line = runIn(fr, `${iptables}-save`, ['-c', '-t', 'raw']).split('\n').find((l) => l.includes(ARRIVALS));
   return Number(/^\[(\d+):/.exec(line ?? '')?.[1] ?? NaN);
 }
 function rssMiB(p: number): number {
@@ -442,7 +456,7 @@ let synDropInstalled = false;
 /** The flood's service (port 81): its servers drop the SYNs, so no SYN-ACK goes to a spoofed address. */
 function synbenchServersDrop(): void {
   if (synDropInstalled) return;
-  for (const s of serverNamespaces) runIn(s, 'iptables', ['-A', 'INPUT', '-p', 'tcp', '--dport', '81', '-j', 'DROP']);
+  for (const s of serverNamespaces) runIn(s, iptables, ['-A', 'INPUT', '-p', 'tcp', '--dport', '81', '-j', 'DROP']);
   synDropInstalled = true;
 }
 interface FloodResult {
@@ -487,8 +501,7 @@ function floodRun(secs: number, procs: number): FloodResult {
   const a0 = arrivals();
   const sp0 = synproxyStat();
   const cpu0 = cpuSeconds(pid);
-  const src = `${(clientAddresses[0] ?? '').replace(/\.\d+$/, '')}.128/25`;
-  const gen = JSON.parse(execFileSync(bin, ['--netns', cl, '--dst', VIP, '--dport', '81', '--src', src, '--seconds', String(secs), '--procs', String(procs)], { encoding: 'utf8' })) as { sent: number; seconds: number; rate: number };
+  const gen = JSON.parse(execFileSync(bin, ['--netns', cl, '--dst', VIP, '--dport', '81', '--src', FLOOD_SOURCES, '--seconds', String(secs), '--procs', String(procs)], { encoding: 'utf8' })) as { sent: number; seconds: number; rate: number };
   // Drained: the queue holds nothing, or its count has not moved for 1 s
   // (packets the daemon will never receive: reported as queueWaitingAfter).
   // The window ends at the count's last change, so a stuck remainder does
@@ -546,6 +559,7 @@ function floodRun(secs: number, procs: number): FloodResult {
     daemonCpuSeconds: cpu,
     decisionsPerCpuSecond: decided / Math.max(cpu, 0.01),
     queueWaitingAfter: q1.total,
+    // Both families' entries (the table and its limit are shared).
     conntrackAfter: Number(runIn(fr, 'conntrack', ['-C']).trim()),
     rssMiBAfter: rssMiB(pid),
     ...(synproxy && Object.values(synproxy).some((v) => v !== 0) ? { synproxy } : {}),
@@ -559,13 +573,14 @@ function printFlood(r: number, f: FloodResult): void {
       (f.synproxy ? `, synproxy ${JSON.stringify(f.synproxy)}` : ''),
   );
 }
-/** Adds `part` under `key` of bench/results/front-syn.json, keeping the file's other part. */
+/** Adds `part` under `key` of bench/results/front-syn.json (IPv6: front-syn6.json), keeping the file's other part. */
 function writeSynResults(key: 'flood' | 'latency', part: unknown): void {
-  const file = join(ROOT, 'bench/results/front-syn.json');
+  const name = `bench/results/front-syn${familyTag}.json`;
+  const file = join(ROOT, name);
   const old = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-  writeFileSync(file, JSON.stringify({ ...old, benchmark: 'front-syn', machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, [key]: { date: new Date().toISOString(), ...(part as object) } }, null, 2) + '\n');
-  console.log(`results: bench/results/front-syn.json (${key})`);
+  writeFileSync(file, JSON.stringify({ ...old, benchmark: 'front-syn', machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, [key]: { date: new Date().toISOString(), family: v6 ? 'ipv6' : 'ipv4', ...(part as object) } }, null, 2) + '\n');
+  console.log(`results: ${name} (${key})`);
 }
 function spread(xs: number[]): { median: number; min: number; max: number; perRound: number[] } {
   return { median: med(xs), min: Math.min(...xs), max: Math.max(...xs), perRound: xs };
@@ -599,13 +614,13 @@ if (values.only === 'flood') {
     sharePassedUnsteered: pick((f) => f.share.passedUnsteered),
     shareNotArrived: pick((f) => f.share.notArrived),
   };
-  console.log(`\nSYN flood against sluice front, ${rounds} round(s) of ${seconds} s, ${procs} sender process(es); median (min-max) of rounds`);
+  console.log(`\nSYN flood${v6 ? ' over IPv6' : ''} against sluice front, ${rounds} round(s) of ${seconds} s, ${procs} sender process(es); median (min-max) of rounds`);
   for (const [name, v] of Object.entries(summary)) {
     const pct = name.startsWith('share');
     const fmt = (x: number): string => (pct ? `${(x * 100).toFixed(1)}%` : x.toFixed(0));
     console.log(`${name.padEnd(24)} ${fmt(v.median).padStart(9)}  (${fmt(v.min)}-${fmt(v.max)})`);
   }
-  writeSynResults('flood', { settings: { seconds, rounds, senderProcesses: procs, generator: 'scripts/bench/synflood.c (raw socket, sendmmsg 256)', target: `${VIP}:81, servers drop the SYNs`, frontNamespace: 'conntrack time_wait 1 s, syn_sent 5 s' }, summary, rounds: floods });
+  writeSynResults('flood', { settings: { seconds, rounds, senderProcesses: procs, generator: 'scripts/bench/synflood.c (raw socket, sendmmsg 256)', target: `${VIP_HOST}:81, servers drop the SYNs`, sources: FLOOD_SOURCES, frontNamespace: 'conntrack time_wait 1 s, syn_sent 5 s' }, summary, rounds: floods });
   process.exit(0);
 }
 

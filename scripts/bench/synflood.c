@@ -1,23 +1,31 @@
 /*
  * synflood: a spoofed-source TCP SYN generator for the front benchmark
- * (scripts/bench/front.ts --only flood). Testbed use only: the bench runs it
- * inside the testbed's client namespace against a testbed VIP; every source
- * and destination is in 198.18.0.0/15 (RFC 2544), and the tool refuses any
- * other address, so it cannot aim outside a benchmark network by mistake.
+ * (scripts/bench/front.ts --only flood [--family 6]). Testbed use only: the
+ * bench runs it inside the testbed's client namespace against a testbed VIP;
+ * every source and destination is in 198.18.0.0/15 (RFC 2544) or, for IPv6,
+ * 2001:2::/48 (RFC 5180), and the tool refuses any other address, so it
+ * cannot aim outside a benchmark network by mistake.
  *
  *   synflood --dst 198.19.1.1 --dport 81 --src 198.18.11.128/25
+ *   synflood --dst 2001:2:0:1001::1 --dport 81 --src 2001:2:0:11::80/121
  *            [--netns NAME] [--seconds 3] [--count N] [--rate R (SYNs/s, 0 = max)]
  *            [--batch 256] [--procs 1]
  *
- * Raw socket (IPPROTO_RAW, so IP_HDRINCL): the kernel fills the IPv4 header
- * checksum and id; the TCP checksum is ours. Each sendmmsg() carries `batch`
+ * The family is the one of --dst; --src must be of the same family (IPv4
+ * LEN 15..32, IPv6 LEN 97..128: the walk varies the address's last 32 bits).
+ * Raw socket (IPPROTO_RAW, so the header is ours: IP_HDRINCL for IPv4, and
+ * for AF_INET6 the kernel takes IPPROTO_RAW as header-included too): for
+ * IPv4 the kernel fills the header checksum and id; IPv6 has no header
+ * checksum. The TCP checksum is ours, over the family's pseudo-header (RFC
+ * 793; RFC 8200 8.1 for IPv6). Each sendmmsg() carries `batch`
  * packets rewritten in place: the next (source address, source port) of a
  * walk over the CIDR x ports 1024..65534 (addresses first, so a /25 gives
  * 8.2M distinct flows before any repeats: random draws would repeat a flow
  * now and then, which the daemon counts as a retransmitted SYN), and a
  * random sequence number. Each sender process starts at its own offset. The TCP checksum is updated from a
  * precomputed sum of the constant words (pseudo-header and header) plus the
- * three changed fields, so a packet costs a few additions, not a full sum.
+ * three changed fields, so a packet costs a few additions, not a full sum
+ * (for IPv6 the source's first 96 bits are constant and in that sum).
  * `--procs N` forks N senders, each with 1/N of the count and the rate.
  * Prints one JSON line at the end: {"sent":..,"seconds":..,"rate":..,"errors":..,"procs":..}.
  * `sent` counts what sendmmsg() accepted; a packet the veth or a router
@@ -38,7 +46,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PKT_LEN 40
+/* IPv4: 20-byte IP header + 20-byte TCP header; IPv6: 40 + 20. */
+#define PKT_LEN4 40
+#define PKT_LEN6 60
+#define MAX_PKT 60
 #define MAX_BATCH 1024
 
 static double now_s(void) {
@@ -53,12 +64,17 @@ static void die(const char *what) {
 }
 
 static void usage(const char *why) {
-  fprintf(stderr, "synflood: %s\nusage: synflood --dst IP --dport N --src CIDR [--netns NAME] [--seconds S] [--count N] [--rate R] [--batch B] [--procs P]\n", why);
+  fprintf(stderr, "synflood: %s\nusage: synflood --dst IP|IPv6 --dport N --src CIDR [--netns NAME] [--seconds S] [--count N] [--rate R] [--batch B] [--procs P]\n", why);
   exit(2);
 }
 
 /* 198.18.0.0/15 only (host byte order). */
 static int in_bench_range(uint32_t a) { return (a & 0xfffe0000u) == 0xc6120000u; }
+/* 2001:2::/48 only (RFC 5180's benchmarking range; the testbed's IPv6). */
+static int in_bench_range6(const uint8_t a[16]) {
+  static const uint8_t p[6] = {0x20, 0x01, 0x00, 0x02, 0x00, 0x00};
+  return memcmp(a, p, sizeof p) == 0;
+}
 
 static uint64_t rng_state;
 static inline uint64_t rnd(void) {
@@ -70,9 +86,14 @@ static inline uint64_t rnd(void) {
 }
 
 struct opts {
-  uint32_t dst;     /* network order */
+  int v6;           /* the family: of --dst, and --src must match */
+  uint32_t dst;     /* IPv4, network order */
+  uint8_t dst6[16];
   uint16_t dport;   /* host order */
-  uint32_t src_net; /* host order */
+  /* The walked part of the source: the IPv4 address, or an IPv6 address's
+   * last 32 bits (host order); src6 holds the IPv6 prefix's other bits. */
+  uint32_t src_net;
+  uint8_t src6[16];
   uint32_t src_size;
   double seconds;
   uint64_t count;
@@ -96,38 +117,56 @@ static uint16_t fold(uint64_t s) {
 
 /* One sender: sends until count, seconds or (with rate) the schedule ends; returns packets accepted. */
 static uint64_t send_loop(const struct opts *o, uint64_t count, double rate, uint64_t start, uint64_t *errors) {
-  int fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
-  if (fd < 0) die("socket(AF_INET, SOCK_RAW, IPPROTO_RAW)");
+  int fd = socket(o->v6 ? AF_INET6 : AF_INET, SOCK_RAW, IPPROTO_RAW);
+  if (fd < 0) die(o->v6 ? "socket(AF_INET6, SOCK_RAW, IPPROTO_RAW)" : "socket(AF_INET, SOCK_RAW, IPPROTO_RAW)");
   int sndbuf = 4 << 20;
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
 
-  static uint8_t pkts[MAX_BATCH][PKT_LEN];
+  static uint8_t pkts[MAX_BATCH][MAX_PKT];
   static struct iovec iov[MAX_BATCH];
   static struct mmsghdr msgs[MAX_BATCH];
+  /* Where the per-packet fields sit: the walked 32 bits of the source, and the TCP header. */
+  const size_t len = o->v6 ? PKT_LEN6 : PKT_LEN4, ip_len = len - 20, src_off = o->v6 ? 20 : 12;
   struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr.s_addr = o->dst};
+  struct sockaddr_in6 to6 = {.sin6_family = AF_INET6}; /* sin6_port 0: the socket's protocol */
+  memcpy(&to6.sin6_addr, o->dst6, 16);
   for (int i = 0; i < o->batch; i++) {
     uint8_t *p = pkts[i];
-    memset(p, 0, PKT_LEN);
-    p[0] = 0x45;                  /* IPv4, 20-byte header */
-    p[2] = 0; p[3] = PKT_LEN;     /* total length */
-    p[6] = 0x40;                  /* DF */
-    p[8] = 64;                    /* TTL */
-    p[9] = IPPROTO_TCP;
-    memcpy(p + 16, &o->dst, 4);
-    p[22] = (uint8_t)(o->dport >> 8); p[23] = (uint8_t)o->dport;
-    p[32] = 0x50;                 /* data offset 5 */
-    p[33] = 0x02;                 /* SYN */
-    p[34] = 0xfa; p[35] = 0xf0;   /* window 64240 */
+    memset(p, 0, MAX_PKT);
+    if (o->v6) {
+      p[0] = 0x60;                /* version 6, traffic class 0, flow label 0 */
+      p[4] = 0; p[5] = 20;        /* payload length: the TCP header */
+      p[6] = IPPROTO_TCP;         /* next header */
+      p[7] = 64;                  /* hop limit */
+      memcpy(p + 8, o->src6, 16); /* source: the prefix; its last 32 bits are walked */
+      memcpy(p + 24, o->dst6, 16);
+    } else {
+      p[0] = 0x45;                /* IPv4, 20-byte header */
+      p[2] = 0; p[3] = PKT_LEN4;  /* total length */
+      p[6] = 0x40;                /* DF */
+      p[8] = 64;                  /* TTL */
+      p[9] = IPPROTO_TCP;
+      memcpy(p + 16, &o->dst, 4);
+    }
+    uint8_t *t = p + ip_len;
+    t[2] = (uint8_t)(o->dport >> 8); t[3] = (uint8_t)o->dport;
+    t[12] = 0x50;                 /* data offset 5 */
+    t[13] = 0x02;                 /* SYN */
+    t[14] = 0xfa; t[15] = 0xf0;   /* window 64240 */
     iov[i].iov_base = p;
-    iov[i].iov_len = PKT_LEN;
+    iov[i].iov_len = len;
     msgs[i].msg_hdr.msg_iov = &iov[i];
     msgs[i].msg_hdr.msg_iovlen = 1;
-    msgs[i].msg_hdr.msg_name = &to;
-    msgs[i].msg_hdr.msg_namelen = sizeof to;
+    msgs[i].msg_hdr.msg_name = o->v6 ? (void *)&to6 : (void *)&to;
+    msgs[i].msg_hdr.msg_namelen = o->v6 ? sizeof to6 : sizeof to;
   }
-  /* Constant part of the TCP checksum: pseudo-header (destination, protocol,
-   * TCP length) and the header with source port, sequence and checksum zero. */
-  uint32_t base = sum16(pkts[0] + 16, 4) + IPPROTO_TCP + 20 + sum16(pkts[0] + 20, 20);
+  /* Constant part of the TCP checksum: the pseudo-header (IPv4: destination,
+   * protocol, TCP length; IPv6: the source's first 96 bits, the destination,
+   * the upper-layer length 20 and next header 6) and the TCP header with
+   * source port, sequence and checksum zero. The walked source bits are
+   * zero in the packet here, so they are not in the sum. */
+  uint32_t base = o->v6 ? sum16(pkts[0] + 8, 12) + sum16(pkts[0] + 24, 16) + 20 + IPPROTO_TCP + sum16(pkts[0] + 40, 20)
+                        : sum16(pkts[0] + 16, 4) + IPPROTO_TCP + 20 + sum16(pkts[0] + 20, 20);
 
   double t0 = now_s(), end = t0 + o->seconds;
   uint64_t sent = 0;
@@ -136,17 +175,17 @@ static uint64_t send_loop(const struct opts *o, uint64_t count, double rate, uin
     int n = o->batch;
     if ((uint64_t)n > count - sent) n = (int)(count - sent);
     for (int i = 0; i < n; i++) {
-      uint8_t *p = pkts[i];
+      uint8_t *p = pkts[i], *a = p + src_off, *t = p + ip_len;
       uint64_t idx = start + sent + (uint64_t)i;
       uint32_t src = o->src_net + (uint32_t)(idx % o->src_size);
       uint16_t sport = (uint16_t)(1024 + (idx / o->src_size) % 64511);
       uint32_t seq = (uint32_t)(rnd() >> 16);
-      p[12] = (uint8_t)(src >> 24); p[13] = (uint8_t)(src >> 16); p[14] = (uint8_t)(src >> 8); p[15] = (uint8_t)src;
-      p[20] = (uint8_t)(sport >> 8); p[21] = (uint8_t)sport;
-      p[24] = (uint8_t)(seq >> 24); p[25] = (uint8_t)(seq >> 16); p[26] = (uint8_t)(seq >> 8); p[27] = (uint8_t)seq;
+      a[0] = (uint8_t)(src >> 24); a[1] = (uint8_t)(src >> 16); a[2] = (uint8_t)(src >> 8); a[3] = (uint8_t)src;
+      t[0] = (uint8_t)(sport >> 8); t[1] = (uint8_t)sport;
+      t[4] = (uint8_t)(seq >> 24); t[5] = (uint8_t)(seq >> 16); t[6] = (uint8_t)(seq >> 8); t[7] = (uint8_t)seq;
       uint64_t s = (uint64_t)base + (src >> 16) + (src & 0xffff) + sport + (seq >> 16) + (seq & 0xffff);
       uint16_t c = (uint16_t)~fold(s);
-      p[36] = (uint8_t)(c >> 8); p[37] = (uint8_t)c;
+      t[16] = (uint8_t)(c >> 8); t[17] = (uint8_t)c;
     }
     int k = sendmmsg(fd, msgs, (unsigned)n, 0);
     if (k < 0) {
@@ -194,19 +233,31 @@ int main(int argc, char **argv) {
   if (o.batch < 1 || o.batch > MAX_BATCH) usage("--batch is 1..1024");
   if (o.procs < 1 || o.procs > 64) usage("--procs is 1..64");
   if (!(o.seconds > 0) || o.seconds > 3600) usage("--seconds is (0, 3600]");
-  struct in_addr ad;
-  if (inet_pton(AF_INET, dst, &ad) != 1) usage("--dst is an IPv4 address");
-  o.dst = ad.s_addr;
-  char net[32];
   const char *slash = strchr(src, '/');
-  if (!slash || (size_t)(slash - src) >= sizeof net) usage("--src is A.B.C.D/LEN");
+  char net[64];
+  if (!slash || (size_t)(slash - src) >= sizeof net) usage("--src is ADDRESS/LEN");
   memcpy(net, src, (size_t)(slash - src));
   net[slash - src] = 0;
   int len = atoi(slash + 1);
-  if (inet_pton(AF_INET, net, &ad) != 1 || len < 15 || len > 32) usage("--src is A.B.C.D/LEN with LEN 15..32");
-  o.src_size = len == 32 ? 1 : 1u << (32 - len);
-  o.src_net = ntohl(ad.s_addr) & ~(o.src_size - 1);
-  if (!in_bench_range(ntohl(o.dst)) || !in_bench_range(o.src_net)) usage("--dst and --src must be in 198.18.0.0/15 (the testbed's range)");
+  o.v6 = strchr(dst, ':') != NULL;
+  if (!o.v6) {
+    struct in_addr ad;
+    if (inet_pton(AF_INET, dst, &ad) != 1) usage("--dst is an IPv4 or IPv6 address");
+    o.dst = ad.s_addr;
+    if (inet_pton(AF_INET, net, &ad) != 1 || len < 15 || len > 32) usage("--src is A.B.C.D/LEN with LEN 15..32 (an IPv4 --dst)");
+    o.src_size = len == 32 ? 1 : 1u << (32 - len);
+    o.src_net = ntohl(ad.s_addr) & ~(o.src_size - 1);
+    if (!in_bench_range(ntohl(o.dst)) || !in_bench_range(o.src_net)) usage("--dst and --src must be in 198.18.0.0/15 (the testbed's range)");
+  } else {
+    if (inet_pton(AF_INET6, dst, o.dst6) != 1) usage("--dst is an IPv4 or IPv6 address");
+    if (inet_pton(AF_INET6, net, o.src6) != 1 || len < 97 || len > 128) usage("--src is an IPv6 PREFIX/LEN with LEN 97..128 (an IPv6 --dst)");
+    o.src_size = len == 128 ? 1 : 1u << (128 - len);
+    uint32_t low = (uint32_t)o.src6[12] << 24 | (uint32_t)o.src6[13] << 16 | (uint32_t)o.src6[14] << 8 | o.src6[15];
+    o.src_net = low & ~(o.src_size - 1);
+    memset(o.src6 + 12, 0, 4); /* the walked bits: written per packet */
+    /* A prefix (the /48) check covers every source: the walk stays inside the /LEN. */
+    if (!in_bench_range6(o.dst6) || !in_bench_range6(o.src6)) usage("--dst and --src must be in 2001:2::/48 (the testbed's IPv6 range)");
+  }
 
   if (o.netns) {
     char path[256];
