@@ -6,7 +6,7 @@
  * Inputs, as the daemon's MappingService gives them:
  *   - per simulator unit, `mappingClasses` prefixes of the table (the
  *     unit's prefix i is in class i mod mappingClasses), each with its
- *     share of the unit's demand as measured over the previous step
+ *     share of the unit's demand (by its share of the unit's prefixes) as measured over the previous step
  *     (observeDemand: the daemon's demand meter also lags the traffic) and
  *     the unit's RTT row, measured at time 0. They share the RTT row, so
  *     the table puts them in one of its map units and splits it between
@@ -36,6 +36,8 @@ export class MappingSteerer implements Steerer {
   readonly #demand: Float64Array;
   readonly #keys: string[];
   readonly #answer: Int32Array;
+  /** Each class's share of its unit's prefixes (prefix i of a unit is in class i mod K: the first classes may hold one more). */
+  readonly #share: Float64Array;
   readonly #everyMs: number;
   #lastMs = -Infinity;
   /** Units answered by the fallback (rtt) instead of the table, over the run. */
@@ -44,7 +46,7 @@ export class MappingSteerer implements Steerer {
   constructor(s: Readonly<Scenario>, w: World, clusters: ClusterTable) {
     const m = simDnsConfig(s, w, 'rtt').steering.mapping;
     this.table = new MappingTable(w.clusterNames.length, m, () => 0);
-    this.#everyMs = Number(process.env["SIMX"] ?? m.recomputeSeconds) * 1000;
+    this.#everyMs = m.recomputeSeconds * 1000;
     this.#fallback = new PolicySteerer(s, w, 'rtt', clusters);
     this.#clusters = clusters;
     this.#w = w;
@@ -53,6 +55,11 @@ export class MappingSteerer implements Steerer {
     const n = w.units * this.classes;
     this.#keys = Array.from({ length: n }, (_, k) => `u${String(Math.floor(k / this.classes))}c${String(k % this.classes)}`);
     this.#answer = new Int32Array(n).fill(-1);
+    this.#share = new Float64Array(n);
+    for (let u = 0; u < w.units; u++) {
+      const size = (w.unitStart[u + 1] ?? 0) - (w.unitStart[u] ?? 0);
+      for (let c = 0; c < this.classes; c++) this.#share[u * this.classes + c] = size > 0 ? (c < size ? Math.floor((size - c - 1) / this.classes) + 1 : 0) / size : 0;
+    }
   }
 
   /** The demand each unit put on the clusters over the step that just ended. */
@@ -66,7 +73,8 @@ export class MappingSteerer implements Steerer {
     this.#lastMs = nowMs;
     const t = this.#clusters;
     const cl: MappingClusterInput[] = t.clusters.map((c) => {
-      const up = t.isUsable(c, nowMs);
+      // Up, as the daemon's MappingService reads it: a full cluster still has capacity to assign (isUsable would drop it).
+      const up = t.isUp(c, nowMs);
       return { usable: up, capacity: up ? c.capacity : 0, load: up ? c.load : 0 };
     });
     const C = this.#w.clusterNames.length;
@@ -74,7 +82,7 @@ export class MappingSteerer implements Steerer {
     const K = this.classes;
     for (let k = 0; k < this.#keys.length; k++) {
       const u = Math.floor(k / K);
-      prefixes.push({ key: this.#keys[k] ?? '', demand: (this.#demand[u] ?? 0) / K, rtt: this.#w.rtt.subarray(u * C, (u + 1) * C), rttAt: 0 });
+      prefixes.push({ key: this.#keys[k] ?? '', demand: (this.#demand[u] ?? 0) * (this.#share[k] ?? 0), rtt: this.#w.rtt.subarray(u * C, (u + 1) * C), rttAt: 0 });
     }
     this.table.recompute(prefixes, cl, nowMs);
     for (let k = 0; k < this.#keys.length; k++) this.#answer[k] = this.table.lookup(this.#keys[k] ?? '')?.cluster ?? -1;

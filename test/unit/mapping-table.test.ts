@@ -30,7 +30,9 @@ describe('MappingTable: capacity', () => {
     { name: 'all fit at the nearest', caps: [10, 10], headroom: 1, load: [0, 0], want: { a: 0, b: 0, c: 1 } },
     { name: 'headroom 0.25 of 4 leaves room for 1', caps: [4, 10], headroom: 0.25, load: [0, 0], want: { a: 0, b: 1, c: 1 } },
     { name: 'load from elsewhere (not mapped) takes room', caps: [4, 10], headroom: 1, load: [2, 0], want: { a: 0, b: 0, c: 1 } },
-    { name: 'more load from elsewhere leaves room for 1', caps: [4, 10], headroom: 1, load: [3, 0], want: { a: 0, b: 1, c: 1 } },
+    // Load the unmapped prefixes' own demand (3) cannot explain is from elsewhere: of the residual 7, 4/7 is
+    // other load, 2.86 on cluster 0, which leaves room for 1.
+    { name: 'more load from elsewhere leaves room for 1', caps: [4, 10], headroom: 1, load: [5, 2], want: { a: 0, b: 1, c: 1 } },
   ];
   for (const c of cases) {
     it(c.name, () => {

@@ -125,6 +125,19 @@ describe('simulate: the engine on a hand-computed world', () => {
     // The oracle puts 30 of A on c0 and 20 on c1 (50 ms), B on c1: (30x10 + 20x50 + 50x20)/100 = 23 ms.
     assert.ok(Math.abs((s?.oracleRttMs ?? 0) - 23) < 1e-9, String(s?.oracleRttMs));
   });
+
+  it('mapping on the same world: overload only before the first table, no answer changes after; A split by whole classes within headroom', () => {
+    // headroom 0.9 leaves 27 of c0's 30 to the assignment. A's 10 prefixes enter it as 8 classes (i mod 8:
+    // two classes of 2 prefixes, six of 1; 5 each): c0 takes 25. Steady state: (25x10 + 25x50 + 50x20)/100 =
+    // 25 ms against the oracle's 23. Before the first table has demand (the first TTL, 30 s) the fallback
+    // (rtt) sends all of A to c0: 30 cluster-seconds of overload, and none after.
+    const r = simulate(parseScenario(tiny('policies: [mapping]').replace('lon: 0, capacity: 100', 'lon: 0, capacity: 30')));
+    const s = r.policies[0]?.summary;
+    assert.equal(s?.overloadClusterSeconds, 30);
+    assert.equal(s?.steadyChangesPerMinuteShare, 0);
+    assert.ok(Math.abs((s?.oracleRttMs ?? 0) - 23) < 1e-9, String(s?.oracleRttMs));
+    assert.ok(Math.abs((r.policies[0]?.series.rttMs.at(-1) ?? 0) - 25) < 1e-9, JSON.stringify(r.policies[0]?.series.rttMs));
+  });
 });
 
 describe('simulate: the report', () => {

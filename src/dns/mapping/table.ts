@@ -22,9 +22,11 @@
  *      the RTT gain pays the penalty, or when capacity forces it.
  *      The solve is exact for the quantized costs: the grouping costs at most
  *      rttQuantumMs / 2 of RTT per unit of demand.
- *   4. Capacity per cluster: headroom × capacity, less the load that does not
- *      come from mapped prefixes (the cluster's reported load minus the demand
- *      the previous assignment put there); 0 for an unusable cluster.
+ *   4. Capacity per cluster: headroom × capacity, less its part of the load
+ *      that does not come from this solve's prefixes (the reported loads'
+ *      total minus the eligible demand, placed in proportion to each
+ *      cluster's load beyond what the previous table put there); 0 for an
+ *      unusable cluster.
  *   5. solveAssignment (exact min-cost maximum flow, assign.ts). A unit split
  *      across clusters splits its members (sorted by key) in proportion: the
  *      shares laid end to end, its current cluster's first; a member covered
@@ -216,11 +218,34 @@ export class MappingTable {
         cost[i * C + c] = (u.q[j] ?? 0) * o.rttQuantumMs + (c === u.current ? 0 : o.movePenaltyMs);
       });
     });
+    // Other load: what the clusters carry beyond this solve's demand (load
+    // this server does not see). Only its total is known: the reported
+    // loads minus the eligible demand. Where it sits is estimated from the
+    // residuals (reported load minus what the previous table put there),
+    // shares only. Not the residuals themselves: reports lag the table by
+    // the report delay and the resolvers' TTL, so right after a change the
+    // residuals hold this solve's own demand (still where the fallback or
+    // an older table sent it), and taking that away from the capacity left
+    // those prefixes unmapped and flapped (measured in the simulator: a
+    // unit alternating between two clusters every few recomputes).
+    let eligibleDemand = 0;
+    for (const u of list) eligibleDemand += u.demand;
+    let loadTotal = 0;
+    let residualTotal = 0;
+    const residual = new Float64Array(C);
+    for (let c = 0; c < C; c++) {
+      const k = clusters[c];
+      if (k === undefined || !k.usable) continue;
+      loadTotal += k.load;
+      residual[c] = Math.max(0, k.load - (mappedLoad[c] ?? 0));
+      residualTotal += residual[c] ?? 0;
+    }
+    const otherTotal = Math.max(0, loadTotal - eligibleDemand);
     const capacity = new Float64Array(C);
     for (let c = 0; c < C; c++) {
       const k = clusters[c];
       if (k === undefined || !k.usable) continue;
-      const other = Math.max(0, k.load - (mappedLoad[c] ?? 0));
+      const other = residualTotal > 0 ? (otherTotal * (residual[c] ?? 0)) / residualTotal : 0;
       capacity[c] = Math.max(0, o.headroom * k.capacity - other);
     }
 
