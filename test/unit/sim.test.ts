@@ -132,11 +132,12 @@ describe('simulate: the engine on a hand-computed world', () => {
     // 25 ms against the oracle's 23. Before the first table has demand (the first TTL, 30 s) the fallback
     // (rtt) sends all of A to c0: 30 cluster-seconds of overload, and none after.
     const r = simulate(parseScenario(tiny('policies: [mapping]').replace('lon: 0, capacity: 100', 'lon: 0, capacity: 30')));
-    const s = r.policies[0]?.summary;
-    assert.equal(s?.overloadClusterSeconds, 30);
-    assert.equal(s?.steadyChangesPerMinuteShare, 0);
-    assert.ok(Math.abs((s?.oracleRttMs ?? 0) - 23) < 1e-9, String(s?.oracleRttMs));
-    assert.ok(Math.abs((r.policies[0]?.series.rttMs.at(-1) ?? 0) - 25) < 1e-9, JSON.stringify(r.policies[0]?.series.rttMs));
+    const p = r.policies[0];
+    assert.ok(p);
+    assert.equal(p.summary.overloadClusterSeconds, 30);
+    assert.equal(p.summary.steadyChangesPerMinuteShare, 0);
+    assert.ok(Math.abs(p.summary.oracleRttMs - 23) < 1e-9, String(p.summary.oracleRttMs));
+    assert.ok(Math.abs((p.series.rttMs.at(-1) ?? 0) - 25) < 1e-9, JSON.stringify(p.series.rttMs));
   });
 });
 
