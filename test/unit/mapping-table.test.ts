@@ -118,7 +118,8 @@ describe('MappingTable: fallback (no entry)', () => {
     { name: 'no reply from any cluster', p: prefix('x', 1, [Infinity, Infinity]), clusters: [cluster(10), cluster(10)] },
     { name: 'no demand', p: prefix('x', 0, [10, 20]), clusters: [cluster(10), cluster(10)] },
     { name: 'measured only to an unusable cluster', p: prefix('x', 1, [10, NaN]), clusters: [cluster(10, false), cluster(10)] },
-    { name: 'no room at any near cluster (nearest 1)', p: prefix('x', 5, [10, 20]), clusters: [cluster(1), cluster(100)] },
+    // 'ok' takes cluster 0's 1; x (5) fits neither in the rest of 0 nor in 1's 3, even beyond its nearest.
+    { name: 'no room at any cluster, even beyond the nearest (nearest 1)', p: prefix('x', 5, [10, 20]), clusters: [cluster(1), cluster(3)] },
   ];
   for (const c of cases) {
     it(c.name, () => {
@@ -129,6 +130,15 @@ describe('MappingTable: fallback (no entry)', () => {
       assert.equal(s.prefixes, 1);
     });
   }
+});
+
+describe('MappingTable: demand beyond the nearest clusters spills', () => {
+  it('nearest 1: x does not fit at its nearest (1 of 5), the second solve with every cluster places it at the next one', () => {
+    const t = new MappingTable(3, { ...OPTS, nearest: 1 });
+    const s = t.recompute([prefix('x', 5, [10, 20, 30]), prefix('y', 1, [10, 40, 50])], [cluster(1), cluster(100), cluster(100)], 0);
+    assert.deepEqual([t.lookup('x')?.cluster, t.lookup('y')?.cluster], [1, 0]);
+    assert.equal(s.unserved, 0);
+  });
 });
 
 describe('MappingTable: grouping and determinism', () => {

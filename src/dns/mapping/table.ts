@@ -159,99 +159,121 @@ export class MappingTable {
     const o = this.opts;
     const prev = this.#table;
 
-    // Demand the previous assignment put on each cluster (at today's demand).
-    const units = new Map<string, Unit>();
-    const mappedLoad = new Float64Array(C);
-    const all: MappingPrefixInput[] = [];
-    let eligible = 0;
     const usable = new Uint8Array(C);
     for (let c = 0; c < C; c++) usable[c] = clusters[c]?.usable === true ? 1 : 0;
-    const K = Math.max(1, o.nearest);
-    const best = new Int32Array(K + 1);
-    for (const p of prefixes) {
-      if (!(p.demand > 0)) continue;
-      const pe = prev.get(p.key);
-      // The K nearest usable measured clusters, by (RTT, index): a partial
-      // insertion sort (C × K), not a sort of the whole row.
-      let n = 0;
-      let currentOk = false;
-      for (let c = 0; c < C; c++) {
-        const r = p.rtt[c] ?? NaN;
-        if (usable[c] === 0 || !Number.isFinite(r)) continue;
-        if (pe !== undefined && pe.cluster === c) currentOk = true;
-        if (n === K && r >= (p.rtt[best[K - 1] ?? 0] ?? 0)) continue;
-        let j = n === K ? K - 2 : n - 1;
-        while (j >= 0 && (p.rtt[best[j] ?? 0] ?? 0) > r) {
-          best[j + 1] = best[j] ?? 0;
-          j--;
+    // Candidates: the `nearest` clusters of each prefix. When that leaves
+    // demand unserved (a flash crowd beyond its region's clusters, a lost
+    // cluster's region), the solve runs once more with every usable
+    // measured cluster a candidate, so demand spills to the next-nearest
+    // clusters with room instead of falling back to the greedy `rtt`
+    // answer and overloading its own region (measured in the simulator's
+    // flash crowd: 62,730 overloaded cluster-seconds with the fallback).
+    let K = Math.max(1, o.nearest);
+    let solveMs = 0;
+    let units: Map<string, Unit>;
+    let mappedLoad: Float64Array;
+    let all: MappingPrefixInput[];
+    let eligible: number;
+    let list: Unit[];
+    let U: number;
+    let demand: Float64Array;
+    let capacity: Float64Array;
+    let a: ReturnType<typeof solveAssignment>;
+    const input = [...prefixes];
+    for (;;) {
+      // Demand the previous assignment put on each cluster (at today's demand).
+      units = new Map<string, Unit>();
+      mappedLoad = new Float64Array(C);
+      all = [];
+      eligible = 0;
+      const best = new Int32Array(K + 1);
+      for (const p of input) {
+        if (!(p.demand > 0)) continue;
+        const pe = prev.get(p.key);
+        // The K nearest usable measured clusters, by (RTT, index): a partial
+        // insertion sort (C × K), not a sort of the whole row.
+        let n = 0;
+        let currentOk = false;
+        for (let c = 0; c < C; c++) {
+          const r = p.rtt[c] ?? NaN;
+          if (usable[c] === 0 || !Number.isFinite(r)) continue;
+          if (pe !== undefined && pe.cluster === c) currentOk = true;
+          if (n === K && r >= (p.rtt[best[K - 1] ?? 0] ?? 0)) continue;
+          let j = n === K ? K - 2 : n - 1;
+          while (j >= 0 && (p.rtt[best[j] ?? 0] ?? 0) > r) {
+            best[j + 1] = best[j] ?? 0;
+            j--;
+          }
+          best[j + 1] = c;
+          if (n < K) n++;
         }
-        best[j + 1] = c;
-        if (n < K) n++;
+        if (n === 0) continue;
+        eligible++;
+        all.push(p);
+        if (pe !== undefined) mappedLoad[pe.cluster] = (mappedLoad[pe.cluster] ?? 0) + p.demand;
+        const cands = Array.from(best.subarray(0, n));
+        const current = pe !== undefined && currentOk ? pe.cluster : -1;
+        if (current >= 0 && !cands.includes(current)) cands.push(current);
+        cands.sort((a, b) => a - b);
+        const q = cands.map((c) => Math.round((p.rtt[c] ?? 0) / o.rttQuantumMs));
+        let sig = `${current}|`;
+        for (let i = 0; i < cands.length; i++) sig += `${cands[i]}:${q[i]},`;
+        let u = units.get(sig);
+        if (u === undefined) units.set(sig, (u = { sig, current, cands, q, members: [], demand: 0 }));
+        u.members.push(p);
+        u.demand += p.demand;
       }
-      if (n === 0) continue;
-      eligible++;
-      all.push(p);
-      if (pe !== undefined) mappedLoad[pe.cluster] = (mappedLoad[pe.cluster] ?? 0) + p.demand;
-      const cands = Array.from(best.subarray(0, n));
-      const current = pe !== undefined && currentOk ? pe.cluster : -1;
-      if (current >= 0 && !cands.includes(current)) cands.push(current);
-      cands.sort((a, b) => a - b);
-      const q = cands.map((c) => Math.round((p.rtt[c] ?? 0) / o.rttQuantumMs));
-      let sig = `${current}|`;
-      for (let i = 0; i < cands.length; i++) sig += `${cands[i]}:${q[i]},`;
-      let u = units.get(sig);
-      if (u === undefined) units.set(sig, (u = { sig, current, cands, q, members: [], demand: 0 }));
-      u.members.push(p);
-      u.demand += p.demand;
-    }
 
-    // Deterministic order: by signature, members by key.
-    const list = [...units.values()].sort((a, b) => (a.sig < b.sig ? -1 : a.sig > b.sig ? 1 : 0));
-    for (const u of list) u.members.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      // Deterministic order: by signature, members by key.
+      list = [...units.values()].sort((a, b) => (a.sig < b.sig ? -1 : a.sig > b.sig ? 1 : 0));
+      for (const u of list) u.members.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 
-    const U = list.length;
-    const demand = new Float64Array(U);
-    const cost = new Float64Array(U * C).fill(Infinity);
-    list.forEach((u, i) => {
-      demand[i] = u.demand;
-      u.cands.forEach((c, j) => {
-        cost[i * C + c] = (u.q[j] ?? 0) * o.rttQuantumMs + (c === u.current ? 0 : o.movePenaltyMs);
+      U = list.length;
+      demand = new Float64Array(U);
+      const cost = new Float64Array(U * C).fill(Infinity);
+      list.forEach((u, i) => {
+        demand[i] = u.demand;
+        u.cands.forEach((c, j) => {
+          cost[i * C + c] = (u.q[j] ?? 0) * o.rttQuantumMs + (c === u.current ? 0 : o.movePenaltyMs);
+        });
       });
-    });
-    // Other load: what the clusters carry beyond this solve's demand (load
-    // this server does not see). Only its total is known: the reported
-    // loads minus the eligible demand. Where it sits is estimated from the
-    // residuals (reported load minus what the previous table put there),
-    // shares only. Not the residuals themselves: reports lag the table by
-    // the report delay and the resolvers' TTL, so right after a change the
-    // residuals hold this solve's own demand (still where the fallback or
-    // an older table sent it), and taking that away from the capacity left
-    // those prefixes unmapped and flapped (measured in the simulator: a
-    // unit alternating between two clusters every few recomputes).
-    let eligibleDemand = 0;
-    for (const u of list) eligibleDemand += u.demand;
-    let loadTotal = 0;
-    let residualTotal = 0;
-    const residual = new Float64Array(C);
-    for (let c = 0; c < C; c++) {
-      const k = clusters[c];
-      if (k === undefined || !k.usable) continue;
-      loadTotal += k.load;
-      residual[c] = Math.max(0, k.load - (mappedLoad[c] ?? 0));
-      residualTotal += residual[c] ?? 0;
-    }
-    const otherTotal = Math.max(0, loadTotal - eligibleDemand);
-    const capacity = new Float64Array(C);
-    for (let c = 0; c < C; c++) {
-      const k = clusters[c];
-      if (k === undefined || !k.usable) continue;
-      const other = residualTotal > 0 ? (otherTotal * (residual[c] ?? 0)) / residualTotal : 0;
-      capacity[c] = Math.max(0, o.headroom * k.capacity - other);
-    }
+      // Other load: what the clusters carry beyond this solve's demand (load
+      // this server does not see). Only its total is known: the reported
+      // loads minus the eligible demand. Where it sits is estimated from the
+      // residuals (reported load minus what the previous table put there),
+      // shares only. Not the residuals themselves: reports lag the table by
+      // the report delay and the resolvers' TTL, so right after a change the
+      // residuals hold this solve's own demand (still where the fallback or
+      // an older table sent it), and taking that away from the capacity left
+      // those prefixes unmapped and flapped (measured in the simulator: a
+      // unit alternating between two clusters every few recomputes).
+      let eligibleDemand = 0;
+      for (const u of list) eligibleDemand += u.demand;
+      let loadTotal = 0;
+      let residualTotal = 0;
+      const residual = new Float64Array(C);
+      for (let c = 0; c < C; c++) {
+        const k = clusters[c];
+        if (k === undefined || !k.usable) continue;
+        loadTotal += k.load;
+        residual[c] = Math.max(0, k.load - (mappedLoad[c] ?? 0));
+        residualTotal += residual[c] ?? 0;
+      }
+      const otherTotal = Math.max(0, loadTotal - eligibleDemand);
+      capacity = new Float64Array(C);
+      for (let c = 0; c < C; c++) {
+        const k = clusters[c];
+        if (k === undefined || !k.usable) continue;
+        const other = residualTotal > 0 ? (otherTotal * (residual[c] ?? 0)) / residualTotal : 0;
+        capacity[c] = Math.max(0, o.headroom * k.capacity - other);
+      }
 
-    const ts = this.#clock();
-    const a = solveAssignment({ units: U, clusters: C, demand, capacity, cost });
-    const solveMs = this.#clock() - ts;
+      const ts = this.#clock();
+      a = solveAssignment({ units: U, clusters: C, demand, capacity, cost });
+      solveMs += this.#clock() - ts;
+      if (!(a.unserved > 1e-9 * Math.max(1, eligibleDemand)) || K >= C) break;
+      K = C;
+    }
 
     // Members to clusters; the new table. room[c]: capacity the solve left
     // free at c, which a member straddling two of its unit's shares may use.
