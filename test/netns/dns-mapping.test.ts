@@ -132,15 +132,18 @@ control:
     const status = async (): Promise<DnsStatus> => JSON.parse((await nsRunAsync(st.plan.dns.name, BIN, ['status', '--dns', '--json', '--socket', dnsSock])).stdout) as DnsStatus;
     const reason = (s: DnsStatus, prefix: string): string => s.steering.recent.find((d) => d.client === prefix)?.reason ?? '';
     // The first queries trigger probes and count as demand; keep asking until
-    // both prefixes are answered from the assignment.
+    // both prefixes are answered from the assignment with their near
+    // clusters. (A prefix whose RTT to one cluster is in and the other's
+    // not yet has that one cluster as its only candidate: it is mapped
+    // there first, and moves once the second RTT arrives.)
     await until(
       async () => {
         await resolveTtl(a!, st.plan.dns.address);
         await resolveTtl(b!, st.plan.dns.address);
         const s = await status();
-        return reason(s, '198.18.11.0/24').startsWith('mapping:') && reason(s, '198.18.12.0/24').startsWith('mapping:');
+        return reason(s, '198.18.11.0/24') === 'mapping:c1' && reason(s, '198.18.12.0/24') === 'mapping:c2';
       },
-      'both client prefixes answered from the mapping assignment',
+      'both client prefixes answered from the mapping assignment with their near clusters',
       45_000,
     );
     const why = async (): Promise<string> => JSON.stringify({ recent: (await status()).steering.recent, mapping: (await status()).mapping });
