@@ -6,13 +6,13 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { ConfigError } from '../../src/config/load.ts';
-import { parseScenario } from '../../src/sim/scenario.ts';
+import { loadScenario, parseScenario } from '../../src/sim/scenario.ts';
 import { markdownTable, renderHtml } from '../../src/sim/report.ts';
 import { simulate, writeReport } from '../../src/sim/simulate.ts';
 import { Simulation } from '../../src/sim/engine.ts';
@@ -21,6 +21,7 @@ import { buildWorld } from '../../src/sim/world.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
 const SMALL = fileURLToPath(new URL('../../scenarios/small.yaml', import.meta.url));
+const SCENARIOS = fileURLToPath(new URL('../../scenarios/', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'sluice-sim-'));
 after(() => {
   rmSync(dir, { recursive: true, force: true });
@@ -71,6 +72,9 @@ describe('simulate: scenario validation names the key', () => {
     { name: 'unknown event type', text: tiny('events: [{ type: meteor, at: 100 }]'), path: 'events[0].type', says: /cluster-lost, capacity, flash-crowd or report-delay/ },
     { name: 'flash crowd ends before it starts', text: tiny('events: [{ type: flash-crowd, at: 100, until: 50, region: r, factor: 5 }]'), path: 'events[0].until', says: /after at/ },
     { name: 'unknown policy', text: tiny('policies: [rtt, magic]'), path: 'policies[1]', says: /policies are/ },
+    { name: 'mapping option out of range', text: tiny('mapping: { headroom: 2 }'), path: 'mapping.headroom', says: /1/ },
+    { name: 'mapping ttlMin above ttlMax', text: tiny('mapping: { ttlMin: 90, ttlMax: 60 }'), path: 'mapping.ttlMin', says: /must not exceed ttlMax/ },
+    { name: 'unknown mappingTtl', text: tiny('mappingTtl: sometimes'), path: 'mappingTtl', says: /adaptive or fixed/ },
     { name: 'oracle interval not a multiple of the step', text: tiny('').replace('oracleEverySeconds: 60', 'oracleEverySeconds: 15'), path: 'oracleEverySeconds', says: /multiple of stepSeconds/ },
   ];
   for (const c of cases) {
@@ -87,6 +91,11 @@ describe('simulate: scenario validation names the key', () => {
     assert.equal(r.status, 1);
     assert.match(r.stderr, /invalid scenario/);
     assert.match(r.stderr, /events\[0\]\.cluster: no cluster "c9"/);
+  });
+  it('every shipped scenario (scenarios/*.yaml) is valid', () => {
+    const files = readdirSync(SCENARIOS).filter((f) => f.endsWith('.yaml'));
+    assert.ok(files.length >= 5, files.join(', '));
+    for (const f of files) assert.doesNotThrow(() => loadScenario(join(SCENARIOS, f)), f);
   });
   it('usage errors exit 2', () => {
     const r = spawnSync(BIN, ['simulate'], { encoding: 'utf8' });
