@@ -16,10 +16,11 @@
  * with the scenario's `mapping.ttlMin`..`ttlMax`, and `adaptive:MIN-MAX`
  * with those bounds (its fallback answers keep the scenario's `ttlSeconds`).
  *
- *   flock /tmp/sluice-netns.lock node_modules/.bin/node scripts/sim-ttl-sweep.ts --scenario scenarios/small.yaml [--ttls 10,30,60,300,adaptive] [--policies mapping] [--duration SECONDS]
+ *   flock /tmp/sluice-netns.lock node_modules/.bin/node scripts/sim-ttl-sweep.ts --scenario scenarios/small.yaml [--ttls 10,30,60,300,adaptive] [--policies mapping] [--duration SECONDS] [--step SECONDS]
  *
  * One process, no network; every run is a whole simulation (the full
- * scenarios take minutes each).
+ * scenarios take minutes each). A TTL below the scenario's step counts as
+ * one step: resolvers ask at most once a step (--step overrides it).
  */
 import { parseArgs } from 'node:util';
 import { scenarioSchema, loadScenario, SIM_POLICIES, type Scenario, type SimPolicyName } from '../src/sim/scenario.ts';
@@ -31,6 +32,7 @@ const { values } = parseArgs({
     ttls: { type: 'string', default: '10,30,60,300,adaptive' },
     policies: { type: 'string', default: 'mapping' },
     duration: { type: 'string' },
+    step: { type: 'string' },
   },
 });
 
@@ -44,6 +46,8 @@ const policies = values.policies.split(',').map((p) => {
 function withSetting(setting: string): Readonly<Scenario> {
   const over: Record<string, unknown> = { policies };
   if (values.duration !== undefined) over['durationSeconds'] = Number(values.duration);
+  // A TTL shorter than the step counts as a step (resolvers ask at most once a step): --step 5 resolves ttlMin 5.
+  if (values.step !== undefined) over['stepSeconds'] = Number(values.step);
   const m = /^adaptive(?::(\d+)-(\d+))?$/.exec(setting);
   if (m !== null) {
     over['mappingTtl'] = 'adaptive';
