@@ -130,7 +130,7 @@ export const mappingOptionsSchema = z
     headroom: z.number().gt(0).max(1).default(0.95).describe('Share of a cluster\'s capacity the assignment may fill (raised, the same for every cluster, when the demand does not fit in it).'),
     trendSeconds: z.number().min(0).max(3600).default(30).describe('A prefix whose demand rose since the last recompute is assigned for its demand this far ahead on that slope (the assignment takes effect as the resolvers\' caches expire); 0: for its demand now.'),
     ttlMin: z.int().min(0).max(86400).default(5).describe('TTL (seconds) of a prefix whose assignment may move soon: its cluster is near capacity, its RTT is fresh, or it moved recently.'),
-    ttlMax: z.int().min(0).max(86400).default(60).describe('TTL (seconds) of a prefix whose assignment has held for `stableSeconds`.'),
+    ttlMax: z.int().min(0).max(86400).default(30).describe('TTL (seconds) of a prefix whose assignment has held for `stableSeconds`. Above the TTL of the rest of the answers, a cluster can receive moved prefixes faster than the ones leaving it go (docs/steering.md, "TTL sweep": 60 overloaded a simulated flash crowd, 30 did not).'),
     nearCapacity: z.number().gt(0).max(1).default(0.85).describe('A cluster filled to this share of the capacity the assignment had for it is near capacity: its prefixes get `ttlMin`.'),
     freshRttSeconds: z.number().min(0).max(86400).default(30).describe('A prefix whose newest RTT is younger than this gets `ttlMin` (a new measurement may still move it).'),
     stableSeconds: z.number().min(0).max(86400).default(120).describe('The TTL rises from `ttlMin` to `ttlMax` over this long since the prefix last changed cluster.'),
