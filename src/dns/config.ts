@@ -120,6 +120,26 @@ const control = controlBaseSchema.extend({
   subscribe: z.array(peerSchema).default([]).describe('The front nodes\' PUB sockets (their `control.publish.listen`): `cluster_load`, `high_rate_clients`, `rtt_results`.'),
 });
 
+/** Policy `mapping`'s options (`steering.mapping`); `sluice simulate` scenarios take them too (`mapping`). */
+export const mappingOptionsSchema = z
+  .strictObject({
+    recomputeSeconds: z.number().min(0.5).max(3600).default(5).describe('How often the assignment is recomputed from the latest demand, RTTs and cluster reports.'),
+    nearest: z.int().min(1).max(64).default(4).describe('Candidate clusters per prefix: its nearest usable clusters by measured RTT (plus its current one). Demand that fits in none of them is answered as `rtt` does.'),
+    rttQuantumMs: z.number().min(0.1).max(1000).default(2).describe('RTTs are rounded to this quantum, and prefixes with the same rounded RTTs to the same candidates and the same current cluster form one map unit of the solve (its error is at most half a quantum of RTT).'),
+    movePenaltyMs: z.number().min(0).max(10_000).default(10).describe('Hysteresis: a prefix moves to another cluster only when its RTT gain exceeds this (ms), or when capacity forces it.'),
+    headroom: z.number().gt(0).max(1).default(0.95).describe('Share of a cluster\'s capacity the assignment may fill (raised, the same for every cluster, when the demand does not fit in it).'),
+    trendSeconds: z.number().min(0).max(3600).default(30).describe('A prefix whose demand rose since the last recompute is assigned for its demand this far ahead on that slope (the assignment takes effect as the resolvers\' caches expire); 0: for its demand now.'),
+    ttlMin: z.int().min(0).max(86400).default(5).describe('TTL (seconds) of a prefix whose assignment may move soon: its cluster is near capacity, its RTT is fresh, or it moved recently.'),
+    ttlMax: z.int().min(0).max(86400).default(30).describe('TTL (seconds) of a prefix whose assignment has held for `stableSeconds`. Above the TTL of the rest of the answers, a cluster can receive moved prefixes faster than the ones leaving it go (docs/steering.md, "TTL sweep": 60 overloaded a simulated flash crowd, 30 did not).'),
+    nearCapacity: z.number().gt(0).max(1).default(0.85).describe('A cluster filled to this share of the capacity the assignment had for it is near capacity: its prefixes get `ttlMin`.'),
+    freshRttSeconds: z.number().min(0).max(86400).default(30).describe('A prefix whose newest RTT is younger than this gets `ttlMin` (a new measurement may still move it).'),
+    stableSeconds: z.number().min(0).max(86400).default(120).describe('The TTL rises from `ttlMin` to `ttlMax` over this long since the prefix last changed cluster.'),
+    maxPrefixes: z.int().min(1).max(1_000_000).default(20_000).describe('Prefixes in the assignment at most: those with the highest demand; the rest are answered as `rtt` does. A recompute runs on the DNS server\'s event loop (about 10-20 µs per prefix here, docs/steering.md), so this bounds how long queries wait for it.'),
+    demandHalfLifeSeconds: z.number().min(1).max(86400).default(60).describe('Half-life of the smoothing of per-prefix query rates (the demand estimate).'),
+  })
+  .prefault({})
+  .refine((m) => m.ttlMin <= m.ttlMax, { message: 'ttlMin must not exceed ttlMax', path: ['ttlMin'] });
+
 export const dnsConfigSchema = z
   .strictObject({
     name: name.describe('Our name on the control plane and in logs.'),
@@ -164,23 +184,7 @@ export const dnsConfigSchema = z
         maxPrefixes: z.int().min(16).max(10_000_000).default(100_000).describe('Client prefixes kept at most in each of the RTT, high-rate and sticky tables; beyond it the oldest entry is evicted.'),
         highRateExpireSeconds: z.number().min(1).max(86400).default(180).describe('A high-rate client is treated as such this long after the last front-node report naming it.'),
         stickySeconds: z.number().min(1).max(86400).default(300).describe('How long after its last answer a `sticky` name keeps a client on its cluster.'),
-        mapping: z
-          .strictObject({
-            recomputeSeconds: z.number().min(0.5).max(3600).default(5).describe('How often the assignment is recomputed from the latest demand, RTTs and cluster reports.'),
-            nearest: z.int().min(1).max(64).default(4).describe('Candidate clusters per prefix: its nearest usable clusters by measured RTT (plus its current one). Demand that fits in none of them is answered as `rtt` does.'),
-            rttQuantumMs: z.number().min(0.1).max(1000).default(2).describe('RTTs are rounded to this quantum, and prefixes with the same rounded RTTs to the same candidates and the same current cluster form one map unit of the solve (its error is at most half a quantum of RTT).'),
-            movePenaltyMs: z.number().min(0).max(10_000).default(10).describe('Hysteresis: a prefix moves to another cluster only when its RTT gain exceeds this (ms), or when capacity forces it.'),
-            headroom: z.number().gt(0).max(1).default(0.9).describe('Share of a cluster\'s capacity the assignment may fill.'),
-            ttlMin: z.int().min(0).max(86400).default(5).describe('TTL (seconds) of a prefix whose assignment may move soon: its cluster is near capacity, its RTT is fresh, or it moved recently.'),
-            ttlMax: z.int().min(0).max(86400).default(60).describe('TTL (seconds) of a prefix whose assignment has held for `stableSeconds`.'),
-            nearCapacity: z.number().gt(0).max(1).default(0.85).describe('A cluster filled to this share of the capacity the assignment had for it is near capacity: its prefixes get `ttlMin`.'),
-            freshRttSeconds: z.number().min(0).max(86400).default(30).describe('A prefix whose newest RTT is younger than this gets `ttlMin` (a new measurement may still move it).'),
-            stableSeconds: z.number().min(0).max(86400).default(120).describe('The TTL rises from `ttlMin` to `ttlMax` over this long since the prefix last changed cluster.'),
-            maxPrefixes: z.int().min(1).max(1_000_000).default(20_000).describe('Prefixes in the assignment at most: those with the highest demand; the rest are answered as `rtt` does. A recompute runs on the DNS server\'s event loop (about 10-20 µs per prefix here, docs/steering.md), so this bounds how long queries wait for it.'),
-            demandHalfLifeSeconds: z.number().min(1).max(86400).default(60).describe('Half-life of the smoothing of per-prefix query rates (the demand estimate).'),
-          })
-          .prefault({})
-          .refine((m) => m.ttlMin <= m.ttlMax, { message: 'steering.mapping.ttlMin must not exceed ttlMax', path: ['ttlMin'] })
+        mapping: mappingOptionsSchema
           .describe('Policy `mapping`: the global assignment of client prefixes to clusters (docs/steering.md).'),
         recentClients: z.int().min(0).max(10_000).default(200).describe('Answers kept for `sluice status --dns` (the latest per client prefix).'),
       })

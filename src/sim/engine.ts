@@ -14,7 +14,9 @@
  *      resolver honours the TTL: it re-queries at the first step at or after
  *      expiry, and the next expiry is a whole number of TTLs after the
  *      previous, so the phases stay spread as the resolvers' first queries
- *      were, uniformly over one TTL);
+ *      were, uniformly over one TTL). The TTL is the answer's: the
+ *      scenario's `ttlSeconds`, or the one the policy gave that answer
+ *      (Steerer.ttlOf: the `mapping` policy's adaptive TTLs);
  *   4. demand is fluid over the step: each unit's demand (its region's
  *      daily curve × flash crowds × its share) splits evenly over its
  *      prefixes and lands on the cluster each prefix was answered with.
@@ -197,6 +199,7 @@ export class Simulation {
     const unitDpp = this.#unitDpp;
     const rtt = w.rtt;
     const { start: cohortStart, cls: cohortCls, size: cohortSize } = co;
+    const ttlOf = steerer.ttlOf?.bind(steerer);
 
     for (let step = 0; step < this.steps; step++) {
       const t = step * dt;
@@ -247,7 +250,10 @@ export class Simulation {
             ans[k] = a;
           }
           queries += n;
-          next[k] = due + ttl * Math.max(1, Math.ceil((t - due) / ttl + 1e-9));
+          // The answer's TTL (the policy's, or the scenario's); at least a
+          // second (TTL 0: the resolver asks again at the next step).
+          const tt = ttlOf === undefined ? ttl : Math.max(1, ttlOf(u, cohortCls[k] ?? 0));
+          next[k] = due + tt * Math.max(1, Math.ceil((t - due) / tt + 1e-9));
         }
       }
       // 4. Fluid demand over the step.

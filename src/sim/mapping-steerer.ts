@@ -17,13 +17,15 @@
  * The table is recomputed every `steering.mapping.recomputeSeconds` of
  * simulated time (at most once a step). A unit the table leaves out
  * (no demand yet, unserved near its prefixes) gets the `rtt` policy's
- * answer, as in the daemon. The simulator's resolvers cache for the
- * scenario's TTL: the policy's adaptive TTLs are not simulated.
+ * answer, as in the daemon. With `mappingTtl: adaptive` (the default) an
+ * answer from the table carries the TTL the table gave its prefix, and the
+ * resolvers cache it that long (the engine's ttlOf); fallback answers and
+ * `mappingTtl: fixed` have the scenario's `ttlSeconds`.
  */
 import { ClusterTable } from '../dns/cluster_state.ts';
 import { MappingTable, type MappingClusterInput, type MappingPrefixInput } from '../dns/mapping/table.ts';
 import type { Scenario } from './scenario.ts';
-import { PolicySteerer, simDnsConfig, type Steerer } from './steerers.ts';
+import { PolicySteerer, type Steerer } from './steerers.ts';
 import type { World } from './world.ts';
 
 export class MappingSteerer implements Steerer {
@@ -36,6 +38,10 @@ export class MappingSteerer implements Steerer {
   readonly #demand: Float64Array;
   readonly #keys: string[];
   readonly #answer: Int32Array;
+  /** TTL per table prefix from the last recompute (0: no entry, the fallback's TTL). */
+  readonly #ttl: Float64Array;
+  readonly #fixedTtl: number;
+  readonly #adaptive: boolean;
   /** Each class's share of its unit's prefixes (prefix i of a unit is in class i mod K: the first classes may hold one more). */
   readonly #share: Float64Array;
   readonly #everyMs: number;
@@ -44,7 +50,7 @@ export class MappingSteerer implements Steerer {
   fallbacks = 0;
 
   constructor(s: Readonly<Scenario>, w: World, clusters: ClusterTable) {
-    const m = simDnsConfig(s, w, 'rtt').steering.mapping;
+    const m = s.mapping;
     this.table = new MappingTable(w.clusterNames.length, m, () => 0);
     this.#everyMs = m.recomputeSeconds * 1000;
     this.#fallback = new PolicySteerer(s, w, 'rtt', clusters);
@@ -55,6 +61,9 @@ export class MappingSteerer implements Steerer {
     const n = w.units * this.classes;
     this.#keys = Array.from({ length: n }, (_, k) => `u${String(Math.floor(k / this.classes))}c${String(k % this.classes)}`);
     this.#answer = new Int32Array(n).fill(-1);
+    this.#ttl = new Float64Array(n);
+    this.#fixedTtl = s.ttlSeconds;
+    this.#adaptive = s.mappingTtl === 'adaptive';
     this.#share = new Float64Array(n);
     for (let u = 0; u < w.units; u++) {
       const size = (w.unitStart[u + 1] ?? 0) - (w.unitStart[u] ?? 0);
@@ -85,7 +94,16 @@ export class MappingSteerer implements Steerer {
       prefixes.push({ key: this.#keys[k] ?? '', demand: (this.#demand[u] ?? 0) * (this.#share[k] ?? 0), rtt: this.#w.rtt.subarray(u * C, (u + 1) * C), rttAt: 0 });
     }
     this.table.recompute(prefixes, cl, nowMs);
-    for (let k = 0; k < this.#keys.length; k++) this.#answer[k] = this.table.lookup(this.#keys[k] ?? '')?.cluster ?? -1;
+    for (let k = 0; k < this.#keys.length; k++) {
+      const e = this.table.lookup(this.#keys[k] ?? '');
+      this.#answer[k] = e?.cluster ?? -1;
+      this.#ttl[k] = e?.ttl ?? 0;
+    }
+  }
+
+  ttlOf(unit: number, cls: number): number {
+    const k = unit * this.classes + cls;
+    return this.#adaptive && (this.#answer[k] ?? -1) >= 0 ? (this.#ttl[k] ?? 0) : this.#fixedTtl;
   }
 
   answer(unit: number, cls: number): number {

@@ -12,6 +12,7 @@
  */
 import { z } from 'zod';
 import { loadConfig, parseConfig } from '../config/load.ts';
+import { mappingOptionsSchema } from '../dns/config.ts';
 
 const name = z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/, 'names are 1-32 letters, digits, _ . - (starting with a letter or digit)');
 const seconds = z.number({ error: 'expected seconds (a number)' }).min(0);
@@ -90,6 +91,11 @@ export const scenarioSchema = z
     steadySettleSeconds: seconds.default(900).describe('After an event (and after the start), the time excluded from "steady state" (stability metric).'),
     drawClasses: z.int().min(1).max(64).default(4).describe('Per map unit, how many distinct prefixes the DNS pipeline is asked about (hash-drawn policies spread a unit over them).'),
     mappingClasses: z.int().min(1).max(64).default(8).describe('Policy `mapping`: each map unit enters the assignment as this many prefixes of equal demand (a unit\'s prefix i in class i mod mappingClasses), so the assignment can split a unit between clusters as it splits a map unit of the daemon between its member prefixes.'),
+    mapping: mappingOptionsSchema.describe('Policy `mapping`: its options, as `steering.mapping` of the DNS server\'s configuration (docs/configuration.md); the daemon\'s defaults apply.'),
+    mappingTtl: z
+      .enum(['adaptive', 'fixed'], { error: 'mappingTtl is adaptive or fixed' })
+      .default('adaptive')
+      .describe('Policy `mapping`: `adaptive`: each answer carries the TTL the assignment gave its prefix (`mapping.ttlMin`..`ttlMax`) and the resolvers cache it that long; `fixed`: every answer has `ttlSeconds`, as for the other policies. Answers the policy falls back on (`rtt`) have `ttlSeconds` either way.'),
     phaseBins: z.int().min(1).max(1024).default(32).describe('Resolver TTL phases are rounded to this many bins per TTL: a unit\'s prefixes in one bin (and draw class) re-query together, as one cohort.'),
     steer: z
       .enum(['policy', 'pipeline'], { error: 'steer is policy or pipeline' })

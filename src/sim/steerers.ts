@@ -45,6 +45,11 @@ export interface Steerer {
   beginStep(step: number, nowMs: number): void;
   /** The cluster index answered to the `prefixes` prefixes of a cohort of `unit` in draw class `cls`. */
   answer(unit: number, cls: number, prefixes: number): number;
+  /**
+   * The TTL (seconds) of the answer answer() just gave for (unit, cls), when
+   * the policy sets one per answer; absent: the scenario's ttlSeconds.
+   */
+  ttlOf?(unit: number, cls: number): number;
   /** The demand of each unit over the step just simulated (a policy that measures demand reads it here). */
   observeDemand?(unitDemand: Float64Array): void;
 }

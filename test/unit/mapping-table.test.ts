@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { MappingTable, type MappingClusterInput, type MappingOptions, type MappingPrefixInput } from '../../src/dns/mapping/table.ts';
 import { prng } from '../helpers/packets.ts';
 
-const OPTS: MappingOptions = { nearest: 4, rttQuantumMs: 1, movePenaltyMs: 5, headroom: 1, ttlMin: 5, ttlMax: 60, nearCapacity: 0.9, freshRttSeconds: 0, stableSeconds: 100 };
+const OPTS: MappingOptions = { nearest: 4, rttQuantumMs: 1, movePenaltyMs: 5, headroom: 1, ttlMin: 5, ttlMax: 60, nearCapacity: 0.9, freshRttSeconds: 0, stableSeconds: 100, trendSeconds: 0 };
 
 function prefix(key: string, demand: number, rtt: number[], rttAt = -1e9): MappingPrefixInput {
   return { key, demand, rtt: Float64Array.from(rtt), rttAt };
@@ -138,6 +138,70 @@ describe('MappingTable: demand beyond the nearest clusters spills', () => {
     const s = t.recompute([prefix('x', 5, [10, 20, 30]), prefix('y', 1, [10, 40, 50])], [cluster(1), cluster(100), cluster(100)], 0);
     assert.deepEqual([t.lookup('x')?.cluster, t.lookup('y')?.cluster], [1, 0]);
     assert.equal(s.unserved, 0);
+  });
+});
+
+describe('MappingTable: demand beyond headroom × capacity', () => {
+  // Two clusters of 10, headroom 0.5; n prefixes of demand 1, each its own unit, half nearest to each cluster.
+  const cases: { name: string; n: number; headroom: number; unserved: number }[] = [
+    { name: '8 fit in 0.5 × 20: headroom kept', n: 8, headroom: 0.5, unserved: 0 },
+    { name: '12 do not: raised to 12/20 = 0.6, all placed', n: 12, headroom: 0.6, unserved: 0 },
+    { name: '20 fill the capacity itself: raised to 1', n: 20, headroom: 1, unserved: 0 },
+    { name: '24 exceed it: 1, and 4 unserved (real)', n: 24, headroom: 1, unserved: 4 },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      const t = new MappingTable(2, { ...OPTS, headroom: 0.5 });
+      const ps = Array.from({ length: c.n }, (_, i) => prefix(`p${String(i).padStart(2, '0')}`, 1, i % 2 === 0 ? [10 + i, 40] : [40, 10 + i]));
+      const s = t.recompute(ps, [cluster(10), cluster(10)], 0);
+      assert.ok(Math.abs(s.headroom - c.headroom) < 1e-5, `headroom ${s.headroom}`);
+      assert.ok(Math.abs(s.unserved - c.unserved) < 1e-6, `unserved ${s.unserved}`);
+      assert.equal(s.prefixes, c.n - c.unserved);
+      const load = [0, 0];
+      for (const [, e] of t.entries()) load[e.cluster]! += 1;
+      for (const l of load) assert.ok(l <= 10 * s.headroom + 1e-6, `load ${l} beyond ${s.headroom} x 10`);
+    });
+  }
+
+  it('a straddling member that fits whole in no share goes where the headroom\'s slack takes it, not to the fallback', () => {
+    // a and b (1 each, one unit) prefer cluster 0; c (1) prefers 1. Headroom 0.75 of 2 + 2 = 3 = the demand: the
+    // solve puts 1.5 of {a, b} on 0 and 0.5 on 1 (with c: 1.5, full). b straddles 0.5 + 0.5 and fits in neither
+    // share's room (0 left at both); cluster 0's slack (0.25 × 2) takes its other half: 2 on cluster 0 = its capacity.
+    const t = new MappingTable(2, { ...OPTS, headroom: 0.75 });
+    const s = t.recompute([prefix('a', 1, [10, 30]), prefix('b', 1, [10, 30]), prefix('c', 1, [30, 10])], [cluster(2), cluster(2)], 0);
+    assert.equal(s.unserved, 0);
+    assert.deepEqual(assignment(t), { a: 0, b: 0, c: 1 });
+  });
+});
+
+describe('MappingTable: a rising demand is planned ahead (trendSeconds)', () => {
+  // p (nearest 0) had demand `d0` at t = 0 and has `d` at t = 10 s. Cluster 0 holds `cap0`, cluster 1 plenty.
+  const cases: { name: string; d0: number; d: number; trend: number; cap0: number; cluster: number }[] = [
+    { name: 'no trend: 3 fits in 3.5, stays', d0: 2, d: 3, trend: 0, cap0: 3.5, cluster: 0 },
+    { name: 'rising 0.1/s, 10 s ahead: 3 + 1 = 4 > 3.5, moves now', d0: 2, d: 3, trend: 10, cap0: 3.5, cluster: 1 },
+    { name: 'rising 0.1/s, 2 s ahead: 3 + 0.2 fits, stays', d0: 2, d: 3, trend: 2, cap0: 3.5, cluster: 0 },
+    { name: 'rising 0.1/s, 100 s ahead: 3 + 10 capped at twice 3 = 6, fits in 7, stays', d0: 2, d: 3, trend: 100, cap0: 7, cluster: 0 },
+    { name: 'a jump beyond twice (1 to 3) is no trend: 3 fits in 3.5, stays', d0: 1, d: 3, trend: 10, cap0: 3.5, cluster: 0 },
+    { name: 'no demand before: new, not rising', d0: 0, d: 3, trend: 10, cap0: 3.5, cluster: 0 },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      const t = new MappingTable(2, { ...OPTS, trendSeconds: c.trend });
+      const cl = [cluster(c.cap0), cluster(100)];
+      t.recompute([prefix('p', c.d0, [10, 30])], cl, 0);
+      if (c.d0 > 0) assert.equal(t.lookup('p')?.cluster, 0);
+      t.recompute([prefix('p', c.d, [10, 30])], cl, 10_000);
+      assert.equal(t.lookup('p')?.cluster, c.cluster);
+    });
+  }
+  it('falling: planned as it is, no credit for the fall', () => {
+    // p falls from 3 to 2 (-0.1/s); q (2, new) arrives. Planned at 2, p leaves q 1.5 of cluster 0's 3.5:
+    // q goes to cluster 1. (Credited 10 s ahead, p would be 1 and q would fit.)
+    const t = new MappingTable(2, { ...OPTS, trendSeconds: 10 });
+    const cl = [cluster(3.5), cluster(100)];
+    t.recompute([prefix('p', 3, [10, 30])], cl, 0);
+    t.recompute([prefix('p', 2, [10, 30]), prefix('q', 2, [10, 12])], cl, 10_000);
+    assert.deepEqual(assignment(t), { p: 0, q: 1 });
   });
 });
 

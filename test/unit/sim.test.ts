@@ -6,18 +6,22 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { ConfigError } from '../../src/config/load.ts';
-import { parseScenario } from '../../src/sim/scenario.ts';
+import { loadScenario, parseScenario } from '../../src/sim/scenario.ts';
 import { markdownTable, renderHtml } from '../../src/sim/report.ts';
 import { simulate, writeReport } from '../../src/sim/simulate.ts';
+import { Simulation } from '../../src/sim/engine.ts';
+import type { Steerer } from '../../src/sim/steerers.ts';
+import { buildWorld } from '../../src/sim/world.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
 const SMALL = fileURLToPath(new URL('../../scenarios/small.yaml', import.meta.url));
+const SCENARIOS = fileURLToPath(new URL('../../scenarios/', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'sluice-sim-'));
 after(() => {
   rmSync(dir, { recursive: true, force: true });
@@ -68,6 +72,9 @@ describe('simulate: scenario validation names the key', () => {
     { name: 'unknown event type', text: tiny('events: [{ type: meteor, at: 100 }]'), path: 'events[0].type', says: /cluster-lost, capacity, flash-crowd or report-delay/ },
     { name: 'flash crowd ends before it starts', text: tiny('events: [{ type: flash-crowd, at: 100, until: 50, region: r, factor: 5 }]'), path: 'events[0].until', says: /after at/ },
     { name: 'unknown policy', text: tiny('policies: [rtt, magic]'), path: 'policies[1]', says: /policies are/ },
+    { name: 'mapping option out of range', text: tiny('mapping: { headroom: 2 }'), path: 'mapping.headroom', says: /1/ },
+    { name: 'mapping ttlMin above ttlMax', text: tiny('mapping: { ttlMin: 90, ttlMax: 60 }'), path: 'mapping.ttlMin', says: /must not exceed ttlMax/ },
+    { name: 'unknown mappingTtl', text: tiny('mappingTtl: sometimes'), path: 'mappingTtl', says: /adaptive or fixed/ },
     { name: 'oracle interval not a multiple of the step', text: tiny('').replace('oracleEverySeconds: 60', 'oracleEverySeconds: 15'), path: 'oracleEverySeconds', says: /multiple of stepSeconds/ },
   ];
   for (const c of cases) {
@@ -84,6 +91,11 @@ describe('simulate: scenario validation names the key', () => {
     assert.equal(r.status, 1);
     assert.match(r.stderr, /invalid scenario/);
     assert.match(r.stderr, /events\[0\]\.cluster: no cluster "c9"/);
+  });
+  it('every shipped scenario (scenarios/*.yaml) is valid', () => {
+    const files = readdirSync(SCENARIOS).filter((f) => f.endsWith('.yaml'));
+    assert.ok(files.length >= 5, files.join(', '));
+    for (const f of files) assert.doesNotThrow(() => loadScenario(join(SCENARIOS, f)), f);
   });
   it('usage errors exit 2', () => {
     const r = spawnSync(BIN, ['simulate'], { encoding: 'utf8' });
@@ -131,13 +143,67 @@ describe('simulate: the engine on a hand-computed world', () => {
     // two classes of 2 prefixes, six of 1; 5 each): c0 takes 25. Steady state: (25x10 + 25x50 + 50x20)/100 =
     // 25 ms against the oracle's 23. Before the first table has demand (the first TTL, 30 s) the fallback
     // (rtt) sends all of A to c0: 30 cluster-seconds of overload, and none after.
-    const r = simulate(parseScenario(tiny('policies: [mapping]').replace('lon: 0, capacity: 100', 'lon: 0, capacity: 30')));
+    const r = simulate(parseScenario(tiny('policies: [mapping]\nmappingTtl: fixed\nmapping: { headroom: 0.9 }').replace('lon: 0, capacity: 100', 'lon: 0, capacity: 30')));
     const p = r.policies[0];
     assert.ok(p);
     assert.equal(p.summary.overloadClusterSeconds, 30);
     assert.equal(p.summary.steadyChangesPerMinuteShare, 0);
     assert.ok(Math.abs(p.summary.oracleRttMs - 23) < 1e-9, String(p.summary.oracleRttMs));
     assert.ok(Math.abs((p.series.rttMs.at(-1) ?? 0) - 25) < 1e-9, JSON.stringify(p.series.rttMs));
+  });
+});
+
+describe('simulate: mapping in a flash crowd beyond headroom × capacity', () => {
+  it('demand 190 of capacity 200 (headroom 0.9 holds 180): the headroom is raised to fit, no overload', () => {
+    // Unit A (weight 0.65, nearest c0) and B (0.35, nearest c1); from 120 s the region asks 1.9 × 100:
+    // A 123.5, B 66.5. At headroom 0.9 (90 + 90) 10 of A would be unserved and answered as `rtt` does,
+    // onto its nearest cluster c0, already at 90: over its 100. The assignment raises the headroom to
+    // 190/200 = 0.95 instead: c0 95 (of A), c1 28.5 of A + 66.5 of B = 95; the member of A straddling the
+    // two goes where the slack (5 of 100) takes it. Before the crowd (100 of 200) nothing binds.
+    const text = tiny('policies: [mapping]\nmappingTtl: fixed\nmapping: { headroom: 0.9 }\nevents: [{ type: flash-crowd, at: 120, until: 600, region: r, factor: 1.9, rampSeconds: 0 }]')
+      .replace('{ prefixes: 10, region: r, rttMs: [10, 50] }', '{ prefixes: 10, region: r, weight: 0.65, rttMs: [10, 50] }')
+      .replace('{ prefixes: 10, region: r, rttMs: [40, 20] }', '{ prefixes: 10, region: r, weight: 0.35, rttMs: [40, 20] }');
+    const r = simulate(parseScenario(text));
+    const p = r.policies[0];
+    assert.ok(p);
+    // The jump at 120 s (no ramp) lands on the answers cached before it: c0 carries A's 123.5 until its
+    // resolvers ask again, within a TTL (30 s). From then on (the next step, 160 s) nothing is over.
+    const late = p.series.t.flatMap((t, i) => (t >= 160 && (p.series.overloaded[i] ?? 0) > 0 ? [t] : []));
+    assert.deepEqual(late, []);
+    assert.ok(p.summary.overloadClusterSeconds <= 40, String(p.summary.overloadClusterSeconds));
+    // The oracle at its samples (every 60 s from the first TTL on): at 60 s A 65 on c0 and B 35 on c1,
+    // (65 × 10 + 35 × 20) / 100 = 13.5 ms; at 120, 180, ..., 540 s A 100 on c0 and 23.5 on c1, B on c1,
+    // (100 × 10 + 23.5 × 50 + 66.5 × 20) / 190 = 18.45 ms; demand-weighted over the samples.
+    const crowd = (100 * 10 + 23.5 * 50 + 66.5 * 20) / 190;
+    const want = (13.5 * 100 + crowd * 190 * 8) / (100 + 190 * 8);
+    assert.ok(Math.abs(p.summary.oracleRttMs - want) < 1e-9, `${p.summary.oracleRttMs} vs ${want}`);
+  });
+});
+
+describe('simulate: resolvers cache each answer for its own TTL', () => {
+  it('a policy that answers unit A with TTL 60 and unit B with TTL 10: A asks 10 times in 600 s, B 60 times', () => {
+    // phaseBins 1: every prefix's first query is at 0. A's 10 prefixes then ask at 60, 120, ..., 540 (10 queries
+    // each), B's at 10, 20, ..., 590 (60 each): (100 + 600) / 600 s.
+    const s = parseScenario(tiny('policies: [nearest]'));
+    const w = buildWorld(s, s.seed);
+    const sim = new Simulation(s, w, s.seed, () => ({ cost: 0, served: 1, unserved: 0, solveMs: 0 }));
+    const stub: Steerer = { name: 'stub', classes: 1, beginStep: () => undefined, answer: (u) => u, ttlOf: (u) => (u === 0 ? 60 : 10) };
+    const r = sim.run('stub', () => stub);
+    assert.ok(Math.abs(r.summary.queriesPerSecond - 700 / 600) < 1e-9, String(r.summary.queriesPerSecond));
+    // Without ttlOf: the scenario's 30 s for both, 20 prefixes × 20 queries.
+    const fixed = sim.run('fixed', () => ({ name: 'fixed', classes: 1, beginStep: () => undefined, answer: (u: number) => u }));
+    assert.ok(Math.abs(fixed.summary.queriesPerSecond - 400 / 600) < 1e-9, String(fixed.summary.queriesPerSecond));
+  });
+
+  it('mapping, adaptive: the table\'s TTLs (ttlMin 5 to ttlMax 60) reach the resolvers; fixed: the scenario\'s 30 s', () => {
+    const adaptive = simulate(parseScenario(tiny('policies: [mapping]\nmapping: { ttlMin: 5, ttlMax: 60, freshRttSeconds: 0, stableSeconds: 0 }')));
+    const fixed = simulate(parseScenario(tiny('policies: [mapping]\nmappingTtl: fixed\nmapping: { headroom: 0.9 }')));
+    // stableSeconds 0: every mapped answer has ttlMax (60 s) as soon as the table has the prefix (the
+    // first answers, before it has demand, are the fallback's, with 30 s): fewer queries than at 30 s.
+    const qa = adaptive.policies[0]?.summary.queriesPerSecond ?? 0;
+    const qf = fixed.policies[0]?.summary.queriesPerSecond ?? 0;
+    assert.ok(Math.abs(qf - 20 / 30) < 0.05, String(qf));
+    assert.ok(qa < qf * 0.6 && qa > 20 / 60 - 0.05, `${qa} vs ${qf}`);
   });
 });
 

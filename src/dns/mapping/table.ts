@@ -6,6 +6,9 @@
  * the simulator feeds it from a scenario on a simulated clock.
  *
  * A recompute:
+ *   0. Planned demand: a prefix's demand, plus its rise over the next
+ *      trendSeconds where it rose since the last recompute (at most twice
+ *      its demand; see recompute()).
  *   1. Eligible prefixes: demand > 0 and a finite RTT to at least one usable
  *      cluster. Everyone else is left out of the table, and the policy
  *      answers them as `rtt` does (the fallback).
@@ -26,15 +29,21 @@
  *      that does not come from this solve's prefixes (the reported loads'
  *      total minus the eligible demand, placed in proportion to each
  *      cluster's load beyond what the previous table put there); 0 for an
- *      unusable cluster.
+ *      unusable cluster. When demand is left unserved with every usable
+ *      cluster a candidate, the headroom is raised (the same for every
+ *      cluster, at most to 1) just enough for the demand to fit, and the
+ *      solve runs again: demand the world has room for is never left to
+ *      the fallback.
  *   5. solveAssignment (exact min-cost maximum flow, assign.ts). A unit split
  *      across clusters splits its members (sorted by key) in proportion: the
  *      shares laid end to end, its current cluster's first; a member covered
  *      by one share goes there; a member straddling shares goes to the one
  *      covering most of it whose room (capacity the solve left free, and
- *      what straddlers gave back) takes the rest, else it gets no entry.
- *      So no cluster gets more than its capacity. Members beyond the served
- *      share get no entry either (fallback).
+ *      what straddlers gave back) takes the rest, else the one covering
+ *      most of it whose room plus slack (the capacity the headroom held
+ *      back) takes the rest, else it gets no entry. So no cluster gets more
+ *      than its capacity, and beyond headroom × capacity only straddlers.
+ *      Members beyond the served share get no entry either (fallback).
  *
  * Determinism: the units are ordered by their signature text and members by
  * key before the solve, and the solver is deterministic, so two DNS servers
@@ -58,6 +67,8 @@ export interface MappingOptions {
   readonly movePenaltyMs: number;
   /** Share of a cluster's capacity the assignment may fill. */
   readonly headroom: number;
+  /** A prefix whose demand rose since the last recompute is planned at its demand that far ahead on that slope (s). */
+  readonly trendSeconds: number;
   readonly ttlMin: number;
   readonly ttlMax: number;
   /** Utilization (of the capacity the solve had) at which a cluster's prefixes get ttlMin. */
@@ -102,6 +113,8 @@ export interface RecomputeStats {
   readonly unserved: number;
   /** Demand-weighted mean RTT (ms) of the served demand, quantized costs without penalties. */
   readonly meanRttMs: number;
+  /** The headroom the solve used: the configured one, or higher when the demand did not fit in it. */
+  readonly headroom: number;
   /** Wall time of the solve alone and of the whole recompute (ms). */
   readonly solveMs: number;
   readonly totalMs: number;
@@ -112,6 +125,11 @@ interface Entry {
   ttl: number;
   /** When the prefix last got a different cluster (or first got one). */
   since: number;
+}
+
+interface DemandSeen {
+  readonly demand: number;
+  readonly at: number;
 }
 
 interface Unit {
@@ -128,6 +146,8 @@ export class MappingTable {
   readonly opts: MappingOptions;
   readonly #table = new Map<string, Entry>();
   readonly #clock: () => number;
+  /** Each prefix's demand at the last recompute (the trend's other end); only the last recompute's prefixes. */
+  #seen = new Map<string, DemandSeen>();
   last: RecomputeStats | undefined;
   recomputes = 0;
   movedTotal = 0;
@@ -169,6 +189,9 @@ export class MappingTable {
     // answer and overloading its own region (measured in the simulator's
     // flash crowd: 62,730 overloaded cluster-seconds with the fallback).
     let K = Math.max(1, o.nearest);
+    // Headroom of this solve: o.headroom, unless the world's demand is
+    // beyond headroom × capacity (then raised, see below).
+    let h = o.headroom;
     let solveMs = 0;
     let units: Map<string, Unit>;
     let mappedLoad: Float64Array;
@@ -179,13 +202,43 @@ export class MappingTable {
     let demand: Float64Array;
     let capacity: Float64Array;
     let a: ReturnType<typeof solveAssignment>;
-    const input = [...prefixes];
+    // Planned demand: the demand given, plus its rise over the next
+    // trendSeconds where it is rising (the slope since the previous
+    // recompute). The table takes effect only as the resolvers' caches
+    // expire (a TTL), and the loads it is checked against are a report
+    // old: planning for the demand of now on a rising curve put the
+    // simulator's flash crowd over capacity in its ramp. Falling demand is
+    // planned as it is (no credit taken for a fall). `now` is the demand
+    // given, for the load bookkeeping (what the reports show).
+    const input: MappingPrefixInput[] = [];
+    const nowDemand = new Map<MappingPrefixInput, number>();
+    const seen = new Map<string, DemandSeen>();
+    for (const p of prefixes) {
+      const before = this.#seen.get(p.key);
+      let d = p.demand;
+      // A trend is a rise to at most twice the demand of the last
+      // recompute: a prefix that had no demand before is new, and a jump
+      // beyond that is a change of regime (the DNS glue's first load report
+      // scales every demand from a placeholder to real), not a slope to
+      // extrapolate. And the plan is at most twice the demand: one noisy
+      // interval must not displace a prefix (hysteresis would keep it
+      // displaced).
+      if (before !== undefined && before.demand > 0 && p.demand <= 2 * before.demand && now > before.at && o.trendSeconds > 0 && p.demand > before.demand) {
+        d = Math.min(2 * p.demand, d + ((p.demand - before.demand) * o.trendSeconds * 1000) / (now - before.at));
+      }
+      seen.set(p.key, { demand: p.demand, at: now });
+      const q = d === p.demand ? p : { key: p.key, demand: d, rtt: p.rtt, rttAt: p.rttAt };
+      nowDemand.set(q, p.demand);
+      input.push(q);
+    }
+    this.#seen = seen;
     for (;;) {
       // Demand the previous assignment put on each cluster (at today's demand).
       units = new Map<string, Unit>();
       mappedLoad = new Float64Array(C);
       all = [];
       eligible = 0;
+      let eligibleNow = 0;
       const best = new Int32Array(K + 1);
       for (const p of input) {
         if (!(p.demand > 0)) continue;
@@ -210,7 +263,9 @@ export class MappingTable {
         if (n === 0) continue;
         eligible++;
         all.push(p);
-        if (pe !== undefined) mappedLoad[pe.cluster] = (mappedLoad[pe.cluster] ?? 0) + p.demand;
+        const dNow = nowDemand.get(p) ?? p.demand;
+        eligibleNow += dNow;
+        if (pe !== undefined) mappedLoad[pe.cluster] = (mappedLoad[pe.cluster] ?? 0) + dNow;
         const cands = Array.from(best.subarray(0, n));
         const current = pe !== undefined && currentOk ? pe.cluster : -1;
         if (current >= 0 && !cands.includes(current)) cands.push(current);
@@ -259,20 +314,37 @@ export class MappingTable {
         residual[c] = Math.max(0, k.load - (mappedLoad[c] ?? 0));
         residualTotal += residual[c] ?? 0;
       }
-      const otherTotal = Math.max(0, loadTotal - eligibleDemand);
+      const otherTotal = Math.max(0, loadTotal - eligibleNow);
       capacity = new Float64Array(C);
       for (let c = 0; c < C; c++) {
         const k = clusters[c];
         if (k === undefined || !k.usable) continue;
         const other = residualTotal > 0 ? (otherTotal * (residual[c] ?? 0)) / residualTotal : 0;
-        capacity[c] = Math.max(0, o.headroom * k.capacity - other);
+        capacity[c] = Math.max(0, h * k.capacity - other);
       }
 
       const ts = this.#clock();
       a = solveAssignment({ units: U, clusters: C, demand, capacity, cost });
       solveMs += this.#clock() - ts;
-      if (!(a.unserved > 1e-9 * Math.max(1, eligibleDemand)) || K >= C) break;
-      K = C;
+      if (!(a.unserved > 1e-9 * Math.max(1, eligibleDemand))) break;
+      if (K < C) {
+        K = C;
+        continue;
+      }
+      // Every usable cluster is a candidate and demand is still unserved:
+      // the world's load is beyond headroom × its capacity. Unserved demand
+      // gets the fallback (`rtt`), which sends it to its nearest clusters,
+      // already full: measured in the simulator's flash crowd (world demand
+      // at 0.91-0.93 of its capacity from 11:20 UTC), 9,280 overloaded
+      // cluster-seconds. So the headroom is raised, the same for every
+      // cluster, just enough for the demand to fit: Σ max(0, h × cap − other)
+      // ≥ h × Σ cap − otherTotal ≥ eligibleDemand. Up to 1: beyond the
+      // capacity itself, the unserved demand is real.
+      let capTotal = 0;
+      for (let c = 0; c < C; c++) if (clusters[c]?.usable === true) capTotal += clusters[c]?.capacity ?? 0;
+      const need = capTotal > 0 ? ((eligibleDemand + otherTotal) / capTotal) * (1 + 1e-6) : Infinity;
+      if (h >= 1 || !(need > h)) break;
+      h = Math.min(1, need);
     }
 
     // Members to clusters; the new table. room[c]: capacity the solve left
@@ -282,6 +354,16 @@ export class MappingTable {
       let used = 0;
       for (let i = 0; i < U; i++) used += a.flow[i * C + c] ?? 0;
       room[c] = (capacity[c] ?? 0) - used;
+    }
+    // slack[c]: the part of c's capacity the headroom held back from the
+    // solve. A straddling member that fits whole in no share's room may
+    // use it (below): the alternative, no entry, answers it as `rtt` does,
+    // which sends it to its nearest cluster, full in a flash crowd (all the
+    // straddlers of a region herding onto the same one).
+    const slack = new Float64Array(C);
+    for (let c = 0; c < C; c++) {
+      const k = clusters[c];
+      if (k !== undefined && k.usable && (capacity[c] ?? 0) > 0) slack[c] = Math.max(0, (1 - h) * k.capacity);
     }
     let total = 0;
     for (let i = 0; i < U; i++) total += demand[i] ?? 0;
@@ -318,6 +400,18 @@ export class MappingTable {
             bestShare = x;
           }
         }
+        if (best < 0) {
+          // No share takes it whole within the headroom: the one covering
+          // most of it whose slack takes the rest (room may go negative, by
+          // at most the slack: never beyond the cluster's capacity).
+          for (const s of segs) {
+            const x = overlap[s] ?? 0;
+            if (x > 0 && p.demand - x <= (room[s] ?? 0) + (slack[s] ?? 0) + tol && x > bestShare + tol) {
+              best = s;
+              bestShare = x;
+            }
+          }
+        }
         for (const s of segs) {
           const x = overlap[s] ?? 0;
           overlap[s] = 0;
@@ -325,7 +419,7 @@ export class MappingTable {
           if (s !== best) room[s] = (room[s] ?? 0) + x;
           else room[s] = (room[s] ?? 0) - (p.demand - x);
         }
-        if (best < 0) continue; // beyond the served share, or no room for it whole: fallback
+        if (best < 0) continue; // beyond the served share, or no room for it whole even in the slack: fallback
         const c = best;
         const j = u.cands.indexOf(c);
         const rtt = (u.q[j] ?? 0) * o.rttQuantumMs;
@@ -365,6 +459,7 @@ export class MappingTable {
       moved,
       unserved: a.unserved,
       meanRttMs: served > 0 ? rttSum / served : 0,
+      headroom: h,
       solveMs,
       totalMs: this.#clock() - t0,
     };
