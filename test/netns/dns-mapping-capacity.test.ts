@@ -18,13 +18,14 @@
  * penalty) and D on cluster 2, A and B on cluster 1.
  *
  * Why C is the bigger one: the demand scale follows the load the front
- * nodes report at each recompute, and that reading moves by ±10-20% from
- * one second to the next (downloads end and start; run 1 of this test saw
- * 17 to 21 on a steady 20). With four equal prefixes the two sides of the
- * boundary (two fit, three do not) are only a factor 1.5 apart, and such a
- * dip moved C back and forth; with C at twice the others they are a factor
- * 2 apart, and the capacity sits ~24% from both. (That jitter is a finding
- * about the policy, not the test: see docs/steering.md.)
+ * nodes report at each recompute, and that reading moves as downloads end
+ * and start (a first version of this test, with four equal prefixes, read
+ * 20 and later 17 on a steady 20). With four equal prefixes the two sides
+ * of the boundary (two fit, three do not) are only a factor 1.5 apart, and
+ * that dip moved C back to cluster 1 on one DNS server; with C at twice the
+ * others they are a factor 2 apart, and the capacity sits ~24% from both.
+ * (That jitter is a finding about the policy, not the test: see
+ * docs/steering.md, "Inputs".)
  *
  * The penalties are far apart (120 ms and more) because scheduling delay
  * on a busy machine adds tens of ms to a measured RTT (the delay line and
