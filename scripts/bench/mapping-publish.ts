@@ -95,7 +95,7 @@ const table = new MappingTable(C, opts);
 const rss0 = process.memoryUsage.rss();
 const [cold, coldMs] = cpuMs(() => table.recompute(prefixes, clusters, 0));
 const before = new Map<string, MappingEntry>();
-for (const [k, e] of table.entries()) before.set(k, { cluster: e.cluster, ttl: e.ttl });
+for (const [k, e] of table.entries()) before.set(k, { ...e });
 // The steady state: 5 s later, every prefix's demand changed by up to ±2%.
 const warmInput = prefixes.map((p) => ({ ...p, demand: p.demand * (0.98 + 0.04 * rand()) }));
 const [warm, warmMs] = cpuMs(() => table.recompute(warmInput, clusters, 5000));
@@ -130,7 +130,7 @@ function jsonDecode(msgs: readonly string[]): Map<string, MappingEntry> {
   for (const t of msgs) {
     const e = envelope.parse(JSON.parse(t));
     const b = body.parse(e.body);
-    for (const [k, c, ttl] of b.entries) m.set(`4:${k}`, { cluster: c, ttl });
+    for (const [k, c, ttl] of b.entries) m.set(`4:${k}`, { cluster: c, ttl, demand: 0, rttMs: 0, since: 0 });
   }
   return m;
 }
@@ -149,7 +149,7 @@ function packed(list: readonly [string, number, number][]): Buffer {
 }
 function unpack(b: Buffer): Map<string, MappingEntry> {
   const m = new Map<string, MappingEntry>();
-  for (let i = 0; i + 5 <= b.length; i += 5) m.set(`4:${String(b[i])}.${String(b[i + 1])}.${String(b[i + 2])}.0/24`, { cluster: b[i + 3] ?? 0, ttl: b[i + 4] ?? 0 });
+  for (let i = 0; i + 5 <= b.length; i += 5) m.set(`4:${String(b[i])}.${String(b[i + 1])}.${String(b[i + 2])}.0/24`, { cluster: b[i + 3] ?? 0, ttl: b[i + 4] ?? 0, demand: 0, rttMs: 0, since: 0 });
   return m;
 }
 

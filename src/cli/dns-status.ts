@@ -28,7 +28,13 @@ export function renderDnsStatus(s: DnsStatus): string {
     const m = s.mapping;
     const l = m.last;
     out.push('', `mapping: ${m.prefixes} prefixes assigned (${m.demandPrefixes} with demand${m.leftOut > 0 ? `, ${m.leftOut} left out by maxPrefixes` : ''}); ${m.recomputes} recomputes, ${m.movedTotal} moves in all`);
-    out.push(l === null ? '  (not recomputed yet)' : `  last recompute ${n1(l.ageSeconds)}s ago: ${l.eligible} prefixes in ${l.units} units, moved ${l.moved}, unserved ${n1(l.unserved)}, mean RTT ${n1(l.meanRttMs)} ms, solve ${l.solveMs.toFixed(2)} ms (recompute ${l.totalMs.toFixed(2)} ms)`);
+    out.push(l === null ? '  (not recomputed yet)' : `  last recompute at ${l.at} (${n1(l.ageSeconds)}s ago): ${l.eligible} prefixes in ${l.units} units, moved ${l.moved}, unserved ${n1(l.unserved)}, mean RTT ${n1(l.meanRttMs)} ms, solve ${l.solveMs.toFixed(2)} ms (recompute ${l.totalMs.toFixed(2)} ms)`);
+    if (m.prefixes > 0) {
+      // Per cluster: what the assignment put there against the capacity the solve had (headroom × capacity less other load).
+      out.push(table(['CLUSTER', 'PREFIXES', 'DEMAND', 'CAPACITY'], m.clusters.map((c) => [c.name, String(c.prefixes), n1(c.demand), n1(c.capacity)])));
+      out.push(table(['PREFIX', 'CLUSTER', 'DEMAND', 'RTT (ms)', 'TTL', 'SINCE'], m.top.map((p) => [p.prefix, p.cluster, n1(p.demand), n1(p.rttMs), String(p.ttl), `${n1(p.sinceSeconds)}s`])));
+      if (m.top.length < m.prefixes) out.push(`  (the ${m.top.length} prefixes with the most demand of ${m.prefixes})`);
+    }
   }
   out.push('', `high-rate clients: ${s.highRate.tracked}`);
   if (s.highRate.clients.length > 0) out.push(table(['CLIENT', 'RATE', 'REPORTED BY', 'AGE'], s.highRate.clients.map((h) => [h.prefix, h.rate.toFixed(1), h.cluster, `${n1(h.ageSeconds)}s`])));

@@ -15,7 +15,8 @@
  * dns-qps, dns-steered, live, site-map, cluster (data-name, data-front),
  * cluster-name, cluster-cps, cluster-decided, cluster-chart, server
  * (data-name, data-state), server-bar, server-spark, history-note,
- * top-client, dns-choice, source (data-name, data-up).
+ * top-client, dns-choice, dns-mapping-summary, dns-mapping-server,
+ * dns-mapping-cluster, dns-mapping-prefix, source (data-name, data-up).
  */
 import { STATE_COLOURS } from './charts.ts';
 
@@ -66,6 +67,7 @@ img.spark { display:block; }
 .num { font-variant-numeric:tabular-nums; color:var(--dim); font-size:12px; white-space:nowrap; }
 .error { color:var(--down); font-size:12px; }
 .cols { display:grid; grid-template-columns: 1fr 2fr; gap:16px; }
+section h3 { margin:4px 0 6px; font-size:13px; font-weight:600; color:var(--dim); }
 table { border-collapse:collapse; width:100%; font-size:13px; }
 th { text-align:left; color:var(--dim); font-weight:normal; border-bottom:1px solid var(--line); padding:3px 6px; }
 td { padding:3px 6px; border-bottom:1px solid #1f2830; font-variant-numeric:tabular-nums; }
@@ -168,6 +170,23 @@ function clusterCard(c) {
   var servers = el('ul', { class: 'servers' }, c.servers.map(function (s) { return serverItem(c, s); }));
   return el('article', { class: 'cluster' + (c.frontUp ? '' : ' down'), 'data-testid': 'cluster', 'data-name': c.name, 'data-front': frontState }, [head, metrics, chart, front, servers]);
 }
+// Policy mapping: per DNS server its assignment's size and last recompute, the totals per cluster, the top prefixes.
+function renderMapping(dns) {
+  var lines = [], clusters = [], prefixes = [];
+  dns.forEach(function (d) {
+    var m = d.mapping;
+    if (!m || (!m.recomputes && !m.prefixes)) return;
+    var l = m.last;
+    lines.push(d.name + ': ' + count(m.prefixes) + ' prefixes assigned, ' + count(m.recomputes) + ' recomputes, ' + count(m.movedTotal) + ' moves in all' +
+      (l ? '; last recompute ' + (l.at ? new Date(l.at).toLocaleTimeString() : '\\u2013') + ' (' + fmt(l.ageSeconds) + ' s ago): moved ' + count(l.moved) + ', unserved ' + fmt(l.unserved) + ', mean RTT ' + fmt(l.meanRttMs) + ' ms, took ' + fmt(l.totalMs, 2) + ' ms' : '; not recomputed yet'));
+    m.clusters.forEach(function (c) { clusters.push([c.name, count(c.prefixes), fmt(c.demand), fmt(c.capacity), d.name]); });
+    m.top.forEach(function (p) { prefixes.push([p.prefix, p.cluster, fmt(p.demand), fmt(p.rttMs), count(p.ttl) + ' s', fmt(p.sinceSeconds, 0) + ' s', d.name]); });
+  });
+  var box = document.getElementById('dns-mapping-summary');
+  box.replaceChildren.apply(box, lines.length ? lines.map(function (t) { return el('div', { 'data-testid': 'dns-mapping-server' }, [t]); }) : [el('div', { class: 'empty' }, ['no DNS server uses the mapping policy'])]);
+  table('dns-mapping-clusters', ['cluster', 'prefixes', 'demand', 'capacity', 'dns'], clusters, function () { return { 'data-testid': 'dns-mapping-cluster' }; }, 'no assignment');
+  table('dns-mapping', ['client prefix', 'cluster', 'demand', 'RTT (ms)', 'TTL', 'since', 'dns'], prefixes, function () { return { 'data-testid': 'dns-mapping-prefix' }; }, 'no assignment');
+}
 function render(s) {
   lastUpdate = Date.now();
   var live = document.getElementById('live');
@@ -192,6 +211,7 @@ function render(s) {
   var highRate = [];
   s.dns.forEach(function (d) { d.highRate.forEach(function (h) { highRate.push([h.client, fmt(h.rate, 2), h.cluster]); }); });
   table('dns-high-rate', ['prefix', 'requests/s', 'reported by'], highRate, function () { return {}; }, 'none');
+  renderMapping(s.dns);
   table('sources', ['source', 'kind', 'address', 'state', 'last answer', 'polls', 'failures'], s.sources.map(function (x) {
     return [x.name, x.kind, x.address, x.up ? 'up' : 'down' + (x.error ? ': ' + x.error : ''), x.lastOkAgeSeconds === null ? 'never' : fmt(x.lastOkAgeSeconds) + ' s ago', String(x.polls), String(x.failures)];
   }), function (i) { return { 'data-testid': 'source', 'data-name': s.sources[i].name, 'data-up': String(s.sources[i].up) }; }, 'no sources');
@@ -241,6 +261,8 @@ export function pageHtml(title: string): string {
 <section><h2>Top clients</h2><table id="top-clients"></table><h2 style="margin-top:14px">High-rate prefixes (DNS)</h2><table id="dns-high-rate"></table></section>
 <section><h2>DNS choices per client prefix</h2><table id="dns-choices"></table><div class="num" id="dns-reasons"></div></section>
 </div>
+<section><h2>DNS mapping assignment</h2><div class="num" id="dns-mapping-summary" data-testid="dns-mapping-summary"></div>
+<div class="cols"><div><h3>Per cluster (demand against the capacity the solve had)</h3><table id="dns-mapping-clusters"></table></div><div><h3>Prefixes with the most demand</h3><table id="dns-mapping"></table></div></div></section>
 <section><h2>Sources</h2><table id="sources"></table></section>
 </main>
 <script>${SCRIPT}</script>

@@ -14,7 +14,7 @@
  * the daemons' own status types (FrontStatus, DnsStatus) through
  * untrusted.ts, so a changed status field fails the type check here too.
  */
-import type { DnsStatus } from '../dns/status.ts';
+import type { DnsMappingStatus, DnsStatus } from '../dns/status.ts';
 import type { FrontStatus } from '../front/status.ts';
 import { arr, num, obj, record, str, strs, untrusted, type Untrusted } from './untrusted.ts';
 
@@ -25,6 +25,8 @@ export const HISTORY_MAX = 64;
 /** Entries of the merged top-clients list and of each DNS list. */
 export const TOP_MAX = 10;
 export const CHOICES_MAX = 50;
+/** Prefixes of each DNS server's mapping list (the server sends its top 20). */
+export const MAPPING_TOP_MAX = 20;
 
 export type SourceKind = 'front' | 'dns' | 'unknown';
 
@@ -122,6 +124,18 @@ export interface DnsChoice {
   ageSeconds: number | null;
 }
 
+/** A DNS server's `mapping` assignment (policy mapping): its size, last recompute, per-cluster totals and top prefixes. */
+export interface MappingView {
+  prefixes: number | null;
+  demandPrefixes: number | null;
+  recomputes: number | null;
+  movedTotal: number | null;
+  /** null before the first recompute. */
+  last: { at: string | null; ageSeconds: number | null; eligible: number | null; moved: number | null; unserved: number | null; meanRttMs: number | null; totalMs: number | null } | null;
+  clusters: { name: string; prefixes: number | null; demand: number | null; capacity: number | null }[];
+  top: { prefix: string; cluster: string; demand: number | null; rttMs: number | null; ttl: number | null; sinceSeconds: number | null }[];
+}
+
 export interface DnsView {
   source: string;
   name: string;
@@ -134,6 +148,8 @@ export interface DnsView {
   reasons: Record<string, number>;
   choices: DnsChoice[];
   highRate: ClientRate[];
+  /** null: the server sends no mapping status (an older server). */
+  mapping: MappingView | null;
 }
 
 export interface DashboardState {
@@ -475,6 +491,33 @@ function dnsView(r: SourceRecord, s: Untrusted<DnsStatus>): DnsView {
     reasons,
     choices,
     highRate: highRate.slice(0, TOP_MAX),
+    mapping: mappingView(obj(s.mapping)),
+  };
+}
+
+function mappingView(m: Untrusted<DnsMappingStatus> | undefined): MappingView | null {
+  if (!m) return null;
+  const l = obj(m.last);
+  const clusters: MappingView['clusters'] = [];
+  for (const x of arr(m.clusters)) {
+    const o = obj(x);
+    const name = str(o?.name);
+    if (o && name !== null) clusters.push({ name, prefixes: num(o.prefixes), demand: num(o.demand), capacity: num(o.capacity) });
+  }
+  const top: MappingView['top'] = [];
+  for (const x of arr(m.top).slice(0, MAPPING_TOP_MAX)) {
+    const o = obj(x);
+    const prefix = str(o?.prefix);
+    if (o && prefix !== null) top.push({ prefix, cluster: str(o.cluster) ?? '', demand: num(o.demand), rttMs: num(o.rttMs), ttl: num(o.ttl), sinceSeconds: num(o.sinceSeconds) });
+  }
+  return {
+    prefixes: num(m.prefixes),
+    demandPrefixes: num(m.demandPrefixes),
+    recomputes: num(m.recomputes),
+    movedTotal: num(m.movedTotal),
+    last: l ? { at: str(l.at), ageSeconds: num(l.ageSeconds), eligible: num(l.eligible), moved: num(l.moved), unserved: num(l.unserved), meanRttMs: num(l.meanRttMs), totalMs: num(l.totalMs) } : null,
+    clusters,
+    top,
   };
 }
 

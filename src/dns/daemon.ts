@@ -37,6 +37,7 @@ import { dnsConfigSchema, type DnsConfig } from './config.ts';
 import { DnsControl } from './control.ts';
 import { HighRateTable } from './high_rate.ts';
 import { MappingService } from './mapping/service.ts';
+import { summarizeMapping } from './mapping/summary.ts';
 import { registerDnsMetrics } from './metrics.ts';
 import { ProbeScheduler } from './probe_scheduler.ts';
 import { ResponseRateLimiter, RRL_KIND_NAMES } from './rrl.ts';
@@ -46,7 +47,7 @@ import { SourcePrefixes } from '../packet/source_prefixes.ts';
 import { RttTable } from './rtt_table.ts';
 import { DnsServer, parseListen } from './server.ts';
 import { Steering, type SteeringParts } from './steer.ts';
-import type { DnsStatus } from './status.ts';
+import { MAPPING_STATUS_TOP, type DnsStatus } from './status.ts';
 import { StickyTable } from './sticky.ts';
 import { AdminSocket, statusAndReload } from '../admin/socket.ts';
 import { checkZoneFile } from './zone/parse.ts';
@@ -441,13 +442,16 @@ export class DnsDaemon {
   #mappingStatus(now: number): DnsStatus['mapping'] {
     const t = this.mapping.table;
     const l = t.last;
+    const sum = summarizeMapping(t.entries(), this.clusters.clusters.map((c) => c.name), l, MAPPING_STATUS_TOP, now);
     return {
       prefixes: t.size,
       demandPrefixes: this.mapping.demand.size,
       leftOut: this.mapping.leftOut,
       recomputes: t.recomputes,
       movedTotal: t.movedTotal,
-      last: l === undefined ? null : { ageSeconds: round((now - l.at) / 1000), eligible: l.eligible, units: l.units, moved: l.moved, unserved: round(l.unserved), meanRttMs: round(l.meanRttMs), solveMs: round(l.solveMs), totalMs: round(l.totalMs) },
+      clusters: sum.clusters.map((c) => ({ name: c.name, prefixes: c.prefixes, demand: round(c.demand), capacity: c.capacity === null ? null : round(c.capacity) })),
+      top: sum.top.map((p) => ({ prefix: p.prefix, cluster: p.cluster, demand: round(p.demand), rttMs: round(p.rttMs), ttl: p.ttl, sinceSeconds: round(p.sinceSeconds) })),
+      last: l === undefined ? null : { at: new Date(Date.now() - (now - l.at)).toISOString(), ageSeconds: round((now - l.at) / 1000), eligible: l.eligible, units: l.units, moved: l.moved, unserved: round(l.unserved), meanRttMs: round(l.meanRttMs), solveMs: round(l.solveMs), totalMs: round(l.totalMs) },
     };
   }
 

@@ -12,6 +12,9 @@ import type { AnswererCounters } from './answerer.ts';
 import type { DnsControlStatus } from './control.ts';
 import type { ServerCounters } from './server.ts';
 
+/** Prefixes listed in the mapping status's `top` at most. */
+export const MAPPING_STATUS_TOP = 20;
+
 export interface DnsClusterStatus {
   readonly name: string;
   /** DNS's opinion of the cluster from the front node's reports. */
@@ -50,7 +53,17 @@ export interface DnsMappingStatus {
   readonly leftOut: number;
   readonly recomputes: number;
   readonly movedTotal: number;
+  /**
+   * The assignment per cluster: prefixes mapped there, their demand, and the
+   * capacity the last solve had there (null before it). Demand is in the
+   * clusters' load unit (what the front nodes report).
+   */
+  readonly clusters: readonly { readonly name: string; readonly prefixes: number; readonly demand: number; readonly capacity: number | null }[];
+  /** The assigned prefixes with the most demand (at most MAPPING_STATUS_TOP; ties by prefix). */
+  readonly top: readonly { readonly prefix: string; readonly cluster: string; readonly demand: number; readonly rttMs: number; readonly ttl: number; readonly sinceSeconds: number }[];
   readonly last: {
+    /** When it ran (wall clock, ISO 8601). */
+    readonly at: string;
     readonly ageSeconds: number;
     readonly eligible: number;
     readonly units: number;

@@ -1,7 +1,7 @@
 /**
- * Policy `mapping` end to end on the testbed with WAN delays (the setup of
- * dns-steering.test.ts): two front nodes (real ICMP probing, cluster_load
- * reports), `sluice dns` with www steered by `mapping` (recomputed every
+ * Policy `mapping` end to end on the testbed with WAN delays (the shared
+ * setup of test/helpers/steering.ts): two front nodes (real ICMP probing,
+ * cluster_load reports), `sluice dns` with www steered by `mapping` (recomputed every
  * second), real `dig` from the clients.
  *
  *   client A (cl1): near cluster 1, far from cluster 2
@@ -13,16 +13,12 @@
  * - over the next 10 recomputes no answer changes and no prefix moves.
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { DnsStatus } from '../../src/dns/status.ts';
-import { FrontProcess, writeConfig } from '../helpers/front.ts';
-import { nsRunAsync, useTestbed } from '../helpers/testbed.ts';
+import { resolveName, startSteeringSite, type SteeringSite } from '../helpers/steering.ts';
+import { useTestbed } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
 
-const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
 // One-way WAN delays: near 10 ms, far 100 ms (RTTs 20 and 200). The wide gap
 // is what lets the test judge steering on a busy machine: the WAN delay line
 // and the prober both run in userspace, and scheduling delay only ever adds
@@ -33,103 +29,34 @@ const tb = useTestbed({ clients: 2, clusters: 2, serversPerCluster: 2, delaysMs:
 
 /** Concurrent connections each server takes: cluster 1 is full at 2 × 3. */
 const PER_SERVER = 3;
-const REPORT_SECONDS = 1;
-// Three report intervals: on a loaded machine a report can come a second
-// late, and the first test needs both clusters up throughout.
-const DOWN_AFTER = 3;
 
 /** The A answer's addresses and their TTL (-1 without an answer). */
 async function resolveTtl(ns: string, dns: string): Promise<{ vips: string[]; ttl: number }> {
-  const r = await nsRunAsync(ns, 'dig', ['+noall', '+answer', '+time=2', '+tries=1', `@${dns}`, 'www.example.test', 'A']);
-  const rows = r.stdout.split('\n').map((l) => l.trim().split(/\s+/)).filter((f) => f.length >= 5 && f[3] === 'A');
-  return { vips: rows.map((f) => f[4] ?? ''), ttl: rows.length > 0 ? Number(rows[0]?.[1]) : -1 };
+  const r = await resolveName(ns, dns);
+  return { vips: r.addresses, ttl: r.ttl };
 }
 
 describe('DNS policy mapping over the WAN testbed', () => {
-  const procs: FrontProcess[] = [];
-  const fronts: FrontProcess[] = [];
-  let dnsSock = '';
+  let site: SteeringSite | undefined;
 
   before(async () => {
-    const st = tb();
-    const keys = st.keysDir;
-    const dnsAddr = st.plan.dns.address;
-    writeFileSync(
-      join(st.runDir, 'example.test.zone'),
-      `$ORIGIN example.test.
-$TTL 300
-@    IN SOA ns1 hostmaster ( 2026112101 3600 600 86400 60 )
-     IN NS  ns1
-ns1  IN A   ${dnsAddr}
-www  IN A   ${st.plan.clusters[0]!.vip}
-`,
-    );
-    dnsSock = join(st.runDir, 'dns.sock');
-    const dnsCfg = writeConfig(
-      join(st.runDir, 'dns.yaml'),
-      `name: dns
-listen: ["${dnsAddr}:53"]
-zones: [{ file: ${join(st.runDir, 'example.test.zone')} }]
-clusters:
-${st.plan.clusters.map((k) => `  - { name: c${k.index}, vips: [${k.vip}] }`).join('\n')}
-steering:
-  names: [{ name: www.example.test, policy: mapping, ttl: 1 }]
-  mapping: { recomputeSeconds: 1, ttlMin: 2, ttlMax: 30, freshRttSeconds: 0, stableSeconds: 10 }
-  reportSeconds: ${REPORT_SECONDS}
-  downAfterIntervals: ${DOWN_AFTER}
-probe: { count: 3, intervalSeconds: 0.5, retrySeconds: 5 }
-rrl: { enabled: false }
-adminSocket: ${dnsSock}
-control:
-  keyFile: ${join(keys, 'dns.key')}
-  publish:
-    listen: tcp://${dnsAddr}:7300
-    allow: [${st.plan.clusters.map((k) => join(keys, `fr${k.index}.pub`)).join(', ')}]
-  subscribe:
-${st.plan.clusters.map((k) => `    - { endpoint: 'tcp://${k.uplinkAddress}:7102', publicKey: ${join(keys, `fr${k.index}.pub`)} }`).join('\n')}
-`,
-    );
-    const dns = new FrontProcess(st.plan.dns.name, dnsCfg, 'dns');
-    procs.push(dns);
-    await dns.waitFor('dns ready');
-    for (const k of st.plan.clusters) {
-      const cfg = writeConfig(
-        join(st.runDir, `front${k.index}.yaml`),
-        `cluster: c${k.index}
-uplinkAddress: ${k.uplinkAddress}
-adminSocket: ${join(st.runDir, `front${k.index}.sock`)}
-services:
-  - name: www
-    vip: ${k.vip}
-    port: 80
-    servers:
-${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address}, capacity: ${PER_SERVER} }`).join('\n')}
-control:
-  keyFile: ${join(keys, `fr${k.index}.key`)}
-  publish:
-    listen: tcp://${k.uplinkAddress}:7102
-    allow: [${join(keys, 'dns.pub')}]
-  subscribe:
-    - { endpoint: 'tcp://${dnsAddr}:7300', publicKey: ${join(keys, 'dns.pub')} }
-  clusterLoad: { everySeconds: ${REPORT_SECONDS} }
-  probe: { count: 3, spacingMs: 50, reportSeconds: 0.5 }
-`,
-      );
-      const f = new FrontProcess(k.front.name, cfg);
-      procs.push(f);
-      fronts.push(f);
-      await f.waitFor('control plane up');
-    }
+    site = await startSteeringSite(tb(), {
+      policy: 'mapping',
+      serverCapacity: PER_SERVER,
+      steering: ['mapping: { recomputeSeconds: 1, ttlMin: 2, ttlMax: 30, freshRttSeconds: 0, stableSeconds: 10 }'],
+    });
   });
   after(async () => {
-    for (const p of procs.reverse()) await p.stop();
+    await site?.stop();
   });
 
   it('A gets cluster 1 and B cluster 2 from the assignment, with adaptive TTLs, and nothing flaps over 10 recomputes', async () => {
     const st = tb();
     const [c1, c2] = st.plan.clusters.map((k) => k.vip);
     const [a, b] = st.plan.clients.map((c) => c.name);
-    const status = async (): Promise<DnsStatus> => JSON.parse((await nsRunAsync(st.plan.dns.name, BIN, ['status', '--dns', '--json', '--socket', dnsSock])).stdout) as DnsStatus;
+    assert.ok(site);
+    const s0 = site;
+    const status = (): Promise<DnsStatus> => s0.status();
     const reason = (s: DnsStatus, prefix: string): string => s.steering.recent.find((d) => d.client === prefix)?.reason ?? '';
     // The first queries trigger probes and count as demand; keep asking until
     // both prefixes are answered from the assignment with their near

@@ -14,17 +14,14 @@
  *   contains it.
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { DnsStatus } from '../../src/dns/status.ts';
-import { FrontProcess, writeConfig } from '../helpers/front.ts';
 import { testDnsWorkers } from '../helpers/dns.ts';
+import { startSteeringSite, type SteeringSite } from '../helpers/steering.ts';
 import { NsProcess, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
 
-const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
 const HOLD = fileURLToPath(new URL('../fixtures/tcp-hold.ts', import.meta.url));
 // One-way WAN delays: near 10 ms, far 100 ms (RTTs 20 and 200). The wide gap
 // is what lets the test judge steering on a busy machine: the WAN delay line
@@ -47,90 +44,28 @@ async function resolve(ns: string, dns: string): Promise<string[]> {
 }
 
 describe('DNS steering over the WAN testbed', () => {
-  const procs: FrontProcess[] = [];
-  const fronts: FrontProcess[] = [];
-  let dnsSock = '';
+  let site: SteeringSite | undefined;
 
   before(async () => {
-    const st = tb();
-    const keys = st.keysDir;
-    const dnsAddr = st.plan.dns.address;
-    writeFileSync(
-      join(st.runDir, 'example.test.zone'),
-      `$ORIGIN example.test.
-$TTL 300
-@    IN SOA ns1 hostmaster ( 2026112101 3600 600 86400 60 )
-     IN NS  ns1
-ns1  IN A   ${dnsAddr}
-www  IN A   ${st.plan.clusters[0]!.vip}
-`,
-    );
-    dnsSock = join(st.runDir, 'dns.sock');
-    const dnsCfg = writeConfig(
-      join(st.runDir, 'dns.yaml'),
-      `name: dns
-listen: ["${dnsAddr}:53"]
-zones: [{ file: ${join(st.runDir, 'example.test.zone')} }]
-clusters:
-${st.plan.clusters.map((k) => `  - { name: c${k.index}, vips: [${k.vip}] }`).join('\n')}
-steering:
-  names: [{ name: www.example.test, policy: rtt, ttl: 1 }]
-  reportSeconds: ${REPORT_SECONDS}
-  downAfterIntervals: ${DOWN_AFTER}
-probe: { count: 3, intervalSeconds: 0.5, retrySeconds: 5 }
-workers: ${testDnsWorkers()}
-rrl: { enabled: false }
-adminSocket: ${dnsSock}
-control:
-  keyFile: ${join(keys, 'dns.key')}
-  publish:
-    listen: tcp://${dnsAddr}:7300
-    allow: [${st.plan.clusters.map((k) => join(keys, `fr${k.index}.pub`)).join(', ')}]
-  subscribe:
-${st.plan.clusters.map((k) => `    - { endpoint: 'tcp://${k.uplinkAddress}:7102', publicKey: ${join(keys, `fr${k.index}.pub`)} }`).join('\n')}
-`,
-    );
-    const dns = new FrontProcess(st.plan.dns.name, dnsCfg, 'dns');
-    procs.push(dns);
-    await dns.waitFor('dns ready');
-    for (const k of st.plan.clusters) {
-      const cfg = writeConfig(
-        join(st.runDir, `front${k.index}.yaml`),
-        `cluster: c${k.index}
-uplinkAddress: ${k.uplinkAddress}
-adminSocket: ${join(st.runDir, `front${k.index}.sock`)}
-services:
-  - name: www
-    vip: ${k.vip}
-    port: 80
-    servers:
-${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address}, capacity: ${PER_SERVER} }`).join('\n')}
-control:
-  keyFile: ${join(keys, `fr${k.index}.key`)}
-  publish:
-    listen: tcp://${k.uplinkAddress}:7102
-    allow: [${join(keys, 'dns.pub')}]
-  subscribe:
-    - { endpoint: 'tcp://${dnsAddr}:7300', publicKey: ${join(keys, 'dns.pub')} }
-  clusterLoad: { everySeconds: ${REPORT_SECONDS} }
-  probe: { count: 3, spacingMs: 50, reportSeconds: 0.5 }
-`,
-      );
-      const f = new FrontProcess(k.front.name, cfg);
-      procs.push(f);
-      fronts.push(f);
-      await f.waitFor('control plane up');
-    }
+    site = await startSteeringSite(tb(), {
+      policy: 'rtt',
+      serverCapacity: PER_SERVER,
+      reportSeconds: REPORT_SECONDS,
+      downAfterIntervals: DOWN_AFTER,
+      dns: [`workers: ${String(testDnsWorkers())}`],
+    });
   });
   after(async () => {
-    for (const p of procs.reverse()) await p.stop();
+    await site?.stop();
   });
 
   it('client A gets cluster 1 and client B cluster 2 once probes have run', async () => {
     const st = tb();
     const [c1, c2] = st.plan.clusters.map((k) => k.vip);
     const [a, b] = st.plan.clients.map((c) => c.name);
-    const status = async (): Promise<DnsStatus> => JSON.parse((await nsRunAsync(st.plan.dns.name, BIN, ['status', '--dns', '--json', '--socket', dnsSock])).stdout) as DnsStatus;
+    assert.ok(site);
+    const s0 = site;
+    const status = (): Promise<DnsStatus> => s0.status();
     const measured = (s: DnsStatus, prefix: string): Record<string, number> | undefined => {
       const r = s.rtt.recent.find((x) => x.client === prefix)?.rttMs;
       const r1 = r?.['c1'];
@@ -196,7 +131,7 @@ control:
     const st = tb();
     const [c1, c2] = st.plan.clusters.map((k) => k.vip);
     const t0 = performance.now();
-    await fronts[0]!.stop();
+    await site?.fronts[0]?.stop();
     await sleep(Math.max(0, DOWN_AFTER * REPORT_SECONDS * 1000 - (performance.now() - t0)));
     for (let i = 0; i < 5; i++) {
       for (const c of st.plan.clients) {

@@ -19,12 +19,11 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { DnsStatus } from '../../src/dns/status.ts';
-import { FrontProcess, writeConfig } from '../helpers/front.ts';
+import { startSteeringSite, type SteeringSite } from '../helpers/steering.ts';
 import { nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -53,13 +52,10 @@ async function resolve(ns: string, dns: string): Promise<string[]> {
 }
 
 describe('a client that drops ICMP gets an RTT by TCP probe and is steered by it', () => {
-  const procs: FrontProcess[] = [];
-  let dnsSock = '';
+  let site: SteeringSite | undefined;
 
   before(async () => {
     const st = tb();
-    const keys = st.keysDir;
-    const d = st.plan.dns;
     // Client 1 drops echo requests of both families.
     execFileSync('ip', ['netns', 'exec', st.plan.clients[0]!.name, 'nft', '-f', '-'], {
       input: `table inet noping {
@@ -71,72 +67,10 @@ describe('a client that drops ICMP gets an RTT by TCP probe and is steered by it
 }
 `,
     });
-    writeFileSync(
-      join(st.runDir, 'example.test.zone'),
-      `$ORIGIN example.test.
-$TTL 300
-@    IN SOA ns1 hostmaster ( 2026112601 3600 600 86400 60 )
-     IN NS   ns1
-ns1  IN A    ${d.address}
-`,
-    );
-    dnsSock = join(st.runDir, 'dns.sock');
-    const dnsCfg = writeConfig(
-      join(st.runDir, 'dns.yaml'),
-      `name: dns
-listen: ["${d.address}:53"]
-zones: [{ file: ${join(st.runDir, 'example.test.zone')} }]
-clusters:
-${st.plan.clusters.map((k) => `  - { name: c${k.index}, vips: [${k.vip}] }`).join('\n')}
-steering:
-  names: [{ name: www.example.test, policy: rtt, ttl: 1 }]
-  reportSeconds: 1
-  downAfterIntervals: 3
-probe: { count: 3, intervalSeconds: 0.5, retrySeconds: 5 }
-rrl: { enabled: false }
-adminSocket: ${dnsSock}
-control:
-  keyFile: ${join(keys, 'dns.key')}
-  publish:
-    listen: tcp://${d.address}:7300
-    allow: [${st.plan.clusters.map((k) => join(keys, `fr${k.index}.pub`)).join(', ')}]
-  subscribe:
-${st.plan.clusters.map((k) => `    - { endpoint: 'tcp://${k.uplinkAddress}:7102', publicKey: ${join(keys, `fr${k.index}.pub`)} }`).join('\n')}
-`,
-    );
-    const dns = new FrontProcess(d.name, dnsCfg, 'dns');
-    procs.push(dns);
-    await dns.waitFor('dns ready');
-    for (const k of st.plan.clusters) {
-      const cfg = writeConfig(
-        join(st.runDir, `front${k.index}.yaml`),
-        `cluster: c${k.index}
-uplinkAddress: ${k.uplinkAddress}
-adminSocket: ${join(st.runDir, `front${k.index}.sock`)}
-services:
-  - name: www
-    vip: ${k.vip}
-    port: 80
-    servers:
-${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address}, capacity: 100 }`).join('\n')}
-control:
-  keyFile: ${join(keys, `fr${k.index}.key`)}
-  publish:
-    listen: tcp://${k.uplinkAddress}:7102
-    allow: [${join(keys, 'dns.pub')}]
-  subscribe:
-    - { endpoint: 'tcp://${d.address}:7300', publicKey: ${join(keys, 'dns.pub')} }
-  clusterLoad: { everySeconds: 1 }
-  probe: { count: 3, spacingMs: 50, reportSeconds: 0.5, timeoutMs: 500 }
-`,
-      );
-      const f = new FrontProcess(k.front.name, cfg);
-      procs.push(f);
-      await f.waitFor('control plane up');
-    }
+    site = await startSteeringSite(st, { policy: 'rtt', frontProbe: 'timeoutMs: 500' });
   });
   after(async () => {
-    for (const p of procs.reverse()) await p.stop();
+    await site?.stop();
   });
 
   it('client 1 (no ICMP) is measured by TCP and gets cluster 1; client 2 (ICMP) gets cluster 2', async () => {
@@ -152,7 +86,9 @@ control:
     // The ICMP filter works: a system ping from the front node of cluster 1 gets no answer from client 1.
     const pingC1 = await nsRunAsync(k1.front.name, 'ping', ['-c', '1', '-W', '1', c1.address]);
     assert.notEqual(pingC1.code, 0, 'client 1 answers ICMP echo despite the filter');
-    const status = async (): Promise<DnsStatus> => JSON.parse((await nsRunAsync(st.plan.dns.name, BIN, ['status', '--dns', '--json', '--socket', dnsSock])).stdout) as DnsStatus;
+    assert.ok(site);
+    const s0 = site;
+    const status = (): Promise<DnsStatus> => s0.status();
     const measured = (s: DnsStatus, prefix: string): { c1: number; c2: number } | undefined => {
       const r = s.rtt.recent.find((x) => x.client === prefix)?.rttMs;
       const [r1, r2] = [r?.['c1'], r?.['c2']];

@@ -31,12 +31,11 @@
  * The only timing judged is the measured RTTs, from below (see the test).
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { DnsStatus } from '../../src/dns/status.ts';
-import { FrontProcess, writeConfig } from '../helpers/front.ts';
+import { startSteeringSite, type SteeringSite } from '../helpers/steering.ts';
 import { nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -61,81 +60,13 @@ async function resolve6(ns: string, dns6: string): Promise<string[]> {
 }
 
 describe('RTT steering of IPv6-only clients (AAAA, ICMPv6 probes)', () => {
-  const procs: FrontProcess[] = [];
-  let dnsSock = '';
+  let site: SteeringSite | undefined;
 
   before(async () => {
-    const st = tb();
-    const keys = st.keysDir;
-    const d = st.plan.dns;
-    writeFileSync(
-      join(st.runDir, 'example.test.zone'),
-      `$ORIGIN example.test.
-$TTL 300
-@    IN SOA ns1 hostmaster ( 2026112101 3600 600 86400 60 )
-     IN NS   ns1
-ns1  IN A    ${d.address}
-     IN AAAA ${d.address6}
-`,
-    );
-    dnsSock = join(st.runDir, 'dns.sock');
-    const dnsCfg = writeConfig(
-      join(st.runDir, 'dns.yaml'),
-      `name: dns
-listen: ["${d.address}:53", "[${d.address6}]:53"]
-zones: [{ file: ${join(st.runDir, 'example.test.zone')} }]
-clusters:
-${st.plan.clusters.map((k) => `  - { name: c${k.index}, vips: [${k.vip}, "${k.vip6}"] }`).join('\n')}
-steering:
-  names: [{ name: www.example.test, policy: rtt, ttl: 1 }]
-  reportSeconds: 1
-  downAfterIntervals: 3
-  ipv6Prefix: 64
-probe: { count: 3, intervalSeconds: 0.5, retrySeconds: 5 }
-rrl: { enabled: false }
-adminSocket: ${dnsSock}
-control:
-  keyFile: ${join(keys, 'dns.key')}
-  publish:
-    listen: tcp://${d.address}:7300
-    allow: [${st.plan.clusters.map((k) => join(keys, `fr${k.index}.pub`)).join(', ')}]
-  subscribe:
-${st.plan.clusters.map((k) => `    - { endpoint: 'tcp://${k.uplinkAddress}:7102', publicKey: ${join(keys, `fr${k.index}.pub`)} }`).join('\n')}
-`,
-    );
-    const dns = new FrontProcess(d.name, dnsCfg, 'dns');
-    procs.push(dns);
-    await dns.waitFor('dns ready');
-    for (const k of st.plan.clusters) {
-      const cfg = writeConfig(
-        join(st.runDir, `front${k.index}.yaml`),
-        `cluster: c${k.index}
-uplinkAddress: ${k.uplinkAddress}
-adminSocket: ${join(st.runDir, `front${k.index}.sock`)}
-services:
-  - name: www
-    vip: ${k.vip}
-    port: 80
-    servers:
-${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address}, capacity: 100 }`).join('\n')}
-control:
-  keyFile: ${join(keys, `fr${k.index}.key`)}
-  publish:
-    listen: tcp://${k.uplinkAddress}:7102
-    allow: [${join(keys, 'dns.pub')}]
-  subscribe:
-    - { endpoint: 'tcp://${d.address}:7300', publicKey: ${join(keys, 'dns.pub')} }
-  clusterLoad: { everySeconds: 1 }
-  probe: { count: 3, spacingMs: 50, reportSeconds: 0.5 }
-`,
-      );
-      const f = new FrontProcess(k.front.name, cfg);
-      procs.push(f);
-      await f.waitFor('control plane up');
-    }
+    site = await startSteeringSite(tb(), { policy: 'rtt', ipv6: true });
   });
   after(async () => {
-    for (const p of procs.reverse()) await p.stop();
+    await site?.stop();
   });
 
   it('each IPv6-only client gets some AAAA, then its nearer cluster’s IPv6 VIP once its ICMPv6 probes are in; status shows its RTTs', async () => {
@@ -154,7 +85,9 @@ control:
       { who: 'A', ns: a.name, prefix: prefixA, near: 'c1', far: 'c2', vip6: k1.vip6 },
       { who: 'B', ns: b.name, prefix: prefixB, near: 'c2', far: 'c1', vip6: k2.vip6 },
     ];
-    const status = async (): Promise<DnsStatus> => JSON.parse((await nsRunAsync(st.plan.dns.name, BIN, ['status', '--dns', '--json', '--socket', dnsSock])).stdout) as DnsStatus;
+    assert.ok(site);
+    const s0 = site;
+    const status = (): Promise<DnsStatus> => s0.status();
     const measured = (s: DnsStatus, prefix: string): { c1: number; c2: number } | undefined => {
       const r = s.rtt.recent.find((x) => x.client === prefix)?.rttMs;
       const [r1, r2] = [r?.['c1'], r?.['c2']];
@@ -227,7 +160,7 @@ control:
 
     // The text status's RTT table (between its heading and the high-rate
     // clients) has each prefix's row with a number per cluster.
-    const text = (await nsRunAsync(st.plan.dns.name, BIN, ['status', '--dns', '--socket', dnsSock])).stdout;
+    const text = await s0.statusText();
     const rttTable = /^RTTs \(ms\)[^\n]*\n([\s\S]*?)\n\nhigh-rate clients/m.exec(text)?.[1] ?? '';
     for (const c of clients) {
       const row = rttTable.split('\n').find((l) => l.trim().startsWith(`${c.prefix} `));

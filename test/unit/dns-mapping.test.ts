@@ -14,6 +14,7 @@ import { ClusterTable } from '../../src/dns/cluster_state.ts';
 import { dnsConfigSchema, type DnsConfig } from '../../src/dns/config.ts';
 import { HighRateTable } from '../../src/dns/high_rate.ts';
 import { DemandMeter } from '../../src/dns/mapping/demand.ts';
+import type { DnsMappingStatus, DnsStatus } from '../../src/dns/status.ts';
 import { MappingService } from '../../src/dns/mapping/service.ts';
 import { ProbeScheduler } from '../../src/dns/probe_scheduler.ts';
 import { RttTable } from '../../src/dns/rtt_table.ts';
@@ -21,6 +22,26 @@ import { Steering, type SteeringParts } from '../../src/dns/steer.ts';
 import { StickyTable } from '../../src/dns/sticky.ts';
 
 const L = { ipv4: 24, ipv6: 56 };
+
+/** A DNS status with nothing in it but `mapping` (the renderer's input). */
+function withMapping(mapping: DnsMappingStatus): DnsStatus {
+  return {
+    name: 'dns1',
+    uptimeSeconds: 1,
+    zones: [],
+    counters: {} as never,
+    rejects: {},
+    clusters: [],
+    steering: { decisions: 0, reasons: {}, recent: [] },
+    rtt: { prefixes: 0, evicted: 0, results: 0, unknownTargets: 0, shared: 0, recent: [] },
+    highRate: { tracked: 0, evicted: 0, clients: [] },
+    probes: { pending: 0, requested: 0, dropped: 0, sent: 0 },
+    sticky: { clients: 0, evicted: 0 },
+    cache: { entries: 0 },
+    admin: { handled: 0, rejected: 0 },
+    mapping,
+  };
+}
 
 function config(mapping: Record<string, unknown> = {}): DnsConfig {
   return validateConfig(
@@ -145,24 +166,41 @@ describe('policy mapping in the steering pipeline', () => {
   });
 
   it('status renders the assignment and the last recompute', () => {
-    const text = renderDnsStatus({
-      name: 'dns1',
-      uptimeSeconds: 1,
-      zones: [],
-      counters: {} as never,
-      rejects: {},
-      clusters: [],
-      steering: { decisions: 0, reasons: {}, recent: [] },
-      rtt: { prefixes: 0, evicted: 0, results: 0, unknownTargets: 0, shared: 0, recent: [] },
-      highRate: { tracked: 0, evicted: 0, clients: [] },
-      probes: { pending: 0, requested: 0, dropped: 0, sent: 0 },
-      sticky: { clients: 0, evicted: 0 },
-      cache: { entries: 0 },
-      admin: { handled: 0, rejected: 0 },
-      mapping: { prefixes: 4, demandPrefixes: 5, leftOut: 0, recomputes: 3, movedTotal: 1, last: { ageSeconds: 2, eligible: 4, units: 3, moved: 1, unserved: 0, meanRttMs: 12.5, solveMs: 0.25, totalMs: 0.5 } },
-    });
+    const text = renderDnsStatus(
+      withMapping({
+        prefixes: 4,
+        demandPrefixes: 5,
+        leftOut: 0,
+        recomputes: 3,
+        movedTotal: 1,
+        clusters: [
+          { name: 'c1', prefixes: 3, demand: 7.5, capacity: 9 },
+          { name: 'c2', prefixes: 1, demand: 2, capacity: 45 },
+        ],
+        top: [
+          { prefix: '198.18.11.0/24', cluster: 'c1', demand: 4, rttMs: 20, ttl: 30, sinceSeconds: 12 },
+          { prefix: '2001:2:0:12::/64', cluster: 'c2', demand: 2, rttMs: 80, ttl: 2, sinceSeconds: 1.5 },
+        ],
+        last: { at: '2026-11-26T09:00:00.000Z', ageSeconds: 2, eligible: 4, units: 3, moved: 1, unserved: 0, meanRttMs: 12.5, solveMs: 0.25, totalMs: 0.5 },
+      }),
+    );
     assert.match(text, /mapping: 4 prefixes assigned \(5 with demand\); 3 recomputes, 1 moves in all/);
-    assert.match(text, /last recompute 2\.0s ago: 4 prefixes in 3 units, moved 1, unserved 0\.0, mean RTT 12\.5 ms, solve 0\.25 ms/);
+    assert.match(text, /last recompute at 2026-11-26T09:00:00\.000Z \(2\.0s ago\): 4 prefixes in 3 units, moved 1, unserved 0\.0, mean RTT 12\.5 ms, solve 0\.25 ms/);
+    // Per cluster: prefixes, demand and the solve's capacity.
+    assert.match(text, /^CLUSTER\s+PREFIXES\s+DEMAND\s+CAPACITY$/m);
+    assert.match(text, /^c1\s+3\s+7\.5\s+9\.0$/m);
+    assert.match(text, /^c2\s+1\s+2\.0\s+45\.0$/m);
+    // The top prefixes, IPv6 ones too; the list says it is partial (2 of 4).
+    assert.match(text, /^198\.18\.11\.0\/24\s+c1\s+4\.0\s+20\.0\s+30\s+12\.0s$/m);
+    assert.match(text, /^2001:2:0:12::\/64\s+c2\s+2\.0\s+80\.0\s+2\s+1\.5s$/m);
+    assert.match(text, /\(the 2 prefixes with the most demand of 4\)/);
+  });
+
+  it('status before the first recompute: no table, "not recomputed yet"', () => {
+    const text = renderDnsStatus(withMapping({ prefixes: 0, demandPrefixes: 0, leftOut: 0, recomputes: 0, movedTotal: 0, clusters: [{ name: 'c1', prefixes: 0, demand: 0, capacity: null }], top: [], last: null }));
+    assert.match(text, /mapping: 0 prefixes assigned/);
+    assert.match(text, /\(not recomputed yet\)/);
+    assert.doesNotMatch(text, /PREFIXES|PREFIX\s+CLUSTER/);
   });
 
   it('config: ttlMin above ttlMax is refused naming the key', () => {

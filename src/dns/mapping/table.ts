@@ -98,6 +98,11 @@ export interface MappingClusterInput {
 export interface MappingEntry {
   readonly cluster: number;
   readonly ttl: number;
+  /** Its demand and its (quantized) RTT to `cluster` in the recompute that placed it (status). */
+  readonly demand: number;
+  readonly rttMs: number;
+  /** When it last got a different cluster, or first got one (same clock as `now`). */
+  readonly since: number;
 }
 
 export interface RecomputeStats {
@@ -118,11 +123,16 @@ export interface RecomputeStats {
   /** Wall time of the solve alone and of the whole recompute (ms). */
   readonly solveMs: number;
   readonly totalMs: number;
+  /** Per cluster index: the capacity the solve had for the eligible demand, and the demand it placed there. */
+  readonly capacity: readonly number[];
+  readonly assigned: readonly number[];
 }
 
 interface Entry {
   cluster: number;
   ttl: number;
+  demand: number;
+  rttMs: number;
   /** When the prefix last got a different cluster (or first got one). */
   since: number;
 }
@@ -428,7 +438,7 @@ export class MappingTable {
         assigned[c] = (assigned[c] ?? 0) + p.demand;
         const pe = prev.get(p.key);
         if (pe !== undefined && pe.cluster !== c) moved++;
-        next.set(p.key, { cluster: c, ttl: o.ttlMin, since: pe !== undefined && pe.cluster === c ? pe.since : now });
+        next.set(p.key, { cluster: c, ttl: o.ttlMin, demand: p.demand, rttMs: rtt, since: pe !== undefined && pe.cluster === c ? pe.since : now });
       }
     });
 
@@ -462,6 +472,8 @@ export class MappingTable {
       headroom: h,
       solveMs,
       totalMs: this.#clock() - t0,
+      capacity: Array.from(capacity),
+      assigned: Array.from(assigned),
     };
     this.last = stats;
     return stats;
