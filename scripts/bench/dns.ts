@@ -57,14 +57,14 @@
  * --udp-io: sluice's `udpIo` (batch: recvmmsg/sendmmsg through the addon; dgram: Node's dgram).
  * dnsperf runs max(1, 4 x workers) sockets (-c) when workers > 1, so the
  * kernel's 4-tuple hash spreads them over every server process of either.
- * Prints a table, writes bench/results/dns.json. Target (issue 25): sluice
+ * Prints a table, writes bench/results/dns.json (dns-dgram.json with --udp-io dgram). Target (issue 25): sluice
  * >= 0.8 x NSD qps, the median of per-round ratios.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -544,12 +544,18 @@ control:
     children.delete(rec);
     const report = (args: readonly string[]): string => {
       const r = spawnSync('perf', ['report', '-i', data, '--stdio', '--percent-limit', '0.5', ...args], { encoding: 'utf8', maxBuffer: 64 << 20, timeout: 120_000 });
-      return (r.stdout || r.stderr).split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#')).slice(0, 60).join('\n');
+      // Without the empty parent/srcline columns and the padding long JIT names cause.
+      return (r.stdout || r.stderr)
+        .split('\n')
+        .filter((l) => l.trim() !== '' && !l.startsWith('#'))
+        .slice(0, 60)
+        .map((l) => l.replace(/\s+-\s+-\s*$/, '').replace(/ {3,}/g, '  ').trimEnd())
+        .join('\n');
     };
     const byDso = report(['--no-children', '--sort', 'comm,dso', '-g', 'none']);
     const bySymbol = report(['--no-children', '--sort', 'comm,dso,symbol', '-g', 'none']);
     const inclusive = report(['--children', '--sort', 'symbol', '-g', 'none']);
-    const file = join(ROOT, `bench/results/dns-perf-${server}-r${round}.txt`);
+    const file = join(ROOT, `bench/results/dns-perf-${server}-r${round}${udpIo === 'batch' ? '' : `-${udpIo}`}.txt`);
     mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
     writeFileSync(
       file,
@@ -559,12 +565,12 @@ control:
     );
     rmSync(data, { force: true });
     const top = (text: string, n: number): string[] => text.split('\n').slice(0, n).map((l) => l.trim().replace(/\s+/g, ' '));
-    return { file: `bench/results/dns-perf-${server}-r${round}.txt`, byDso: top(byDso, 10), bySymbol: top(bySymbol, 15), inclusive: top(inclusive, 25) };
+    return { file: relative(ROOT, file), byDso: top(byDso, 10), bySymbol: top(bySymbol, 15), inclusive: top(inclusive, 25) };
   };
 
   const nsdProcesses = (): number => nsPids(SV).filter((p) => {
     try {
-      return readFileSync(`/proc/${p}/comm`, 'utf8').trim() === 'nsd';
+      return readFileSync(`/proc/${p}/comm`, 'utf8').startsWith('nsd'); // "nsd: main", "nsd: xfrd", "nsd: server 1"...
     } catch {
       return false;
     }
@@ -834,8 +840,10 @@ control:
     discarded,
   };
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-  writeFileSync(join(ROOT, 'bench/results/dns.json'), JSON.stringify(result, null, 2) + '\n');
-  console.log('results: bench/results/dns.json');
+  // The default mode's results are the reference (README); a dgram run is kept beside them.
+  const resultsFile = udpIo === 'batch' ? 'bench/results/dns.json' : `bench/results/dns-${udpIo}.json`;
+  writeFileSync(join(ROOT, resultsFile), JSON.stringify(result, null, 2) + '\n');
+  console.log(`results: ${resultsFile}`);
 }
 
 // ---- parsing -----------------------------------------------------------------------
