@@ -206,7 +206,7 @@ export class DnsServer {
         sock.close();
         this.#batch.pop();
         this.#seen.pop();
-        throw err instanceof Error ? err : new ReuseportSteerError(String(err));
+        throw new ReuseportSteerError(`UDP ${a.host}:${a.port}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
       }
     }
   }
