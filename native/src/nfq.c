@@ -227,6 +227,7 @@ static napi_value init(napi_env env, napi_value exports) {
   nflog_register(env, exports);
   ctevents_register(env, exports);
   reuseport_register(env, exports);
+  udp_batch_register(env, exports);
   return exports;
 }
 

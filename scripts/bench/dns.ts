@@ -32,27 +32,39 @@
  *               namespace, /proc/PID/stat), dnsperf's (/usr/bin/time) and the
  *               machine's idle share.
  *   latency     dnsperf 2.10 prints no percentiles and has no histogram
- *               option, so p50/p99 come from a second pass at a fixed
- *               moderate rate (-Q --latency-qps, default 20000, the same for
- *               both servers) with -v, one line per answer with its latency.
- *               At saturation the latency is mostly the queue dnsperf keeps
- *               (-q 100 outstanding / qps); the fixed rate shows service time.
- * Rounds alternate the order (NSD first in odd rounds, sluice first in even).
+ *               option, so p50/p99 come from a second pass at a fixed rate
+ *               (-Q) with -v, one line per answer with its latency: by
+ *               default half of sluice's peak qps of the same round (issue
+ *               25: sluice's p99 at half its own peak <= 2 x NSD's at the
+ *               same offered load), the same rate for both servers;
+ *               --latency-qps N fixes it instead. At saturation the latency
+ *               is mostly the queue dnsperf keeps (-q 100 outstanding /
+ *               qps); the fixed rate shows service time.
+ *   profile     with --perf: a third pass at saturation (--perf-seconds)
+ *               under `perf record -g -p <every server process>` (sluice's
+ *               node processes with --perf-basic-prof, so JIT frames have
+ *               names); `perf report --stdio` by DSO, by symbol (self) and
+ *               inclusive (children) goes to bench/results/dns-perf-SERVER-rN.txt.
+ * Rounds alternate the order (NSD first in odd rounds, sluice first in
+ * even). The latency pass needs sluice's peak first: in odd rounds NSD's
+ * latency pass runs after sluice's throughput pass (NSD started again).
  * The machine may be shared: a round in which more than 0.3 cores were busy
  * outside the server and dnsperf is run again, at most --max-retries times in
  * all (the discarded samples stay in the JSON).
  *
- *   node scripts/bench/dns.ts [--seconds 10] [--rounds 3] [--workers CPUS] [--latency-qps 20000] [--latency-seconds 5] [--max-retries 6]
+ *   node scripts/bench/dns.ts [--seconds 10] [--rounds 3] [--workers CPUS] [--latency-qps half|N] [--latency-seconds 5]
+ *                             [--max-retries 6] [--udp-io batch|dgram] [--perf] [--perf-seconds 5]
+ * --udp-io: sluice's `udpIo` (batch: recvmmsg/sendmmsg through the addon; dgram: Node's dgram).
  * dnsperf runs max(1, 4 x workers) sockets (-c) when workers > 1, so the
  * kernel's 4-tuple hash spreads them over every server process of either.
- * Prints a table, writes bench/results/dns.json. Target (issue 25): sluice
+ * Prints a table, writes bench/results/dns.json (dns-dgram.json with --udp-io dgram). Target (issue 25): sluice
  * >= 0.8 x NSD qps, the median of per-round ratios.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -62,7 +74,10 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '10' },
     rounds: { type: 'string', default: '3' },
     workers: { type: 'string', default: String(cpus().length) },
-    'latency-qps': { type: 'string', default: '20000' },
+    'latency-qps': { type: 'string', default: 'half' },
+    'udp-io': { type: 'string', default: 'batch' },
+    perf: { type: 'boolean', default: false },
+    'perf-seconds': { type: 'string', default: '5' },
     'latency-seconds': { type: 'string', default: '5' },
     'max-retries': { type: 'string', default: '6' },
     // internal: the stand-in front node (run by this script in the client namespace)
@@ -178,6 +193,8 @@ interface SteeringCheck {
   decisionsDuringRun: number;
   steeredDuringRun: number;
   queriesDuringRun: number;
+  /** recvmmsg batches (udpIo batch): queriesDuringRun / this is the mean batch size. */
+  udpBatchesDuringRun: number;
   reasons: Record<string, number>;
   latestReason: string;
   ok: boolean;
@@ -192,10 +209,20 @@ interface Sample {
   latency: LatencyResult;
   cpu: Cpu;
   steering?: SteeringCheck;
+  /** NSD's processes named nsd (main + xfrd + server-count servers). */
+  nsdProcesses?: number;
+  profile?: ProfileSummary;
+}
+
+interface ProfileSummary {
+  file: string;
+  byDso: string[];
+  bySymbol: string[];
+  inclusive: string[];
 }
 
 function usage(msg: string): never {
-  console.error(`dns bench: ${msg}\nusage: node scripts/bench/dns.ts [--seconds 10] [--rounds 3] [--workers CPUS] [--latency-qps 20000] [--latency-seconds 5] [--max-retries 6]`);
+  console.error(`dns bench: ${msg}\nusage: node scripts/bench/dns.ts [--seconds 10] [--rounds 3] [--workers CPUS] [--latency-qps half|N] [--latency-seconds 5] [--max-retries 6] [--udp-io batch|dgram] [--perf] [--perf-seconds 5]`);
   process.exit(2);
 }
 
@@ -209,7 +236,11 @@ async function main(): Promise<void> {
   const seconds = intArg('seconds', values.seconds, 1, 600);
   const rounds = intArg('rounds', values.rounds, 1, 20);
   const workers = intArg('workers', values.workers, 1, 64);
-  const latencyQps = intArg('latency-qps', values['latency-qps'], 100, 1_000_000);
+  const fixedLatencyQps = values['latency-qps'] === 'half' ? undefined : intArg('latency-qps', values['latency-qps'], 100, 1_000_000);
+  const udpIo = values['udp-io'];
+  if (udpIo !== 'batch' && udpIo !== 'dgram') usage('--udp-io is batch or dgram');
+  const perfSeconds = intArg('perf-seconds', values['perf-seconds'], 1, 60);
+  const perfOn = values.perf;
   const latencySeconds = intArg('latency-seconds', values['latency-seconds'], 1, 120);
   const maxRetries = intArg('max-retries', values['max-retries'], 0, 10);
   const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -221,6 +252,7 @@ async function main(): Promise<void> {
     ['/usr/bin/dnsperf', 'dnsperf'],
     ['/usr/bin/dig', 'bind9-dnsutils'],
     ['/usr/bin/time', 'time'],
+    ...(values.perf ? ([['/usr/bin/perf', 'linux-perf']] as const) : []),
   ] as const) {
     if (!existsSync(bin)) usage(`${bin} is missing (apt-get install ${pkg})`);
   }
@@ -346,6 +378,7 @@ steering:
   names: [{ name: ${STEERED}, policy: rtt }]
 rrl: { enabled: false }
 workers: ${workers}
+udpIo: ${udpIo}
 adminSocket: ${adminSocket}
 control:
   plaintext: true
@@ -453,46 +486,116 @@ control:
   // Several sockets per server process: with 4-tuple hashing, N sockets on N processes would often leave one idle.
   const conc = workers > 1 ? ['-c', String(4 * workers), '-T', String(Math.min(workers, cpus().length))] : ['-c', '1'];
   const throughputArgs = ['-l', String(seconds), ...conc, '-q', '100', '-S', '1'];
-  const latencyArgs = ['-l', String(latencySeconds), ...conc, '-q', '100', '-Q', String(latencyQps), '-v'];
+  const latencyArgs = (qps: number): string[] => ['-l', String(latencySeconds), ...conc, '-q', '100', '-Q', String(qps), '-v'];
 
-  const measure = async (server: Sample['server'], round: number, pids: () => number[], processes: number, digAnswer: string[]): Promise<Omit<Sample, 'steering'>> => {
+  /** What one server start measures: the throughput pass, and the latency pass at a rate (or half the throughput just measured). */
+  interface Want {
+    throughput: boolean;
+    latencyQps: number | 'half' | undefined;
+  }
+  interface Passes {
+    throughput?: PerfResult;
+    cpu?: Cpu;
+    latency?: LatencyResult;
+    profile?: ProfileSummary;
+  }
+
+  const measure = async (server: Sample['server'], round: number, pids: () => number[], want: Want): Promise<Passes> => {
     await dnsperf(['-l', '1', ...conc, '-q', '100'], 30_000); // warm-up (JIT, caches), discarded
-    const ps = pids();
-    const c0 = ps.reduce((s, p) => s + cpuSeconds(p), 0);
-    const m0 = machineCpu();
-    const t0 = performance.now();
-    const tp = await dnsperf(throughputArgs, (seconds + 30) * 1000);
-    const wall = (performance.now() - t0) / 1000;
-    const c1 = ps.reduce((s, p) => s + cpuSeconds(p), 0);
-    const idle = idleShare(m0, machineCpu());
-    const throughput = parseDnsperf(tp.out);
-    if (!throughput) throw new Error(`cannot parse dnsperf's report:\n${tp.out.slice(-2000)}`);
-    const lat = await dnsperf(latencyArgs, (latencySeconds + 30) * 1000);
-    const latency = parseLatency(lat.out, latencyQps);
-    const cpu: Cpu = { serverCores: (c1 - c0) / wall, serverCpuSeconds: c1 - c0, serverProcesses: ps.length, dnsperfCores: tp.cpuSeconds / Math.max(tp.wallSeconds, 0.01), machineIdle: idle, otherCores: 0, wallSeconds: wall };
-    cpu.otherCores = Math.max(0, (1 - idle) * cpus().length - cpu.serverCores - cpu.dnsperfCores);
-    return { server, round, processes, digAnswer, throughput, latency, cpu };
+    const out: Passes = {};
+    if (want.throughput) {
+      const ps = pids();
+      const c0 = ps.reduce((s, p) => s + cpuSeconds(p), 0);
+      const m0 = machineCpu();
+      const t0 = performance.now();
+      const tp = await dnsperf(throughputArgs, (seconds + 30) * 1000);
+      const wall = (performance.now() - t0) / 1000;
+      const c1 = ps.reduce((s, p) => s + cpuSeconds(p), 0);
+      const idle = idleShare(m0, machineCpu());
+      const throughput = parseDnsperf(tp.out);
+      if (!throughput) throw new Error(`cannot parse dnsperf's report:\n${tp.out.slice(-2000)}`);
+      const cpu: Cpu = { serverCores: (c1 - c0) / wall, serverCpuSeconds: c1 - c0, serverProcesses: ps.length, dnsperfCores: tp.cpuSeconds / Math.max(tp.wallSeconds, 0.01), machineIdle: idle, otherCores: 0, wallSeconds: wall };
+      cpu.otherCores = Math.max(0, (1 - idle) * cpus().length - cpu.serverCores - cpu.dnsperfCores);
+      out.throughput = throughput;
+      out.cpu = cpu;
+    }
+    if (want.latencyQps !== undefined) {
+      const qps = want.latencyQps === 'half' ? Math.max(100, Math.round((out.throughput?.qps ?? 0) / 2)) : want.latencyQps;
+      const lat = await dnsperf(latencyArgs(qps), (latencySeconds + 30) * 1000);
+      out.latency = parseLatency(lat.out, qps);
+    }
+    if (perfOn && want.throughput) out.profile = await profile(server, round, pids());
+    return out;
   };
 
-  const runNsd = async (round: number): Promise<Sample> => {
+  /**
+   * `--perf`: dnsperf at saturation for perfSeconds under `perf record -g`
+   * of the server's processes; the reports go to bench/results/.
+   */
+  const profile = async (server: Sample['server'], round: number, ps: readonly number[]): Promise<ProfileSummary> => {
+    const data = join(dir, `perf-${server}-${round}.data`);
+    const rec = spawn('perf', ['record', '-g', '-q', '-o', data, '-p', ps.join(',')], { stdio: 'ignore' });
+    children.add(rec);
+    await sleep(300); // perf attaches
+    await dnsperf(['-l', String(perfSeconds), ...conc, '-q', '100'], (perfSeconds + 30) * 1000);
+    const done = new Promise((r) => rec.once('exit', r));
+    rec.kill('SIGINT');
+    await done;
+    children.delete(rec);
+    const report = (args: readonly string[]): string => {
+      const r = spawnSync('perf', ['report', '-i', data, '--stdio', '--percent-limit', '0.5', ...args], { encoding: 'utf8', maxBuffer: 64 << 20, timeout: 120_000 });
+      // Without the empty parent/srcline columns and the padding long JIT names cause.
+      return (r.stdout || r.stderr)
+        .split('\n')
+        .filter((l) => l.trim() !== '' && !l.startsWith('#'))
+        .slice(0, 60)
+        .map((l) => l.replace(/\s+-\s+-\s*$/, '').replace(/ {3,}/g, '  ').trimEnd())
+        .join('\n');
+    };
+    const byDso = report(['--no-children', '--sort', 'comm,dso', '-g', 'none']);
+    const bySymbol = report(['--no-children', '--sort', 'comm,dso,symbol', '-g', 'none']);
+    const inclusive = report(['--children', '--sort', 'symbol', '-g', 'none']);
+    const file = join(ROOT, `bench/results/dns-perf-${server}-r${round}${udpIo === 'batch' ? '' : `-${udpIo}`}.txt`);
+    mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+    writeFileSync(
+      file,
+      `# ${server}, round ${round}: perf record -g -p ${ps.join(',')} during dnsperf ${['-l', String(perfSeconds), ...conc, '-q', '100'].join(' ')} (saturation)\n` +
+        `# ${new Date().toISOString()}\n\n## self time by process and DSO (perf report --no-children --sort comm,dso)\n${byDso}\n\n` +
+        `## self time by symbol (--no-children --sort comm,dso,symbol)\n${bySymbol}\n\n## inclusive time by symbol (--children --sort symbol)\n${inclusive}\n`,
+    );
+    rmSync(data, { force: true });
+    const top = (text: string, n: number): string[] => text.split('\n').slice(0, n).map((l) => l.trim().replace(/\s+/g, ' '));
+    return { file: relative(ROOT, file), byDso: top(byDso, 10), bySymbol: top(bySymbol, 15), inclusive: top(inclusive, 25) };
+  };
+
+  const nsdProcesses = (): number => nsPids(SV).filter((p) => {
+    try {
+      return readFileSync(`/proc/${p}/comm`, 'utf8').startsWith('nsd'); // "nsd: main", "nsd: xfrd", "nsd: server 1"...
+    } catch {
+      return false;
+    }
+  }).length;
+
+  const runNsd = async (round: number, want: Want): Promise<Passes & { digAnswer: string[]; nsdProcesses: number }> => {
     const log = join(dir, 'nsd.log');
     const child = spawnLogged(['netns', 'exec', SV, 'nsd', '-d', '-c', nsdConf], log);
     try {
       const answer = await waitFor('NSD answering', 15_000, dig, child, log);
       if (!answer.includes(STATIC_WWW)) throw new Error(`NSD answered ${answer.join(',')}, expected ${STATIC_WWW}`);
       // nsd main + xfrd + server-count servers, all counted
-      return await measure('nsd', round, () => nsPids(SV), workers, answer);
+      const procs = nsdProcesses();
+      return { ...(await measure('nsd', round, () => nsPids(SV), want)), digAnswer: answer, nsdProcesses: procs };
     } finally {
       await stopChild(child);
       await stopNamespace(SV);
     }
   };
 
-  const runSluice = async (round: number): Promise<Sample> => {
+  const runSluice = async (round: number, want: Want): Promise<Passes & { digAnswer: string[]; steering: SteeringCheck }> => {
     const pubLog = join(dir, 'publisher.log');
     const log = join(dir, 'sluice-dns.log');
     const pubErr = openSync(pubLog, 'a');
-    const pub = spawn('ip', ['netns', 'exec', CL, process.execPath, '--disable-warning=ExperimentalWarning', SELF, '--publisher', CONTROL_ENDPOINT, '--client', CLIENT_ADDR, '--max-seconds', String(seconds + latencySeconds + 180)], { stdio: ['pipe', 'pipe', pubErr] });
+    const pub = spawn('ip', ['netns', 'exec', CL, process.execPath, '--disable-warning=ExperimentalWarning', SELF, '--publisher', CONTROL_ENDPOINT, '--client', CLIENT_ADDR, '--max-seconds', String(seconds + latencySeconds + perfSeconds + 180)], { stdio: ['pipe', 'pipe', pubErr] });
     closeSync(pubErr);
     children.add(pub);
     pub.once('exit', () => children.delete(pub));
@@ -514,7 +617,9 @@ control:
           }
         });
       });
-      dns = spawnLogged(['netns', 'exec', SV, join(ROOT, 'bin/sluice'), 'dns', '--config', dnsConf], log);
+      // --perf: JIT frames named in the profile (/tmp/perf-PID.map; the workers inherit NODE_OPTIONS).
+      const env = perfOn ? ['env', 'NODE_OPTIONS=--perf-basic-prof'] : [];
+      dns = spawnLogged(['netns', 'exec', SV, ...env, join(ROOT, 'bin/sluice'), 'dns', '--config', dnsConf], log);
       const d = dns;
       await waitFor('sluice dns answering', 20_000, dig, d, log);
       await waitFor('clusters c1 and c2 up', 15_000, () => (dnsStatus().clusters.every((c) => c.state === 'up') ? true : undefined), d, log);
@@ -527,10 +632,10 @@ control:
       const pid = d.pid;
       if (pid === undefined) throw new Error('no pid');
       let s0: DnsStatusJson | undefined;
-      const sample = await measure('sluice', round, () => {
-        s0 = dnsStatus(); // taken just before the run starts
+      const passes = await measure('sluice', round, () => {
+        s0 ??= dnsStatus(); // taken just before the first measured pass starts
         return nsPids(SV); // the primary and its workers
-      }, workers, answer);
+      }, want);
       const s1 = dnsStatus();
       const before = s0 ?? s1;
       const steering: SteeringCheck = {
@@ -539,19 +644,48 @@ control:
         decisionsDuringRun: s1.steering.decisions - before.steering.decisions,
         steeredDuringRun: (s1.counters['steered'] ?? 0) - (before.counters['steered'] ?? 0),
         queriesDuringRun: (s1.counters['queries'] ?? 0) - (before.counters['queries'] ?? 0),
+        udpBatchesDuringRun: (s1.counters['udpBatches'] ?? 0) - (before.counters['udpBatches'] ?? 0),
         reasons: s1.steering.reasons,
         latestReason: s1.steering.recent[0]?.reason ?? '',
         ok: false,
       };
       // The status after the run includes the latency pass too: steered >= completed queries of the throughput pass.
-      steering.ok = steering.decisionsDuringRun > 0 && steering.clusters.every((c) => c.state === 'up') && steering.steeredDuringRun >= sample.throughput.completed && answer.includes(c1);
-      return { ...sample, steering };
+      steering.ok = steering.decisionsDuringRun > 0 && steering.clusters.every((c) => c.state === 'up') && steering.steeredDuringRun >= (passes.throughput?.completed ?? 0) && answer.includes(c1);
+      return { ...passes, digAnswer: answer, steering };
     } finally {
+      const ours = nsPids(SV);
       if (dns) await stopChild(dns);
       await stopNamespace(SV);
       pub.stdin?.end();
       await stopChild(pub);
+      // --perf-basic-prof's symbol maps of our processes: read by perf report above; not needed after.
+      if (perfOn) for (const pid of ours) rmSync(`/tmp/perf-${pid}.map`, { force: true });
     }
+  };
+
+  /** A whole sample from its passes (every pass present by construction of the round). */
+  const sample = (server: Sample['server'], round: number, p: Passes & { digAnswer: string[] }, extra: Partial<Sample>): Sample => {
+    if (!p.throughput || !p.cpu || !p.latency) throw new Error(`${server} round ${round}: a pass is missing`);
+    return { server, round, processes: workers, digAnswer: p.digAnswer, throughput: p.throughput, latency: p.latency, cpu: p.cpu, ...(p.profile ? { profile: p.profile } : {}), ...extra };
+  };
+
+  /**
+   * One round: both throughputs, then both latency passes at the same rate
+   * (half of sluice's throughput of this round unless --latency-qps).
+   */
+  const runRound = async (r: number): Promise<Sample[]> => {
+    const latencyQps: Want['latencyQps'] = fixedLatencyQps ?? 'half';
+    if (r % 2 === 1) {
+      const nsdTp = await runNsd(r, { throughput: true, latencyQps: fixedLatencyQps });
+      const sl = await runSluice(r, { throughput: true, latencyQps });
+      const rate = sl.latency?.targetQps ?? NaN;
+      const nsdLat = fixedLatencyQps === undefined ? await runNsd(r, { throughput: false, latencyQps: rate }) : nsdTp;
+      const nsd = nsdLat.latency !== undefined ? { ...nsdTp, latency: nsdLat.latency } : nsdTp;
+      return [sample('nsd', r, nsd, { nsdProcesses: nsdTp.nsdProcesses }), sample('sluice', r, sl, { steering: sl.steering })];
+    }
+    const sl = await runSluice(r, { throughput: true, latencyQps });
+    const nsd = await runNsd(r, { throughput: true, latencyQps: sl.latency?.targetQps ?? NaN });
+    return [sample('sluice', r, sl, { steering: sl.steering }), sample('nsd', r, nsd, { nsdProcesses: nsd.nsdProcesses })];
   };
 
   // ---- rounds ------------------------------------------------------------------------
@@ -565,13 +699,10 @@ control:
   const discarded: Sample[] = [];
   let retriesLeft = maxRetries;
   for (let r = 1; r <= rounds; r++) {
-    const order = r % 2 === 1 ? [runNsd, runSluice] : [runSluice, runNsd];
-    const got: Sample[] = [];
-    for (const run of order) {
-      const s = await run(r);
-      got.push(s);
+    const got = await runRound(r);
+    for (const s of got) {
       console.error(
-        `round ${r} ${s.server.padEnd(6)} ${s.throughput.qps.toFixed(0).padStart(7)} qps, avg ${s.throughput.avgLatencyMs.toFixed(3)} ms, p99 ${s.latency.p99Ms.toFixed(3)} ms @${latencyQps}/s, lost ${s.throughput.lost}, server ${s.cpu.serverCores.toFixed(2)} cores, dnsperf ${s.cpu.dnsperfCores.toFixed(2)} cores, idle ${(s.cpu.machineIdle * 100).toFixed(1)}%` +
+        `round ${r} ${s.server.padEnd(6)} ${s.throughput.qps.toFixed(0).padStart(7)} qps, avg ${s.throughput.avgLatencyMs.toFixed(3)} ms, p99 ${s.latency.p99Ms.toFixed(3)} ms @${s.latency.targetQps}/s, lost ${s.throughput.lost}, server ${s.cpu.serverCores.toFixed(2)} cores, dnsperf ${s.cpu.dnsperfCores.toFixed(2)} cores, idle ${(s.cpu.machineIdle * 100).toFixed(1)}%` +
           (s.steering ? `, steering: ${s.steering.decisionsDuringRun} decisions, ${s.steering.steeredDuringRun} steered, ${s.steering.latestReason}${s.steering.ok ? '' : ' CHECK FAILED'}` : ''),
       );
     }
@@ -610,17 +741,30 @@ control:
     if (a && b) roundRatios.push(b.throughput.qps / a.throughput.qps);
   }
   const ratio = median(roundRatios);
+  // Issue 25: sluice's p99 at half its own peak <= 2 x NSD's at the same offered load (the same rate in a round).
+  const P99_TARGET = 2;
+  const p99Ratios: number[] = [];
+  const cpuRatios: number[] = [];
+  for (let r = 1; r <= rounds; r++) {
+    const a = samples.find((s) => s.round === r && s.server === 'nsd');
+    const b = samples.find((s) => s.round === r && s.server === 'sluice');
+    if (!a || !b) continue;
+    p99Ratios.push(b.latency.p99Ms / a.latency.p99Ms);
+    cpuRatios.push(b.throughput.qps / Math.max(b.cpu.serverCores, 0.01) / (a.throughput.qps / Math.max(a.cpu.serverCores, 0.01)));
+  }
+  const p99Ratio = median(p99Ratios);
+  const p99Pass = p99Ratio <= P99_TARGET;
   const steeringOk = of('sluice').every((s) => s.steering?.ok === true);
   const pass = ratio >= TARGET && steeringOk;
 
   const ms = (x: number): string => x.toFixed(3);
   console.log(`\nDNS: sluice dns (steered name, policy rtt) vs NSD ${versions.nsd.replace(/^NSD version /, '')} (static), dnsperf ${versions.dnsperf}, ${rounds} rounds of ${seconds} s`);
   console.log(`NSD server-count ${workers}, sluice dns workers ${workers}; ${cpus().length} cores shared by dnsperf and the server, nothing pinned`);
-  console.log(`avg latency: dnsperf at saturation (-q 100 outstanding); p50/p99: dnsperf -v at a fixed ${latencyQps} qps for ${latencySeconds} s\n`);
-  console.log('server  round       qps  avg ms  p50 ms  p99 ms   lost  server cores  dnsperf cores  idle  other cores');
+  console.log(`sluice udpIo ${udpIo}; avg latency: dnsperf at saturation (-q 100 outstanding); p50/p99: dnsperf -v for ${latencySeconds} s at ${fixedLatencyQps === undefined ? 'half of sluice\'s qps of the round' : `a fixed ${fixedLatencyQps} qps`}, the same rate for both servers (column "@qps")\n`);
+  console.log('server  round       qps  avg ms  p50 ms  p99 ms    @qps   lost  server cores  qps/CPU-s  dnsperf cores  idle  other cores');
   for (const s of samples) {
     console.log(
-      `${s.server.padEnd(7)} ${String(s.round).padStart(5)} ${s.throughput.qps.toFixed(0).padStart(9)} ${ms(s.throughput.avgLatencyMs).padStart(7)} ${ms(s.latency.p50Ms).padStart(7)} ${ms(s.latency.p99Ms).padStart(7)} ${String(s.throughput.lost).padStart(6)} ${s.cpu.serverCores.toFixed(2).padStart(13)} ${s.cpu.dnsperfCores.toFixed(2).padStart(14)} ${(s.cpu.machineIdle * 100).toFixed(1).padStart(4)}% ${s.cpu.otherCores.toFixed(2).padStart(12)}`,
+      `${s.server.padEnd(7)} ${String(s.round).padStart(5)} ${s.throughput.qps.toFixed(0).padStart(9)} ${ms(s.throughput.avgLatencyMs).padStart(7)} ${ms(s.latency.p50Ms).padStart(7)} ${ms(s.latency.p99Ms).padStart(7)} ${String(s.latency.targetQps).padStart(7)} ${String(s.throughput.lost).padStart(6)} ${s.cpu.serverCores.toFixed(2).padStart(13)} ${(s.throughput.qps / Math.max(s.cpu.serverCores, 0.01)).toFixed(0).padStart(10)} ${s.cpu.dnsperfCores.toFixed(2).padStart(14)} ${(s.cpu.machineIdle * 100).toFixed(1).padStart(4)}% ${s.cpu.otherCores.toFixed(2).padStart(12)}`,
     );
   }
   for (const [name, m] of [
@@ -630,7 +774,13 @@ control:
     console.log(`${`median ${name}`.padEnd(13)} ${(m['qps'] ?? 0).toFixed(0).padStart(9)} ${ms(m['avgLatencyMs'] ?? 0).padStart(7)} ${ms(m['p50Ms'] ?? 0).padStart(7)} ${ms(m['p99Ms'] ?? 0).padStart(7)} ${String(m['lost'] ?? 0).padStart(6)} ${(m['serverCores'] ?? 0).toFixed(2).padStart(13)}`);
   }
   console.log(`\nratio sluice/NSD qps: ${ratio.toFixed(2)} (median of per-round ratios ${roundRatios.map((x) => x.toFixed(2)).join(', ')}; spread ${Math.min(...roundRatios).toFixed(2)}-${Math.max(...roundRatios).toFixed(2)}); target >= ${TARGET}: ${pass ? 'PASS' : 'FAIL'}`);
-  console.log(`qps per server core: NSD ${(nsd['qpsPerServerCore'] ?? 0).toFixed(0)}, sluice ${(sl['qpsPerServerCore'] ?? 0).toFixed(0)}`);
+  console.log(`p99 at half of sluice's peak, sluice/NSD: ${p99Ratio.toFixed(2)} (rounds ${p99Ratios.map((x) => x.toFixed(2)).join(', ')}); target <= ${P99_TARGET}: ${p99Pass ? 'PASS' : 'FAIL'}`);
+  console.log(`qps per server CPU-second: NSD ${(nsd['qpsPerServerCore'] ?? 0).toFixed(0)}, sluice ${(sl['qpsPerServerCore'] ?? 0).toFixed(0)}; ratio ${median(cpuRatios).toFixed(2)} (rounds ${cpuRatios.map((x) => x.toFixed(2)).join(', ')})`);
+  const nsdProcs = of('nsd').map((s) => s.nsdProcesses ?? 0);
+  console.log(`server processes: NSD ${nsdProcs.join('/')} nsd processes per round (main + xfrd + server-count ${workers}), sluice ${workers} workers + primary; dnsperf ${median(of('nsd').map((s) => s.cpu.dnsperfCores)).toFixed(2)} cores with NSD, ${median(of('sluice').map((s) => s.cpu.dnsperfCores)).toFixed(2)} with sluice`);
+  const batch = of('sluice').map((s) => (s.steering?.queriesDuringRun ?? 0) / Math.max(1, s.steering?.udpBatchesDuringRun ?? 0));
+  if (udpIo === 'batch') console.log(`sluice: ${median(batch).toFixed(1)} queries per recvmmsg batch (median of rounds)`);
+  for (const s of samples) if (s.profile) console.log(`profile ${s.server} round ${s.round}: ${s.profile.file}`);
   const noisy = samples.filter((s) => s.cpu.otherCores > NOISE_CORES);
   if (discarded.length > 0) console.log(`${discarded.length / 2} round(s) repeated for other load on the machine (> ${NOISE_CORES} cores outside the server and dnsperf); their samples are in the JSON as discarded`);
   if (noisy.length > 0) console.log(`warning: ${noisy.length} run(s) kept with more than ${NOISE_CORES} cores busy outside the server and dnsperf (other load on the machine?): ${noisy.map((s) => `${s.server} round ${s.round} ${s.cpu.otherCores.toFixed(2)}`).join(', ')}`);
@@ -662,8 +812,10 @@ control:
       topology: `namespaces ${CL} (${CLIENT_ADDR}: dnsperf, dig, control publisher) and ${SV} (${SERVER_ADDR}: the server), one veth pair`,
       query: `${STEERED} A`,
       throughputCommand: `dnsperf -s ${SERVER_ADDR} -d QUERYFILE ${throughputArgs.join(' ')}`,
-      latencyCommand: `dnsperf -s ${SERVER_ADDR} -d QUERYFILE ${latencyArgs.join(' ')}`,
-      latencyMethod: `dnsperf ${versions.dnsperf} prints no percentiles and has no latency-histogram option; p50/p99 from per-answer latencies of dnsperf -v in a second pass at a fixed ${latencyQps} qps, the same for both servers. avgLatencyMs is dnsperf's average at saturation.`,
+      latencyCommand: `dnsperf -s ${SERVER_ADDR} -d QUERYFILE ${latencyArgs(0).join(' ').replace('-Q 0', '-Q RATE')}`,
+      latencyMethod: `dnsperf ${versions.dnsperf} prints no percentiles and has no latency-histogram option; p50/p99 from per-answer latencies of dnsperf -v in a second pass at RATE = ${fixedLatencyQps === undefined ? "half of sluice's throughput in the same round (in odd rounds NSD is started again for it, after sluice's throughput pass)" : `a fixed ${fixedLatencyQps} qps`}, the same for both servers. avgLatencyMs is dnsperf's average at saturation.`,
+      udpIo,
+      perf: perfOn ? `perf record -g -p <server pids> for ${perfSeconds} s at saturation after the latency pass; reports in bench/results/dns-perf-*.txt` : false,
       sluice: { steering: `${STEERED} policy rtt; clusters ${CLUSTERS.map((c) => `${c.name} ${c.vip}`).join(', ')}; rrl off; control plaintext`, publisher: 'cluster_load (up, 9000 of 10000 free) and rtt_results (c1 10 ms, c2 30 ms) for both clusters every second' },
       cpuAccounting: 'server: utime+stime of every process in the server namespace (/proc/PID/stat) over the throughput pass / its wall time; dnsperf: /usr/bin/time; idle: /proc/stat; otherCores: machine busy cores minus server and dnsperf (unattributed softirq and other load on the machine)',
     },
@@ -673,6 +825,11 @@ control:
       perRound: roundRatios,
       ofMedians: (sl['qps'] ?? 0) / (nsd['qps'] ?? 1),
       perServerCore: (sl['qpsPerServerCore'] ?? 0) / (nsd['qpsPerServerCore'] ?? 1),
+      perServerCorePerRound: cpuRatios,
+      p99AtHalfSluicePeak: p99Ratio,
+      p99PerRound: p99Ratios,
+      p99Target: P99_TARGET,
+      p99Pass,
       nsdClientBound: clientBound,
       nsdMachineIdle: nsdIdle,
     },
@@ -683,8 +840,10 @@ control:
     discarded,
   };
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-  writeFileSync(join(ROOT, 'bench/results/dns.json'), JSON.stringify(result, null, 2) + '\n');
-  console.log('results: bench/results/dns.json');
+  // The default mode's results are the reference (README); a dgram run is kept beside them.
+  const resultsFile = udpIo === 'batch' ? 'bench/results/dns.json' : `bench/results/dns-${udpIo}.json`;
+  writeFileSync(join(ROOT, resultsFile), JSON.stringify(result, null, 2) + '\n');
+  console.log(`results: ${resultsFile}`);
 }
 
 // ---- parsing -----------------------------------------------------------------------

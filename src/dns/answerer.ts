@@ -27,7 +27,7 @@
  */
 import { prefixOfAddress, prefixOfEcs, type ClientPrefix, type PrefixLengths } from './client_prefix.ts';
 import { RRL_ERROR, RrlKind, RrlVerdict, rrlIdentity, rrlSource, type RrlIdentity, type RrlSetup, type RrlSource } from './rrl.ts';
-import type { FamilyAnswer, Steering } from './steer.ts';
+import type { Decision, FamilyAnswer, Steering } from './steer.ts';
 import type { Identity } from './identity.ts';
 import { encodeBody, type Body } from './wire/body.ts';
 import { Parse, ParsedQuery, parseQuery, QCLASS, QTYPE, RCODE, type RejectReason } from './wire/query.ts';
@@ -99,6 +99,15 @@ export class Answerer {
   readonly steeredByCluster: Float64Array;
   readonly #q = new ParsedQuery();
   readonly #cache = new Map<string, Cached>();
+  /**
+   * A steering decision's encoded bodies, by query type (A, AAAA, ANY): what
+   * #cached holds under the key the decision makes (name, TTL and VIPs are
+   * the decision's), found without building that key per query. Weak: a
+   * decision replaced (memo expiry, reload) takes its bodies with it.
+   */
+  readonly #byDecision = new WeakMap<Decision, (Cached | undefined)[]>();
+  /** Query name -> its zone (ZoneSet.find walks the name's suffixes). Cleared on replace and when full. */
+  readonly #zoneOf = new Map<string, Zone | null>();
   zones: ZoneSet;
   steering: Steering;
   /** CH TXT identity answers; undefined: every CH query is REFUSED. Replaced on reload. */
@@ -127,6 +136,7 @@ export class Answerer {
     this.zones = zones;
     this.steering = steering;
     this.#cache.clear();
+    this.#zoneOf.clear();
   }
 
   get cacheSize(): number {
@@ -179,7 +189,7 @@ export class Answerer {
     if ((q.qclass !== QCLASS.IN && q.qclass !== QCLASS.ANY) || q.qtype === QTYPE.AXFR || q.qtype === QTYPE.IXFR) {
       return this.#refused(msg, q, tcp, source, now);
     }
-    const zone = this.zones.find(q.name);
+    const zone = this.#findZone(q.name);
     if (zone === undefined) return this.#refused(msg, q, tcp, source, now);
 
     let body: Cached | undefined;
@@ -205,11 +215,22 @@ export class Answerer {
         // The scope is the part of the ECS address the answer depends on: none when the source address decided.
         if (d.scoped && fromEcs) scope = prefix.length;
         const ttl = d.ttl ?? sn.config.ttl;
-        body = this.#cached(`s${q.qtype}|${q.name}|${ttl}|${a.answerKey}|${aaaa.answerKey}`, () => ({
-          body: encodeBody(q.name, q.oddName, q.qtype, { answer: [...a.vips.map((address) => addressRecord(q.name, ttl, QTYPE.A, address)), ...aaaa.vips.map((address) => addressRecord(q.name, ttl, QTYPE.AAAA, address))], authority: [], additional: [] }, RCODE.NOERROR, true),
-          rrl: rrlIdentity(RrlKind.RESPONSE, q.name, q.qtype),
-        }));
-        if (body === undefined) return this.#servfail(msg, q, tcp, source, now);
+        const slot = q.qtype === QTYPE.A ? 0 : q.qtype === QTYPE.AAAA ? 1 : 2;
+        let bodies = this.#byDecision.get(d);
+        body = bodies?.[slot];
+        if (body !== undefined) c.cacheHits++;
+        else {
+          body = this.#cached(`s${q.qtype}|${q.name}|${ttl}|${a.answerKey}|${aaaa.answerKey}`, () => ({
+            body: encodeBody(q.name, q.oddName, q.qtype, { answer: [...a.vips.map((address) => addressRecord(q.name, ttl, QTYPE.A, address)), ...aaaa.vips.map((address) => addressRecord(q.name, ttl, QTYPE.AAAA, address))], authority: [], additional: [] }, RCODE.NOERROR, true),
+            rrl: rrlIdentity(RrlKind.RESPONSE, q.name, q.qtype),
+          }));
+          if (body === undefined) return this.#servfail(msg, q, tcp, source, now);
+          if (bodies === undefined) {
+            bodies = [undefined, undefined, undefined];
+            this.#byDecision.set(d, bodies);
+          }
+          bodies[slot] = body;
+        }
       }
     }
     if (body === undefined) {
@@ -241,6 +262,16 @@ export class Answerer {
     const n = this.writer.answer(msg, q, b, limit, this.#udpPayload, scope);
     c.truncated = this.writer.truncated;
     return n;
+  }
+
+  #findZone(name: string): Zone | undefined {
+    let z = this.#zoneOf.get(name);
+    if (z === undefined) {
+      z = this.zones.find(name) ?? null;
+      if (this.#zoneOf.size >= CACHE_MAX) this.#zoneOf.clear(); // random-name floods: bounded, cheap to refill
+      this.#zoneOf.set(name, z);
+    }
+    return z ?? undefined;
   }
 
   #sourcePrefix(source: string): ClientPrefix | undefined {

@@ -220,6 +220,10 @@ export const dnsConfigSchema = z
       .max(256)
       .default(1)
       .describe('Server processes sharing the listen addresses (SO_REUSEPORT); 0: one per CPU (os.availableParallelism()). With more than one, a primary process holds the control plane, admin socket and ops HTTP and forwards state to the workers; a worker that dies is replaced. With rrl.enabled the kernel steers each client prefix to one worker (so its limit holds); otherwise by a hash of address and port. A change needs a restart.'),
+    udpIo: z
+      .enum(['batch', 'dgram'], { error: 'udpIo is batch or dgram' })
+      .default('batch')
+      .describe('How UDP queries are read and answered: `batch` reads up to 64 datagrams with one recvmmsg, answers them in one call into JavaScript and sends the answers with one sendmmsg (the addon, native/src/udp_batch.c); `dgram` uses Node\'s dgram socket, one event and one send per datagram (a fallback: the same answers at about twice the CPU per query, README "DNS"). A change needs a restart.'),
     udpPayload: z.int().min(512).max(4096).default(1232).describe('Our EDNS UDP payload size: RFC 9715 / DNS flag day 2020 advise 1232 (no IP fragmentation).'),
     rrl: z
       .strictObject({

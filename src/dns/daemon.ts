@@ -101,7 +101,7 @@ export function loadZones(cfg: Readonly<DnsConfig>, file: string): LoadedZones {
 /** How often a worker reports its counters to the primary (status and metrics lag by this much at most). */
 const STATS_MS = 50;
 
-const RESTART_KEYS = ['workers', 'listen', 'clusters', 'control', 'rrl', 'tcp', 'udpPayload', 'adminSocket', 'name', 'http'] as const;
+const RESTART_KEYS = ['workers', 'listen', 'clusters', 'control', 'rrl', 'tcp', 'udpPayload', 'udpIo', 'adminSocket', 'name', 'http'] as const;
 
 export class DnsDaemon {
   readonly log: Logger = componentLogger('dns');
@@ -164,7 +164,7 @@ export class DnsDaemon {
       : undefined;
     this.rrl = rrl?.limiter;
     this.answerer = new Answerer(zones.set, new Steering(cfg, this.#parts()), { rrl, lengths, udpPayload: cfg.udpPayload, clusters: cfg.clusters.length, identity: identityOf(cfg) });
-    this.server = new DnsServer(this.answerer, cfg.tcp, this.log.child({ part: 'server' }));
+    this.server = new DnsServer(this.answerer, { ...cfg.tcp, udpIo: cfg.udpIo }, this.log.child({ part: 'server' }));
     this.transfers = new ZoneTransfers(cfg);
     this.notifier = new Notifier(cfg.transfer, this.log.child({ part: 'notify' }));
     this.server.transfer = (msg, source) => this.transfers.respond(msg, source, this.answerer.zones, Date.now() / 1000);

@@ -146,6 +146,7 @@ export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): v
     [{ reason: 'bad_frame' }, d.server.counters.tcpBadFrames],
   ]);
   counterOf(registry, 'sluice_dns_udp_errors_total', 'UDP socket errors (failed sends included).', () => d.server.counters.udpErrors);
+  counterOf(registry, 'sluice_dns_udp_batches_total', 'UDP batches read with one recvmmsg and answered with one call (udpIo batch); UDP queries over this is the mean batch size.', () => d.server.counters.udpBatches);
   counterFrom(registry, 'sluice_dns_reloads_total', 'Reloads, by result.', ['result'], () => [
     [{ result: 'applied' }, d.reloads],
     [{ result: 'refused' }, d.reloadsRefused],

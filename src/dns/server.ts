@@ -2,8 +2,15 @@
  * The DNS server's sockets: UDP and TCP on every configured address, IPv4
  * and IPv6, all feeding the one Answerer.
  *
- * UDP: one datagram, one `respond`, one send (of a copy: the writer's
- * buffer is reused by the next query before dgram is done with it).
+ * UDP, `udpIo: batch` (the default): a UdpBatchSocket per address
+ * (udp_batch.ts): recvmmsg hands over up to UDP_BATCH datagrams at once,
+ * each answered by one `respond`, and sendmmsg sends the batch's answers.
+ * `udpIo: dgram`: Node's dgram, one datagram, one `respond`, one send (of
+ * a copy: the writer's buffer is reused by the next query before dgram is
+ * done with it). Either way every answer goes to the query's source address
+ * and port, from the socket bound to the address it came to (one socket per
+ * listen address; a wildcard address answers from the address the kernel's
+ * routing picks, as before).
  * TCP (RFC 7766): two-octet length framing, several queries per
  * connection, answered in order; a connection is closed after idleSeconds of
  * silence or on a frame of length 0, and new ones are refused beyond
@@ -20,6 +27,13 @@ import type { Logger } from '../log/logger.ts';
 import type { Answerer } from './answerer.ts';
 import { loadNative } from '../nfqueue/native.ts';
 import { SluiceError } from '../errors/errors.ts';
+import { UdpBatchSocket, UdpStat } from './udp_batch.ts';
+
+/** Datagrams per recvmmsg at most (the batch one crossing into JavaScript answers). */
+export const UDP_BATCH = 64;
+
+/** How UDP is read and written: recvmmsg/sendmmsg through the addon, or Node's dgram. */
+export type UdpIo = 'batch' | 'dgram';
 
 /** The kernel would not take the per-prefix steering program on a worker's UDP socket (SO_ATTACH_REUSEPORT_CBPF). */
 export class ReuseportSteerError extends SluiceError {
@@ -53,6 +67,8 @@ export interface SharedListen {
 
 export interface ServerCounters {
   udpErrors: number;
+  /** recvmmsg batches answered (udpIo batch): queries over this is the mean batch size. */
+  udpBatches: number;
   tcpAccepted: number;
   tcpRefused: number;
   tcpIdleClosed: number;
@@ -67,19 +83,49 @@ export class DnsServer {
   readonly #log: Logger;
   readonly #limited: LimitedLog;
   readonly #udp: UdpSocket[] = [];
+  readonly #batch: UdpBatchSocket[] = [];
+  /** Per batch socket: its errors and batches already added to the counters. */
+  readonly #seen: { errors: number; batches: number }[] = [];
+  readonly #udpIo: UdpIo;
   readonly #tcp: Server[] = [];
   readonly #conns = new Set<Socket>();
   readonly #maxConns: number;
   readonly #idleMs: number;
   transfer: TransferHandler | undefined;
-  readonly counters: ServerCounters = { udpErrors: 0, tcpAccepted: 0, tcpRefused: 0, tcpIdleClosed: 0, tcpBadFrames: 0 };
+  readonly #counters: ServerCounters = { udpErrors: 0, udpBatches: 0, tcpAccepted: 0, tcpRefused: 0, tcpIdleClosed: 0, tcpBadFrames: 0 };
 
-  constructor(answerer: Answerer, opts: { maxConnections: number; idleSeconds: number }, log: Logger) {
+  constructor(answerer: Answerer, opts: { maxConnections: number; idleSeconds: number; udpIo?: UdpIo }, log: Logger) {
     this.#answerer = answerer;
+    this.#udpIo = opts.udpIo ?? 'batch';
     this.#log = log;
     this.#limited = new LimitedLog(log);
     this.#maxConns = opts.maxConnections;
     this.#idleMs = opts.idleSeconds * 1000;
+  }
+
+  /**
+   * The counters, with the batch sockets' native statistics added since
+   * the last read (by delta: a primary overwrites these fields with its
+   * workers' sums, and has no socket of its own).
+   */
+  get counters(): ServerCounters {
+    this.#sync();
+    return this.#counters;
+  }
+
+  #sync(): void {
+    const c = this.#counters;
+    for (let i = 0; i < this.#batch.length; i++) {
+      const s = this.#batch[i];
+      const seen = this.#seen[i];
+      if (s === undefined || seen === undefined) continue;
+      const errors = s.errors;
+      const batches = s.stats[UdpStat.BATCHES] ?? 0;
+      c.udpErrors += errors - seen.errors;
+      c.udpBatches += batches - seen.batches;
+      seen.errors = errors;
+      seen.batches = batches;
+    }
   }
 
   get tcpConnections(): number {
@@ -95,6 +141,10 @@ export class DnsServer {
   }
 
   #listenUdp(a: ListenAddress, shared: SharedListen | undefined): Promise<void> {
+    if (this.#udpIo === 'batch') {
+      this.#listenBatch(a, shared);
+      return Promise.resolve();
+    }
     const sock = createSocket({ type: a.family === 6 ? 'udp6' : 'udp4', ipv6Only: a.family === 6, reusePort: shared !== undefined });
     this.#udp.push(sock);
     sock.on('message', (msg, rinfo) => {
@@ -103,7 +153,7 @@ export class DnsServer {
     });
     sock.on('error', (err) => {
       // Failed sends land here too (sends have no callback): count all, log a few.
-      this.counters.udpErrors++;
+      this.#counters.udpErrors++;
       this.#limited.warn('udp', { err: err.message }, 'UDP socket error');
     });
     return new Promise((resolve, reject) => {
@@ -114,11 +164,10 @@ export class DnsServer {
         if (steer !== undefined) {
           try {
             // dgram has no public accessor for the descriptor; _handle.fd is
-            // the libuv socket's (Linux). Attaching is per group: every worker
-            // attaches the same program, so a replacement needs nobody else.
+            // the libuv socket's (Linux).
             const fd = (sock as unknown as { _handle?: { fd?: number } })._handle?.fd;
             if (fd === undefined || fd < 0) throw new ReuseportSteerError('the UDP socket has no descriptor to attach the per-prefix steering to');
-            loadNative().steerReuseportByPrefix(fd, a.family, steer.groupSize, a.family === 6 ? Math.min(64, steer.ipv6Bits) : steer.ipv4Bits);
+            steerGroup(fd, a, steer);
           } catch (err) {
             sock.close();
             reject(err instanceof Error ? err : new ReuseportSteerError(String(err)));
@@ -128,6 +177,38 @@ export class DnsServer {
         resolve();
       });
     });
+  }
+
+  /** A batch socket on `a`; throws UdpBatchSocketError (bind) or ReuseportSteerError. */
+  #listenBatch(a: ListenAddress, shared: SharedListen | undefined): void {
+    const answerer = this.#answerer;
+    const sock = new UdpBatchSocket({
+      host: a.host,
+      port: a.port,
+      family: a.family,
+      reusePort: shared !== undefined,
+      slots: UDP_BATCH,
+      reply: answerer.writer.buf,
+      handler: (msg, len, source, now) => answerer.respond(msg, len, source, false, now),
+      onError: (err) => {
+        // The poll could not be restarted: this address no longer serves UDP. Loud, once.
+        this.#counters.udpErrors++;
+        this.#log.error({ err, address: a.host, port: a.port }, 'UDP batch socket failed: this address no longer answers UDP');
+      },
+    });
+    this.#batch.push(sock);
+    this.#seen.push({ errors: 0, batches: 0 });
+    const steer = shared?.steer;
+    if (steer !== undefined) {
+      try {
+        steerGroup(sock.fd, a, steer);
+      } catch (err) {
+        sock.close();
+        this.#batch.pop();
+        this.#seen.pop();
+        throw new ReuseportSteerError(`UDP ${a.host}:${a.port}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      }
+    }
   }
 
   #sendUdp(sock: UdpSocket, n: number, port: number, address: string): void {
@@ -156,14 +237,14 @@ export class DnsServer {
 
   #serveTcp(sock: Socket): void {
     if (this.#conns.size >= this.#maxConns) {
-      this.counters.tcpRefused++;
+      this.#counters.tcpRefused++;
       sock.destroy();
       return;
     }
-    this.counters.tcpAccepted++;
+    this.#counters.tcpAccepted++;
     this.#conns.add(sock);
     sock.setTimeout(this.#idleMs, () => {
-      this.counters.tcpIdleClosed++;
+      this.#counters.tcpIdleClosed++;
       sock.destroy();
     });
     sock.on('error', () => {
@@ -202,7 +283,7 @@ export class DnsServer {
         const head = first !== undefined && first.length >= 2 ? first : Buffer.concat(chunks, have);
         const len = head.readUInt16BE(0);
         if (len === 0) {
-          this.counters.tcpBadFrames++;
+          this.#counters.tcpBadFrames++;
           sock.destroy();
           return;
         }
@@ -236,9 +317,22 @@ export class DnsServer {
 
   close(): void {
     for (const s of this.#udp) s.close();
+    for (const s of this.#batch) s.close();
+    this.#sync(); // keep the closing sockets' last statistics
+    this.#batch.length = 0;
+    this.#seen.length = 0;
     for (const s of this.#tcp) s.close();
     for (const c of this.#conns) c.destroy();
     this.#udp.length = 0;
     this.#tcp.length = 0;
   }
+}
+
+/**
+ * Attaches the per-prefix steering program to a worker's UDP socket.
+ * Attaching is per group: every worker attaches the same program, so a
+ * replacement needs nobody else.
+ */
+function steerGroup(fd: number, a: ListenAddress, steer: NonNullable<SharedListen['steer']>): void {
+  loadNative().steerReuseportByPrefix(fd, a.family, steer.groupSize, a.family === 6 ? Math.min(64, steer.ipv6Bits) : steer.ipv4Bits);
 }

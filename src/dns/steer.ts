@@ -107,6 +107,12 @@ export class Steering {
   readonly names: ReadonlyMap<string, SteeredName>;
   readonly #p: SteeringParts;
   readonly #memo = new Map<string, Decision>();
+  /**
+   * The memo key of (name, prefix key), built once: a key concatenated per
+   * query is a fresh string to hash on every lookup, one found here has its
+   * hash cached. Per steered name; cleared when it outgrows the memo.
+   */
+  readonly #keys = new Map<SteeredName, Map<string, string>>();
   readonly #memoMax: number;
   readonly #memoMs: number;
   readonly #rttScratch: Float64Array;
@@ -142,7 +148,7 @@ export class Steering {
   decide(sn: SteeredName, prefix: ClientPrefix, now: number): Decision {
     // The mapping policy's demand: every query of its names counts, memoised or not.
     if (sn.policy.name === 'mapping') this.#p.mapping?.noteQuery(prefix.key);
-    const key = `${sn.config.name}|${prefix.key}`;
+    const key = this.#keyOf(sn, prefix.key);
     const m = this.#memo.get(key);
     if (m !== undefined && m.epoch === this.epoch && now < m.validUntil) return m;
     const d = this.#compute(sn, prefix, now);
@@ -157,6 +163,21 @@ export class Steering {
     this.reasons.set(kind, (this.reasons.get(kind) ?? 0) + 1);
     if (this.#p.log.isLevelEnabled('debug')) this.#p.log.debug({ name: d.name, client: prefix.key.slice(2), answer: d.vips, clusters: d.clusters, reason: d.reason }, 'steering decision');
     return d;
+  }
+
+  #keyOf(sn: SteeredName, prefixKey: string): string {
+    let keys = this.#keys.get(sn);
+    if (keys === undefined) {
+      keys = new Map();
+      this.#keys.set(sn, keys);
+    }
+    let key = keys.get(prefixKey);
+    if (key === undefined) {
+      key = `${sn.config.name}|${prefixKey}`;
+      if (keys.size >= this.#memoMax) keys.clear();
+      keys.set(prefixKey, key);
+    }
+    return key;
   }
 
   /** Latest decisions, newest first (status). */

@@ -31,6 +31,34 @@ export interface NativeNfq {
   socketDrops(handle: NativeHandle): number;
   /** Steers a SO_REUSEPORT UDP group by client prefix (native/src/reuseport.c); throws ERR_SLUICE_REUSEPORT. */
   steerReuseportByPrefix(fd: number, family: 4 | 6, groupSize: number, bits: number): void;
+  /**
+   * A UDP socket read with recvmmsg and written with sendmmsg (native/src/udp_batch.c; src/dns/udp_batch.ts):
+   * created and bound here; onBatch(n) once per batch of n datagrams returns how many answers of txMeta to send.
+   * Throws ERR_SLUICE_UDP_BATCH (socket, bind) or ERR_SLUICE_NATIVE_ARG.
+   */
+  udpOpen(
+    family: 4 | 6,
+    address: string,
+    port: number,
+    reusePort: boolean,
+    rx: Uint8Array,
+    rxMeta: Uint32Array,
+    tx: Uint8Array,
+    txMeta: Uint32Array,
+    stats: Float64Array,
+    onBatch: (count: number) => number,
+    onError: (err: Error) => void,
+  ): NativeHandle;
+  /** Sends txMeta entries [0, count) now; only inside onBatch (tx full). */
+  udpSend(handle: NativeHandle, count: number): void;
+  udpFd(handle: NativeHandle): number;
+  udpLocalPort(handle: NativeHandle): number;
+  /** The source address of a slot of the current batch, as inet_ntop writes it; only inside onBatch. */
+  udpSourceText(handle: NativeHandle, slot: number): string;
+  udpClose(handle: NativeHandle): void;
+  readonly UDP_RX_META_WORDS: number;
+  readonly UDP_TX_META_WORDS: number;
+  readonly UDP_STATS_WORDS: number;
   /** One datagram to $NOTIFY_SOCKET (native/src/sd_notify.c); throws ERR_SD_NOTIFY. */
   notify(socketPath: string, message: string): void;
   readonly META_WORDS: number;

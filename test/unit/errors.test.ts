@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { AccessLogFormatError } from '../../src/agent/access-log.ts';
 import { ReuseportSteerError } from '../../src/dns/server.ts';
 import { DnsWorkerStartError } from '../../src/dns/workers.ts';
+import { UdpBatchSocketError } from '../../src/dns/udp_batch.ts';
 import { LoadSourceError } from '../../src/agent/agent.ts';
 import { OperatorReasonError } from '../../src/agent/operator-state.ts';
 import { AdminReplyError, AdminTimeoutError, AdminUnreachableError } from '../../src/admin/client.ts';
@@ -62,6 +63,7 @@ const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [InvariantError, 'ERR_SLUICE_INVARIANT', ['m']],
   [ReuseportSteerError, 'ERR_SLUICE_REUSEPORT_STEER', ['m']],
   [DnsWorkerStartError, 'ERR_SLUICE_DNS_WORKER_START', ['m']],
+  [UdpBatchSocketError, 'ERR_SLUICE_UDP_BATCH', ['m', 98, 'bind']],
   [NativeAddonMissingError, 'ERR_SLUICE_NATIVE_MISSING', ['m']],
   [QueueClosedError, 'ERR_SLUICE_QUEUE_CLOSED', ['m']],
   [FrontRunningError, 'ERR_SLUICE_FRONT_RUNNING', ['m']],
