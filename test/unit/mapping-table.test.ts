@@ -175,14 +175,15 @@ describe('MappingTable: demand beyond headroom × capacity', () => {
 });
 
 describe('MappingTable: a rising demand is planned ahead (trendSeconds)', () => {
-  // p (nearest 0) had demand `d0` at t = 0 and has `d` at t = 10 s. Cluster 0 holds `cap0`, cluster 1 plenty.
-  const cases: { name: string; d0: number; d: number; trend: number; cap0: number; cluster: number }[] = [
-    { name: 'no trend: 3 fits in 3.5, stays', d0: 2, d: 3, trend: 0, cap0: 3.5, cluster: 0 },
-    { name: 'rising 0.1/s, 10 s ahead: 3 + 1 = 4 > 3.5, moves now', d0: 2, d: 3, trend: 10, cap0: 3.5, cluster: 1 },
-    { name: 'rising 0.1/s, 2 s ahead: 3 + 0.2 fits, stays', d0: 2, d: 3, trend: 2, cap0: 3.5, cluster: 0 },
-    { name: 'rising 0.1/s, 100 s ahead: 3 + 10 capped at twice 3 = 6, fits in 7, stays', d0: 2, d: 3, trend: 100, cap0: 7, cluster: 0 },
-    { name: 'a jump beyond twice (1 to 3) is no trend: 3 fits in 3.5, stays', d0: 1, d: 3, trend: 10, cap0: 3.5, cluster: 0 },
-    { name: 'no demand before: new, not rising', d0: 0, d: 3, trend: 10, cap0: 3.5, cluster: 0 },
+  // p (nearest 0) had demand `d0` at t = 0 and has `d` at t = `dt` s. Cluster 0 holds `cap0`, cluster 1 plenty.
+  // The plan is d + (d - avg), avg = d0 + (1 - exp(-dt / trend)) (d - d0) where d rose.
+  const cases: { name: string; d0: number; d: number; dt: number; trend: number; cap0: number; cluster: number }[] = [
+    { name: 'no trend: 3 fits in 3.3, stays', d0: 2, d: 3, dt: 10, trend: 0, cap0: 3.3, cluster: 0 },
+    { name: '2 to 3 in 10 s, 10 s average: 3 + (3 - 2.632) = 3.37 > 3.3, moves now', d0: 2, d: 3, dt: 10, trend: 10, cap0: 3.3, cluster: 1 },
+    { name: '2 to 3 in 10 s, 2 s average: 3 + 0.007 fits in 3.3, stays', d0: 2, d: 3, dt: 10, trend: 2, cap0: 3.3, cluster: 0 },
+    { name: 'a jitter of +5% in 1 s, 30 s average: 10.5 + 0.48 fits in 11, stays', d0: 10, d: 10.5, dt: 1, trend: 30, cap0: 11, cluster: 0 },
+    { name: 'a jump beyond twice (1 to 3) is no trend: 3 fits in 3.3, stays', d0: 1, d: 3, dt: 10, trend: 10, cap0: 3.3, cluster: 0 },
+    { name: 'no demand before: new, not rising', d0: 0, d: 3, dt: 10, trend: 10, cap0: 3.3, cluster: 0 },
   ];
   for (const c of cases) {
     it(c.name, () => {
@@ -190,10 +191,20 @@ describe('MappingTable: a rising demand is planned ahead (trendSeconds)', () => 
       const cl = [cluster(c.cap0), cluster(100)];
       t.recompute([prefix('p', c.d0, [10, 30])], cl, 0);
       if (c.d0 > 0) assert.equal(t.lookup('p')?.cluster, 0);
-      t.recompute([prefix('p', c.d, [10, 30])], cl, 10_000);
+      t.recompute([prefix('p', c.d, [10, 30])], cl, c.dt * 1000);
       assert.equal(t.lookup('p')?.cluster, c.cluster);
     });
   }
+  it('a steady rise: the plan tends to the demand trendSeconds ahead', () => {
+    // 1/s for 200 s, recomputed every second, 20 s average: sampled each second the average lags by
+    // (1 - a) / a = 19.5 (a = 1 - exp(-1/20)), so at t = 199 s (demand 299) the plan is 318.5.
+    const t = new MappingTable(2, { ...OPTS, trendSeconds: 20 });
+    for (let s = 0; s <= 199; s++) t.recompute([prefix('p', 100 + s, [10, 30])], [cluster(318), cluster(1000)], s * 1000);
+    assert.equal(t.lookup('p')?.cluster, 1, 'planned above 318');
+    const u = new MappingTable(2, { ...OPTS, trendSeconds: 20 });
+    for (let s = 0; s <= 199; s++) u.recompute([prefix('p', 100 + s, [10, 30])], [cluster(319), cluster(1000)], s * 1000);
+    assert.equal(u.lookup('p')?.cluster, 0, 'planned below 319');
+  });
   it('falling: planned as it is, no credit for the fall', () => {
     // p falls from 3 to 2 (-0.1/s); q (2, new) arrives. Planned at 2, p leaves q 1.5 of cluster 0's 3.5:
     // q goes to cluster 1. (Credited 10 s ahead, p would be 1 and q would fit.)

@@ -6,9 +6,10 @@
  * the simulator feeds it from a scenario on a simulated clock.
  *
  * A recompute:
- *   0. Planned demand: a prefix's demand, plus its rise over the next
- *      trendSeconds where it rose since the last recompute (at most twice
- *      its demand; see recompute()).
+ *   0. Planned demand: a prefix's demand, plus how far it stands above its
+ *      own average over the last trendSeconds (an EWMA), where it does: on
+ *      a steady rise that is the rise over the next trendSeconds; a jitter
+ *      adds no more than itself (see recompute()).
  *   1. Eligible prefixes: demand > 0 and a finite RTT to at least one usable
  *      cluster. Everyone else is left out of the table, and the policy
  *      answers them as `rtt` does (the fallback).
@@ -138,7 +139,8 @@ interface Entry {
 }
 
 interface DemandSeen {
-  readonly demand: number;
+  /** The demand's exponentially weighted average, time constant trendSeconds. */
+  readonly slow: number;
   readonly at: number;
 }
 
@@ -212,34 +214,42 @@ export class MappingTable {
     let demand: Float64Array;
     let capacity: Float64Array;
     let a: ReturnType<typeof solveAssignment>;
-    // Planned demand: the demand given, plus its rise over the next
-    // trendSeconds where it is rising (the slope since the previous
-    // recompute). The table takes effect only as the resolvers' caches
-    // expire (a TTL), and the loads it is checked against are a report
-    // old: planning for the demand of now on a rising curve put the
-    // simulator's flash crowd over capacity in its ramp. Falling demand is
-    // planned as it is (no credit taken for a fall). `now` is the demand
-    // given, for the load bookkeeping (what the reports show).
-    const input: MappingPrefixInput[] = [];
+    // Planned demand: the demand given, plus how far it stands above its
+    // own average over the last trendSeconds (an EWMA of time constant
+    // trendSeconds), where it stands above. On a steady rise of slope s the
+    // average lags by s x trendSeconds, so the plan is the demand
+    // trendSeconds ahead. The table takes effect only as the resolvers'
+    // caches expire (a TTL), and the loads it is checked against are a
+    // report old: planning for the demand of now on a rising curve put the
+    // simulator's flash crowd over capacity in its ramp. A jitter adds no
+    // more than itself (a slope taken between two recomputes a second
+    // apart multiplied a 5% jitter of the testbed's load reports 30-fold,
+    // and moved a prefix that fitted). The plan is below twice the demand
+    // by construction. Falling demand is planned as it is (no credit taken
+    // for a fall). `now` is the demand given, for the load bookkeeping
+    // (what the reports show).
+    let input: MappingPrefixInput[] = [];
+    const actual: MappingPrefixInput[] = [];
+    let planned = false;
     const nowDemand = new Map<MappingPrefixInput, number>();
     const seen = new Map<string, DemandSeen>();
     for (const p of prefixes) {
       const before = this.#seen.get(p.key);
       let d = p.demand;
-      // A trend is a rise to at most twice the demand of the last
-      // recompute: a prefix that had no demand before is new, and a jump
-      // beyond that is a change of regime (the DNS glue's first load report
-      // scales every demand from a placeholder to real), not a slope to
-      // extrapolate. And the plan is at most twice the demand: one noisy
-      // interval must not displace a prefix (hysteresis would keep it
-      // displaced).
-      if (before !== undefined && before.demand > 0 && p.demand <= 2 * before.demand && now > before.at && o.trendSeconds > 0 && p.demand > before.demand) {
-        d = Math.min(2 * p.demand, d + ((p.demand - before.demand) * o.trendSeconds * 1000) / (now - before.at));
+      let slow = p.demand;
+      // No average yet (a new prefix), or a jump beyond twice it: a change
+      // of regime (the DNS glue's first load report scales every demand
+      // from a placeholder to real), not a slope; the average starts anew.
+      if (before !== undefined && before.slow > 0 && p.demand <= 2 * before.slow && now > before.at && o.trendSeconds > 0) {
+        slow = before.slow + (1 - Math.exp(-(now - before.at) / (o.trendSeconds * 1000))) * (p.demand - before.slow);
+        if (p.demand > slow) d = p.demand + (p.demand - slow);
       }
-      seen.set(p.key, { demand: p.demand, at: now });
+      seen.set(p.key, { slow, at: now });
       const q = d === p.demand ? p : { key: p.key, demand: d, rtt: p.rtt, rttAt: p.rttAt };
+      if (q !== p) planned = true;
       nowDemand.set(q, p.demand);
       input.push(q);
+      actual.push(p);
     }
     this.#seen = seen;
     for (;;) {
@@ -339,6 +349,16 @@ export class MappingTable {
       if (!(a.unserved > 1e-9 * Math.max(1, eligibleDemand))) break;
       if (K < C) {
         K = C;
+        continue;
+      }
+      // The plan is a forecast; the headroom is the margin kept for what
+      // nobody forecast. When the plan does not fit the world, the demand
+      // of now is solved first (a 1.9x step in the simulator, planned
+      // ahead, was beyond the world's capacity and sent the unserved
+      // remainder to the fallback, onto full clusters).
+      if (planned) {
+        planned = false;
+        input = actual;
         continue;
       }
       // Every usable cluster is a candidate and demand is still unserved:
