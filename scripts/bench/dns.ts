@@ -55,6 +55,11 @@
  *   node scripts/bench/dns.ts [--seconds 10] [--rounds 3] [--workers CPUS] [--latency-qps half|N] [--latency-seconds 5]
  *                             [--max-retries 6] [--udp-io batch|dgram] [--perf] [--perf-seconds 5]
  * --udp-io: sluice's `udpIo` (batch: recvmmsg/sendmmsg through the addon; dgram: Node's dgram).
+ * --policy: the steered name's policy, rtt (default) or mapping (issue 24: the
+ *   DNS bench must stay within 10% with the mapping policy on). With mapping
+ *   the table is recomputed every second from the queries and the same
+ *   cluster_load / rtt_results; it maps the client's prefix to c1 (10 ms, room
+ *   for all of it), and the check also wants the decision's reason mapping:c1.
  * dnsperf runs max(1, 4 x workers) sockets (-c) when workers > 1, so the
  * kernel's 4-tuple hash spreads them over every server process of either.
  * Prints a table, writes bench/results/dns.json (dns-dgram.json with --udp-io dgram). Target (issue 25): sluice
@@ -76,6 +81,7 @@ const { values } = parseArgs({
     workers: { type: 'string', default: String(cpus().length) },
     'latency-qps': { type: 'string', default: 'half' },
     'udp-io': { type: 'string', default: 'batch' },
+    policy: { type: 'string', default: 'rtt' },
     perf: { type: 'boolean', default: false },
     'perf-seconds': { type: 'string', default: '5' },
     'latency-seconds': { type: 'string', default: '5' },
@@ -239,6 +245,8 @@ async function main(): Promise<void> {
   const fixedLatencyQps = values['latency-qps'] === 'half' ? undefined : intArg('latency-qps', values['latency-qps'], 100, 1_000_000);
   const udpIo = values['udp-io'];
   if (udpIo !== 'batch' && udpIo !== 'dgram') usage('--udp-io is batch or dgram');
+  const policy = values.policy;
+  if (policy !== 'rtt' && policy !== 'mapping') usage('--policy is rtt or mapping');
   const perfSeconds = intArg('perf-seconds', values['perf-seconds'], 1, 60);
   const perfOn = values.perf;
   const latencySeconds = intArg('latency-seconds', values['latency-seconds'], 1, 120);
@@ -375,8 +383,8 @@ clusters:
 ${CLUSTERS.map((c) => `  - { name: ${c.name}, vips: [${c.vip}] }`).join('\n')}
 steering:
   reportSeconds: 1
-  names: [{ name: ${STEERED}, policy: rtt }]
-rrl: { enabled: false }
+  names: [{ name: ${STEERED}, policy: ${policy} }]
+${policy === 'mapping' ? '  mapping: { recomputeSeconds: 1 }\n' : ''}rrl: { enabled: false }
 workers: ${workers}
 udpIo: ${udpIo}
 adminSocket: ${adminSocket}
@@ -555,7 +563,7 @@ control:
     const byDso = report(['--no-children', '--sort', 'comm,dso', '-g', 'none']);
     const bySymbol = report(['--no-children', '--sort', 'comm,dso,symbol', '-g', 'none']);
     const inclusive = report(['--children', '--sort', 'symbol', '-g', 'none']);
-    const file = join(ROOT, `bench/results/dns-perf-${server}-r${round}${udpIo === 'batch' ? '' : `-${udpIo}`}.txt`);
+    const file = join(ROOT, `bench/results/dns-perf-${server}-r${round}${udpIo === 'batch' ? '' : `-${udpIo}`}${policy === 'rtt' ? '' : `-${policy}`}.txt`);
     mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
     writeFileSync(
       file,
@@ -650,7 +658,7 @@ control:
         ok: false,
       };
       // The status after the run includes the latency pass too: steered >= completed queries of the throughput pass.
-      steering.ok = steering.decisionsDuringRun > 0 && steering.clusters.every((c) => c.state === 'up') && steering.steeredDuringRun >= (passes.throughput?.completed ?? 0) && answer.includes(c1);
+      steering.ok = steering.decisionsDuringRun > 0 && steering.clusters.every((c) => c.state === 'up') && steering.steeredDuringRun >= (passes.throughput?.completed ?? 0) && answer.includes(c1) && (policy !== 'mapping' || steering.latestReason === 'mapping:c1');
       return { ...passes, digAnswer: answer, steering };
     } finally {
       const ours = nsPids(SV);
@@ -758,7 +766,7 @@ control:
   const pass = ratio >= TARGET && steeringOk;
 
   const ms = (x: number): string => x.toFixed(3);
-  console.log(`\nDNS: sluice dns (steered name, policy rtt) vs NSD ${versions.nsd.replace(/^NSD version /, '')} (static), dnsperf ${versions.dnsperf}, ${rounds} rounds of ${seconds} s`);
+  console.log(`\nDNS: sluice dns (steered name, policy ${policy}) vs NSD ${versions.nsd.replace(/^NSD version /, '')} (static), dnsperf ${versions.dnsperf}, ${rounds} rounds of ${seconds} s`);
   console.log(`NSD server-count ${workers}, sluice dns workers ${workers}; ${cpus().length} cores shared by dnsperf and the server, nothing pinned`);
   console.log(`sluice udpIo ${udpIo}; avg latency: dnsperf at saturation (-q 100 outstanding); p50/p99: dnsperf -v for ${latencySeconds} s at ${fixedLatencyQps === undefined ? 'half of sluice\'s qps of the round' : `a fixed ${fixedLatencyQps} qps`}, the same rate for both servers (column "@qps")\n`);
   console.log('server  round       qps  avg ms  p50 ms  p99 ms    @qps   lost  server cores  qps/CPU-s  dnsperf cores  idle  other cores');
@@ -816,7 +824,7 @@ control:
       latencyMethod: `dnsperf ${versions.dnsperf} prints no percentiles and has no latency-histogram option; p50/p99 from per-answer latencies of dnsperf -v in a second pass at RATE = ${fixedLatencyQps === undefined ? "half of sluice's throughput in the same round (in odd rounds NSD is started again for it, after sluice's throughput pass)" : `a fixed ${fixedLatencyQps} qps`}, the same for both servers. avgLatencyMs is dnsperf's average at saturation.`,
       udpIo,
       perf: perfOn ? `perf record -g -p <server pids> for ${perfSeconds} s at saturation after the latency pass; reports in bench/results/dns-perf-*.txt` : false,
-      sluice: { steering: `${STEERED} policy rtt; clusters ${CLUSTERS.map((c) => `${c.name} ${c.vip}`).join(', ')}; rrl off; control plaintext`, publisher: 'cluster_load (up, 9000 of 10000 free) and rtt_results (c1 10 ms, c2 30 ms) for both clusters every second' },
+      sluice: { steering: `${STEERED} policy ${policy}; clusters ${CLUSTERS.map((c) => `${c.name} ${c.vip}`).join(', ')}; rrl off; control plaintext`, publisher: 'cluster_load (up, 9000 of 10000 free) and rtt_results (c1 10 ms, c2 30 ms) for both clusters every second' },
       cpuAccounting: 'server: utime+stime of every process in the server namespace (/proc/PID/stat) over the throughput pass / its wall time; dnsperf: /usr/bin/time; idle: /proc/stat; otherCores: machine busy cores minus server and dnsperf (unattributed softirq and other load on the machine)',
     },
     medians: { nsd, sluice: sl },
@@ -841,7 +849,7 @@ control:
   };
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
   // The default mode's results are the reference (README); a dgram run is kept beside them.
-  const resultsFile = udpIo === 'batch' ? 'bench/results/dns.json' : `bench/results/dns-${udpIo}.json`;
+  const resultsFile = `bench/results/dns${udpIo === 'batch' ? '' : `-${udpIo}`}${policy === 'rtt' ? '' : `-${policy}`}.json`;
   writeFileSync(join(ROOT, resultsFile), JSON.stringify(result, null, 2) + '\n');
   console.log(`results: ${resultsFile}`);
 }
