@@ -134,6 +134,8 @@ control:
     const rtt = { c1: { [A]: 10, [B]: 60 }, c2: { [A]: 60, [B]: 10 } };
     pub = new NsProcess(ns, [PUB, '--endpoint', endpoint, '--key', fronts.keyFile, '--allow', dns.pubFile, '--clusters', 'c1,c2', '--every-ms', '300', '--rtt', JSON.stringify(rtt)]);
     assert.deepEqual(await pub.next(15_000), { ready: true });
+    // Some load on each cluster: the queries' shares are scaled to the load reported (service.ts), so each prefix's demand is ~40 (with none it would be a millionth of the capacity).
+    assert.deepEqual(await pub.request(JSON.stringify({ available: { c1: 60, c2: 60 } })), { ok: true });
     daemon = new DnsProcess(ns, join(dir, 'dns.yaml'), join(dir, 'dns.sock'));
     await daemon.ready();
     await until(async () => (await status()).clusters.every((c) => c.state === 'up'), 'both clusters up (cluster_load over the control plane)', 15_000, 200);
