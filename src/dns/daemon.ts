@@ -38,6 +38,7 @@ import { DnsControl } from './control.ts';
 import { HighRateTable } from './high_rate.ts';
 import { MappingService } from './mapping/service.ts';
 import { summarizeMapping } from './mapping/summary.ts';
+import { encodeDemand, mergeDemand } from './mapping/share.ts';
 import { registerDnsMetrics } from './metrics.ts';
 import { ProbeScheduler } from './probe_scheduler.ts';
 import { ResponseRateLimiter, RRL_KIND_NAMES } from './rrl.ts';
@@ -100,6 +101,9 @@ export function loadZones(cfg: Readonly<DnsConfig>, file: string): LoadedZones {
 
 /** How often a worker reports its counters to the primary (status and metrics lag by this much at most). */
 const STATS_MS = 50;
+
+/** How long the primary waits for the workers' mapping demand before it recomputes without the late ones (they count in the next). */
+const DEMAND_WAIT_MS = 250;
 
 const RESTART_KEYS = ['workers', 'listen', 'clusters', 'control', 'rrl', 'tcp', 'udpPayload', 'udpIo', 'adminSocket', 'name', 'http'] as const;
 
@@ -200,6 +204,9 @@ export class DnsDaemon {
         onStats: () => {
           this.#sumStats(pool.stats());
         },
+        onDemand: (counts) => {
+          mergeDemand(this.mapping.demand, counts);
+        },
       });
       this.#pool = pool;
       await pool.start();
@@ -214,8 +221,27 @@ export class DnsDaemon {
         ...(pool !== undefined ? { applied: (type, body, from) => { pool.forward(type, body, from); } } : {}),
       }, this.log.child({ part: 'control' }));
     }
+    const pool = this.#pool;
+    let collecting = false;
     this.#mappingTimer = setInterval(() => {
-      this.recomputeMapping(performance.now());
+      if (pool === undefined) {
+        this.recomputeMapping(performance.now());
+        return;
+      }
+      // Workers: the primary's table from every worker's demand (workers.ts). A round still
+      // under way (a recompute longer than the interval) is not overlapped.
+      if (collecting || !this.#usesMapping()) return;
+      collecting = true;
+      void pool
+        .collectDemand(Math.min(DEMAND_WAIT_MS, this.mapping.recomputeSeconds * 250))
+        .then(() => {
+          this.recomputeMapping(performance.now());
+          const sent = pool.publishMapping(this.mapping.table.entries());
+          this.log.debug(sent, 'mapping table sent to the workers');
+        })
+        .finally(() => {
+          collecting = false;
+        });
     }, this.mapping.recomputeSeconds * 1000);
     this.#mappingTimer.unref();
     this.#admin = new AdminSocket(cfg.adminSocket, this.log, statusAndReload(this));
@@ -268,7 +294,12 @@ export class DnsDaemon {
     process.on('message', (m: ToWorker) => {
       if (m.t === 'state') this.#applyState(m.type, m.body, m.from, performance.now() - m.ageMs);
       else if (m.t === 'reload') this.reload();
-      else {
+      else if (m.t === 'demand?') send({ t: 'demand', counts: encodeDemand(this.mapping.demand.drain(), this.mapping.maxPrefixes) });
+      else if (m.t === 'mapping') {
+        // The primary's table replaces a recompute of our own (a worker runs no mapping timer).
+        this.mapping.table.applyShared(m.full, m.set, m.del, performance.now());
+        this.answerer.steering.changed();
+      } else {
         this.server.close();
         process.exit(0);
       }
@@ -331,12 +362,16 @@ export class DnsDaemon {
    * (the epoch), so answers follow the new table at once.
    */
   recomputeMapping(now: number): void {
-    if (!this.config.steering.names.some((n) => n.policy === 'mapping')) return;
+    if (!this.#usesMapping()) return;
     const s = this.mapping.recompute(now);
     this.answerer.steering.changed();
     const fields = { prefixes: s.prefixes, units: s.units, moved: s.moved, unserved: round(s.unserved), solveMs: round(s.solveMs), totalMs: round(s.totalMs) };
     if (s.moved > 0) this.log.info(fields, 'mapping recomputed');
     else this.log.debug(fields, 'mapping recomputed');
+  }
+
+  #usesMapping(): boolean {
+    return this.config.steering.names.some((n) => n.policy === 'mapping');
   }
 
   /** Re-reads config and zones; false (and the running data kept) when refused. */

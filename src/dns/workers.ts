@@ -21,11 +21,19 @@
  * cluster_load and high_rate_clients per sender and the last REPLAY_RTT
  * rtt_results, each with its age, so freshness is judged as if it had
  * been there.
+ *
+ * The `mapping` policy's table is the primary's alone (mapping/share.ts):
+ * at each recompute the primary asks every worker for its query counts per
+ * prefix (collectDemand), adds them into its one demand meter, recomputes,
+ * and sends the workers the entries that changed (publishMapping); a new
+ * or replacement worker gets the whole table when it is ready. So every
+ * worker answers a prefix the same, whichever of them its queries reach.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '../log/logger.ts';
 import { SluiceError } from '../errors/errors.ts';
+import { MappingPublisher, type SharedEntry } from './mapping/share.ts';
 
 /** A DNS worker failed to start serving (its own error, or it exited before it listened). */
 export class DnsWorkerStartError extends SluiceError {
@@ -34,7 +42,14 @@ export class DnsWorkerStartError extends SluiceError {
 
 export type StateType = 'cluster_load' | 'high_rate_clients' | 'rtt_results';
 
-export type ToWorker = { readonly t: 'state'; readonly type: StateType; readonly body: unknown; readonly from: string; readonly ageMs: number } | { readonly t: 'reload' } | { readonly t: 'stop' };
+export type ToWorker =
+  | { readonly t: 'state'; readonly type: StateType; readonly body: unknown; readonly from: string; readonly ageMs: number }
+  | { readonly t: 'reload' }
+  | { readonly t: 'stop' }
+  /** Report your mapping query counts since the last report (a 'demand' reply). */
+  | { readonly t: 'demand?' }
+  /** The primary's mapping table: whole (full) or a delta (share.ts). */
+  | { readonly t: 'mapping'; readonly full: boolean; readonly set: readonly (string | number)[]; readonly del: readonly string[] };
 
 export type WorkerStats = Readonly<Record<string, number>>;
 
@@ -52,7 +67,9 @@ export type FromWorker =
   | { readonly t: 'ready' }
   | { readonly t: 'failed'; readonly error: string }
   | { readonly t: 'probes'; readonly due: readonly (readonly [string, string])[] }
-  | { readonly t: 'stats'; readonly stats: WorkerStats; readonly recent: readonly RecentDecision[] };
+  | { readonly t: 'stats'; readonly stats: WorkerStats; readonly recent: readonly RecentDecision[] }
+  /** Query counts per prefix of the `mapping` names since the last report (share.ts encodeDemand). */
+  | { readonly t: 'demand'; readonly counts: readonly (string | number)[] };
 
 const REPLAY_RTT = 1024;
 /** A worker that dies this soon after it started is replaced only after RESTART_DELAY_MS (no fork loop). */
@@ -82,6 +99,8 @@ export interface WorkerPoolOptions {
   readonly onProbes: (due: readonly (readonly [string, string])[]) => void;
   /** A worker's counters changed (sum them with stats()). */
   readonly onStats: () => void;
+  /** A worker's mapping query counts (share.ts mergeDemand). */
+  readonly onDemand?: (counts: readonly (string | number)[]) => void;
 }
 
 export class WorkerPool {
@@ -92,6 +111,9 @@ export class WorkerPool {
   /** The last counters of workers that died: kept in the sums, so totals never go back. */
   readonly #retired: Record<string, number> = {};
   #stopping = false;
+  readonly #mapping = new MappingPublisher();
+  /** The collectDemand round under way: replies still awaited, and its end. */
+  #demandWait: { left: number; done: () => void } | undefined;
   died = 0;
   replaced = 0;
 
@@ -156,6 +178,8 @@ export class WorkerPool {
           case 'ready':
             ready = true;
             this.#replay(child);
+            // The table at once: a replacement answers as the others do from its first query.
+            if (this.#mapping.size > 0) child.send({ t: 'mapping', ...this.#mapping.full() } satisfies ToWorker);
             resolve();
             break;
           case 'failed':
@@ -170,6 +194,12 @@ export class WorkerPool {
             slot.recentAt = performance.now();
             this.#opts.onStats();
             break;
+          case 'demand': {
+            this.#opts.onDemand?.(m.counts);
+            const w = this.#demandWait;
+            if (w !== undefined && --w.left <= 0) w.done();
+            break;
+          }
         }
       });
       child.on('exit', (code, signal) => {
@@ -224,6 +254,46 @@ export class WorkerPool {
     for (const r of [...this.#last.values(), ...this.#rtt]) {
       if (child.connected) child.send({ t: 'state', type: r.type, body: r.body, from: r.from, ageMs: now - r.at } satisfies ToWorker);
     }
+  }
+
+  /**
+   * Asks every live worker for its mapping query counts (delivered to
+   * onDemand); resolves when all replied or after timeoutMs (a late reply
+   * is still added, to the next recompute's interval: no count is lost).
+   */
+  collectDemand(timeoutMs: number): Promise<void> {
+    this.#demandWait?.done();
+    return new Promise((resolve) => {
+      let left = 0;
+      for (const s of this.#slots) {
+        if (s.child?.connected !== true) continue;
+        s.child.send({ t: 'demand?' } satisfies ToWorker);
+        left++;
+      }
+      if (left === 0) {
+        resolve();
+        return;
+      }
+      const timer = setTimeout(() => {
+        w.done();
+      }, timeoutMs);
+      const w = {
+        left,
+        done: (): void => {
+          clearTimeout(timer);
+          if (this.#demandWait === w) this.#demandWait = undefined;
+          resolve();
+        },
+      };
+      this.#demandWait = w;
+    });
+  }
+
+  /** The primary's new mapping table: what changed goes to every worker (nothing when nothing did). */
+  publishMapping(entries: Iterable<[string, SharedEntry]>): { set: number; del: number } {
+    const d = this.#mapping.delta(entries);
+    if (d.set.length > 0 || d.del.length > 0) this.broadcast({ t: 'mapping', ...d });
+    return { set: d.set.length / 3, del: d.del.length };
   }
 
   broadcast(msg: ToWorker): void {

@@ -32,9 +32,14 @@ export class DemandMeter {
   }
 
   note(key: string): void {
+    this.add(key, 1);
+  }
+
+  /** `n` queries of `key` at once (a DNS worker's report, share.ts). */
+  add(key: string, n: number): void {
     const e = this.#map.get(key);
     if (e !== undefined) {
-      e.count++;
+      e.count += n;
       return;
     }
     if (this.#map.size >= this.#max) {
@@ -44,7 +49,18 @@ export class DemandMeter {
         this.evicted++;
       }
     }
-    this.#map.set(key, { count: 1, rate: 0 });
+    this.#map.set(key, { count: n, rate: 0 });
+  }
+
+  /**
+   * A DNS worker's side (share.ts): the counts since the last call, and the
+   * meter emptied (the primary smooths them; the worker keeps no rates).
+   */
+  drain(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const [k, e] of this.#map) if (e.count > 0) out.set(k, e.count);
+    this.#map.clear();
+    return out;
   }
 
   /**

@@ -180,6 +180,27 @@ export class MappingTable {
     return this.#table.get(key);
   }
 
+  /**
+   * A DNS worker's table: the primary's, as share.ts sends it (a full table
+   * or a delta), instead of a recompute of its own. Only cluster and TTL
+   * are kept (the lookup's); demand and RTT stay in the primary's table,
+   * which status shows. An entry whose cluster is not one of this config's
+   * is skipped (a worker and primary always share the config; a restart
+   * key).
+   */
+  applyShared(full: boolean, set: readonly unknown[], del: readonly unknown[], now: number): void {
+    if (full) this.#table.clear();
+    for (const k of del) if (typeof k === 'string') this.#table.delete(k);
+    for (let i = 0; i + 2 < set.length; i += 3) {
+      const k = set[i];
+      const c = set[i + 1];
+      const ttl = set[i + 2];
+      if (typeof k !== 'string' || typeof c !== 'number' || typeof ttl !== 'number' || !(c >= 0 && c < this.clusters)) continue;
+      const was = this.#table.get(k);
+      this.#table.set(k, { cluster: c, ttl, demand: 0, rttMs: 0, since: was !== undefined && was.cluster === c ? was.since : now });
+    }
+  }
+
   /** Every entry (status, the simulator). */
   entries(): IterableIterator<[string, MappingEntry]> {
     return this.#table.entries();
