@@ -19,19 +19,12 @@
  * is full, what is there is sent first. Destinations are only valid during
  * the batch; C refuses any other (counted as badTx, never sent).
  */
-import { SluiceError } from '../errors/errors.ts';
+import { QueueSystemError } from '../errors/errors.ts';
 import { loadNative, type NativeHandle, type NativeNfq } from '../nfqueue/native.ts';
 
 /** The UDP batch socket could not be created, bound or polled (errno and syscall from the kernel). */
-export class UdpBatchSocketError extends SluiceError {
+export class UdpBatchSocketError extends QueueSystemError {
   readonly code = 'ERR_SLUICE_UDP_BATCH';
-  readonly errno: number | undefined;
-  readonly syscall: string | undefined;
-  constructor(message: string, errno?: number, syscall?: string, options?: ErrorOptions) {
-    super(message, options);
-    this.errno = errno;
-    this.syscall = syscall;
-  }
 }
 
 /** Layout shared with native/src/udp_batch.c (keep in sync; checked at open). */

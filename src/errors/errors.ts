@@ -40,8 +40,8 @@ export class QueueClosedError extends SluiceError {
   readonly code = 'ERR_SLUICE_QUEUE_CLOSED';
 }
 
-/** Errors reported by the NFQUEUE, NFLOG and conntrack event bindings carry the syscall errno. */
-abstract class QueueSystemError extends SluiceError {
+/** Errors reported by the addon's bindings (NFQUEUE, NFLOG, conntrack events, UDP batch sockets) carry the syscall errno. */
+export abstract class QueueSystemError extends SluiceError {
   readonly errno: number | undefined;
   readonly syscall: string | undefined;
   constructor(message: string, errno?: number, syscall?: string, options?: ErrorOptions) {
