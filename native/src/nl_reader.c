@@ -50,6 +50,15 @@ static void deliver(nl_reader *r, uint32_t n) {
   napi_close_handle_scope(r->env, scope);
 }
 
+static void on_readable(uv_poll_t *handle, int status, int events);
+
+static void on_coalesced(uv_timer_t *t) {
+  nl_reader *r = t->data;
+  if (r->closing) return;
+  int ue = uv_poll_start(&r->poll, UV_READABLE, on_readable);
+  if (ue < 0) report_async_error(r, -ue, "uv_poll_start");
+}
+
 /* Drains datagrams back to back into rx while a maximal one fits and fewer
  * than max_batch messages wait; then one JS call. A datagram with more data
  * messages than meta has room for (NFLOG's) is handed over in several calls.
@@ -84,14 +93,19 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
     return;
   }
   size_t off = 0;
-  uint32_t n = 0;
+  uint32_t n = 0, datagrams = 0;
+  int drained = 0; /* the last recvmsg found the socket empty */
   while (!r->closing && n < r->max_batch && r->rx_size - off >= r->rx_need) {
     struct iovec iov = { r->rx + off, r->rx_size - off };
     struct sockaddr_nl sa;
     struct msghdr mh = { &sa, sizeof sa, &iov, 1, NULL, 0, 0 };
     ssize_t got = recvmsg(fd, &mh, MSG_DONTWAIT);
     if (got < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        drained = 1;
+        r->stats[NS_SETTLED_OVERRUNS] = r->stats[NS_OVERRUNS];
+        break;
+      }
       if (errno == EINTR) continue;
       if (errno == ENOBUFS) {
         /* Receive buffer overflowed: the kernel dropped (NFQUEUE: or, with
@@ -104,6 +118,7 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
       break;
     }
     r->stats[NS_DATAGRAMS] += 1;
+    datagrams++;
     if (mh.msg_flags & MSG_TRUNC) { r->stats[NS_TRUNCATED_READS] += 1; continue; }
     if (sa.nl_pid != 0) { r->stats[NS_BAD_MESSAGES] += 1; continue; } /* not from the kernel */
     const struct nlmsghdr *nlh = (const struct nlmsghdr *)(r->rx + off);
@@ -131,6 +146,26 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
     off += MNL_ALIGN((size_t)got);
   }
   deliver(r, n);
+  /* After an overrun the kernel marks the socket congested and drops every
+   * new message (unicast NFQUEUE packets too) until a recvmsg finds the
+   * receive queue empty. A read that stopped at the batch or buffer bound
+   * just as the queue ran out would leave that mark set on an empty socket:
+   * level-triggered polling never fires again, and the socket would stay
+   * deaf for good (seen: conntrack events lost forever after a flood).
+   * A zero-length peek is such a recvmsg: it clears the mark if the queue is
+   * empty and leaves any message in place. One syscall per bounded read. */
+  if (!drained && !r->closing && datagrams > 0) {
+    char byte;
+    if (recv(fd, &byte, 0, MSG_PEEK | MSG_DONTWAIT) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      r->stats[NS_SETTLED_OVERRUNS] = r->stats[NS_OVERRUNS];
+  }
+  /* Coalescing: having read something, sleep on the timer, not the socket.
+   * The timer's poll restart is level triggered: whatever arrived meanwhile
+   * is read at once then. Nothing read (a spurious wake-up): keep polling. */
+  if (b->coalesce_ms > 0 && datagrams > 0 && !r->closing) {
+    uv_poll_stop(&r->poll);
+    uv_timer_start(&r->coalesce, on_coalesced, b->coalesce_ms, 0);
+  }
 }
 
 static void reader_free(nl_reader *r) {
@@ -140,7 +175,10 @@ static void reader_free(nl_reader *r) {
   free(r);
 }
 
-static void on_closed(uv_handle_t *h) { reader_free(h->data); }
+static void on_closed(uv_handle_t *h) {
+  nl_reader *r = h->data;
+  if (--r->handles_open == 0) reader_free(r);
+}
 
 nl_reader *nl_reader_new(napi_env env, const nl_binding *b, size_t size, const nl_open_args *o) {
   void *rx, *meta, *stats;
@@ -239,9 +277,26 @@ napi_value nl_reader_start(nl_reader *r, int err) {
   int ue = uv_poll_init(loop, &r->poll, mnl_socket_get_fd(r->nl));
   if (ue == 0) {
     r->poll.data = r;
+    r->handles_open = 1;
     ue = uv_poll_start(&r->poll, UV_READABLE, on_readable);
   }
+  if (ue == 0 && b->coalesce_ms > 0) {
+    ue = uv_timer_init(loop, &r->coalesce);
+    if (ue == 0) {
+      r->coalesce.data = r;
+      r->handles_open = 2;
+    }
+  }
   if (ue != 0) {
+    if (r->handles_open > 0) {
+      /* An initialised handle must be closed through libuv before its memory goes. */
+      r->closing = 1;
+      uv_poll_stop(&r->poll);
+      uv_close((uv_handle_t *)&r->poll, on_closed);
+      if (r->handles_open == 2) uv_close((uv_handle_t *)&r->coalesce, on_closed);
+      throw_coded(env, b->codes.poll_start, "cannot poll netlink socket", -ue, "uv_poll_start");
+      return NULL;
+    }
     reader_free(r);
     throw_coded(env, b->codes.poll_start, "cannot poll netlink socket", -ue, "uv_poll_start");
     return NULL;
@@ -272,6 +327,7 @@ napi_value nl_reader_close_js(napi_env env, napi_callback_info info) {
   if (r->closing) return NULL;
   r->closing = 1;
   uv_poll_stop(&r->poll);
+  if (r->handles_open == 2) uv_timer_stop(&r->coalesce);
   if (b->config_put) {
     char cfg[MNL_SOCKET_BUFFER_SIZE];
     struct nlmsghdr *nlh = b->config_put(cfg, r->num, 0);
@@ -279,6 +335,7 @@ napi_value nl_reader_close_js(napi_env env, napi_callback_info info) {
     mnl_socket_sendto(r->nl, nlh, nlh->nlmsg_len);
   }
   uv_close((uv_handle_t *)&r->poll, on_closed);
+  if (r->handles_open == 2) uv_close((uv_handle_t *)&r->coalesce, on_closed);
   return NULL;
 }
 
@@ -293,6 +350,10 @@ napi_value nl_reader_ref_js(napi_env env, napi_callback_info info) {
   if (r->closing) return NULL;
   if (on) uv_ref((uv_handle_t *)&r->poll);
   else uv_unref((uv_handle_t *)&r->poll);
+  if (r->handles_open == 2) {
+    if (on) uv_ref((uv_handle_t *)&r->coalesce);
+    else uv_unref((uv_handle_t *)&r->coalesce);
+  }
   return NULL;
 }
 
@@ -310,7 +371,9 @@ napi_value nl_reader_liveness_js(napi_env env, napi_callback_info info) {
     readable = poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN) != 0;
   }
   napi_create_object(env, &out);
-  napi_get_boolean(env, !r->closing && uv_is_active((uv_handle_t *)&r->poll), &v);
+  /* Between a coalesced read and its timer the poll is stopped on purpose. */
+  int polling = uv_is_active((uv_handle_t *)&r->poll) || (r->handles_open == 2 && uv_is_active((uv_handle_t *)&r->coalesce));
+  napi_get_boolean(env, !r->closing && polling, &v);
   napi_set_named_property(env, out, "polling", v);
   set_number(env, out, "portid", r->portid);
   set_number(env, out, "wakeups", r->wakeups);

@@ -19,7 +19,11 @@ typedef struct nl_reader_s nl_reader;
 /* The reader's counters: the first slots of both bindings' statistics
  * arrays (src/nfqueue/layout.ts, src/nflog/layout.ts), the binding's own after. */
 enum { NS_ITEMS, NS_BATCHES, NS_MAX_BATCH, NS_DATAGRAMS, NS_OVERRUNS, NS_BAD_MESSAGES, NS_RECV_ERRORS,
-       NS_LAST_ERRNO, NS_TRUNCATED_READS, NS_CALLBACK_ERRORS, NS_COUNT };
+       NS_LAST_ERRNO, NS_TRUNCATED_READS, NS_CALLBACK_ERRORS,
+       /* NS_OVERRUNS as of the last read that found the socket empty: an
+        * overrun's episode ends there (the kernel stops dropping), so a resync
+        * for the messages it lost must start after it, not at the overrun. */
+       NS_SETTLED_OVERRUNS, NS_COUNT };
 
 typedef struct {
   const char *label;      /* names a handle in async errors: "<label> <num>: ..." */
@@ -36,12 +40,23 @@ typedef struct {
   int (*decode)(nl_reader *r, const struct nlmsghdr *nlh, uint32_t *meta); /* one meta slot; 0: unusable */
   void (*after_batch)(nl_reader *r, napi_value result); /* optional: the batch call's result, NULL if it threw */
   struct nlmsghdr *(*config_put)(char *buf, uint16_t num, int bind); /* binds (1) or unbinds `num`; NULL: nothing to unbind at close */
+  /* 0: read as soon as the socket is readable. N > 0: after a read, stop
+   * polling for N ms and let messages gather in the socket buffer, so a
+   * stream of single-message datagrams (conntrack events: one per flow)
+   * wakes the event loop at most 1000/N times a second instead of once per
+   * message. Each wake-up of a sleeping thread costs a cross-CPU wake-up
+   * (an IPI, a VM exit in a guest) in the sender's context: measured, the
+   * per-flow destroy events were a visible share of the front node's cost
+   * per new connection. Only for data whose consumer tolerates N ms. */
+  uint32_t coalesce_ms;
 } nl_binding;
 
 struct nl_reader_s {
   const nl_binding *binding;
   napi_env env;
   uv_poll_t poll;
+  uv_timer_t coalesce; /* binding->coalesce_ms > 0: restarts the poll */
+  int handles_open;    /* libuv handles not yet closed; freed at 0 */
   struct mnl_socket *nl;
   uint32_t portid;
   uint16_t num;     /* queue or group number */

@@ -49,6 +49,13 @@ export interface ConntrackEventsStats {
   datagrams: number;
   /** Receive-buffer overflows (ENOBUFS): the kernel dropped events (how many is unknown). */
   overruns: number;
+  /**
+   * `overruns` as of the last read that found the socket empty. After an
+   * overrun the kernel drops every event until then (the socket stays
+   * congested while a backlog is read), so events are known to flow again
+   * only once this has caught up with `overruns`.
+   */
+  settledOverruns: number;
   /** Messages that were not decodable destroy events. */
   badMessages: number;
   recvErrors: number;
@@ -65,6 +72,7 @@ const EV_BINDING: ReaderBinding<keyof ConntrackEventsStats> = {
     maxBatch: EventStat.MaxBatch,
     datagrams: EventStat.Datagrams,
     overruns: EventStat.Overruns,
+    settledOverruns: EventStat.SettledOverruns,
     badMessages: EventStat.BadMessages,
     recvErrors: EventStat.RecvErrors,
     lastErrno: EventStat.LastErrno,
@@ -201,6 +209,11 @@ export class ConntrackEvents {
   /** The overrun counter alone (no object): for a cheap check per batch or tick. */
   get overruns(): number {
     return this.#core.counters[EventStat.Overruns] ?? 0;
+  }
+
+  /** Overruns whose episode has ended (a read found the socket empty since): see ConntrackEventsStats.settledOverruns. */
+  get settledOverruns(): number {
+    return this.#core.counters[EventStat.SettledOverruns] ?? 0;
   }
 
   /** Leaves the group and stops polling; events not yet read are discarded. Idempotent. */

@@ -144,11 +144,16 @@ export class FlowEnds {
   /**
    * Whether an overrun not yet answered calls for a resync now (then it is
    * taken as answered: overruns during the resync call for another).
+   * Only once the overrun has settled: until a read finds the socket empty
+   * the kernel keeps dropping events (the socket stays congested while its
+   * backlog is read), so a resync started at the overrun itself would miss
+   * the flows that end during that backlog (seen in front-ctevents: 5
+   * flows deleted right after the resync were never freed).
    */
   overrunResyncDue(now: number): boolean {
     const ev = this.#events;
     if (ev === undefined) return false;
-    const overruns = ev.overruns;
+    const overruns = ev.settledOverruns;
     if (overruns === this.#overrunsSeen || now - this.#lastOverrunResync < RESYNC_MIN_GAP_MS) return false;
     this.#overrunsSeen = overruns;
     this.#lastOverrunResync = now;

@@ -20,4 +20,4 @@ export const LogStat = {
   Records: ReaderStat.Items,
   Lost: READER_STATS_WORDS,
 } as const;
-export const LOG_STATS_WORDS = 11;
+export const LOG_STATS_WORDS = 12;

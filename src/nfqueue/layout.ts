@@ -59,8 +59,10 @@ export const ReaderStat = {
   LastErrno: 7,
   TruncatedReads: 8,
   CallbackErrors: 9,
+  /** Overruns as of the last read that found the socket empty (nl_reader.h NS_SETTLED_OVERRUNS). */
+  SettledOverruns: 10,
 } as const;
-export const READER_STATS_WORDS = 10;
+export const READER_STATS_WORDS = 11;
 
 /**
  * Slots of the queue's statistics array, updated by C without crossing into
@@ -76,7 +78,7 @@ export const Stat = {
   /** Packet ids skipped: numbered by the kernel, never received (nfq.c next_id). */
   IdGaps: READER_STATS_WORDS + 3,
 } as const;
-export const STATS_WORDS = 14;
+export const STATS_WORDS = 15;
 
 /** Kernel NFQA_CFG_F_* flags passed to open(). */
 export const OpenFlag = { FailOpen: 1 << 0, Conntrack: 1 << 1, Gso: 1 << 2 } as const;
