@@ -61,6 +61,7 @@ import { OpsServer } from '../http/ops_server.ts';
 import { componentLogger, type Logger } from '../log/logger.ts';
 import { newRegistry } from '../metrics/collect.ts';
 import { registerFrontMetrics, type FrontMetricsSource } from './metrics.ts';
+import { LoopTurns } from './loop-turns.ts';
 import { readKernelQueue, type KernelQueueStats } from '../metrics/kernel_queue.ts';
 import type { ConntrackEventsStats } from '../conntrack/events.ts';
 import { NfLog, type LogStats } from '../nflog/log.ts';
@@ -155,6 +156,8 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly engine: FrontEngine;
   /** Conntrack destroy events: records of ended flows freed at once (flow-ends.ts). */
   readonly flowEnds: FlowEnds;
+  /** The event loop's per-turn CPU time, while metrics are served (loop-turns.ts). */
+  loopTurns: LoopTurns | undefined;
   /** A resync (full read of the kernel's table) is running: another waits for it. */
   #resyncing = false;
   #queue: NfQueue | undefined;
@@ -579,6 +582,12 @@ export class FrontDaemon implements FrontMetricsSource {
     await this.#admin.listen();
     if (this.config.control) this.#control = await FrontControl.start(this, this.config.control, this.log);
     if (this.config.http) {
+      // Measured only where it is read (the metrics).
+      try {
+        this.loopTurns = LoopTurns.start();
+      } catch (err) {
+        this.log.warn({ err: (err as Error).message }, 'event-loop turn CPU time not measured');
+      }
       const registry = newRegistry(1);
       registerFrontMetrics(registry, this);
       this.#ops = new OpsServer({ listen: this.config.http.listen, registry, status: () => this.status(), log: this.log });

@@ -40,6 +40,7 @@ import type { FallbackWriterStatus } from './fallback.ts';
 import type { KernelScheduleStatus } from './kernel-schedule.ts';
 import { SHED_REASONS, type ShedReason } from './shed.ts';
 import type { SynproxyAutoStatus } from './synproxy-auto.ts';
+import type { LoopTurns } from './loop-turns.ts';
 import type { GuardCount } from './vip-guard.ts';
 import type { TableCountsStatus } from './table-counters.ts';
 import { HA_ROLES, type HaRoleMachine } from './ha/role.ts';
@@ -88,6 +89,8 @@ export interface FrontMetricsSource {
   /** The role in a front-node pair and conntrackd's sync figures (absent: unit tests). */
   readonly ha?: HaRoleMachine;
   readonly sync?: SyncStateReader;
+  /** The event loop's per-turn CPU time (loop-turns.ts); absent: unit tests, or the addon refused it. */
+  readonly loopTurns?: LoopTurns | undefined;
 }
 
 /** Peer clusters exposed at most (peers are whoever reports cluster_load; keep the series bounded). */
@@ -96,6 +99,12 @@ const MAX_PEER_CLUSTERS = 64;
 type SL = 'service' | 'server';
 
 export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource): void {
+  const turns = src.loopTurns;
+  if (turns !== undefined) {
+    // Beside nodejs_eventloop_lag_max_seconds (wall clock, scheduler waits included): the daemon's own longest turn.
+    gaugeOf(registry, 'sluice_front_loop_turn_cpu_max_seconds', "Longest event-loop turn since the last scrape, in the loop thread's CPU time (excludes waiting for a CPU: compare nodejs_eventloop_lag_max_seconds).", () => turns.takeMaxSeconds());
+    counterOf(registry, 'sluice_front_loop_turns_total', 'Event-loop turns.', () => turns.turns);
+  }
   const c = (): FrontEngine['counters'] => src.engine.counters;
   const services = (): FrontEngine['services'] => src.engine.services;
   const perServer = (f: (s: FrontEngine['services'][number]['servers'][number]) => number): Sample<SL>[] =>

@@ -59,6 +59,13 @@ export interface NativeNfq {
   readonly UDP_RX_META_WORDS: number;
   readonly UDP_TX_META_WORDS: number;
   readonly UDP_STATS_WORDS: number;
+  /**
+   * Starts the per-turn CPU-time measure of the event loop (native/src/loop_turns.c): writes into
+   * `stats` (LOOP_TURN_WORDS doubles: longest turn ns since JS wrote 0 there, turns, thread CPU ns).
+   * Once per process; throws ERR_SLUICE_NATIVE_ARG.
+   */
+  loopTurnsStart(stats: Float64Array): void;
+  readonly LOOP_TURN_WORDS: number;
   /** One datagram to $NOTIFY_SOCKET (native/src/sd_notify.c); throws ERR_SD_NOTIFY. */
   notify(socketPath: string, message: string): void;
   readonly META_WORDS: number;

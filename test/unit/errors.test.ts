@@ -14,6 +14,7 @@ import { AccessLogFormatError } from '../../src/agent/access-log.ts';
 import { ReuseportSteerError } from '../../src/dns/server.ts';
 import { DnsWorkerStartError } from '../../src/dns/workers.ts';
 import { UdpBatchSocketError } from '../../src/dns/udp_batch.ts';
+import { LoopTurnsError } from '../../src/front/loop-turns.ts';
 import { LoadSourceError } from '../../src/agent/agent.ts';
 import { OperatorReasonError } from '../../src/agent/operator-state.ts';
 import { AdminReplyError, AdminTimeoutError, AdminUnreachableError } from '../../src/admin/client.ts';
@@ -64,6 +65,7 @@ const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [ReuseportSteerError, 'ERR_SLUICE_REUSEPORT_STEER', ['m']],
   [DnsWorkerStartError, 'ERR_SLUICE_DNS_WORKER_START', ['m']],
   [UdpBatchSocketError, 'ERR_SLUICE_UDP_BATCH', ['m', 98, 'bind']],
+  [LoopTurnsError, 'ERR_SLUICE_LOOP_TURNS', ['m']],
   [NativeAddonMissingError, 'ERR_SLUICE_NATIVE_MISSING', ['m']],
   [QueueClosedError, 'ERR_SLUICE_QUEUE_CLOSED', ['m']],
   [FrontRunningError, 'ERR_SLUICE_FRONT_RUNNING', ['m']],
