@@ -24,7 +24,7 @@
  *   node scripts/bench/front.ts [--seconds 5] [--rounds 2] [--conns 64] [--threads 2]
  *                               [--only close|keepalive|bulk|flood|latency] [--burner]
  *                               [--modes dnat,haproxy,sluice[,sluice-kernel][,sluice-nice]] [--perf DIR (perf record -a -g per run)]
- *                               [--flood-procs 1] [--flood-synproxy false|auto|true] [--family 4|6]
+ *                               [--flood-procs 1] [--flood-synproxy false|auto|true] [--flood-syn-path queue|kernel] [--family 4|6]
  * Prints a table, writes bench/results/front.json (`--only close|keepalive|bulk`:
  * front-<workload>.json; `--burner` adds `-burner` to the file name).
  *
@@ -58,7 +58,11 @@
  *                   start to queue drained: the sustained figure) and per
  *                   daemon CPU-second (a projection), SYNPROXY cookies when
  *                   /proc/net/stat/synproxy counts any, conntrack entries and
- *                   the daemon's RSS after the flood.
+ *                   the daemon's RSS after the flood. `--flood-syn-path
+ *                   kernel` puts the flood's service on the kernel schedule:
+ *                   its SYNs are decided by the schedule the daemon wrote
+ *                   and recorded by the daemon from their log copies
+ *                   (`kernelDecided`; the run waits until the count stops).
  *   --only latency  per round, DNAT first: DNAT's peak new connections/s (the
  *                   close workload), then for every mode a paced client
  *                   (scripts/bench/connlat.c) at half that rate for
@@ -95,6 +99,8 @@ const { values } = parseArgs({
     'flood-procs': { type: 'string', default: '1' },
     nice: { type: 'string', default: '-10' },
     'flood-synproxy': { type: 'string', default: 'false' },
+    // The flood service's SYN path: `kernel` decides the flood from the kernel schedule (records from log copies).
+    'flood-syn-path': { type: 'string', default: 'queue' },
     family: { type: 'string', default: '4' },
   },
 });
@@ -249,6 +255,7 @@ ${servers.map((s, i) => `      - { name: s${i}, address: "${s}" }`).join('\n')}
     # false (default): every flood SYN is decided (by the mode's SYN path),
     # the decision rate is what is measured; auto or true: SYN cookies answer them.
     synproxy: ${values['flood-synproxy']}
+    synPath: ${values['flood-syn-path']}
     servers:
 ${servers.map((s, i) => `      - { name: s${i}, address: "${s}" }`).join('\n')}
 `,
@@ -475,7 +482,9 @@ interface FloodResult {
   shedTotal: number;
   lostQueueFull: number;
   lostSocketFull: number;
-  /** Arrived but never queued nor counted as dropped: accepted fail-open (queue full), unsteered. */
+  /** SYNs decided by the kernel schedule (never queued; recorded from their log copies). */
+  kernelDecided: number;
+  /** Arrived but never queued nor decided by the kernel nor counted as dropped: accepted fail-open (queue full), unsteered. */
   passedQueueFull: number;
   /** Queued (an id) but never received: accepted fail-open (socket full), unsteered. */
   passedSocketFull: number;
@@ -515,8 +524,16 @@ function floodRun(secs: number, procs: number): FloodResult {
     if (q.total !== q1.total) tLast = tDrained = performance.now();
     q1 = q;
   }
+  // The kernel schedule's decisions are counted from their log copies: wait
+  // until the count stops moving (the log group flushes every 10 ms).
+  let s1 = frontStatus();
+  for (const t0 = performance.now(); performance.now() - t0 < 15_000; ) {
+    sleepSync(200);
+    const s = frontStatus();
+    if ((s.counters['decided'] ?? 0) === (s1.counters['decided'] ?? 0)) break;
+    s1 = s;
+  }
   const cpu = cpuSeconds(pid) - cpu0;
-  const s1 = frontStatus();
   const a1 = arrivals();
   const sp1 = synproxyStat();
   const d = (o: Record<string, number> | undefined, n: Record<string, number> | undefined, key: string): number => (n?.[key] ?? 0) - (o?.[key] ?? 0);
@@ -532,7 +549,9 @@ function floodRun(secs: number, procs: number): FloodResult {
   const lostQueueFull = q1.dropped - q0.dropped;
   const lostSocketFull = q1.userDropped - q0.userDropped;
   const passedSocketFull = Math.max(0, queued - received - lostSocketFull - q1.total);
-  const passedQueueFull = Math.max(0, arrived - queued - lostQueueFull);
+  // SYNs the kernel schedule decided never enter the queue (--flood-syn-path kernel).
+  const kernelDecided = d(s0.counters, s1.counters, 'kernelDecided');
+  const passedQueueFull = Math.max(0, arrived - queued - lostQueueFull - kernelDecided);
   const windowSeconds = gen.seconds + (tDrained - tEnd) / 1000;
   const synproxy = sp1 && Object.fromEntries(Object.keys(sp1).map((key) => [key, d(sp0, sp1, key)]));
   const of = (x: number): number => x / Math.max(offered, 1);
@@ -546,6 +565,7 @@ function floodRun(secs: number, procs: number): FloodResult {
     queued,
     received,
     decided,
+    kernelDecided,
     synRetransmits: d(s0.counters, s1.counters, 'synRetransmits'),
     shed,
     shedTotal,
