@@ -184,25 +184,87 @@ export class PacedLoad {
   }
 }
 
-/** A curl download of /blob.bin hashed as it arrives. */
+/** Bytes per second of a curl-style rate ("2500K", "2500k", "5M", "800": K = 1024). */
+export function rateBytes(rate: string): number {
+  const m = /^(\d+(?:\.\d+)?)([kKmMgG]?)$/.exec(rate);
+  if (!m) throw new Error(`not a rate: ${rate}`);
+  const unit = (m[2] ?? '').toLowerCase();
+  return Number(m[1]) * (unit === 'k' ? 1024 : unit === 'm' ? 1 << 20 : unit === 'g' ? 1 << 30 : 1);
+}
+
+/** How often a paced Download reads its share (ms). */
+const PACE_TICK_MS = 20;
+
+/**
+ * A curl download of /blob.bin (or `url`) hashed as it arrives, at `rate`
+ * until release().
+ *
+ * The rate is held by this process, not by curl's --limit-rate: curl's
+ * output is paused whenever this process has taken its share (a token
+ * bucket refilled every 20 ms), so the pipe fills, curl blocks on it and
+ * stops reading the socket, and the TCP receive window holds the server to
+ * the rate, as with curl's own limiter (which too stops reading the
+ * socket). What differs: release() lifts the rate, and the rest of the blob
+ * comes at full speed. A test releases its downloads once the events they
+ * must span (a failover, a restart) are over and judged, instead of waiting
+ * out the blob's tail at the rate; unreleased, a download runs at `rate` to
+ * its end as before. (Pausing, not read(n): reading a paused stream's whole
+ * buffer asks the pipe for more each time, and the buffer grows without
+ * bound; and the output is always read through 'data', so what Node pushes
+ * at curl's exit reaches the hash.)
+ */
 export class Download {
   readonly child: ChildProcess;
   bytes = 0;
   readonly #hash = createHash('sha1');
   readonly done: Promise<number>;
+  #timer: ReturnType<typeof setInterval> | undefined;
 
   /**
    * `maxSeconds`: curl's -m, the whole transfer's bound. A test sizes it to
    * its blob at `rate` plus a margin, so a stalled download fails in
    * seconds (curl 28) instead of holding the suite for the default's 200 s.
+   * `curlArgs` go before the URL (e.g. -6 -g for an IPv6 VIP).
    */
-  constructor(ns: string, rate: string, maxSeconds = 200) {
-    this.child = spawn('ip', ['netns', 'exec', ns, 'curl', '-s', '--limit-rate', rate, '-m', String(maxSeconds), `http://${VIP}/blob.bin`], { stdio: ['ignore', 'pipe', 'ignore'] });
-    this.child.stdout!.on('data', (d: Buffer) => {
+  constructor(ns: string, rate: string, maxSeconds = 200, url = `http://${VIP}/blob.bin`, curlArgs: readonly string[] = []) {
+    this.child = spawn('ip', ['netns', 'exec', ns, 'curl', '-s', ...curlArgs, '-m', String(maxSeconds), url], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const out = this.child.stdout!;
+    const perMs = rateBytes(rate) / 1000;
+    // At most two ticks' worth saved up (a late tick does not become a burst).
+    const cap = perMs * PACE_TICK_MS * 2;
+    // The share left: a chunk may overdraw it (debt), paid back before the next.
+    let tokens = 0;
+    let last = performance.now();
+    out.on('data', (d: Buffer) => {
       this.bytes += d.length;
       this.#hash.update(d);
+      if (this.#timer === undefined) return;
+      tokens -= d.length;
+      if (tokens <= 0) out.pause();
     });
-    this.done = new Promise((resolve) => this.child.on('close', (code) => { resolve(code ?? -1); }));
+    this.#timer = setInterval(() => {
+      const now = performance.now();
+      tokens = Math.min(cap, tokens + (now - last) * perMs);
+      last = now;
+      if (tokens > 0 && out.isPaused()) out.resume();
+    }, PACE_TICK_MS);
+    this.done = new Promise((resolve) =>
+      this.child.on('close', (code) => {
+        this.#stopPacing();
+        resolve(code ?? -1);
+      }),
+    );
+  }
+
+  #stopPacing(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** From now on curl's output is read as fast as it comes. */
+  release(): void {
+    this.#stopPacing();
+    this.child.stdout!.resume();
   }
 
   sha1(): string {

@@ -29,6 +29,7 @@ import { spawn } from 'node:child_process';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
 import { nsRun, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
+import { Download } from '../helpers/restart-load.ts';
 import { settledSynproxy, softnetDropped, statDelta, synproxyStat } from '../helpers/synproxy.ts';
 
 const BURST = fileURLToPath(new URL('../fixtures/http-burst.ts', import.meta.url));
@@ -252,10 +253,10 @@ describe('sluice front: SYN cookies for IPv6 services (ip6tables SYNPROXY)', () 
     for (let i = 0; i < 10; i++) assert.equal((await fetch(client.name, url)).code, '200');
     assert.equal(delta(sp0, synproxyStat(frontNs), 'syn_received'), 0, 'idle: no SYN answered with a cookie');
 
-    // Established before the flood (no cookie, plain NAT): it must outlive the engagement (8 MiB at 300 KiB/s: some 27 s).
-    const before = download(client.name, url, '300k');
+    // Established before the flood (no cookie, plain NAT): it must outlive the engagement (8 MiB at 300 KiB/s: some 27 s, until released below).
+    const before = new Download(client.name, '300k', 60, `${url}blob.bin`, ['-6', '-g']);
     await new Promise((res) => setTimeout(res, 300));
-    assert.ok(before.bytes() > 0, 'the download before the flood is under way');
+    assert.ok(before.bytes > 0, 'the download before the flood is under way');
     // Bounded: 18000 SYNs at 3000/s (6x `above`), some 6 s.
     const prefix = client.address6.replace(/::[0-9a-f]+$/, '::e:');
     const flood = nsRunAsync(client.name, 'python3', ['-c', FLOOD6, auto6, '18000', prefix, '3000']);
@@ -290,10 +291,13 @@ describe('sluice front: SYN cookies for IPv6 services (ip6tables SYNPROXY)', () 
     assert.deepEqual([a.engagedTotal, a.disengagedTotal], [1, 1]);
     await until(() => !new RegExp(auto6.replace(/\./g, '\\.')).test(synproxied()), 'the cookies set no longer holds the service', 5_000, 50);
     console.log(`# ipv6 auto: engaged at a reading of ${String(engagedRate)} SYN/s, disengaged ${String(Math.round(performance.now() - tEnd))} ms after the flood ended; ${String(delta(sp1, sp2, 'syn_received'))} SYNs answered while engaged, conntrack +${String(ctGrowth)}`);
-    assert.ok(before.bytes() < 8 << 20, `the download begun before the flood was still running at the disengagement (${String(before.bytes())} bytes)`);
+    assert.ok(before.bytes < 8 << 20, `the download begun before the flood was still running at the disengagement (${String(before.bytes)} bytes)`);
     const sp3 = synproxyStat(frontNs);
     for (let i = 0; i < 5; i++) assert.equal((await fetch(client.name, url)).code, '200');
     assert.equal(delta(sp3, synproxyStat(frontNs), 'syn_received'), 0, 'disengaged: no cookie again');
-    assert.deepEqual(await before.done, { code: 0, bytes: 8 << 20, sha1: st.blobSha1 });
+    // Both transitions are over and judged: the download's rest at full speed.
+    before.release();
+    const code = await before.done;
+    assert.deepEqual({ code, bytes: before.bytes, sha1: before.sha1() }, { code: 0, bytes: 8 << 20, sha1: st.blobSha1 });
   });
 });

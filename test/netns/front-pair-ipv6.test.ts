@@ -23,14 +23,12 @@
  *     intact with no failed new IPv6 connection.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { adminRequest } from '../../src/admin/client.ts';
 import type { FrontStatus } from '../../src/front/status.ts';
 import type { ClusterPlan, FrontPlan } from '../../scripts/testbed/plan.ts';
 import { failNode, frontSocket, reviveNode, startSite, stopDaemons, waitForSite, type Daemon } from '../../scripts/testbed/site.ts';
-import { PacedLoad } from '../helpers/restart-load.ts';
+import { Download, PacedLoad } from '../helpers/restart-load.ts';
 import { STRAY_COUNTER, NFT_TABLE } from '../../src/front/nft.ts';
 import { nsRun, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
@@ -55,25 +53,9 @@ async function frontStatus(sock: string): Promise<Status | undefined> {
   return r?.ok === true ? (r.status as Status) : undefined;
 }
 
-/** A curl -6 download of /blob.bin through the IPv6 VIP, hashed as it arrives. */
-class Download6 {
-  readonly child: ChildProcess;
-  bytes = 0;
-  readonly #hash = createHash('sha1');
-  readonly done: Promise<number>;
-
-  constructor(ns: string, vip6: string, rate: string) {
-    this.child = spawn('ip', ['netns', 'exec', ns, 'curl', '-6', '-g', '-s', '--limit-rate', rate, '-m', String(DOWNLOAD_MAX_S), `http://[${vip6}]/blob.bin`], { stdio: ['ignore', 'pipe', 'ignore'] });
-    this.child.stdout!.on('data', (d: Buffer) => {
-      this.bytes += d.length;
-      this.#hash.update(d);
-    });
-    this.done = new Promise((resolve) => this.child.on('close', (code) => { resolve(code ?? -1); }));
-  }
-
-  sha1(): string {
-    return this.#hash.digest('hex');
-  }
+/** A curl -6 download of /blob.bin through the IPv6 VIP, hashed as it arrives, at `rate` until released. */
+function download6(ns: string, vip6: string, rate: string): Download {
+  return new Download(ns, rate, DOWNLOAD_MAX_S, `http://[${vip6}]/blob.bin`, ['-6', '-g']);
 }
 
 /** Packets of the stray-reply counter of a node's ip6 table (servers' packets without a flow, dropped: nft.ts classify); reported, not asserted. */
@@ -156,7 +138,7 @@ describe('front-node pairs over IPv6: keepalived holds the IPv6 virtual addresse
     const backup = k1.fronts.find((f) => f !== master);
     assert.ok(backup);
     const paced = new PacedLoad(client, client6, { vip: `[${k1.vip6}]` });
-    const downloads = Array.from({ length: DOWNLOADS }, () => new Download6(client, k1.vip6, '2500K'));
+    const downloads = Array.from({ length: DOWNLOADS }, () => download6(client, k1.vip6, '2500K'));
     try {
       // The backup's conntrackd holds the downloads' IPv6 flows (its external cache) before the master dies.
       let cached = 0;
@@ -181,6 +163,8 @@ describe('front-node pairs over IPv6: keepalived holds the IPv6 virtual addresse
       await paced.read();
       const gap = paced.maxGapMs;
       const completedAfter = Object.values(paced.tally).reduce((a, b) => a + b, 0) - completedBefore;
+      // The failover is over and judged: the downloads' rest at full speed, through the new master.
+      for (const d of downloads) d.release();
       const codes = await Promise.all(downloads.map((d) => d.done));
       const bad = downloads.filter((d, i) => d.sha1() !== st.blobSha1 || codes[i] !== 0).length;
       // New connections of both families through the new master.
@@ -208,7 +192,7 @@ describe('front-node pairs over IPv6: keepalived holds the IPv6 virtual addresse
     const old = k1.fronts.find((f) => f !== master);
     assert.ok(old);
     const paced = new PacedLoad(client, client6, { vip: `[${k1.vip6}]` });
-    const downloads = Array.from({ length: 5 }, () => new Download6(client, k1.vip6, '2500K'));
+    const downloads = Array.from({ length: 5 }, () => download6(client, k1.vip6, '2500K'));
     try {
       await until(() => downloads.every((d) => d.bytes > 0), 'downloads started', 15_000);
       await paced.read();
@@ -219,6 +203,8 @@ describe('front-node pairs over IPv6: keepalived holds the IPv6 virtual addresse
       await holdsAll(master);
       const held = [...addresses(old.name, 'wan0'), ...addresses(old.name, 'lan0')];
       for (const a of [k1.uplinkAddress, k1.uplinkAddress6, k1.lanAddress, k1.lanAddress6]) assert.ok(!held.includes(a), `returned backup ${old.id} holds ${a}: ${held.join(', ')}`);
+      // The return is over and judged: the downloads' rest at full speed.
+      for (const d of downloads) d.release();
       const codes = await Promise.all(downloads.map((d) => d.done));
       const bad = downloads.filter((d, i) => d.sha1() !== st.blobSha1 || codes[i] !== 0).length;
       await paced.read();

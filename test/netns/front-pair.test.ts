@@ -227,6 +227,8 @@ describe('front-node pairs: keepalived + conntrackd, agents to both fronts, two 
       await sleep(8000);
       await paced.read();
       const gap = paced.maxGapMs;
+      // The failover is over and judged: the downloads' rest at full speed, through the new master.
+      for (const d of downloads) d.release();
       const codes = await Promise.all(downloads.map((d) => d.done));
       const sums = downloads.map((d) => d.sha1());
       const bad = sums.filter((s, i) => s !== st.blobSha1 || codes[i] !== 0).length;
@@ -270,6 +272,8 @@ describe('front-node pairs: keepalived + conntrackd, agents to both fronts, two 
       assert.equal(await roleOf(k1, old), 'backup', `${old.id} stayed backup`);
       const afterT = (await frontStatus(frontSocket(st, k1, master)))?.ha?.transitions ?? {};
       assert.deepEqual(afterT, before, `${master.id} changed role while ${old.id} came back`);
+      // The return is over and judged: the downloads' rest at full speed.
+      for (const d of downloads) d.release();
       const codes = await Promise.all(downloads.map((d) => d.done));
       const bad = downloads.filter((d, i) => d.sha1() !== st.blobSha1 || codes[i] !== 0).length;
       await paced.read();
@@ -303,6 +307,8 @@ describe('front-node pairs: keepalived + conntrackd, agents to both fronts, two 
       await until(async () => (await roleOf(k1, revived)) === 'master', `${revived.id} takes over`, 15_000);
       await sleep(5000);
       await paced.read();
+      // The second failover is over: the downloads' rest at full speed, through the revived node.
+      for (const d of downloads) d.release();
       const codes = await Promise.all(downloads.map((d) => d.done));
       const bad = downloads.filter((d, i) => d.sha1() !== st.blobSha1 || codes[i] !== 0).length;
       await paced.read();
@@ -334,6 +340,8 @@ describe('front-node pairs: keepalived + conntrackd, agents to both fronts, two 
       await sleep(5000);
       assert.equal(await roleOf(k1, master), 'master');
       assert.equal(await roleOf(k1, backup), 'backup');
+      // 5 s with the sync link down are over and judged: the downloads' rest at full speed.
+      for (const d of downloads) d.release();
       const codes = await Promise.all(downloads.map((d) => d.done));
       assert.ok(downloads.every((d, i) => d.sha1() === st.blobSha1 && codes[i] === 0), 'downloads intact with the sync link down');
       await paced.read();

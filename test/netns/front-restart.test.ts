@@ -58,7 +58,8 @@ const REINSTALLS = 100;
 /** Element-only updates (reload, ctl): every SYN DNATed is asserted, so rare losses count: kept at 300. */
 const UPDATES = 300;
 /**
- * The downloads' rate: 50 MiB take ~21 s, three times what the stop,
+ * The downloads' rate until they are released (Download.release, after
+ * the last restart): 50 MiB would take ~21 s, three times what the stop,
  * start, reload and kill -9 below take here (~7 s), so every download
  * spans them all (asserted before the kill -9).
  */
@@ -276,6 +277,8 @@ describe('sluice front: hitless stop, restart and reload', () => {
       const ready2 = await front.waitFor('front node ready');
       assert.ok(Number(ready2['rebuilt']) >= 1, JSON.stringify(ready2));
 
+      // Every event is over: the downloads' rest at full speed, through the restarted daemon.
+      for (const d of downloads) d.release();
       const codes = await Promise.all(downloads.map((d) => d.done));
       await load.read();
       assert.deepEqual(codes, downloads.map(() => 0), 'every download completed');

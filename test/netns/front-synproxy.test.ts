@@ -21,6 +21,7 @@ import { buildC } from '../../scripts/bench/cc.ts';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
 import { nsRun, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
+import { Download } from '../helpers/restart-load.ts';
 import { settledSynproxy, softnetDropped, statDelta, synproxyStat } from '../helpers/synproxy.ts';
 
 const BURST = fileURLToPath(new URL('../fixtures/http-burst.ts', import.meta.url));
@@ -194,16 +195,13 @@ describe('sluice front with SYN cookies (synproxy)', () => {
   };
   const synproxied = (): string => nsRun(frontNs, 'nft', ['list', 'set', 'ip', 'sluice', 'synproxied']);
   const synSeen = (): number => Number(/198\.19\.1\.2 \. 80 counter packets (\d+)/.exec(nsRun(frontNs, 'nft', ['list', 'set', 'ip', 'sluice', 'syn_seen']))?.[1] ?? -1);
-  /** A slow download (8 MiB at 600 KiB/s: some 14 s) of the auto service, hashed as it comes. */
-  const download = (client: string): { bytes: () => number; done: Promise<{ code: number; bytes: number; sha1: string }> } => {
-    const dl = spawn('ip', ['netns', 'exec', client, 'curl', '-s', '-m', '60', '--limit-rate', '600k', 'http://198.19.1.2/blob.bin'], { stdio: ['ignore', 'pipe', 'ignore'] });
-    const hash = createHash('sha1');
-    let bytes = 0;
-    dl.stdout.on('data', (d: Buffer) => {
-      bytes += d.length;
-      hash.update(d);
-    });
-    return { bytes: () => bytes, done: new Promise((resolve) => dl.on('close', (c) => { resolve({ code: c ?? -1, bytes, sha1: hash.digest('hex') }); })) };
+  /**
+   * A slow download (8 MiB at 600 KiB/s: some 14 s unless released) of the
+   * auto service, hashed as it comes; release() lifts the rate (Download).
+   */
+  const download = (client: string): { bytes: () => number; release: () => void; done: Promise<{ code: number; bytes: number; sha1: string }> } => {
+    const dl = new Download(client, '600k', 60, 'http://198.19.1.2/blob.bin');
+    return { bytes: () => dl.bytes, release: () => { dl.release(); }, done: dl.done.then((code) => ({ code, bytes: dl.bytes, sha1: dl.sha1() })) };
   };
   /** One fetch from the auto service: HTTP code and time to first byte (logged, never asserted). */
   const fetchAuto = async (client: string): Promise<{ code: string; ttfb: number }> => {
@@ -302,6 +300,9 @@ describe('sluice front with SYN cookies (synproxy)', () => {
     for (let i = 0; i < 5; i++) assert.equal((await fetchAuto(client.name)).code, '200');
     assert.equal((synproxyStat(frontNs)['syn_received'] ?? 0) - (sp2['syn_received'] ?? 0), 0);
 
+    // Both transitions are over and judged: the downloads' rest at full speed.
+    before.release();
+    during.release();
     for (const d of [await before.done, await during.done]) assert.deepEqual(d, { code: 0, bytes: 8 << 20, sha1: st.blobSha1 });
     // The metrics' sources: one engagement, one disengagement, logged once each.
     assert.equal(front!.lines.filter((l) => l['msg'] === 'SYN flood: SYN cookies engaged').length, 1);

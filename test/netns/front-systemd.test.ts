@@ -26,7 +26,8 @@ import { sleep, until } from '../helpers/wait.ts';
 
 const PID1 = fileURLToPath(new URL('../fixtures/systemd-pid1.sh', import.meta.url));
 /**
- * The downloads' rate: 50 MiB take ~21 s, several times what the restart
+ * The downloads' rate until they are released (Download.release, after
+ * the reload): 50 MiB would take ~21 s, several times what the restart
  * and the reload below take here, so every download spans both (asserted
  * after the reload).
  */
@@ -211,6 +212,8 @@ describe('sluice-front.service under systemd (PID 1 of a namespace): restart and
       assert.equal((await load.read())['s1b'] ?? 0, 0, 'no new connection to the removed server');
       assert.ok(downloads.every((d) => d.child.exitCode === null && d.bytes < 50 << 20), `every download still running after the reload: ${downloads.map((d) => d.bytes).join(' ')} bytes`);
 
+      // The restart and the reload are over: the downloads' rest at full speed.
+      for (const d of downloads) d.release();
       const codes = await Promise.all(downloads.map((d) => d.done));
       await load.read();
       assert.deepEqual(codes, downloads.map(() => 0), 'every download completed');
