@@ -107,9 +107,12 @@ describe('sluice front on the testbed', () => {
   it('non-SYN packets of unknown flows and malformed packets are dropped and counted; service goes on', async () => {
     const st = testbed();
     const client = st.plan.clients[0]!;
-    const acks = [1, 2, 3, 4, 5].map((i) => tcp({ src: client.address, dst: '198.19.1.1' }, { srcPort: 61000 + i, dstPort: 80, flags: TcpFlag.Ack, seq: 77 }));
-    const withOptions = [1, 2].map((i) => tcp({ src: client.address, dst: '198.19.1.1', options: [1, 1, 1, 0] }, { srcPort: 62000 + i, dstPort: 80, flags: TcpFlag.Syn }));
-    const evil = [1, 2].map((i) => tcp({ src: client.address, dst: '198.19.1.1', flags: 4 }, { srcPort: 63000 + i, dstPort: 80, flags: TcpFlag.Syn }));
+    // Source ports above the clients' ephemeral range (1024-65000, testbed.ts):
+    // a port the 3000 connections above used would still have its flow in
+    // TIME_WAIT, and an ACK of that flow is no unknown flow (seen once: 4 of 5).
+    const acks = [1, 2, 3, 4, 5].map((i) => tcp({ src: client.address, dst: '198.19.1.1' }, { srcPort: 65100 + i, dstPort: 80, flags: TcpFlag.Ack, seq: 77 }));
+    const withOptions = [1, 2].map((i) => tcp({ src: client.address, dst: '198.19.1.1', options: [1, 1, 1, 0] }, { srcPort: 65200 + i, dstPort: 80, flags: TcpFlag.Syn }));
+    const evil = [1, 2].map((i) => tcp({ src: client.address, dst: '198.19.1.1', flags: 4 }, { srcPort: 65300 + i, dstPort: 80, flags: TcpFlag.Syn }));
     sendRaw(client.name, '198.19.1.1', [...acks, ...withOptions, ...evil]);
     const page = nsRun(client.name, 'curl', ['-s', '-m', '5', 'http://198.19.1.1/']);
     assert.match(page, /^server s1[abc] /);
