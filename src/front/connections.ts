@@ -273,12 +273,22 @@ export class ConnectionTable {
    * recycled. False if there is none, or if the record reused the key less
    * than REUSE_GUARD_MS ago: the event is then the previous flow's (counted
    * in endedStale; the guard is spent). O(1).
+   *
+   * `closedFlow`: the destroyed flow had seen a FIN or RST (its TCP state).
+   * An active record has not (its FIN or RST copy would have recycled it),
+   * so a young one is not that flow's either: it is the previous flow of a
+   * reused port whose record was already gone (no remove(), no reuse flag),
+   * destroyed by the kernel when the new SYN came, with its event read
+   * after the new record was made (the event reader gathers up to 10 ms).
+   * Freeing it would give back a concurrency slot and a server's count
+   * that the new connection holds (seen: 6 downloads at once under a limit
+   * of 5).
    */
-  ended(service: number, key: number, now: number): boolean {
+  ended(service: number, key: number, now: number, closedFlow = false): boolean {
     const slot = this.#index.get(key, service);
     if (slot < 0) return false;
     if (this.#state[slot] === RecordState.Active) {
-      if (this.#reused[slot] === 1) {
+      if (this.#reused[slot] === 1 || closedFlow) {
         this.#reused[slot] = 0;
         if (now - (this.#created[slot] ?? 0) < REUSE_GUARD_MS) {
           this.counts.endedStale++;

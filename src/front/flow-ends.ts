@@ -27,6 +27,12 @@ import { ConntrackEvents, type ConntrackEventBatch, type ConntrackEventsStats } 
 import type { SluiceError } from '../errors/errors.ts';
 import { connectionKey, type ConnectionTable } from './connections.ts';
 import { MARK_TAG, MARK_TAG_MASK } from './marks.ts';
+import { EventFlag } from '../conntrack/layout.ts';
+
+// The kernel's enum tcp_conntrack: a flow in FIN_WAIT..CLOSE has seen a FIN or RST.
+const TCP_NONE = 0;
+const TCP_FIN_WAIT = 4;
+const TCP_CLOSE = 8;
 
 const AF_INET = 2;
 const AF_INET6 = 10;
@@ -135,7 +141,9 @@ export class FlowEnds {
         continue;
       }
       const stale = table.counts.endedStale;
-      if (key >= 0 && table.ended(s, key, now)) c.freed++;
+      const state = (batch.flags(i) & EventFlag.TcpState) !== 0 ? batch.tcpState(i) : TCP_NONE;
+      const closedFlow = state >= TCP_FIN_WAIT && state <= TCP_CLOSE;
+      if (key >= 0 && table.ended(s, key, now, closedFlow)) c.freed++;
       else if (table.counts.endedStale !== stale) c.stale++;
       else c.noRecord++;
     }

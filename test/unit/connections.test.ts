@@ -167,6 +167,28 @@ describe('ConnectionTable', () => {
     assert.equal(t.ended(0, k, 2e4), true);
   });
 
+  it('ended: a young active record ignores the destroy of a closed flow (a reused port whose old record was gone)', () => {
+    const { t, released } = table(8);
+    const k = connectionKey(C, 9);
+    // The old flow's record is long freed; a new SYN on the port creates a plain record.
+    t.create(k, 0, 1, 1000);
+    // The old flow's destroy (TIME_WAIT: it had closed) read after the new SYN: stale.
+    assert.equal(t.ended(0, k, 1010, true), false);
+    assert.equal(t.counts.endedStale, 1);
+    assert.equal(t.lookup(0, k), 1);
+    assert.deepEqual(released, []);
+    // An event of a flow that had not closed (ESTABLISHED, or no TCP state) frees it at once.
+    assert.equal(t.ended(0, k, 1020, false), true);
+    assert.deepEqual(released, [[0, 1]]);
+    // Past the guard a closed flow's event frees the record (its FIN copy was lost).
+    t.create(k, 0, 2, 2000);
+    assert.equal(t.ended(0, k, 2000 + REUSE_GUARD_MS, true), true);
+    // A recycled record (its FIN seen) is freed by its own closed flow's event, young or not.
+    t.create(k, 0, 0, 3000);
+    t.finish(0, k, 3001);
+    assert.equal(t.ended(0, k, 3002, true), true);
+  });
+
   it('legacy records are counted until freed, however they go', () => {
     const { t } = table(8);
     const a = t.create(connectionKey(C, 1), 0, 0, 0);
