@@ -41,15 +41,18 @@ describe('front node name and HA role', () => {
   });
 
   it('cluster_load is sent under the node name with the current role; roleChanged() reports at once', async () => {
-    const port = 33_000 + Math.floor(Math.random() * 1_000);
+    // Below the ephemeral range (32768-60999): a port there may be any
+    // concurrent test's outgoing connection (EADDRINUSE, seen with two files at a time).
+    const port = 23_500 + Math.floor(Math.random() * 700);
     const cfg = config('c1-b', port);
     const control = cfg.control;
     assert.ok(control);
     let role: HaRole = 'backup';
     const fc = await FrontControl.start({ config: cfg, services: [], haRole: () => role }, control, silent);
-    const sub = await ControlNode.create('dns1', controlBaseSchema.parse({ plaintext: true }), silent);
+    let sub: ControlNode | undefined;
     const got: Envelope<'cluster_load'>[] = [];
     try {
+      sub = await ControlNode.create('dns1', controlBaseSchema.parse({ plaintext: true }), silent);
       sub.connectSub(`tcp://127.0.0.1:${port}`, undefined, { cluster_load: (m) => got.push(m) });
       // PUB/SUB: messages before the subscription is up are lost; ask again until one arrives.
       await until(() => {
@@ -67,18 +70,23 @@ describe('front node name and HA role', () => {
       assert.equal(fc.status().role, 'master');
       assert.equal(fc.status().node, 'c1-b');
     } finally {
-      sub.close();
+      sub?.close();
       fc.close();
     }
   });
 
   it('a backup ignores rtt_probe_request (counted as not-master); the master takes them', async () => {
-    const port = 34_000 + Math.floor(Math.random() * 1_000);
+    const port = 24_300 + Math.floor(Math.random() * 350) * 2;
     const dns = await ControlNode.create('dns1', controlBaseSchema.parse({ plaintext: true }), silent);
-    const pub = await dns.bindPub(`tcp://127.0.0.1:${port}`, 'subscribers', []);
-    const cfg = parseConfig(
-      frontConfigSchema,
-      `cluster: c1
+    // Everything is closed whatever fails below (a taken port included): an
+    // open ZeroMQ socket keeps this file's process alive, and the test
+    // runner would wait for it for ever (seen in CI).
+    let fc: FrontControl | undefined;
+    try {
+      const pub = await dns.bindPub(`tcp://127.0.0.1:${port}`, 'subscribers', []);
+      const cfg = parseConfig(
+        frontConfigSchema,
+        `cluster: c1
 node: c1-b
 uplinkAddress: 198.18.101.2
 services:
@@ -88,27 +96,27 @@ control:
   publish: { listen: 'tcp://127.0.0.1:${port + 1}', allow: [] }
   subscribe: [{ endpoint: 'tcp://127.0.0.1:${port}' }]
 `,
-      'front.yaml',
-    );
-    const control = cfg.control;
-    assert.ok(control);
-    let role: HaRole = 'backup';
-    const fc = await FrontControl.start({ config: cfg, services: [], haRole: () => role }, control, silent);
-    try {
+        'front.yaml',
+      );
+      const control = cfg.control;
+      assert.ok(control);
+      let role: HaRole = 'backup';
+      fc = await FrontControl.start({ config: cfg, services: [], haRole: () => role }, control, silent);
+      const front = fc;
       await until(() => {
         pub.send('rtt_probe_request', { targets: ['198.18.11.2'], count: 1 });
-        return fc.probeCounts.notMaster > 0;
+        return front.probeCounts.notMaster > 0;
       }, 'a probe request ignored by the backup', 10_000, 20);
-      const taken = (): number => (fc.prober?.counters.requests ?? 0) + fc.probeCounts.ignoredRequests;
+      const taken = (): number => (front.prober?.counters.requests ?? 0) + front.probeCounts.ignoredRequests;
       assert.equal(taken(), 0, 'the backup neither probed nor counted it as probing off');
       role = 'master';
       await until(() => {
         pub.send('rtt_probe_request', { targets: ['198.18.11.2'], count: 1 });
         return taken() > 0;
       }, 'the master takes a probe request', 10_000, 20);
-      assert.equal(fc.status().probe.notMaster, fc.probeCounts.notMaster);
+      assert.equal(front.status().probe.notMaster, front.probeCounts.notMaster);
     } finally {
-      fc.close();
+      fc?.close();
       dns.close();
     }
   });
