@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { writeKeyPair } from '../../src/control/keys.ts';
 import { gatekeeperSchema, masterConfigSchema, proxyConfigSchema, type GatekeeperConfig, type MasterConfig, type ProxyConfig } from '../../src/throttle/config.ts';
 import { ACCEPTED, DELAYED, REJECTED, type Gatekeeper, type GatekeeperDomain } from '../../src/throttle/gatekeeper.ts';
+import { nextPort } from './ports.ts';
 import { sleep } from './wait.ts';
 
 /** The address words keyOf/account are given for an IPv4 client (never read for a client number < 2^32). */
@@ -24,13 +25,11 @@ export const keys = {
   intruder: writeKeyPair(keyDir, 'intruder'),
 };
 
-// Below the kernel's ephemeral range (32768-60999 by default): a port the
-// kernel hands to an outgoing connection of another test cannot collide
-// with one a test binds (CI once failed with EADDRINUSE on 48288). Apart
-// from control.test.ts's range (21100-23100 and up).
-let port = 24100 + Math.floor(Math.random() * 4000);
+// The calling test file's own block of ports (test/helpers/ports.ts says
+// why: CI failed with EADDRINUSE on 48288, in the ephemeral range, and when
+// two files' ranges overlapped).
 export function freePort(): number {
-  return port++;
+  return nextPort();
 }
 
 export interface Ends {

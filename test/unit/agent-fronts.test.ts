@@ -14,6 +14,7 @@ import { ConfigError, validateConfig } from '../../src/config/load.ts';
 import { controlBaseSchema } from '../../src/control/config.ts';
 import type { Body } from '../../src/control/messages.ts';
 import { ControlNode } from '../../src/control/node.ts';
+import { nextPort } from '../helpers/ports.ts';
 import { until } from '../helpers/wait.ts';
 
 const silent = pino({ level: 'silent' });
@@ -56,10 +57,9 @@ describe('agent configuration: front or fronts', () => {
 describe('agent fan-out: one socket per front node', () => {
   const load: Body<'load_report'> = { server: 's1a', address: '198.18.201.11', interval: 5, cpu: 0.1, load1: 0, load5: 0, load15: 0, connections: 1, memoryUsed: 0.2, utilization: 0.1 };
   const plain = controlBaseSchema.parse({ plaintext: true });
-  // Below the kernel's ephemeral range and apart from the other tests' ranges.
-  const port = 31_000 + Math.floor(Math.random() * 880) * 2;
-  const epA = `tcp://127.0.0.1:${port}`;
-  const epB = `tcp://127.0.0.1:${port + 1}`;
+  // This file's own block of ports (test/helpers/ports.ts says why).
+  const epA = `tcp://127.0.0.1:${nextPort()}`;
+  const epB = `tcp://127.0.0.1:${nextPort()}`;
 
   it('every message reaches both fronts; with one down, the other still gets every message and the drops are counted for the one down', async () => {
     const agent = await ControlNode.create('s1a', plain, silent);

@@ -30,6 +30,7 @@ import { frontConfigSchema } from '../../src/front/config.ts';
 import { ServerLoadEstimator, type EstimateOptions } from '../../src/front/receive_server_load.ts';
 import { ServiceRuntime } from '../../src/front/service.ts';
 import { parseConfig } from '../../src/config/load.ts';
+import { nextPort } from '../helpers/ports.ts';
 import { sleep, until } from '../helpers/wait.ts';
 
 const silent = pino({ level: 'silent' });
@@ -458,10 +459,8 @@ describe('a front node that (re)connects hears the health at once', () => {
     const file = join(dir, 'agent.yaml');
     writeFileSync(join(dir, 'access.log'), '');
     writeFileSync(join(dir, 'agent-state'), 'drain rack move\n');
-    // Below the kernel's ephemeral range (32768-60999) and apart from the
-    // ranges of test/helpers/throttle.ts and control.test.ts: no outgoing
-    // connection of another test can hold it.
-    const port = 29_000 + Math.floor(Math.random() * 2_000);
+    // This file's own block of ports (test/helpers/ports.ts says why).
+    const port = nextPort();
     const ep = `tcp://127.0.0.1:${port}`;
     writeFileSync(
       file,

@@ -16,6 +16,7 @@ import { MESSAGE_TYPES, type Body, type Envelope, type MessageType } from '../..
 import { ControlNode } from '../../src/control/node.ts';
 import { componentLogger } from '../../src/log/logger.ts';
 import { prng } from '../helpers/packets.ts';
+import { nextPort } from '../helpers/ports.ts';
 import { until } from '../helpers/wait.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'sluice-ctl-'));
@@ -27,10 +28,8 @@ const keys = {
 };
 const log = componentLogger('control-test');
 const base = (name: keyof typeof keys) => controlBaseSchema.parse({ keyFile: keys[name].keyFile });
-// Below the kernel's ephemeral range (32768-60999 by default), so that no
-// outgoing connection's port can collide; apart from test/helpers/throttle.ts's.
-let port = 21100 + Math.floor(Math.random() * 2000);
-const endpoint = () => `tcp://127.0.0.1:${port++}`;
+// This file's own block of ports (test/helpers/ports.ts says why).
+const endpoint = () => `tcp://127.0.0.1:${nextPort()}`;
 const nodes: ControlNode[] = [];
 async function node(name: keyof typeof keys, b = base(name)): Promise<ControlNode> {
   const n = await ControlNode.create(name, b, log);

@@ -14,6 +14,7 @@ import { ControlNode } from '../../src/control/node.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema, frontNodeName } from '../../src/front/config.ts';
 import { FrontControl } from '../../src/front/control.ts';
+import { nextPort } from '../helpers/ports.ts';
 import { until } from '../helpers/wait.ts';
 
 const silent = pino({ level: 'silent' });
@@ -41,9 +42,8 @@ describe('front node name and HA role', () => {
   });
 
   it('cluster_load is sent under the node name with the current role; roleChanged() reports at once', async () => {
-    // Below the ephemeral range (32768-60999): a port there may be any
-    // concurrent test's outgoing connection (EADDRINUSE, seen with two files at a time).
-    const port = 23_500 + Math.floor(Math.random() * 700);
+    // This file's own block of ports (test/helpers/ports.ts says why).
+    const port = nextPort();
     const cfg = config('c1-b', port);
     const control = cfg.control;
     assert.ok(control);
@@ -76,7 +76,8 @@ describe('front node name and HA role', () => {
   });
 
   it('a backup ignores rtt_probe_request (counted as not-master); the master takes them', async () => {
-    const port = 24_300 + Math.floor(Math.random() * 350) * 2;
+    const port = nextPort();
+    const publishPort = nextPort();
     const dns = await ControlNode.create('dns1', controlBaseSchema.parse({ plaintext: true }), silent);
     // Everything is closed whatever fails below (a taken port included): an
     // open ZeroMQ socket keeps this file's process alive, and the test
@@ -93,7 +94,7 @@ services:
   - { name: www, vip: 198.19.1.1, port: 80, servers: [{ name: s1a, address: 198.18.201.11, capacity: 10 }] }
 control:
   plaintext: true
-  publish: { listen: 'tcp://127.0.0.1:${port + 1}', allow: [] }
+  publish: { listen: 'tcp://127.0.0.1:${publishPort}', allow: [] }
   subscribe: [{ endpoint: 'tcp://127.0.0.1:${port}' }]
 `,
         'front.yaml',
