@@ -174,6 +174,10 @@ export class ControlNode {
         // seconds after it took over, and they showed the cluster down.
         // The cost is one TCP connect per second per peer that is down.
         reconnectMaxInterval: 1000,
+        // A peer back after a silent outage is heard within ~3 s (this plus
+        // one reconnect interval), not at the next SYN retransmission. 2 s
+        // is ample for a handshake on a LAN or a WAN path.
+        connectTimeout: 2000,
       },
       log,
     );

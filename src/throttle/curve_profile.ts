@@ -15,5 +15,8 @@ export function throttleProfile(base: ControlBase): CurveProfile {
     heartbeatTimeout: 3000,
     reconnectInterval: 100,
     reconnectMaxInterval: 2000,
+    // As the control plane's (src/control/node.ts): a master back after a
+    // silent outage is heard within ~4 s, not at the next SYN retransmission.
+    connectTimeout: 2000,
   };
 }

@@ -9,7 +9,7 @@ import { createInterface, type Interface } from 'node:readline';
 import { after, before } from 'node:test';
 import { down, up, type TestbedState } from '../../scripts/testbed/testbed.ts';
 import type { TestbedOptions } from '../../scripts/testbed/plan.ts';
-import { runIn } from '../../scripts/testbed/sh.ts';
+import { run, runIn } from '../../scripts/testbed/sh.ts';
 
 /**
  * SLUICE_NS_BASE (set once per suite run by scripts/test.sh) + 3 random
@@ -44,6 +44,39 @@ export function useTestbed(opts: Omit<TestbedOptions, 'prefix'> = {}): () => Tes
   return () => {
     if (!state) throw new Error('testbed is not up (before() failed?)');
     return state;
+  };
+}
+
+/**
+ * One bare namespace `<prefix>-<suffix>` (only lo, up), created before the
+ * file's tests and always deleted after, with whatever still runs in it
+ * (also on a crash or SIGINT/SIGTERM, as useTestbed).
+ */
+export function useNamespace(suffix: string): () => string {
+  const prefix = testPrefix();
+  const ns = `${prefix}-${suffix}`;
+  let made = false;
+  const teardown = (): void => {
+    down(prefix); // kills everything left in <prefix>-*, deletes the namespaces
+  };
+  process.on('exit', teardown);
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(sig, () => {
+      teardown();
+      process.exit(130);
+    });
+  }
+  before(() => {
+    run('ip', ['netns', 'add', ns]);
+    runIn(ns, 'ip', ['link', 'set', 'lo', 'up']);
+    made = true;
+  });
+  after(() => {
+    teardown();
+  });
+  return () => {
+    if (!made) throw new Error(`namespace ${ns} is not up (before() failed?)`);
+    return ns;
   };
 }
 
