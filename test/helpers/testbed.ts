@@ -21,13 +21,11 @@ export function testPrefix(): string {
   return `${base}${randomBytes(2).toString('hex').slice(0, 3)}`;
 }
 
-/** Brings a testbed up before the file's tests and always down after. */
-export function useTestbed(opts: Omit<TestbedOptions, 'prefix'> = {}): () => TestbedState {
-  const prefix = testPrefix();
-  let state: TestbedState | undefined;
-  const teardown = (): void => {
-    down(prefix);
-  };
+/**
+ * Runs `teardown` (synchronous) when the process ends in any way: normal
+ * exit, a crash, or SIGINT/SIGTERM (for which 'exit' alone does not run).
+ */
+export function onAnyExit(teardown: () => void): void {
   process.on('exit', teardown);
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     process.once(sig, () => {
@@ -35,6 +33,16 @@ export function useTestbed(opts: Omit<TestbedOptions, 'prefix'> = {}): () => Tes
       process.exit(130);
     });
   }
+}
+
+/** Brings a testbed up before the file's tests and always down after. */
+export function useTestbed(opts: Omit<TestbedOptions, 'prefix'> = {}): () => TestbedState {
+  const prefix = testPrefix();
+  let state: TestbedState | undefined;
+  const teardown = (): void => {
+    down(prefix);
+  };
+  onAnyExit(teardown);
   before(() => {
     state = up({ ...opts, prefix });
   });
@@ -59,13 +67,7 @@ export function useNamespace(suffix: string): () => string {
   const teardown = (): void => {
     down(prefix); // kills everything left in <prefix>-*, deletes the namespaces
   };
-  process.on('exit', teardown);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(sig, () => {
-      teardown();
-      process.exit(130);
-    });
-  }
+  onAnyExit(teardown);
   before(() => {
     run('ip', ['netns', 'add', ns]);
     runIn(ns, 'ip', ['link', 'set', 'lo', 'up']);

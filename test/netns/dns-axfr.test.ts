@@ -22,7 +22,7 @@ import { after, before, describe, it } from 'node:test';
 import { down } from '../../scripts/testbed/testbed.ts';
 import { ipBatch, run } from '../../scripts/testbed/sh.ts';
 import { DnsProcess } from '../helpers/dns.ts';
-import { nsRunAsync, testPrefix } from '../helpers/testbed.ts';
+import { nsRunAsync, onAnyExit, testPrefix } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
 
 const PRIMARY = '198.18.253.1';
@@ -59,13 +59,7 @@ describe('sluice dns as a primary: AXFR to NSD, NOTIFY, access control', () => {
     down(prefix);
     rmSync(dir, { recursive: true, force: true });
   };
-  process.on('exit', teardown);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(sig, () => {
-      teardown();
-      process.exit(130);
-    });
-  }
+  onAnyExit(teardown);
   let daemon: DnsProcess | undefined;
   const d = (): DnsProcess => {
     assert.ok(daemon, 'the daemon started');

@@ -24,7 +24,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { down } from '../../scripts/testbed/testbed.ts';
 import { ipBatch, run } from '../../scripts/testbed/sh.ts';
-import { nsRunAsync, testPrefix } from '../helpers/testbed.ts';
+import { nsRunAsync, onAnyExit, testPrefix } from '../helpers/testbed.ts';
 import { DnsProcess, testDnsWorkers } from '../helpers/dns.ts';
 import { sleep, until } from '../helpers/wait.ts';
 
@@ -91,14 +91,7 @@ describe('sluice dns under a fuzzer', () => {
     down(prefix); // kills everything left in <prefix>-*, deletes the namespaces
     rmSync(dir, { recursive: true, force: true });
   };
-  // A crash or an interrupted run: the 'exit' hook runs for neither SIGINT nor SIGTERM by itself.
-  process.on('exit', teardown);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(sig, () => {
-      teardown();
-      process.exit(130);
-    });
-  }
+  onAnyExit(teardown);
   let daemon: DnsProcess | undefined;
   let fuzzer: ChildProcess | undefined;
 

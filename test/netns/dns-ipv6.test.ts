@@ -27,7 +27,7 @@ import { ipBatch, run } from '../../scripts/testbed/sh.ts';
 import { writeKeyPair } from '../../src/control/keys.ts';
 import type { DnsStatus } from '../../src/dns/status.ts';
 import { DnsProcess, testDnsWorkers } from '../helpers/dns.ts';
-import { NsProcess, nsRunAsync, testPrefix } from '../helpers/testbed.ts';
+import { NsProcess, nsRunAsync, onAnyExit, testPrefix } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
 
 const PUB = fileURLToPath(new URL('../fixtures/cluster-load-pub.ts', import.meta.url));
@@ -81,13 +81,7 @@ describe('sluice dns: A and AAAA for a steered name to IPv6 clients (dig)', () =
     down(prefix);
     rmSync(dir, { recursive: true, force: true });
   };
-  process.on('exit', teardown);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(sig, () => {
-      teardown();
-      process.exit(130);
-    });
-  }
+  onAnyExit(teardown);
   let daemon: DnsProcess | undefined;
   let pub: NsProcess | undefined;
   const states = async (): Promise<Record<string, string>> => {

@@ -21,7 +21,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { down } from '../../scripts/testbed/testbed.ts';
 import { ipBatch, run } from '../../scripts/testbed/sh.ts';
-import { NsProcess, nsRunAsync, testPrefix } from '../helpers/testbed.ts';
+import { NsProcess, nsRunAsync, onAnyExit, testPrefix } from '../helpers/testbed.ts';
 import { DnsProcess, testDnsWorkers } from '../helpers/dns.ts';
 
 const UDP_CLIENT = fileURLToPath(new URL('../fixtures/dns-udp-client.ts', import.meta.url));
@@ -177,14 +177,7 @@ describe('sluice dns: RFC behaviour seen by dig', () => {
     down(prefix); // kills everything left in <prefix>-*, deletes the namespaces
     rmSync(dir, { recursive: true, force: true });
   };
-  // A crash or an interrupted run: the 'exit' hook runs for neither SIGINT nor SIGTERM by itself.
-  process.on('exit', teardown);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(sig, () => {
-      teardown();
-      process.exit(130);
-    });
-  }
+  onAnyExit(teardown);
   let daemon: DnsProcess | undefined;
   const d = (): DnsProcess => {
     assert.ok(daemon, 'the daemon started');

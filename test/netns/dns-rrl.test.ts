@@ -19,7 +19,7 @@ import { after, before, describe, it } from 'node:test';
 import { down } from '../../scripts/testbed/testbed.ts';
 import { ipBatch, run } from '../../scripts/testbed/sh.ts';
 import { DnsProcess } from '../helpers/dns.ts';
-import { nsRunAsync, testPrefix } from '../helpers/testbed.ts';
+import { nsRunAsync, onAnyExit, testPrefix } from '../helpers/testbed.ts';
 
 const SERVER = '198.18.252.1';
 const CLIENT = '198.18.252.10';
@@ -61,13 +61,7 @@ describe('RRL by response: a resolver prefix', () => {
     down(prefix);
     rmSync(dir, { recursive: true, force: true });
   };
-  process.on('exit', teardown);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(sig, () => {
-      teardown();
-      process.exit(130);
-    });
-  }
+  onAnyExit(teardown);
   let daemon: DnsProcess | undefined;
   const d = (): DnsProcess => {
     assert.ok(daemon, 'the daemon started');

@@ -38,7 +38,7 @@ import { ipBatch, run } from '../../scripts/testbed/sh.ts';
 import { writeKeyPair } from '../../src/control/keys.ts';
 import type { DnsStatus } from '../../src/dns/status.ts';
 import { DnsProcess } from '../helpers/dns.ts';
-import { NsProcess, nsRunAsync, testPrefix } from '../helpers/testbed.ts';
+import { NsProcess, nsRunAsync, onAnyExit, testPrefix } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
 
 const PUB = fileURLToPath(new URL('../fixtures/cluster-load-pub.ts', import.meta.url));
@@ -63,7 +63,7 @@ describe('sluice dns: policy mapping with two workers answers from the primary\'
     down(prefix);
     rmSync(dir, { recursive: true, force: true });
   };
-  process.on('exit', teardown);
+  onAnyExit(teardown);
   let daemon: DnsProcess | undefined;
   let pub: NsProcess | undefined;
 

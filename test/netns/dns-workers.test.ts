@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { down } from '../../scripts/testbed/testbed.ts';
 import { ipBatch, run } from '../../scripts/testbed/sh.ts';
-import { nsRunAsync, testPrefix } from '../helpers/testbed.ts';
+import { nsRunAsync, onAnyExit, testPrefix } from '../helpers/testbed.ts';
 import { DnsProcess } from '../helpers/dns.ts';
 import type { DnsStatus } from '../../src/dns/status.ts';
 import { sleep, until } from '../helpers/wait.ts';
@@ -76,7 +76,7 @@ describe('sluice dns with several workers', () => {
     down(prefix);
     rmSync(dir, { recursive: true, force: true });
   };
-  process.on('exit', teardown);
+  onAnyExit(teardown);
   const queries = join(dir, 'queries.txt');
 
   before(() => {

@@ -20,7 +20,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { down } from '../../scripts/testbed/testbed.ts';
 import { ipBatch, run } from '../../scripts/testbed/sh.ts';
-import { nsRunAsync, testPrefix } from '../helpers/testbed.ts';
+import { nsRunAsync, onAnyExit, testPrefix } from '../helpers/testbed.ts';
 import { DnsProcess } from '../helpers/dns.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -133,13 +133,7 @@ describe('sluice dns: zone record types, $INCLUDE, zone errors, identity (dig, a
     down(prefix);
     rmSync(dir, { recursive: true, force: true });
   };
-  process.on('exit', teardown);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(sig, () => {
-      teardown();
-      process.exit(130);
-    });
-  }
+  onAnyExit(teardown);
   let daemon: DnsProcess | undefined;
   const zoneFile = join(dir, 'zt.test.zone');
   const config = join(dir, 'dns.yaml');

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { nsRunAsync, testPrefix } from '../helpers/testbed.ts';
+import { nsRunAsync, onAnyExit, testPrefix } from '../helpers/testbed.ts';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/icmp-ping.ts', import.meta.url));
 const prefix = testPrefix();
@@ -30,7 +30,7 @@ const teardown = (): void => {
     }
   }
 };
-process.on('exit', teardown);
+onAnyExit(teardown);
 
 describe('ICMPv6 and ICMP echo from the front node pinger', () => {
   before(() => {

@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { nsRunAsync, testPrefix } from '../helpers/testbed.ts';
+import { nsRunAsync, onAnyExit, testPrefix } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/tcp-ping.ts', import.meta.url));
@@ -61,7 +61,7 @@ const teardown = (): void => {
     }
   }
 };
-process.on('exit', teardown);
+onAnyExit(teardown);
 
 interface Out {
   by: Map<string, (number | null)[]>;
