@@ -40,6 +40,14 @@ services:
     method: capacity
     servers:
 ${k.servers.map((s, i) => `      - { name: ${s.id}, address: ${s.address6}, capacity: ${String(caps[i] ?? 1000)} }`).join('\n')}
+  # The same servers on the queued path: what the ip6 fallback carries while no daemon is bound.
+  - name: www6q
+    vip: ${k.vip6}
+    port: 8080
+    method: byrequests
+    synPath: queue
+    servers:
+${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address6}, port: 80 }`).join('\n')}
 `;
 }
 
@@ -90,7 +98,10 @@ describe('sluice front: an IPv6 virtual service on the testbed', () => {
     const page = nsRun(st.plan.clients[0]!.name, 'curl', ['-6', '-g', '-s', '-m', '5', url]);
     assert.match(page, /^server s1[abc] /);
     const table = nsRun(frontNs, 'nft', ['list', 'table', 'ip6', 'sluice']);
-    assert.match(table, new RegExp(`elements = \\{ ${vip6.replaceAll(':', ':')} \\. tcp \\. 80 \\}`));
+    // Both services classified by one set; www6 (the default SYN path) on the kernel schedule, www6q queued.
+    const services = /set services \{[^}]*\}[^}]*\}/.exec(table)?.[0] ?? '';
+    assert.deepEqual([...services.matchAll(/ \. tcp \. (\d+)/g)].map((m) => m[1]).sort(), ['80', '8080'], services);
+    assert.match(table, new RegExp(`map kernel \\{[^}]*elements = \\{ ${vip6} \\. tcp \\. 80 : goto k_0 \\}`));
     assert.match(nsRun(frontNs, 'ip6tables-save', ['-t', 'mangle']), /-A SLUICE_QUEUE -j NFQUEUE --queue-num 0 --queue-bypass/);
   });
 
@@ -158,7 +169,7 @@ describe('sluice front: an IPv6 virtual service on the testbed', () => {
     await until(async () => ((await front!.status())['vipGuard6'] as { packets: number }).packets >= kernel, 'status shows the ip6 guard drops', 10_000, 200);
   });
 
-  it('(d) kill -9 during a 50 MB download over IPv6: it completes intact; the ip6 fallback serves meanwhile; restart rebuilds and serves', async () => {
+  it('(d) kill -9 during a 50 MB download over IPv6: it completes intact; meanwhile the kernel schedule (www6) and the ip6 fallback (www6q, queued) serve; restart rebuilds and serves', async () => {
     const st = testbed();
     const client = st.plan.clients[0]!;
     const dl = spawn('ip', ['netns', 'exec', client.name, 'curl', '-6', '-g', '-s', '--limit-rate', '10M', '-m', '60', `${url}blob.bin`], { stdio: ['ignore', 'pipe', 'ignore'] });
@@ -175,12 +186,18 @@ describe('sluice front: an IPv6 virtual service on the testbed', () => {
 
     front!.child.kill('SIGKILL');
     await new Promise((r) => front!.child.once('exit', r));
-    // Daemon down, rules still installed: the ip6 table's fallback spreads new connections.
-    const fb0 = Number(/packets (\d+)/.exec(nsRun(frontNs, 'nft', ['list', 'counter', 'ip6', 'sluice', 'fallback_flows']))?.[1] ?? 'NaN');
+    // Daemon down, rules still installed: the kernel keeps walking www6's
+    // last schedule (the fallback untouched), and the ip6 table's fallback
+    // spreads new connections of the queued service.
+    const fallbackFlows = (): number => Number(/packets (\d+)/.exec(nsRun(frontNs, 'nft', ['list', 'counter', 'ip6', 'sluice', 'fallback_flows']))?.[1] ?? 'NaN');
+    const fb0 = fallbackFlows();
     const during = nsRun(client.name, 'curl', ['-6', '-g', '-s', '-m', '5', url]);
     assert.match(during, /^server s1[abc] /);
-    const fb1 = Number(/packets (\d+)/.exec(nsRun(frontNs, 'nft', ['list', 'counter', 'ip6', 'sluice', 'fallback_flows']))?.[1] ?? 'NaN');
-    assert.equal(fb1 - fb0, 1, 'the connection took the ip6 fallback');
+    assert.equal(fallbackFlows(), fb0, 'www6 (kernel schedule): steered by the schedule, not the fallback');
+    const queued = nsRun(client.name, 'curl', ['-6', '-g', '-s', '-m', '5', `http://[${vip6}]:8080/`]);
+    assert.match(queued, /^server s1[abc] /);
+    const fb1 = fallbackFlows();
+    assert.equal(fb1 - fb0, 1, 'www6q (queued): the connection took the ip6 fallback');
 
     front = new FrontProcess(frontNs, configFile);
     const ready = await front.waitFor('front node ready');

@@ -58,8 +58,10 @@ describe('kernel schedule: byrequests vectors (seed 003)', () => {
   });
 });
 
+// Two servers with 300 and 100 connections of room.
+const CAP = `  - name: web\n    vip: 198.19.1.1\n    port: 80\n    synPath: kernel\n    servers:\n      - { name: a, address: 198.18.201.1, capacity: 300 }\n      - { name: b, address: 198.18.201.2, capacity: 100 }\n`;
+
 describe('kernel schedule: capacity, eligibility, overflow', () => {
-  const CAP = `  - name: web\n    vip: 198.19.1.1\n    port: 80\n    synPath: kernel\n    servers:\n      - { name: a, address: 198.18.201.1, capacity: 300 }\n      - { name: b, address: 198.18.201.2, capacity: 100 }\n`;
   it('slots in proportion to remaining capacity, following load', () => {
     const cfg = config(CAP);
     const svc = new ServiceRuntime(0, cfg.services[0]!, []);
@@ -167,6 +169,37 @@ describe('kernel schedule writer', () => {
     w.update([svc]); // within a second of the failure: not retried yet
     await new Promise((r) => setImmediate(r));
     assert.equal(scripts.length, 1);
+  });
+
+  it('unchanged inputs are not recomputed, yet small steps add up to a material change; with every server full the overflow\'s free capacity is an input', async () => {
+    const cfg = parseConfig(frontConfigSchema, `cluster: c1\nuplinkAddress: 198.18.101.2\noverflow:\n  - { cluster: c2, vip: 198.19.2.1, freeCapacity: 10 }\n  - { cluster: c3, vip: 198.19.3.1, freeCapacity: 10 }\nservices:\n${CAP}`, 'x');
+    const svc = new ServiceRuntime(0, cfg.services[0]!, cfg.overflow);
+    const scripts: string[] = [];
+    const w = new KernelScheduleWriter({ log: silent, config: () => cfg, script: (l, keys, els, slots) => scheduleUpdateScript(cfg, l, keys, els, slots), write: (s) => (scripts.push(s), Promise.resolve()) });
+    w.installed(configuredSchedule(cfg));
+    const tick = async (): Promise<void> => {
+      w.update([svc]);
+      await new Promise((r) => setImmediate(r));
+    };
+    // a: 300, b: 100 remaining. Each step of 4 connections on a moves < 1/32 of the slots;
+    // compared with what was last written (not with the last step), the steps add up.
+    let steps = 0;
+    while (scripts.length === 0 && steps < 100) {
+      svc.servers[0]!.active += 4;
+      steps++;
+      await tick();
+    }
+    assert.ok(steps > 1 && scripts.length === 1, `written once, after ${String(steps)} steps`);
+    await tick();
+    assert.equal(scripts.length, 1, 'nothing changed: nothing written');
+    for (const b of svc.servers) b.usable = false;
+    await tick();
+    assert.equal(scripts.length, 2, 'every server unusable: the overflow clusters');
+    assert.match(scripts[1] ?? '', /add element ip sluice schedule \{ 0 : 0x51000800, 1 : 0x51000801,/);
+    svc.overflow[1]!.freeCapacity = 0; // only the inputs of the overflow changed
+    await tick();
+    assert.equal(scripts.length, 3);
+    assert.ok(!(scripts[2] ?? '').includes('0x51000801'), 'c3 (no free capacity) left the slots');
   });
 
   it('material change: a target entering or leaving, or more than 1/32 of the slots moving', () => {
