@@ -231,10 +231,9 @@ const haproxy: Mode = {
 
 const frontCfg = join(st.runDir, 'front.yaml');
 const frontCfgKernel = join(st.runDir, 'front-kernel.yaml');
-// `sluice`: the queued SYN path (synPath: queue: every SYN waits in
-// NFQUEUE for the daemon); `sluice-kernel`: the kernel SYN schedule
-// (synPath: kernel, the default since 2026-11-26, kernel-schedule.ts),
-// measured side by side.
+// `sluice`: the queued SYN path (synPath: queue, the default: every SYN
+// waits in NFQUEUE for the daemon); `sluice-kernel`: the kernel SYN
+// schedule (synPath: kernel, kernel-schedule.ts), measured side by side.
 for (const [file, synPath] of [[frontCfg, '    synPath: queue\n'], [frontCfgKernel, '    synPath: kernel\n']] as const)
 writeFileSync(
   file,

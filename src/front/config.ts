@@ -215,9 +215,9 @@ const service = z
     checkpoints: checkpoints.describe('Checked first for each new connection to this service (seed 001\'s frontend list).'),
     synPath: z
       .enum(['kernel', 'queue'], { error: 'synPath is kernel or queue' })
-      .default('kernel')
+      .default('queue')
       .describe(
-        '`kernel` (default): a new connection\'s SYN takes its server from a schedule the daemon writes into the kernel (an nft map, rewritten as capacities and health change), and the daemon records it from a log copy: no SYN waits for the daemon, and new connections keep their proportions while the daemon is stalled or away. `queue`: every SYN waits in NFQUEUE for the daemon\'s verdict. Measured on a 2-core machine the two were level in new connections/s (0.82 and 0.83 of DNAT), and `kernel` added less connect latency (p99 +0.94 ms against +4.8 ms) and decided a SYN flood twice as fast (docs/front-node-design.md, "The SYN path"). `kernel` applies to TCP services of method `capacity` or `byrequests` with no checkpoint (service, server or cluster level) and `failMode: bypass`; the others always use `queue`.',
+        '`queue` (default): every SYN waits in NFQUEUE for the daemon\'s verdict. `kernel`: a new connection\'s SYN takes its server from a schedule the daemon writes into the kernel (an nft map, rewritten as capacities and health change), and the daemon records it from a log copy: no SYN waits for the daemon, and new connections keep their proportions while the daemon is stalled or away; measured on a 2-core machine it was level with `queue` in new connections/s (0.82 against 0.83 of DNAT) and added less connect latency (p99 +0.94 ms against +4.8 ms; docs/front-node-design.md, "The SYN path"). Applies to TCP services of method `capacity` or `byrequests` with no checkpoint (service, server or cluster level); the others always use `queue`.',
       ),
     health,
     synproxy: z

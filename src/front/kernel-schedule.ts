@@ -34,11 +34,10 @@
  *   no server eligible: the overflow clusters by free capacity, as
  *               selectTarget does.
  * Only services that need nothing at the moment of decision take this
- * path: TCP, method capacity or byrequests, no checkpoints, and not
- * `synPath: queue` (config.ts; kernel is the default: level with the queue
- * in new connections/s on a 2-core machine, 5x less added p99 latency, a
- * flood decided twice as fast, docs/front-node-design.md "The SYN path").
- * leastconn needs the live counts per pick, maglev a
+ * path: TCP, method capacity or byrequests, no checkpoints, and `synPath:
+ * kernel` (config.ts; not the default: with 1,000 services its install,
+ * reload and writer cost too much, docs/front-node-design.md "The SYN
+ * path"). leastconn needs the live counts per pick, maglev a
  * per-client table (both stay queued, as do checkpoints, which may hold).
  *
  * Near capacity the daemon decides: a server whose remaining capacity is
@@ -87,8 +86,8 @@ export function kernelChain(i: number): string {
 
 /** Whether service `svc` of `cfg` takes the kernel schedule (see the module comment). */
 export function isKernelService(cfg: Pick<FrontConfig, 'checkpoints'> & { readonly failMode?: FrontConfig['failMode'] }, svc: ServiceConfig): boolean {
-  // `synPath` may be absent from configs built by hand (tools, older tests): the default, kernel.
-  if ((svc.synPath as string | undefined) === 'queue' || cfg.failMode === 'drop') return false;
+  // `synPath` may be absent from configs built by hand (tools, older tests): the default, queue.
+  if ((svc.synPath as string | undefined) !== 'kernel' || cfg.failMode === 'drop') return false;
   if (svc.protocol !== 'tcp' || (svc.method !== 'capacity' && svc.method !== 'byrequests')) return false;
   // `checkpoints` may be absent from configs built by hand (tools, older tests) rather than parsed.
   const none = (l: readonly unknown[] | undefined): boolean => l === undefined || l.length === 0;

@@ -38,6 +38,7 @@ services:
     vip: ${k.vip6}
     port: 80
     method: capacity
+    synPath: kernel
     servers:
 ${k.servers.map((s, i) => `      - { name: ${s.id}, address: ${s.address6}, capacity: ${String(caps[i] ?? 1000)} }`).join('\n')}
   # The same servers on the queued path: what the ip6 fallback carries while no daemon is bound.
@@ -98,7 +99,7 @@ describe('sluice front: an IPv6 virtual service on the testbed', () => {
     const page = nsRun(st.plan.clients[0]!.name, 'curl', ['-6', '-g', '-s', '-m', '5', url]);
     assert.match(page, /^server s1[abc] /);
     const table = nsRun(frontNs, 'nft', ['list', 'table', 'ip6', 'sluice']);
-    // Both services classified by one set; www6 (the default SYN path) on the kernel schedule, www6q queued.
+    // Both services classified by one set; www6 on the kernel schedule, www6q queued.
     const services = /set services \{[^}]*\}[^}]*\}/.exec(table)?.[0] ?? '';
     assert.deepEqual([...services.matchAll(/ \. tcp \. (\d+)/g)].map((m) => m[1]).sort(), ['80', '8080'], services);
     assert.match(table, new RegExp(`map kernel \\{[^}]*elements = \\{ ${vip6} \\. tcp \\. 80 : goto k_0 \\}`));

@@ -6,7 +6,6 @@ import { frontConfigSchema } from '../../src/front/config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from '../../src/front/marks.ts';
 import { FALLBACK_COUNTER, FALLBACK_INLINE_MAX, FALLBACK_SLOTS, GUARD_COUNTER, chainsOf, configuredSpread, elementDiff, elementDiffScript, fallbackDiffScript, fallbackElements, fallbackHeldOf, fallbackUpdateScript, renderNft, type FallbackSpread } from '../../src/front/nft.ts';
 import { CHAINS, renderRules, resetsClients } from '../../src/front/rules.ts';
-import { SCHEDULE_SLOTS } from '../../src/front/kernel-schedule.ts';
 
 const text = readFileSync(new URL('../../deploy/examples/front-cluster1.yaml', import.meta.url), 'utf8');
 
@@ -59,8 +58,8 @@ describe('front rules', () => {
     assert.ok(n.table.includes(`  counter ${FALLBACK_COUNTER} { packets 0 bytes 0 }`));
     assert.equal(n.table.split(`counter name ${FALLBACK_COUNTER} dnat ip to ip daddr . meta l4proto . th dport . jhash`).length - 1, 3); // prerouting's SYN and UDP, output's SYN (SYN cookies)
     // SYN cookies auto (the default): counted in syn_seen, none engaged.
-    // The example's service takes the default SYN path, the kernel schedule: one verdict-map entry and its slots.
-    assert.deepEqual(n.elements, { vips: 1, services: 1, overflow_marks: 1, targets: 4, kernel: 1, schedule: SCHEDULE_SLOTS, fallback: FALLBACK_SLOTS, syn_seen: 1, synproxied: 0, synproxied_0: 0 });
+    // (The example's services use the default SYN path, the queue: nothing on the kernel schedule.)
+    assert.deepEqual(n.elements, { vips: 1, services: 1, overflow_marks: 1, targets: 4, kernel: 0, schedule: 0, fallback: FALLBACK_SLOTS, syn_seen: 1, synproxied: 0, synproxied_0: 0 });
     // A server's reset is recognised by the flow's conntrack mark (a decision of ours), not by a set of servers.
     assert.ok(n.table.includes('iifname "lan0" ct direction reply ct mark & 0xff000000 == 0x51000000 ct mark != 0x51fff000 tcp flags & rst == rst log group 0'));
     // The script replaces our table alone, in one transaction.
