@@ -18,8 +18,9 @@
  * Then scripts/bench/front-rules-install.ts for 1000 x 100 (raw install,
  * reinstall and read-back times, in a scratch namespace).
  *
- *   node scripts/bench/front-vips.ts [--rounds 3] [--seconds 5] [--services 1000] [--servers 100]
- * Prints a table, writes bench/results/front-vips.json.
+ *   node scripts/bench/front-vips.ts [--rounds 3] [--seconds 5] [--services 1000] [--servers 100] [--syn-path queue|kernel]
+ * Prints a table, writes bench/results/front-vips.json (`--syn-path
+ * kernel`, every service on the kernel SYN schedule: front-vips-kernel.json).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -40,8 +41,11 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '5' },
     services: { type: 'string', default: '1000' },
     servers: { type: 'string', default: '100' },
+    'syn-path': { type: 'string', default: 'queue' },
   },
 });
+const synPath = values['syn-path'];
+if (synPath !== 'queue' && synPath !== 'kernel') throw new Error('--syn-path is queue or kernel');
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
 const nServices = Number(values.services);
@@ -64,7 +68,7 @@ runIn(fr, 'sysctl', ['-q', '-w', 'net.netfilter.nf_conntrack_tcp_timeout_time_wa
 
 const socket = join(st.runDir, 'front.sock');
 const uplink = k.uplinkAddress;
-const www = { name: 'www', vip: VIP, port: 80, method: 'byrequests', servers: k.servers.map((s, i) => ({ name: `s${String(i)}`, address: s.address })) };
+const www = { name: 'www', vip: VIP, port: 80, method: 'byrequests', synPath, servers: k.servers.map((s, i) => ({ name: `s${String(i)}`, address: s.address })) };
 /** The config of a mode; `variant` moves the last service's port, so that a reload changes rules. */
 function config(many: boolean, variant: number): string {
   const others = many
@@ -73,6 +77,7 @@ function config(many: boolean, variant: number): string {
         vip: `198.19.${String(10 + Math.floor(i / 250))}.${String((i % 250) + 1)}`,
         port: i === nServices - 2 ? 80 + variant : 80,
         method: 'byrequests',
+        synPath,
         // SYN cookies need a local route per VIP (checked at start); these
         // VIPs get no traffic, and www's path is the same in both modes.
         synproxy: false,
@@ -242,8 +247,9 @@ console.log(`reload       one ${summary.reloadMsOne.toFixed(0)} ms, many ${summa
 console.log(`install      one ${summary.installMsOne.toFixed(0)} ms, many ${summary.installMsMany.toFixed(0)} ms (max ${summary.installMsManyMax.toFixed(0)}; the daemon's render + nft + iptables at start); fallback map filled ${summary.fallbackFillMsMany.toFixed(0)} ms after ready (max ${summary.fallbackFillMsManyMax.toFixed(0)})`);
 console.log(`RSS          one ${summary.rssMiBOne.toFixed(0)} MiB, many ${summary.rssMiBMany.toFixed(0)} MiB`);
 mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+const resultFile = `bench/results/front-vips${synPath === 'kernel' ? '-kernel' : ''}.json`;
 writeFileSync(
-  join(ROOT, 'bench/results/front-vips.json'),
-  JSON.stringify({ benchmark: 'front-vips', date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { rounds, seconds, services: nServices, servers: nServers, wrk: '-t2 -c64 Connection: close' }, summary, rawInstall: rawInstall.split('\n'), samples }, null, 2) + '\n',
+  join(ROOT, resultFile),
+  JSON.stringify({ benchmark: 'front-vips', date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { rounds, seconds, services: nServices, servers: nServers, synPath, wrk: '-t2 -c64 Connection: close' }, summary, rawInstall: rawInstall.split('\n'), samples }, null, 2) + '\n',
 );
-console.log('results: bench/results/front-vips.json');
+console.log(`results: ${resultFile}`);

@@ -84,7 +84,7 @@ import { FrontEngine, HELD } from './engine.ts';
 import { saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
 import { KernelScheduleWriter, SCHEDULE_TICK_MS, type KernelScheduleStatus } from './kernel-schedule.ts';
-import { SYN_SEEN_SET, listChainsAsync, listCounters, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript, synproxyFamilies } from './nft.ts';
+import { SYN_SEEN_SET, heldSchedule, listChainsAsync, listCounters, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript, synproxyFamilies, type HeldSchedule } from './nft.ts';
 import { SynproxyAuto, type SynproxyAutoStatus } from './synproxy-auto.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG } from './rules.ts';
@@ -222,6 +222,8 @@ export class FrontDaemon implements FrontMetricsSource {
 
   /** The last apply()'s rules: render and install (ms), logged with "configuration reloaded". */
   #lastApplyMs: Record<string, number> = {};
+  /** Set by apply() for its element update only: what the kernel holds of the schedule (nft.ts heldSchedule). */
+  #heldSchedule: HeldSchedule | undefined;
   /** Where a start's time went (ms since the process began: performance.now()), logged with "front node ready". */
   readonly #startup: Record<string, number> = {};
 
@@ -282,7 +284,7 @@ export class FrontDaemon implements FrontMetricsSource {
         const over = whole ? undefined : this.#installed;
         // Unknown while installing: an install that fails half-way (nft done, iptables refused) must not be diffed against.
         this.#installed = undefined;
-        const elements = installRuleset(rules, undefined, over);
+        const elements = installRuleset(rules, undefined, over, over === undefined ? undefined : this.#heldSchedule);
         this.#installed = rules;
         // The fallback map: filled by a whole install only when small; the writer brings it to the running spread.
         this.fallback.afterInstall(!elements, rules.nft.v6 === undefined ? rules.nft.fallbackHeld : new Map([...rules.nft.fallbackHeld, ...rules.nft.v6.fallbackHeld]));
@@ -688,6 +690,11 @@ export class FrontDaemon implements FrontMetricsSource {
       ns.overflowed = os?.overflowed ?? 0;
     }
     this.fallback.installed(services);
+    // What the kernel holds of the schedule now (the writer's writes since
+    // the last install, for the running configuration): the element update
+    // writes only the slots and chains that differ from it.
+    const held = this.schedule.held();
+    this.#heldSchedule = held === undefined ? undefined : heldSchedule(this.config, held);
     const targets = this.schedule.render(next, services);
     this.schedule.installed(targets, next);
     // Gates follow the services by name: an auto service engaged now stays engaged in the new table.
@@ -696,7 +703,11 @@ export class FrontDaemon implements FrontMetricsSource {
       const t0 = performance.now();
       const rules = renderRuleset(next, this.fallback.spread(), this.vipGuard.last(), targets, this.synproxy.engaged(), this.vipGuard.last6());
       const t1 = performance.now();
-      this.rules.install(rules);
+      try {
+        this.rules.install(rules);
+      } finally {
+        this.#heldSchedule = undefined;
+      }
       this.#lastApplyMs = { render: Math.round(t1 - t0), install: Math.round(performance.now() - t1) };
     } catch (err) {
       // The running services stay: so do the fallback's and the schedule's states (a repair renders them with the running configuration).

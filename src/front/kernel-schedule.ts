@@ -403,6 +403,15 @@ export class KernelScheduleWriter {
     return this.#want;
   }
 
+  /**
+   * What the kernel holds: the last full install's schedule with every
+   * successful write since; undefined while a write is in flight (it may
+   * or may not have landed).
+   */
+  held(): ScheduleTargets | undefined {
+    return this.#writing ? undefined : [...this.#have];
+  }
+
   /** The servers' state may have changed: recompute, and write what changed materially. */
   update(services: readonly ServiceRuntime[]): void {
     if (this.#stopped) return;

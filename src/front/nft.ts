@@ -255,14 +255,13 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
   const mine = (svc: { readonly vip: string }): boolean => tableOf(svc) === fam;
   const ipx = fam;
   const addrType = fam === 'ip' ? 'ipv4_addr' : 'ipv6_addr';
-  // The kernel-schedule services of this table's family (each table has its own maps and k_<i> chains).
-  const layout = scheduleLayout(cfg).filter((l) => { const svc = cfg.services[l.index]; return svc !== undefined && mine(svc); });
+  const layout = tableLayout(cfg, fam);
   const kernel = layout.map((l) => {
     const svc = cfg.services[l.index];
     return `${svc?.vip ?? ''} . tcp . ${String(svc?.port ?? 0)} : goto ${kernelChain(l.index)}`;
   });
   const targets0 = schedule ?? configuredSchedule(cfg);
-  const sched = scheduleElements(layout, targets0);
+  const { elements: sched, rules: kernelRules } = scheduleParts(cfg, layout, targets0);
   const ours = cfg.services.filter(mine);
   const vips = [...new Set(ours.map((s) => s.vip))];
   const services = ours.map((s) => `${s.vip} . ${s.protocol} . ${String(s.port)}`);
@@ -298,7 +297,7 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
   const log = teardownLog(cfg);
   const q = hex(QUEUE_MARK);
   // The per-service chains of the kernel schedule, with their rules (name, rules).
-  const kernelChains = layout.map((l) => [kernelChain(l.index), kernelChainRules(l, targets0[l.index]?.length ?? SCHEDULE_SLOTS, log, q)] as const);
+  const kernelChains = Object.entries(kernelRules);
   const synOnly = 'tcp flags & (syn | ack | fin | rst) == syn';
   const lines = [
     `table ${fam} ${NFT_TABLE} {`,
@@ -617,15 +616,22 @@ export function elementDiff(name: string, before: Iterable<string>, after: reado
  * someone else), a delete of it fails the transaction and the caller
  * replaces the whole table. Empty when nothing changed.
  */
-export function elementDiffScript(over: RenderedNft, next: RenderedNft): string {
+export function elementDiffScript(over: RenderedNft, next: RenderedNft, held?: HeldSchedule): string {
   const fam = next.family;
   const lines: string[] = [];
+  const mine = held?.[fam];
   // Chains first: the verdict map's new elements may jump to a new one.
-  // All of them, as `update` does: the schedule writer rewrites a chain's
-  // rule between installs (its slot count), so `over` may not be what the
-  // kernel holds, and the schedule map below is refilled to match `next`.
+  // Without `held`, all of them, as `update` does: the schedule writer
+  // rewrites a chain's rule between installs (its slot count), so `over`
+  // may not be what the kernel holds, and the schedule map below is
+  // refilled to match `next`. With it (what the writer holds), only new
+  // chains and those whose rules differ, and only the slots that differ:
+  // each rule that names a map of 100k elements cost nft ~12 ms here, so
+  // rewriting 1,000 chains made a reload take 11-24 s.
+  const same = (a: readonly string[] | undefined, b: readonly string[]): boolean => a !== undefined && a.length === b.length && a.every((x, i) => x === b[i]);
   for (const name of next.kernelChains) {
     const rules = next.kernelRules[name] ?? [];
+    if (mine !== undefined && over.kernelChains.includes(name) && same(mine.rules[name], rules)) continue;
     lines.push(`add chain ${fam} ${NFT_TABLE} ${name}`, `flush chain ${fam} ${NFT_TABLE} ${name}`, ...rules.map((r) => `add rule ${fam} ${NFT_TABLE} ${name} ${r}`));
   }
   for (const name of DIFFED) {
@@ -634,10 +640,13 @@ export function elementDiffScript(over: RenderedNft, next: RenderedNft): string 
     lines.push(...elementDiff(name, over.sets[name] ?? [], after, fam));
   }
   // Without a kernel-schedule service, before or after, the schedule map is empty and stays so.
-  if (next.kernelChains.length > 0 || over.kernelChains.length > 0) lines.push(...elementUpdate(fam, 'map', 'schedule', next.sets['schedule'] ?? []));
+  if (next.kernelChains.length > 0 || over.kernelChains.length > 0) {
+    if (mine !== undefined) lines.push(...elementDiff('schedule', mine.elements, next.sets['schedule'] ?? [], fam));
+    else lines.push(...elementUpdate(fam, 'map', 'schedule', next.sets['schedule'] ?? []));
+  }
   lines.push(...next.synproxiedLines);
   // The ip6 table's elements, in the same transaction (the caller checked that both renderings have it, of the same structure).
-  const v6 = next.v6 !== undefined && over.v6 !== undefined ? elementDiffScript(over.v6, next.v6) : '';
+  const v6 = next.v6 !== undefined && over.v6 !== undefined ? elementDiffScript(over.v6, next.v6, held) : '';
   return lines.length === 0 ? v6 : lines.join('\n') + '\n' + v6;
 }
 
@@ -662,6 +671,43 @@ function elementLines(fam: NftFamily, verb: 'add' | 'delete', name: string, els:
 /** The log statement of FIN/RST copies and of the kernel schedule's SYNs (the daemon's NFLOG group). */
 function teardownLog(cfg: Pick<FrontConfig, 'nflogGroup'>): string {
   return `log group ${String(cfg.nflogGroup)} snaplen ${String(TEARDOWN_LOG.size)} queue-threshold ${String(TEARDOWN_LOG.threshold)}`;
+}
+
+/** The kernel-schedule services of table `fam` (each table has its own maps and k_<i> chains). */
+function tableLayout(cfg: Pick<FrontConfig, 'checkpoints' | 'services' | 'failMode'>, fam: NftFamily): ScheduledService[] {
+  return scheduleLayout(cfg).filter((l) => {
+    const svc = cfg.services[l.index];
+    return svc !== undefined && tableOf(svc) === fam;
+  });
+}
+
+/** Map `schedule`'s elements and the `k_<i>` chains' rules of one table for schedule `targets`. */
+function scheduleParts(cfg: Pick<FrontConfig, 'nflogGroup'>, layout: readonly ScheduledService[], targets: ScheduleTargets): HeldTable {
+  const log = teardownLog(cfg);
+  const q = hex(QUEUE_MARK);
+  return {
+    elements: scheduleElements(layout, targets),
+    rules: Object.fromEntries(layout.map((l) => [kernelChain(l.index), kernelChainRules(l, targets[l.index]?.length ?? SCHEDULE_SLOTS, log, q)])),
+  };
+}
+
+/** What one table's schedule map and k_<i> chains hold. */
+export interface HeldTable {
+  readonly elements: readonly string[];
+  readonly rules: Readonly<Record<string, readonly string[]>>;
+}
+
+/** What the kernel holds of the kernel schedule, per table: elementDiffScript diffs against it. */
+export type HeldSchedule = Readonly<Record<NftFamily, HeldTable>>;
+
+/**
+ * What the kernel holds of the schedule when configuration `cfg` is
+ * installed and the schedule writer holds `targets` (KernelScheduleWriter
+ * held()): the writer rewrites slots and chains between installs, so the
+ * last rendering is not what the kernel holds.
+ */
+export function heldSchedule(cfg: Pick<FrontConfig, 'checkpoints' | 'services' | 'failMode' | 'nflogGroup'>, targets: ScheduleTargets): HeldSchedule {
+  return { ip: scheduleParts(cfg, tableLayout(cfg, 'ip'), targets), ip6: scheduleParts(cfg, tableLayout(cfg, 'ip6'), targets) };
 }
 
 /** The `nft -f` lines that replace one service's slots in map `schedule` (kernel-schedule.ts): one transaction with the rest of the write. */

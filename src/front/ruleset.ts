@@ -15,7 +15,7 @@
 import { CommandFailedError } from '../errors/errors.ts';
 import type { FrontConfig } from './config.ts';
 import { installRules as installIptables, removeIptablesRules } from './iptables.ts';
-import { NFT_FAMILY, NFT_TABLE, dropTableScript, elementDiffScript, listTable, nftLoad, removeNftTable, renderNft, type FallbackSpread, type NftFamily, type RenderedNft } from './nft.ts';
+import { NFT_FAMILY, NFT_TABLE, dropTableScript, elementDiffScript, listTable, nftLoad, removeNftTable, renderNft, type FallbackSpread, type HeldSchedule, type NftFamily, type RenderedNft } from './nft.ts';
 import { renderRules, type RenderedRules } from './rules.ts';
 import type { ScheduleTargets } from './kernel-schedule.ts';
 
@@ -57,9 +57,12 @@ export function wholeScript(nft: RenderedNft): string {
  * in the swap (test/netns/front-restart.test.ts; the client retransmits
  * them). If the element update fails (the table is gone or changed), the
  * whole table is replaced. Without `over` (start, repair) the table is
- * always replaced whole. Returns whether only the elements were replaced.
+ * always replaced whole. `held`: what the kernel holds of the kernel
+ * schedule (the writer's state, nft.ts heldSchedule), so that only the
+ * schedule's slots and chains that differ are written. Returns whether only
+ * the elements were replaced.
  */
-export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet): boolean {
+export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet, held?: HeldSchedule): boolean {
   let done = false;
   if (over !== undefined && over.nft.structure === rules.nft.structure && over.nft.v6?.structure === rules.nft.v6?.structure) {
     try {
@@ -70,7 +73,7 @@ export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet): 
       // Only the elements that changed (elementDiffScript): a reload of
       // 1,000 services x 100 servers that changes one service writes ~100
       // elements, not 10^5 (flush and add took 4.7 s).
-      const script = elementDiffScript(over.nft, rules.nft) + gone.map(([fam, c]) => `delete chain ${fam} ${NFT_TABLE} ${c}\n`).join('');
+      const script = elementDiffScript(over.nft, rules.nft, held) + gone.map(([fam, c]) => `delete chain ${fam} ${NFT_TABLE} ${c}\n`).join('');
       if (script !== '') nftLoad(script, netns);
       done = true;
     } catch (err) {

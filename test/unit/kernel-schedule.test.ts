@@ -9,7 +9,7 @@ import { frontConfigSchema } from '../../src/front/config.ts';
 import { KernelScheduleWriter, MAX_CYCLE, SCHEDULE_SLOTS, configuredSchedule, fillSmooth, isKernelService, materialChange, scheduleElements, scheduleLayout, serviceSchedule, slotsOf } from '../../src/front/kernel-schedule.ts';
 import { ByRequests } from '../../src/front/select/byrequests.ts';
 import { ServiceRuntime } from '../../src/front/service.ts';
-import { renderNft, configuredSpread, scheduleUpdateScript } from '../../src/front/nft.ts';
+import { elementDiffScript, heldSchedule, renderNft, configuredSpread, scheduleUpdateScript } from '../../src/front/nft.ts';
 import type { Logger } from '../../src/log/logger.ts';
 
 const silent = { info: () => undefined, warn: () => undefined, debug: () => undefined, error: () => undefined } as unknown as Logger;
@@ -213,6 +213,42 @@ describe('kernel schedule writer', () => {
     assert.equal(materialChange(a, b), true);
     assert.equal(materialChange(a, Int32Array.from({ length: 64 }, () => 0)), true);
     assert.equal(materialChange(undefined, a), true);
+  });
+});
+
+describe('kernel schedule: a reload writes only what differs from what the kernel holds', () => {
+  // Three byrequests services (2, 3 and 4 slots); the reload changes a server address of the third.
+  const three = (addr: string): string =>
+    BYREQ([1, 1]) +
+    BYREQ([1, 1, 1]).replace('198.19.1.1', '198.19.1.2').replace('name: web', 'name: b') +
+    BYREQ([2, 2]).replace('198.19.1.1', '198.19.1.3').replace('name: web', 'name: c').replace('198.18.201.2,', `${addr},`);
+  const lines = (script: string): string[] => script.split('\n').filter((l) => l !== '' && !l.includes('synproxied'));
+
+  it('unchanged schedule: no chain and no slot written (without what is held, every chain and the whole map)', () => {
+    const a = config(three('198.18.201.2'));
+    const b = config(three('198.18.201.9'));
+    const t = configuredSchedule(a);
+    const over = renderNft(a, configuredSpread(a), undefined, t);
+    const next = renderNft(b, configuredSpread(b), undefined, configuredSchedule(b));
+    const diff = lines(elementDiffScript(over, next, heldSchedule(a, t)));
+    assert.deepEqual(diff, ['delete element ip sluice targets { 0x51002002 }', 'add element ip sluice targets { 0x51002002 : 198.18.201.9 . 80 }']);
+    const blind = lines(elementDiffScript(over, next));
+    assert.equal(blind.filter((l) => l.startsWith('flush chain')).length, 3);
+    assert.ok(blind.includes('flush map ip sluice schedule'));
+  });
+
+  it('the writer changed a service\'s slot count since the install: the reload puts back what the new rendering wants, only there', () => {
+    const a = config(three('198.18.201.2'));
+    const t = configuredSchedule(a);
+    const over = renderNft(a, configuredSpread(a), undefined, t);
+    // The writer took server s0 of service b out (2 slots instead of 3), so the kernel holds that.
+    const held = [...t];
+    held[1] = Int32Array.from([1, 2]);
+    const next = renderNft(a, configuredSpread(a), undefined, t);
+    const diff = lines(elementDiffScript(over, next, heldSchedule(a, held)));
+    assert.deepEqual(diff.filter((l) => l.includes('chain')), ['add chain ip sluice k_1', 'flush chain ip sluice k_1']);
+    assert.ok(diff.includes('add rule ip sluice k_1 meta mark set numgen inc mod 3 offset 1024 map @schedule log group 0 snaplen 128 queue-threshold 64 return'), diff.join('\n'));
+    assert.deepEqual(diff.filter((l) => l.includes('element ip sluice schedule')), ['delete element ip sluice schedule { 1024, 1025 }', 'add element ip sluice schedule { 1024 : 0x51001001, 1025 : 0x51001002, 1026 : 0x51001003 }']);
   });
 });
 
