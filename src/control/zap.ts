@@ -15,6 +15,9 @@ import type { Logger } from '../log/logger.ts';
 import { z85Encode } from './keys.ts';
 
 const ZAP_ENDPOINT = 'inproc://zeromq.zap.01';
+/** Binding the endpoint again after a release is retried this often, BIND_RETRY_MS apart (see start()). */
+const BIND_RETRIES = 100;
+const BIND_RETRY_MS = 10;
 
 export interface DomainCounters {
   accepted: number;
@@ -42,7 +45,13 @@ export class ZapHandler {
   static async acquire(log: Logger): Promise<ZapHandler> {
     const z = (ZapHandler.#shared ??= new ZapHandler(log));
     z.#refs++;
-    await z.start();
+    try {
+      await z.start();
+    } catch (err) {
+      // Not bound: drop this handler, so that a later acquire tries afresh.
+      z.release();
+      throw err;
+    }
     return z;
   }
 
@@ -56,7 +65,19 @@ export class ZapHandler {
   /** Binds the inproc endpoint; must happen before any CURVE server socket binds. */
   private start(): Promise<void> {
     this.#started ??= (async () => {
-      await this.#router.bind(ZAP_ENDPOINT);
+      // The previous handler's endpoint (closed by the last release()) is
+      // unbound by ZeroMQ's I/O thread a moment after close(): a bind
+      // before that fails with EADDRINUSE (every time when released and
+      // acquired again at once). Retried within ~1 s.
+      for (let tries = 0; ; tries++) {
+        try {
+          await this.#router.bind(ZAP_ENDPOINT);
+          break;
+        } catch (err) {
+          if (tries >= BIND_RETRIES || (err as { code?: unknown }).code !== 'EADDRINUSE') throw err;
+          await new Promise((r) => setTimeout(r, BIND_RETRY_MS));
+        }
+      }
       void this.#serve();
     })();
     return this.#started;
