@@ -497,7 +497,9 @@ export class FrontDaemon implements FrontMetricsSource {
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, `conntrack events unavailable: records of ended flows are freed by the reconcile every ${String(this.config.connections.reconcileSeconds)} s`);
     }
+    this.#startup['eventsJoined'] = Math.round(performance.now());
     const rebuilt = (await this.#rebuildFromKernel(false)).added;
+    this.#startup['adopted'] = Math.round(performance.now());
     this.fallback.installed(this.engine.services);
     const targets = this.schedule.render(this.config, this.engine.services);
     this.schedule.installed(targets);
