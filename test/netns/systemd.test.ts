@@ -148,7 +148,8 @@ describe('front node as user sluice would run it (CAP_NET_ADMIN, CAP_NET_RAW), w
     front = new FrontProcess(ns, configFile, 'front', { env, wrap: unprivileged(['net_admin', 'net_raw']) });
     const ready = await front.waitFor('front node ready');
     // /proc/net/nf_conntrack is root-only: these records came from conntrack -L.
-    assert.ok(Number(ready['rebuilt']) >= 1, `records rebuilt from the kernel's flows as non-root: ${String(ready['rebuilt'])}`);
+    // (Failed once in CI with 0, not reproduced in 13 runs: the message carries the second pass's counts and the flows the test saw.)
+    assert.ok(Number(ready['rebuilt']) >= 1, `records rebuilt from the kernel's flows as non-root: ${String(ready['rebuilt'])}; after the bind: ${String(ready['adoptedAfterBind'])} adopted, ${String(ready['corrected'])} corrected; port 80 flows: ${nsRun(ns, 'cat', ['/proc/net/nf_conntrack']).split('\n').filter((l) => l.includes('dport=80 ')).join(' | ')}`);
     assert.equal(await done, 0, 'the download completed across the restart');
     assert.equal(Number(size), 20 << 20);
     const from = notify.messages.length;
