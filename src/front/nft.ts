@@ -629,9 +629,10 @@ export function elementDiffScript(over: RenderedNft, next: RenderedNft, held?: H
   // each rule that names a map of 100k elements cost nft ~12 ms here, so
   // rewriting 1,000 chains made a reload take 11-24 s.
   const same = (a: readonly string[] | undefined, b: readonly string[]): boolean => a !== undefined && a.length === b.length && a.every((x, i) => x === b[i]);
+  const had = new Set(over.kernelChains);
   for (const name of next.kernelChains) {
     const rules = next.kernelRules[name] ?? [];
-    if (mine !== undefined && over.kernelChains.includes(name) && same(mine.rules[name], rules)) continue;
+    if (mine !== undefined && had.has(name) && same(mine.rules[name], rules)) continue;
     lines.push(`add chain ${fam} ${NFT_TABLE} ${name}`, `flush chain ${fam} ${NFT_TABLE} ${name}`, ...rules.map((r) => `add rule ${fam} ${NFT_TABLE} ${name} ${r}`));
   }
   for (const name of DIFFED) {

@@ -28,9 +28,7 @@ export const keys = {
 // The calling test file's own block of ports (test/helpers/ports.ts says
 // why: CI failed with EADDRINUSE on 48288, in the ephemeral range, and when
 // two files' ranges overlapped).
-export function freePort(): number {
-  return nextPort();
-}
+export { nextPort as freePort };
 
 export interface Ends {
   accounting: string;
@@ -38,7 +36,7 @@ export interface Ends {
 }
 
 export function ends(): Ends {
-  return { accounting: `tcp://127.0.0.1:${freePort()}`, control: `tcp://127.0.0.1:${freePort()}` };
+  return { accounting: `tcp://127.0.0.1:${nextPort()}`, control: `tcp://127.0.0.1:${nextPort()}` };
 }
 
 export function masterConfig(name: string, e: Ends, domains: unknown[], store: unknown = { kind: 'memory' }, extra: Record<string, unknown> = {}): MasterConfig {
