@@ -84,7 +84,8 @@ import { FrontEngine, HELD } from './engine.ts';
 import { saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
 import { KernelScheduleWriter, SCHEDULE_TICK_MS, type KernelScheduleStatus } from './kernel-schedule.ts';
-import { SYN_SEEN_SET, heldSchedule, listChainsAsync, listCounters, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript, synproxyFamilies, type HeldSchedule } from './nft.ts';
+import { readCounters } from './nft-counters.ts';
+import { SYN_SEEN_SET, heldSchedule, listChainsAsync, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript, synproxyFamilies, type HeldSchedule } from './nft.ts';
 import { SynproxyAuto, type SynproxyAutoStatus } from './synproxy-auto.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG } from './rules.ts';
@@ -940,7 +941,14 @@ export class FrontDaemon implements FrontMetricsSource {
    */
   #carryKernelCounters(): void {
     for (const fam of ['ip', 'ip6'] as const) {
-      const list = listCounters(undefined, fam);
+      let list: string | undefined;
+      try {
+        list = readCounters(fam);
+      } catch (err) {
+        // Not fatal: the install goes on, and these totals start from zero.
+        this.log.warn({ err, family: fam === 'ip' ? 'ipv4' : 'ipv6' }, 'could not read the kernel counters of the previous rules; their counts are not carried over');
+        continue;
+      }
       if (list === undefined) continue;
       this.vipGuard.read(list, fam);
       const c = this.tableCounters.seed(list, fam);

@@ -867,20 +867,6 @@ export function removeNftTable(netns?: string): void {
   nftLoad(dropTableScript('ip') + dropTableScript('ip6'), netns);
 }
 
-/**
- * The named counters of our table of family `fam` (`nft list counters
- * table`: no sets or maps, so cheap at any table size), or undefined when
- * the table is absent or nft fails (start: nothing to carry over).
- */
-export function listCounters(netns?: string, fam: NftFamily = NFT_FAMILY): string | undefined {
-  const [cmd = 'nft', ...rest] = argvIn(netns, ['nft', 'list', 'counters', 'table', fam, NFT_TABLE]);
-  try {
-    return execFileSync(cmd, rest, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-  } catch {
-    return undefined;
-  }
-}
-
 /** Whether our table of family `fam` exists (`nft list tables`: names only). */
 export function hasNftTable(netns?: string, fam: NftFamily = NFT_FAMILY): boolean {
   const [cmd = 'nft', ...rest] = argvIn(netns, ['nft', 'list', 'tables', fam]);

@@ -18,7 +18,8 @@
  *
  * At start, the values the kernel holds before our first install (counted
  * while no daemon ran: the fallback carrying new connections alone) are
- * read once (`nft list counters table`: no sets, cheap at any size) and
+ * read once (over netlink, nft-counters.ts: nft's own listing fetches
+ * every set element first, seconds at 1,000 services) and
  * become the base, so "what the fallback did while we were down" is not
  * wiped by our own install. The daemon logs them.
  *
