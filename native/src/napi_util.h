@@ -26,5 +26,5 @@ napi_value sq_sd_notify(napi_env env, napi_callback_info info); /* sd_notify.c *
 void reuseport_register(napi_env env, napi_value exports);      /* reuseport.c */
 void udp_batch_register(napi_env env, napi_value exports);      /* udp_batch.c */
 void loop_turns_register(napi_env env, napi_value exports);     /* loop_turns.c */
-void nft_counters_register(napi_env env, napi_value exports);   /* nft_counters.c */
+void nft_netlink_register(napi_env env, napi_value exports);   /* nft_netlink.c */
 #endif

@@ -229,7 +229,7 @@ static napi_value init(napi_env env, napi_value exports) {
   reuseport_register(env, exports);
   udp_batch_register(env, exports);
   loop_turns_register(env, exports);
-  nft_counters_register(env, exports);
+  nft_netlink_register(env, exports);
   return exports;
 }
 

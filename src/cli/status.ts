@@ -102,7 +102,7 @@ export function renderFrontStatus(s: FrontStatus): string {
   // Older daemons send no lost count.
   const q = s.queue;
   if (q && typeof q.lost === 'number') out.push(`queue: received ${q.packets}, verdicts ${q.verdicts}, lost ${q.lost} (never received: the socket buffer was full; accepted unsteered), overruns ${q.overruns}`);
-  if (r) out.push(`rules: checked ${r.checks}, reinstalled ${r.repaired}${r.lastRepair ? ` (last ${r.lastRepair})` : ''}, reinstall failures ${r.repairFailures}, check failures ${r.checkFailures}${r.failingRepairs > 0 ? `, FAILING ${r.failingRepairs} in a row` : ''}`);
+  if (r) out.push(`rules: checked ${r.checks} (${r.unchanged} unchanged, nothing read), reinstalled ${r.repaired}${r.lastRepair ? ` (last ${r.lastRepair})` : ''}, reinstall failures ${r.repairFailures}, check failures ${r.checkFailures}${r.failingRepairs > 0 ? `, FAILING ${r.failingRepairs} in a row` : ''}`);
   const hs = s.health;
   if (hs) {
     const t = hs.transitions;

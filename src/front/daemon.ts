@@ -81,10 +81,10 @@ import { LIVE_STATES, REBUILD_STATES, streamKernelFlows } from './conntrack-proc
 import { FrontControl } from './control.ts';
 import { FlowEnds, type ResyncReason } from './flow-ends.ts';
 import { FrontEngine, HELD } from './engine.ts';
-import { saveTable, saveTableAsync } from './iptables.ts';
+import { iptablesIsNft, saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
 import { KernelScheduleWriter, SCHEDULE_TICK_MS, type KernelScheduleStatus } from './kernel-schedule.ts';
-import { readCounters } from './nft-counters.ts';
+import { readCounters, rulesetGeneration } from './nft-netlink.ts';
 import { SYN_SEEN_SET, heldSchedule, listChainsAsync, listSetAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript, synproxyFamilies, type HeldSchedule } from './nft.ts';
 import { SynproxyAuto, type SynproxyAutoStatus } from './synproxy-auto.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
@@ -296,9 +296,14 @@ export class FrontDaemon implements FrontMetricsSource {
         table === 'nft' ? listTableAsync(timeoutMs) : table === 'nft6' ? listTableAsync(timeoutMs, undefined, 'ip6') : saveTableAsync(iptablesOf(table) ?? table, timeoutMs, undefined, table.endsWith('6') ? 6 : 4),
       nftChains: (timeoutMs) => listChainsAsync(timeoutMs),
       fallback: () => this.fallback.state(),
-      onNftDump: (list, fam) => {
-        this.vipGuard.read(list, fam);
-        this.tableCounters.read(list, fam);
+      // A check reads the ruleset generation first: while no transaction
+      // was committed since an intact check, it reads nothing else.
+      generation: () => rulesetGeneration(),
+      generationCoversIptables: iptablesIsNft(),
+      // The table's named counters (VIP guard, fallback flows, stray
+      // replies) at every check, over netlink: microseconds at any size.
+      onChecked: () => {
+        this.#readTableCounters();
       },
       periodMs: () => this.config.rules.checkSeconds * 1000,
       failuresBeforeDead: () => this.config.rules.restartAfterFailures,
@@ -939,6 +944,25 @@ export class FrontDaemon implements FrontMetricsSource {
    * drops become the base of their totals. Logged when the fallback
    * carried flows with no daemon bound.
    */
+  #countersUnreadable = false;
+
+  /** The named counters of both tables into the VIP guard and table counts (a table that is absent leaves its values). */
+  #readTableCounters(): void {
+    try {
+      for (const fam of ['ip', 'ip6'] as const) {
+        const list = readCounters(fam);
+        if (list === undefined) continue;
+        this.vipGuard.read(list, fam);
+        this.tableCounters.read(list, fam);
+      }
+      if (this.#countersUnreadable) this.log.info('the nft table counters can be read again');
+      this.#countersUnreadable = false;
+    } catch (err) {
+      if (!this.#countersUnreadable) this.log.warn({ err }, 'cannot read the nft table counters: status and /metrics keep their last values (logged once until it works again)');
+      this.#countersUnreadable = true;
+    }
+  }
+
   #carryKernelCounters(): void {
     for (const fam of ['ip', 'ip6'] as const) {
       let list: string | undefined;

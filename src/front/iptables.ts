@@ -8,6 +8,21 @@ import { CommandFailedError } from '../errors/errors.ts';
 import { runCommand } from '../util/exec.ts';
 import { CHAINS, LEGACY_CHAINS, type OwnedChain, type RenderedRules } from './rules.ts';
 
+/**
+ * Whether this host's iptables is iptables-nft (its tables live in
+ * nf_tables, so a change to them raises the nf_tables ruleset generation
+ * that the rule check watches) rather than iptables-legacy. Unknown
+ * (no iptables, or an output without the backend): false, the cautious
+ * answer (the rule check then reads the iptables tables every period).
+ */
+export function iptablesIsNft(netns?: string): boolean {
+  try {
+    return /\(nf_tables\)/.test(ipt(netns, ['iptables', '-V']));
+  } catch {
+    return false;
+  }
+}
+
 /** The tool family: iptables for IPv4, ip6tables for IPv6 (the same chains in both: rules.ts RenderedRules.ipv6). */
 export type IptFamily = 4 | 6;
 

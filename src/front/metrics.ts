@@ -347,7 +347,8 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   counterOf(registry, 'sluice_front_fallback_writes_total', 'Rewrites of the daemon-down fallback map after the usable servers changed.', () => src.fallbackStatus().writes);
   counterOf(registry, 'sluice_front_fallback_write_failures_total', 'Rewrites of the fallback map that nft refused (the next change or a rule repair writes it again).', () => src.fallbackStatus().writeFailures);
   gaugeOf(registry, 'sluice_front_fallback_usable_servers', 'Servers the daemon-down fallback spreads new connections over (usable when last written).', () => src.fallbackStatus().usableServers);
-  counterOf(registry, 'sluice_front_rules_checks_total', 'Checks of our iptables rules that read and compared them (rules.checkSeconds).', () => rules().checks);
+  counterOf(registry, 'sluice_front_rules_checks_total', 'Checks of our rules (rules.checkSeconds): read and compared, or found unchanged.', () => rules().checks);
+  counterOf(registry, 'sluice_front_rules_checks_unchanged_total', 'Checks that read nothing: no nf_tables transaction was committed since a check found the rules intact.', () => rules().unchanged);
   counterOf(registry, 'sluice_front_rules_repaired_total', 'Checks that found our rules removed or changed by someone else and reinstalled them.', () => rules().repaired);
   counterOf(registry, 'sluice_front_rules_repair_failures_total', 'Reinstalls of our rules that failed (iptables refused); retried every check period.', () => rules().repairFailures);
   counterOf(registry, 'sluice_front_rules_check_failures_total', 'Checks that could not read our rules (iptables-save failed or timed out).', () => rules().checkFailures);

@@ -18,13 +18,13 @@
  *
  * At start, the values the kernel holds before our first install (counted
  * while no daemon ran: the fallback carrying new connections alone) are
- * read once (over netlink, nft-counters.ts: nft's own listing fetches
+ * read once (over netlink, nft-netlink.ts: nft's own listing fetches
  * every set element first, seconds at 1,000 services) and
  * become the base, so "what the fallback did while we were down" is not
  * wiped by our own install. The daemon logs them.
  *
- * Read from the dumps the rule check takes anyway (rules-health.ts): no
- * command per scrape, no work per packet.
+ * Read over netlink (nft-netlink.ts) at every rule check (rules-health.ts):
+ * no command per scrape, no work per packet.
  */
 import { FALLBACK_COUNTER, STRAY_COUNTER } from './nft.ts';
 

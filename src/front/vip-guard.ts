@@ -1,9 +1,9 @@
 /**
  * The VIP guard's drop counter (nft.ts: packets to a VIP that got no DNAT
- * decision, dropped in the kernel), read from the dump of our nft table
- * that each rule check takes anyway (rules-health.ts): no command per
- * scrape, no work per packet. Status and /metrics show the last values
- * read, at most one check period old.
+ * decision, dropped in the kernel), read over netlink (nft-netlink.ts) at
+ * every rule check (rules-health.ts): no command per scrape, no work per
+ * packet. Status and /metrics show the last values read, at most one
+ * check period old.
  *
  * A reload or repair replaces the table, and renders the counter with the
  * last values read (renderNft's `guard`), so the count does not go back

@@ -67,10 +67,12 @@ export interface NativeNfq {
   loopTurnsStart(stats: Float64Array): void;
   readonly LOOP_TURN_WORDS: number;
   /**
-   * The named counters of nf_tables table `table` of `family` (2 ip, 10 ip6) over netlink (native/src/nft_counters.c):
+   * The named counters of nf_tables table `table` of `family` (2 ip, 10 ip6) over netlink (native/src/nft_netlink.c):
    * [name, packets, bytes] per counter, none when the table is absent. Throws ERR_SLUICE_NFT_COUNTERS or ERR_SLUICE_NATIVE_ARG.
    */
   nftCounters(family: 2 | 10, table: string): [string, number, number][];
+  /** The namespace's nf_tables ruleset generation (NFT_MSG_GETGEN; raised by every commit). Throws ERR_SLUICE_NFT_GENERATION. */
+  nftGeneration(): number;
   /** One datagram to $NOTIFY_SOCKET (native/src/sd_notify.c); throws ERR_SD_NOTIFY. */
   notify(socketPath: string, message: string): void;
   readonly META_WORDS: number;

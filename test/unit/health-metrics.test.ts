@@ -50,7 +50,7 @@ services:
       logStats: () => undefined,
       kernelQueue: () => undefined,
       adminCounts: () => ({ handled: 0, rejected: 0 }),
-      rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }),
+      rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, unchanged: 0, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }),
       control: () => undefined,
       ops: () => undefined,
       gatekeeper: () => undefined,

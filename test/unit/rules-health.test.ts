@@ -139,7 +139,7 @@ describe('rule check: repair', () => {
     assert.equal(await health.check(), 'intact');
     assert.equal(ipt.installs, 1);
     assert.deepEqual(logs, []);
-    assert.deepEqual({ ...health.status(), lastRepair: null }, { checks: 2, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, nftDumpMs: 0, wholeInstalls: 1, elementUpdates: 0 });
+    assert.deepEqual({ ...health.status(), lastRepair: null }, { checks: 2, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, unchanged: 0, nftDumpMs: 0, wholeInstalls: 1, elementUpdates: 0 });
   });
 
   it('a flushed table is reinstalled, counted, and logged once with counts', async () => {
@@ -387,5 +387,104 @@ describe('rule check: the watchdog', () => {
     ipt.failInstall = false;
     assert.equal(await health.check(), 'repaired');
     assert.equal(await health.check(), 'intact');
+  });
+});
+
+describe('rule check: the nf_tables ruleset generation', () => {
+  /** A fake kernel generation raised by every install (a commit), and by the test for a foreign one. */
+  function setupGen(opts: { covers?: boolean; gen?: () => number | undefined } = {}): { ipt: FakeIptables; health: RulesHealth; saves: Table[]; checked: { n: number }; bump: () => void } {
+    const ipt = new FakeIptables();
+    const saves: Table[] = [];
+    const checked = { n: 0 };
+    let gen = 100;
+    const health = new RulesHealth({
+      log: recordingLogger([]),
+      render: () => rules,
+      apply: (r) => {
+        ipt.apply(r);
+        gen++;
+        return false;
+      },
+      save: (t) => ipt.save(t),
+      saveAsync: (t) => {
+        saves.push(t);
+        return ipt.saveAsync(t);
+      },
+      generation: opts.gen ?? (() => gen),
+      generationCoversIptables: opts.covers ?? true,
+      onChecked: () => {
+        checked.n++;
+      },
+      periodMs: () => 2000,
+      failuresBeforeDead: () => 3,
+    });
+    health.install(rules);
+    return { ipt, health, saves, checked, bump: () => { gen++; } };
+  }
+
+  it('no commit since an intact check: the next checks read nothing, and say so', async () => {
+    const { health, saves, checked } = setupGen();
+    assert.equal(await health.check(), 'intact');
+    const read = saves.length;
+    assert.deepEqual([...saves].sort(), ['mangle', 'nft'], 'the first check after the install reads every table of ours');
+    assert.equal(await health.check(), 'unchanged');
+    assert.equal(await health.check(), 'unchanged');
+    assert.equal(saves.length, read);
+    assert.equal(checked.n, 3);
+    assert.equal(health.status().checks, 3);
+    assert.equal(health.status().unchanged, 2);
+  });
+
+  it('a foreign commit that damaged the rules: read, repaired; then verified again and quiet', async () => {
+    const { ipt, health, saves, bump } = setupGen();
+    assert.equal(await health.check(), 'intact');
+    assert.equal(await health.check(), 'unchanged');
+    ipt.tables.set('mangle', '*mangle\n:SLUICE_QUEUE - [0:0]\nCOMMIT\n'); // iptables -t mangle -F (iptables-nft: a commit)
+    bump();
+    const before = saves.length;
+    assert.equal(await health.check(), 'repaired');
+    assert.ok(saves.length > before);
+    // The repair was an install: the next check reads again before trusting the generation.
+    assert.equal(await health.check(), 'intact');
+    assert.equal(await health.check(), 'unchanged');
+  });
+
+  it('a commit that changed nothing of ours (another table, our own element write): read once, intact, then quiet', async () => {
+    const { health, saves, bump } = setupGen();
+    assert.equal(await health.check(), 'intact');
+    bump();
+    const before = saves.length;
+    assert.equal(await health.check(), 'intact');
+    assert.ok(saves.length > before);
+    assert.equal(await health.check(), 'unchanged');
+  });
+
+  it('iptables-legacy (outside nf_tables): its tables are read every period, and damage to them found without a commit', async () => {
+    const { ipt, health, saves } = setupGen({ covers: false });
+    assert.equal(await health.check(), 'intact');
+    const before = saves.length;
+    assert.equal(await health.check(), 'unchanged');
+    const read = saves.slice(before);
+    assert.ok(read.length > 0 && !read.includes('nft'), `only the iptables tables: ${read.join(',')}`);
+    ipt.tables.set('mangle', '*mangle\n:SLUICE_QUEUE - [0:0]\nCOMMIT\n'); // a legacy flush raises no generation
+    assert.equal(await health.check(), 'repaired');
+  });
+
+  it('an unknown generation (unreadable): every check reads everything', async () => {
+    const { health, saves } = setupGen({ gen: () => { throw new Error('EPERM'); } });
+    assert.equal(await health.check(), 'intact');
+    const first = saves.length;
+    assert.equal(await health.check(), 'intact');
+    assert.equal(saves.length, 2 * first);
+    assert.equal(health.status().unchanged, 0);
+  });
+
+  it('a reload (install) between checks: the next check reads, even if the generation were the same', async () => {
+    const { health, saves } = setupGen();
+    assert.equal(await health.check(), 'intact');
+    health.install(rules);
+    const before = saves.length;
+    assert.equal(await health.check(), 'intact');
+    assert.ok(saves.length > before);
   });
 });

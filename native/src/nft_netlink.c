@@ -9,8 +9,14 @@
  * daemon's start lists the ip and the ip6 table). The kernel answers this
  * dump from the table's object list alone: no set is walked.
  *
- * Synchronous: a few counters, one short dump, at start (the caller is not
- * on a packet path). The socket lives for the call only.
+ * Also the ruleset's generation (NFT_MSG_GETGEN): a number the kernel
+ * raises at every committed nf_tables transaction in the namespace (nft,
+ * and iptables-nft's, ip6tables-nft's changes alike). The periodic rule
+ * check (src/front/rules-health.ts) reads it first and skips its read-back
+ * when nothing was committed since the last one found the rules intact.
+ *
+ * Synchronous: a few counters or one number, one short exchange, off the
+ * packet path. The socket lives for the call only.
  */
 #include <endian.h>
 #include <errno.h>
@@ -78,32 +84,36 @@ static int on_obj(const struct nlmsghdr *nlh, void *data) {
   return MNL_CB_OK;
 }
 
-/* 0, or an errno with *syscall set. */
-static int dump_counters(uint8_t family, const char *table, counter_list *out, const char **syscall) {
-  char buf[MNL_SOCKET_BUFFER_SIZE];
+/* A request header of nf_tables message `type` for `family`. */
+static struct nlmsghdr *put_request(char *buf, uint16_t type, uint16_t flags, uint8_t family, uint32_t seq) {
+  struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+  nlh->nlmsg_type = (NFNL_SUBSYS_NFTABLES << 8) | type;
+  nlh->nlmsg_flags = NLM_F_REQUEST | flags;
+  nlh->nlmsg_seq = seq;
+  struct nfgenmsg *g = mnl_nlmsg_put_extra_header(nlh, sizeof *g);
+  g->nfgen_family = family;
+  g->version = NFNETLINK_V0;
+  g->res_id = 0;
+  return nlh;
+}
+
+/* Sends the request in buf and runs cb over the answers until NLMSG_DONE
+ * (a dump) or the one answer (NLM_F_ACK-less GET): 0, or an errno with
+ * *syscall set. */
+static int exchange(struct nlmsghdr *nlh, char *buf, size_t size, mnl_cb_t cb, void *data, const char **syscall) {
   struct mnl_socket *nl = mnl_socket_open(NETLINK_NETFILTER);
   if (nl == NULL) {
     *syscall = "socket";
     return errno;
   }
   int err = 0;
+  int dump = (nlh->nlmsg_flags & NLM_F_DUMP) != 0;
+  uint32_t seq = nlh->nlmsg_seq;
   if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
     err = errno;
     *syscall = "bind";
     goto done;
   }
-  uint32_t seq = (uint32_t)time(NULL);
-  struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-  nlh->nlmsg_type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETOBJ;
-  nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-  nlh->nlmsg_seq = seq;
-  struct nfgenmsg *g = mnl_nlmsg_put_extra_header(nlh, sizeof *g);
-  g->nfgen_family = family;
-  g->version = NFNETLINK_V0;
-  g->res_id = 0;
-  /* The kernel filters the dump by both (nf_tables_dump_obj). */
-  mnl_attr_put_strz(nlh, NFTA_OBJ_TABLE, table);
-  mnl_attr_put_u32(nlh, NFTA_OBJ_TYPE, htonl(NFT_OBJECT_COUNTER));
   if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
     err = errno;
     *syscall = "sendto";
@@ -111,14 +121,14 @@ static int dump_counters(uint8_t family, const char *table, counter_list *out, c
   }
   unsigned int portid = mnl_socket_get_portid(nl);
   for (;;) {
-    ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof buf);
+    ssize_t n = mnl_socket_recvfrom(nl, buf, size);
     if (n < 0) {
       err = errno;
       *syscall = "recvfrom";
       break;
     }
-    int r = mnl_cb_run(buf, (size_t)n, seq, portid, on_obj, out);
-    if (r == MNL_CB_STOP) break; /* NLMSG_DONE */
+    int r = mnl_cb_run(buf, (size_t)n, seq, portid, cb, data);
+    if (r == MNL_CB_STOP || (r == MNL_CB_OK && !dump)) break; /* NLMSG_DONE, or a GET's one answer */
     if (r < 0) {
       err = errno != 0 ? errno : EPROTO;
       *syscall = "netlink";
@@ -128,6 +138,50 @@ static int dump_counters(uint8_t family, const char *table, counter_list *out, c
 done:
   mnl_socket_close(nl);
   return err;
+}
+
+/* 0, or an errno with *syscall set. */
+static int dump_counters(uint8_t family, const char *table, counter_list *out, const char **syscall) {
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  struct nlmsghdr *nlh = put_request(buf, NFT_MSG_GETOBJ, NLM_F_DUMP, family, (uint32_t)time(NULL));
+  /* The kernel filters the dump by both (nf_tables_dump_obj). */
+  mnl_attr_put_strz(nlh, NFTA_OBJ_TABLE, table);
+  mnl_attr_put_u32(nlh, NFTA_OBJ_TYPE, htonl(NFT_OBJECT_COUNTER));
+  return exchange(nlh, buf, sizeof buf, on_obj, out, syscall);
+}
+
+static int gen_attr(const struct nlattr *a, void *data) {
+  const struct nlattr **tb = data;
+  int t = mnl_attr_get_type(a);
+  if (mnl_attr_type_valid(a, NFTA_GEN_MAX) < 0) return MNL_CB_OK;
+  if (t == NFTA_GEN_ID && mnl_attr_validate(a, MNL_TYPE_U32) < 0) return MNL_CB_OK;
+  tb[t] = a;
+  return MNL_CB_OK;
+}
+
+static int on_gen(const struct nlmsghdr *nlh, void *data) {
+  const struct nlattr *tb[NFTA_GEN_MAX + 1] = { 0 };
+  if (mnl_attr_parse(nlh, sizeof(struct nfgenmsg), gen_attr, tb) < 0) return MNL_CB_ERROR;
+  if (tb[NFTA_GEN_ID] == NULL) return MNL_CB_ERROR;
+  *(int64_t *)data = (int64_t)ntohl(mnl_attr_get_u32(tb[NFTA_GEN_ID]));
+  return MNL_CB_OK;
+}
+
+/* nftGeneration() -> the namespace's nf_tables ruleset generation (a uint32). */
+static napi_value nft_generation(napi_env env, napi_callback_info info) {
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  int64_t gen = -1;
+  const char *syscall = NULL;
+  struct nlmsghdr *nlh = put_request(buf, NFT_MSG_GETGEN, 0, AF_UNSPEC, (uint32_t)time(NULL));
+  int err = exchange(nlh, buf, sizeof buf, on_gen, &gen, &syscall);
+  if (err == 0 && gen < 0) err = EPROTO, syscall = "netlink";
+  if (err != 0) {
+    throw_coded(env, "ERR_SLUICE_NFT_GENERATION", "reading the nf_tables ruleset generation over netlink", err, syscall);
+    return NULL;
+  }
+  napi_value out;
+  napi_create_double(env, (double)gen, &out);
+  return out;
 }
 
 /* nftCounters(family 2|10, table) -> [[name, packets, bytes], ...] (empty when the table is absent) */
@@ -175,7 +229,10 @@ static napi_value nft_counters(napi_env env, napi_callback_info info) {
   return arr;
 }
 
-void nft_counters_register(napi_env env, napi_value exports) {
-  napi_property_descriptor p = { "nftCounters", NULL, nft_counters, NULL, NULL, NULL, napi_default, NULL };
-  napi_define_properties(env, exports, 1, &p);
+void nft_netlink_register(napi_env env, napi_value exports) {
+  napi_property_descriptor p[] = {
+    { "nftCounters", NULL, nft_counters, NULL, NULL, NULL, napi_default, NULL },
+    { "nftGeneration", NULL, nft_generation, NULL, NULL, NULL, napi_default, NULL },
+  };
+  napi_define_properties(env, exports, sizeof p / sizeof p[0], p);
 }

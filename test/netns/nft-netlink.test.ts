@@ -1,6 +1,6 @@
 /**
  * The addon's netlink read of our nft table's named counters
- * (native/src/nft_counters.c, src/front/nft-counters.ts), against the real
+ * (native/src/nft_netlink.c, src/front/nft-netlink.ts), against the real
  * kernel in a bare namespace: the daemon's start reads them this way
  * because `nft list counters` fetches every set element first (seconds
  * with 1,000 services).
@@ -13,7 +13,7 @@ import { TableCounters } from '../../src/front/table-counters.ts';
 import { guardCountOf } from '../../src/front/vip-guard.ts';
 import { nsRun, useNamespace } from '../helpers/testbed.ts';
 
-const FIXTURE = fileURLToPath(new URL('../fixtures/nft-counters.ts', import.meta.url));
+const FIXTURE = fileURLToPath(new URL('../fixtures/nft-netlink.ts', import.meta.url));
 const ns = useNamespace('nftc');
 
 interface Read {
@@ -21,10 +21,16 @@ interface Read {
   ip6: [string, number, number][];
   text: string | null;
   text6: string | null;
+  generation: number;
 }
 
-function read(): Read {
+function readAll(): Read {
   return JSON.parse(nsRun(ns(), process.execPath, ['--no-warnings', FIXTURE])) as Read;
+}
+
+function read(): Omit<Read, 'generation'> {
+  const { generation: _, ...rest } = readAll();
+  return rest;
 }
 
 /** A map of `n` elements: what makes nft's own listing slow, and what the netlink read must not depend on. */
@@ -34,7 +40,26 @@ function bigMap(n: number): string {
   return `  map fallback { type ipv4_addr . inet_service : ipv4_addr . inet_service; elements = { ${els.join(', ')} } }\n`;
 }
 
-describe('nft table counters over netlink', () => {
+describe('nf_tables over netlink: the ruleset generation, our table\'s counters', () => {
+  it('the generation rises with every commit (nft, iptables-nft, an element), not with a listing', () => {
+    const g0 = readAll().generation;
+    nsRun(ns(), 'nft', ['add', 'table', 'ip', 'gentest']);
+    const g1 = readAll().generation;
+    assert.ok(g1 > g0, `nft add table: ${String(g0)} -> ${String(g1)}`);
+    nsRun(ns(), 'nft', ['list', 'ruleset']);
+    nsRun(ns(), 'iptables-save', []);
+    assert.equal(readAll().generation, g1, 'listings commit nothing');
+    nsRun(ns(), 'iptables', ['-w', '-t', 'mangle', '-A', 'PREROUTING', '-j', 'ACCEPT']);
+    const g2 = readAll().generation;
+    assert.ok(g2 > g1, `iptables -A (iptables-nft): ${String(g1)} -> ${String(g2)}`);
+    nsRun(ns(), 'nft', ['add', 'set', 'ip', 'gentest', 's', '{ type ipv4_addr; }']);
+    const g3 = readAll().generation;
+    nsRun(ns(), 'nft', ['add', 'element', 'ip', 'gentest', 's', '{ 198.18.0.1 }']);
+    assert.ok(readAll().generation > g3, 'an element added');
+    nsRun(ns(), 'iptables', ['-w', '-t', 'mangle', '-F', 'PREROUTING']);
+    nsRun(ns(), 'nft', ['delete', 'table', 'ip', 'gentest']);
+  });
+
   it('no table of ours: nothing read, no error', () => {
     assert.deepEqual(read(), { ip: [], ip6: [], text: null, text6: null });
   });
