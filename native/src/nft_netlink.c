@@ -15,6 +15,11 @@
  * check (src/front/rules-health.ts) reads it first and skips its read-back
  * when nothing was committed since the last one found the rules intact.
  *
+ * And the counters of a set's elements (NFT_MSG_GETSETELEM): syn_seen's
+ * per-service SYN counts, which the SYN-cookie switch reads every second
+ * (src/front/synproxy-auto.ts): a dump, where `nft list set` was a child
+ * process forked from the daemon every second.
+ *
  * Synchronous: a few counters or one number, one short exchange, off the
  * packet path. The socket lives for the call only.
  */
@@ -184,6 +189,135 @@ static napi_value nft_generation(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/* ---- a set's elements with their counters (NFT_MSG_GETSETELEM) ---- */
+
+typedef struct {
+  napi_env env;
+  napi_value arr;
+  uint32_t n;
+  uint32_t key_len; /* the caller's key length: an element of another length is refused */
+  int bad;          /* elements whose key did not have key_len bytes */
+} elem_dump;
+
+static int elem_attr(const struct nlattr *a, void *data) {
+  const struct nlattr **tb = data;
+  int t = mnl_attr_get_type(a);
+  if (mnl_attr_type_valid(a, NFTA_SET_ELEM_MAX) < 0) return MNL_CB_OK;
+  if ((t == NFTA_SET_ELEM_KEY || t == NFTA_SET_ELEM_EXPR || t == NFTA_SET_ELEM_EXPRESSIONS) && mnl_attr_validate(a, MNL_TYPE_NESTED) < 0) return MNL_CB_OK;
+  tb[t] = a;
+  return MNL_CB_OK;
+}
+
+static int data_attr(const struct nlattr *a, void *data) {
+  const struct nlattr **tb = data;
+  int t = mnl_attr_get_type(a);
+  if (mnl_attr_type_valid(a, NFTA_DATA_MAX) < 0) return MNL_CB_OK;
+  tb[t] = a;
+  return MNL_CB_OK;
+}
+
+static int expr_attr(const struct nlattr *a, void *data) {
+  const struct nlattr **tb = data;
+  int t = mnl_attr_get_type(a);
+  if (mnl_attr_type_valid(a, NFTA_EXPR_MAX) < 0) return MNL_CB_OK;
+  if (t == NFTA_EXPR_NAME && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) < 0) return MNL_CB_OK;
+  if (t == NFTA_EXPR_DATA && mnl_attr_validate(a, MNL_TYPE_NESTED) < 0) return MNL_CB_OK;
+  tb[t] = a;
+  return MNL_CB_OK;
+}
+
+/* A counter expression's packets and bytes; 0 if `e` is another expression. */
+static int counter_of_expr(const struct nlattr *e, uint64_t *packets, uint64_t *bytes) {
+  const struct nlattr *tb[NFTA_EXPR_MAX + 1] = { 0 };
+  const struct nlattr *cb[NFTA_COUNTER_MAX + 1] = { 0 };
+  if (mnl_attr_parse_nested(e, expr_attr, tb) < 0 || tb[NFTA_EXPR_NAME] == NULL || tb[NFTA_EXPR_DATA] == NULL) return 0;
+  if (strcmp(mnl_attr_get_str(tb[NFTA_EXPR_NAME]), "counter") != 0) return 0;
+  if (mnl_attr_parse_nested(tb[NFTA_EXPR_DATA], counter_attr, cb) < 0) return 0;
+  *packets = cb[NFTA_COUNTER_PACKETS] == NULL ? 0 : be64toh(mnl_attr_get_u64(cb[NFTA_COUNTER_PACKETS]));
+  *bytes = cb[NFTA_COUNTER_BYTES] == NULL ? 0 : be64toh(mnl_attr_get_u64(cb[NFTA_COUNTER_BYTES]));
+  return 1;
+}
+
+static void push_elem(elem_dump *d, const struct nlattr *elem) {
+  const struct nlattr *tb[NFTA_SET_ELEM_MAX + 1] = { 0 };
+  const struct nlattr *kb[NFTA_DATA_MAX + 1] = { 0 };
+  if (mnl_attr_parse_nested(elem, elem_attr, tb) < 0 || tb[NFTA_SET_ELEM_KEY] == NULL) return;
+  if (mnl_attr_parse_nested(tb[NFTA_SET_ELEM_KEY], data_attr, kb) < 0 || kb[NFTA_DATA_VALUE] == NULL) return;
+  if (mnl_attr_get_payload_len(kb[NFTA_DATA_VALUE]) != d->key_len) {
+    d->bad++;
+    return;
+  }
+  uint64_t packets = 0, bytes = 0;
+  int found = 0;
+  /* One expression is dumped as NFTA_SET_ELEM_EXPR, several as a list. */
+  if (tb[NFTA_SET_ELEM_EXPR] != NULL) found = counter_of_expr(tb[NFTA_SET_ELEM_EXPR], &packets, &bytes);
+  else if (tb[NFTA_SET_ELEM_EXPRESSIONS] != NULL) {
+    const struct nlattr *e;
+    mnl_attr_for_each_nested(e, tb[NFTA_SET_ELEM_EXPRESSIONS]) {
+      if (!found) found = counter_of_expr(e, &packets, &bytes);
+    }
+  }
+  if (!found) return; /* no counter on this element: nothing to report */
+  napi_env env = d->env;
+  napi_value row, key, p, b;
+  void *kdata;
+  napi_create_array_with_length(env, 3, &row);
+  napi_create_buffer_copy(env, d->key_len, mnl_attr_get_payload(kb[NFTA_DATA_VALUE]), &kdata, &key);
+  napi_create_double(env, (double)packets, &p);
+  napi_create_double(env, (double)bytes, &b);
+  napi_set_element(env, row, 0, key);
+  napi_set_element(env, row, 1, p);
+  napi_set_element(env, row, 2, b);
+  napi_set_element(env, d->arr, d->n++, row);
+}
+
+static int on_elems(const struct nlmsghdr *nlh, void *data) {
+  elem_dump *d = data;
+  const struct nlattr *a;
+  mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+    if (mnl_attr_get_type(a) != NFTA_SET_ELEM_LIST_ELEMENTS) continue;
+    const struct nlattr *elem;
+    mnl_attr_for_each_nested(elem, a) push_elem(d, elem);
+  }
+  return MNL_CB_OK;
+}
+
+/* nftSetCounters(family 2|10, table, set, keyLength) -> [[key Buffer, packets, bytes], ...] */
+static napi_value nft_set_counters(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value a[4];
+  uint32_t family, key_len;
+  char table[NFT_TABLE_MAXNAMELEN], set[NFT_SET_MAXNAMELEN];
+  size_t tlen = 0, slen = 0;
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  if (argc != 4 || !get_u32(env, a[0], &family) || (family != NFPROTO_IPV4 && family != NFPROTO_IPV6) ||
+      napi_get_value_string_utf8(env, a[1], table, sizeof table, &tlen) != napi_ok || tlen == 0 || tlen >= sizeof table - 1 ||
+      napi_get_value_string_utf8(env, a[2], set, sizeof set, &slen) != napi_ok || slen == 0 || slen >= sizeof set - 1 ||
+      !get_u32(env, a[3], &key_len) || key_len == 0 || key_len > 64) {
+    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "nftSetCounters(family 2 (ip) or 10 (ip6), table, set, keyLength 1..64)", 0, NULL);
+    return NULL;
+  }
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  elem_dump d = { .env = env, .n = 0, .key_len = key_len, .bad = 0 };
+  napi_create_array(env, &d.arr);
+  struct nlmsghdr *nlh = put_request(buf, NFT_MSG_GETSETELEM, NLM_F_DUMP, (uint8_t)family, (uint32_t)time(NULL));
+  mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, table);
+  mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, set);
+  const char *syscall = NULL;
+  int err = exchange(nlh, buf, sizeof buf, on_elems, &d, &syscall);
+  if (err != 0) {
+    char text[NFT_TABLE_MAXNAMELEN + NFT_SET_MAXNAMELEN + 64];
+    snprintf(text, sizeof text, "reading set %s of nft table %s over netlink", set, table);
+    throw_coded(env, "ERR_SLUICE_NFT_SET", text, err, syscall);
+    return NULL;
+  }
+  if (d.bad > 0) {
+    throw_coded(env, "ERR_SLUICE_NFT_SET", "an element's key is not of the length the caller expects (the set's type changed?)", 0, NULL);
+    return NULL;
+  }
+  return d.arr;
+}
+
 /* nftCounters(family 2|10, table) -> [[name, packets, bytes], ...] (empty when the table is absent) */
 static napi_value nft_counters(napi_env env, napi_callback_info info) {
   size_t argc = 2;
@@ -233,6 +367,7 @@ void nft_netlink_register(napi_env env, napi_value exports) {
   napi_property_descriptor p[] = {
     { "nftCounters", NULL, nft_counters, NULL, NULL, NULL, napi_default, NULL },
     { "nftGeneration", NULL, nft_generation, NULL, NULL, NULL, napi_default, NULL },
+    { "nftSetCounters", NULL, nft_set_counters, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof p / sizeof p[0], p);
 }

@@ -14,6 +14,10 @@
  * bytes B }`), which vip-guard.ts and table-counters.ts already read from
  * the rule check's table dumps: one parser for both sources.
  *
+ * A set's element counters (syn_seen: each SYN-cookie-capable service's
+ * SYNs, read every second by synproxy-auto.ts), rendered as `nft list set`
+ * prints them, for parseSynSeen.
+ *
  * The ruleset generation: the kernel raises it at every committed
  * nf_tables transaction in the namespace (nft's, and those of
  * iptables-nft); the rule check (rules-health.ts) skips its read-back while
@@ -21,11 +25,18 @@
  */
 import { QueueSystemError } from '../errors/errors.ts';
 import { loadNative } from '../nfqueue/native.ts';
+import { formatIPv4Address } from '../packet/address.ts';
+import { formatIPv6Groups } from '../packet/address6.ts';
 import { NFT_TABLE, type NftFamily } from './nft.ts';
 
 /** The kernel refused or broke off the counter dump (errno and syscall from the addon). */
 export class NftCountersError extends QueueSystemError {
   readonly code = 'ERR_SLUICE_NFT_COUNTERS';
+}
+
+/** The kernel refused or broke off a set's element dump, or its keys are not `address . port` (errno and syscall from the addon). */
+export class NftSetError extends QueueSystemError {
+  readonly code = 'ERR_SLUICE_NFT_SET';
 }
 
 /** The kernel would not tell the ruleset generation (errno and syscall from the addon). */
@@ -54,4 +65,22 @@ export function readCounters(fam: NftFamily): string | undefined {
   const rows = native(() => loadNative().nftCounters(NFPROTO[fam], NFT_TABLE), (m, errno, syscall, cause) => new NftCountersError(m, errno, syscall, { cause }));
   if (rows.length === 0) return undefined;
   return rows.map(([name, packets, bytes]) => `counter ${name} { packets ${String(packets)} bytes ${String(bytes)} }`).join('\n') + '\n';
+}
+
+/**
+ * The elements of set `set` of our `fam` table, typed `address .
+ * inet_service`, with their counters, as `nft list set` prints them
+ * (`elements = { 198.19.1.1 . 80 counter packets 5 bytes 300, ... }`; an
+ * IPv6 address in RFC 5952 text, as nft prints it). Throws NftSetError
+ * when the set is absent or unreadable.
+ */
+export function readSetCounters(fam: NftFamily, set: string): string {
+  // A concatenation's fields are padded to 4 bytes: address, then the port's 2 bytes and 2 of padding.
+  const addrLen = fam === 'ip' ? 4 : 16;
+  const rows = native(() => loadNative().nftSetCounters(NFPROTO[fam], NFT_TABLE, set, addrLen + 4), (m, errno, syscall, cause) => new NftSetError(m, errno, syscall, { cause }));
+  const els = rows.map(([key, packets, bytes]) => {
+    const addr = fam === 'ip' ? formatIPv4Address(key.readUInt32BE(0)) : formatIPv6Groups(Array.from({ length: 8 }, (_, i) => key.readUInt16BE(2 * i)));
+    return `${addr} . ${String(key.readUInt16BE(addrLen))} counter packets ${String(packets)} bytes ${String(bytes)}`;
+  });
+  return `table ${fam} ${NFT_TABLE} {\n\tset ${set} {\n\t\telements = { ${els.join(',\n\t\t\t     ')} }\n\t}\n}\n`;
 }

@@ -559,11 +559,6 @@ export function synproxyFamilies(cfg: Pick<FrontConfig, 'checkpoints' | 'service
   return (['ip', 'ip6'] as const).filter((fam) => synproxyGroups(cfg, fam).length > 0);
 }
 
-/** `nft list set FAM sluice NAME` off the event loop (the SYN counts). */
-export function listSetAsync(name: string, timeoutMs: number, netns?: string, fam: NftFamily = NFT_FAMILY): Promise<string> {
-  return nftAsync(['list', 'set', fam, NFT_TABLE, name], timeoutMs, netns);
-}
-
 /**
  * The sets and maps whose elements only installs write: an install over
  * the rules this process installed last writes only their changed

@@ -113,7 +113,7 @@ export interface SynproxyAutoStatus {
 export interface SynproxyAutoDeps {
   readonly log: Logger;
   readonly config: () => Readonly<FrontConfig>;
-  /** `nft list set ip sluice syn_seen`, and the ip6 table's when it has a capable service, off the event loop (nft.ts listSetAsync). */
+  /** `syn_seen` of the ip table, and of the ip6 table's when it has a capable service, as `nft list set` prints them (nft-netlink.ts readSetCounters). */
   readonly read: () => Promise<string>;
   /** Loads an `nft -f` script off the event loop (nft.ts nftLoadAsync). */
   readonly write: (script: string) => Promise<void>;

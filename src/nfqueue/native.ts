@@ -73,6 +73,11 @@ export interface NativeNfq {
   nftCounters(family: 2 | 10, table: string): [string, number, number][];
   /** The namespace's nf_tables ruleset generation (NFT_MSG_GETGEN; raised by every commit). Throws ERR_SLUICE_NFT_GENERATION. */
   nftGeneration(): number;
+  /**
+   * The elements of set `set` of table `table` with a counter: [key bytes (keyLength, as the kernel holds them), packets, bytes].
+   * Throws ERR_SLUICE_NFT_SET (no such set, or a key of another length) or ERR_SLUICE_NATIVE_ARG.
+   */
+  nftSetCounters(family: 2 | 10, table: string, set: string, keyLength: number): [Buffer, number, number][];
   /** One datagram to $NOTIFY_SOCKET (native/src/sd_notify.c); throws ERR_SD_NOTIFY. */
   notify(socketPath: string, message: string): void;
   readonly META_WORDS: number;

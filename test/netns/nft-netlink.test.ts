@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { FALLBACK_COUNTER, GUARD_COUNTER, STRAY_COUNTER } from '../../src/front/nft.ts';
+import { FALLBACK_COUNTER, GUARD_COUNTER, STRAY_COUNTER, SYN_SEEN_SET } from '../../src/front/nft.ts';
+import { parseSynSeen } from '../../src/front/synproxy-auto.ts';
 import { TableCounters } from '../../src/front/table-counters.ts';
 import { guardCountOf } from '../../src/front/vip-guard.ts';
 import { nsRun, useNamespace } from '../helpers/testbed.ts';
@@ -99,5 +100,26 @@ describe('nf_tables over netlink: the ruleset generation, our table\'s counters'
     const stray = read().ip.find(([name]) => name === STRAY_COUNTER);
     assert.ok(stray);
     assert.equal(stray[1], 3);
+  });
+
+  it('a set\'s element counters (syn_seen) read as nft lists them, in both families; an absent set is a typed error', () => {
+    const v6 = ['2001:2::1', '2001:2:0:ff::10', '2001:db8:0:1:2:3:4:5'];
+    nsRun(
+      ns(),
+      'nft',
+      ['-f', '-'],
+      `table ip sluice {\n  set ${SYN_SEEN_SET} { type ipv4_addr . inet_service; counter; elements = { 198.19.1.1 . 80 counter packets 5000000001 bytes 300, 198.19.1.2 . 443, 198.19.255.254 . 65535 counter packets 7 bytes 9 }; }\n}\n` +
+        `table ip6 sluice {\n  set ${SYN_SEEN_SET} { type ipv6_addr . inet_service; counter; elements = { ${v6.map((a, i) => `${a} . ${String(80 + i)} counter packets ${String(i + 1)} bytes 1`).join(', ')} }; }\n}\n`,
+    );
+    const r = JSON.parse(nsRun(ns(), process.execPath, ['--no-warnings', FIXTURE, '--set', SYN_SEEN_SET])) as { ip: string; ip6: string };
+    for (const fam of ['ip', 'ip6'] as const) {
+      const nft = parseSynSeen(nsRun(ns(), 'nft', ['list', 'set', fam, 'sluice', SYN_SEEN_SET]));
+      assert.ok(nft.size >= 3, `nft lists the elements: ${JSON.stringify([...nft])}`);
+      assert.deepEqual(parseSynSeen(r[fam]), nft, `${fam}: netlink ${r[fam]}`);
+    }
+    assert.equal(parseSynSeen(r.ip).get('198.19.1.1 . 80'), 5000000001);
+    assert.equal(parseSynSeen(r.ip6).get('2001:db8:0:1:2:3:4:5 . 82'), 3);
+    const absent = JSON.parse(nsRun(ns(), process.execPath, ['--no-warnings', FIXTURE, '--set', 'no_such_set'])) as { ip: string };
+    assert.equal(absent.ip, 'error ERR_SLUICE_NFT_SET');
   });
 });
