@@ -37,6 +37,10 @@
 #include "napi_util.h"
 
 #define MAX_COUNTERS 64
+/* The receive buffer: the kernel sizes a dump's datagrams to what the
+ * reader's recvmsg asked for (up to 32 KiB), never past it, so a datagram
+ * is never cut here. */
+#define NL_BUF 32768
 
 typedef struct {
   char name[NFT_OBJ_MAXNAMELEN];
@@ -147,7 +151,7 @@ done:
 
 /* 0, or an errno with *syscall set. */
 static int dump_counters(uint8_t family, const char *table, counter_list *out, const char **syscall) {
-  char buf[MNL_SOCKET_BUFFER_SIZE];
+  char buf[NL_BUF];
   struct nlmsghdr *nlh = put_request(buf, NFT_MSG_GETOBJ, NLM_F_DUMP, family, (uint32_t)time(NULL));
   /* The kernel filters the dump by both (nf_tables_dump_obj). */
   mnl_attr_put_strz(nlh, NFTA_OBJ_TABLE, table);
@@ -174,7 +178,7 @@ static int on_gen(const struct nlmsghdr *nlh, void *data) {
 
 /* nftGeneration() -> the namespace's nf_tables ruleset generation (a uint32). */
 static napi_value nft_generation(napi_env env, napi_callback_info info) {
-  char buf[MNL_SOCKET_BUFFER_SIZE];
+  char buf[NL_BUF];
   int64_t gen = -1;
   const char *syscall = NULL;
   struct nlmsghdr *nlh = put_request(buf, NFT_MSG_GETGEN, 0, AF_UNSPEC, (uint32_t)time(NULL));
@@ -297,7 +301,7 @@ static napi_value nft_set_counters(napi_env env, napi_callback_info info) {
     throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "nftSetCounters(family 2 (ip) or 10 (ip6), table, set, keyLength 1..64)", 0, NULL);
     return NULL;
   }
-  char buf[MNL_SOCKET_BUFFER_SIZE];
+  char buf[NL_BUF];
   elem_dump d = { .env = env, .n = 0, .key_len = key_len, .bad = 0 };
   napi_create_array(env, &d.arr);
   struct nlmsghdr *nlh = put_request(buf, NFT_MSG_GETSETELEM, NLM_F_DUMP, (uint8_t)family, (uint32_t)time(NULL));

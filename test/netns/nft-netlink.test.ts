@@ -122,4 +122,13 @@ describe('nf_tables over netlink: the ruleset generation, our table\'s counters'
     const absent = JSON.parse(nsRun(ns(), process.execPath, ['--no-warnings', FIXTURE, '--set', 'no_such_set'])) as { ip: string };
     assert.equal(absent.ip, 'error ERR_SLUICE_NFT_SET');
   });
+
+  it('a set of 3,000 elements (a dump of many datagrams) reads as nft lists it', () => {
+    const els = Array.from({ length: 3000 }, (_, i) => `198.19.${String(Math.floor(i / 250))}.${String((i % 250) + 1)} . ${String(1000 + i)} counter packets ${String(i * 7)} bytes ${String(i)}`);
+    nsRun(ns(), 'nft', ['-f', '-'], `table ip sluice {\n  set many { type ipv4_addr . inet_service; counter; elements = { ${els.join(', ')} }; }\n}\n`);
+    const r = JSON.parse(nsRun(ns(), process.execPath, ['--no-warnings', FIXTURE, '--set', 'many'])) as { ip: string };
+    const ours = parseSynSeen(r.ip);
+    assert.equal(ours.size, 3000);
+    assert.deepEqual(ours, parseSynSeen(nsRun(ns(), 'nft', ['list', 'set', 'ip', 'sluice', 'many'])));
+  });
 });
