@@ -193,6 +193,18 @@ static napi_value nft_generation(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/* [what, packets, bytes]: one row of either reader's answer. */
+static napi_value counter_row(napi_env env, napi_value what, uint64_t packets, uint64_t bytes) {
+  napi_value row, p, b;
+  napi_create_array_with_length(env, 3, &row);
+  napi_create_double(env, (double)packets, &p);
+  napi_create_double(env, (double)bytes, &b);
+  napi_set_element(env, row, 0, what);
+  napi_set_element(env, row, 1, p);
+  napi_set_element(env, row, 2, b);
+  return row;
+}
+
 /* ---- a set's elements with their counters (NFT_MSG_GETSETELEM) ---- */
 
 typedef struct {
@@ -262,17 +274,10 @@ static void push_elem(elem_dump *d, const struct nlattr *elem) {
     }
   }
   if (!found) return; /* no counter on this element: nothing to report */
-  napi_env env = d->env;
-  napi_value row, key, p, b;
+  napi_value key;
   void *kdata;
-  napi_create_array_with_length(env, 3, &row);
-  napi_create_buffer_copy(env, d->key_len, mnl_attr_get_payload(kb[NFTA_DATA_VALUE]), &kdata, &key);
-  napi_create_double(env, (double)packets, &p);
-  napi_create_double(env, (double)bytes, &b);
-  napi_set_element(env, row, 0, key);
-  napi_set_element(env, row, 1, p);
-  napi_set_element(env, row, 2, b);
-  napi_set_element(env, d->arr, d->n++, row);
+  napi_create_buffer_copy(d->env, d->key_len, mnl_attr_get_payload(kb[NFTA_DATA_VALUE]), &kdata, &key);
+  napi_set_element(d->env, d->arr, d->n++, counter_row(d->env, key, packets, bytes));
 }
 
 static int on_elems(const struct nlmsghdr *nlh, void *data) {
@@ -354,15 +359,9 @@ static napi_value nft_counters(napi_env env, napi_callback_info info) {
   napi_value arr;
   napi_create_array_with_length(env, (size_t)list.n, &arr);
   for (int i = 0; i < list.n; i++) {
-    napi_value row, name, p, b;
-    napi_create_array_with_length(env, 3, &row);
+    napi_value name;
     napi_create_string_utf8(env, list.v[i].name, NAPI_AUTO_LENGTH, &name);
-    napi_create_double(env, (double)list.v[i].packets, &p);
-    napi_create_double(env, (double)list.v[i].bytes, &b);
-    napi_set_element(env, row, 0, name);
-    napi_set_element(env, row, 1, p);
-    napi_set_element(env, row, 2, b);
-    napi_set_element(env, arr, (uint32_t)i, row);
+    napi_set_element(env, arr, (uint32_t)i, counter_row(env, name, list.v[i].packets, list.v[i].bytes));
   }
   return arr;
 }
