@@ -139,12 +139,20 @@ async function stop(): Promise<void> {
 function frontPid(): number {
   return Number(execFileSync('ip', ['netns', 'pids', fr], { encoding: 'utf8' }).trim().split('\n')[0]);
 }
+/** /proc/PID/FILE of the daemon; a daemon that exited mid-round is said so, not as a bare ENOENT. */
+function procOf(p: number, file: 'stat' | 'status'): string {
+  try {
+    return readFileSync(`/proc/${String(p)}/${file}`, 'utf8');
+  } catch (err) {
+    throw new Error(`the sluice front daemon (pid ${String(p)}) is gone mid-round: see its log above (${(err as Error).message})`, { cause: err });
+  }
+}
 function cpuSeconds(p: number): number {
-  const f = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  const f = procOf(p, 'stat').split(') ')[1]?.split(' ') ?? [];
   return (Number(f[11]) + Number(f[12])) / 100;
 }
 function rssMiB(p: number): number {
-  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
+  return Number(/VmRSS:\s+(\d+)/.exec(procOf(p, 'status'))?.[1] ?? NaN) / 1024;
 }
 function wrk(args: string[]): Promise<WrkResult> {
   return new Promise((resolve, reject) => {
