@@ -27,7 +27,7 @@ export function renderDnsStatus(s: DnsStatus): string {
   if (s.mapping !== undefined) {
     const m = s.mapping;
     const l = m.last;
-    out.push('', `mapping: ${m.prefixes} prefixes assigned (${m.demandPrefixes} with demand${m.leftOut > 0 ? `, ${m.leftOut} left out by maxPrefixes` : ''}); ${m.recomputes} recomputes, ${m.movedTotal} moves in all`);
+    out.push('', `mapping: ${m.prefixes} prefixes assigned (${m.demandPrefixes} with demand${m.leftOut > 0 ? `, ${m.leftOut} left out by maxPrefixes` : ''}, scaled to a load of ${n1(m.loadEstimate)}); ${m.recomputes} recomputes, ${m.movedTotal} moves in all`);
     out.push(l === null ? '  (not recomputed yet)' : `  last recompute at ${l.at} (${n1(l.ageSeconds)}s ago): ${l.eligible} prefixes in ${l.units} units, moved ${l.moved}, unserved ${n1(l.unserved)}, mean RTT ${n1(l.meanRttMs)} ms, solve ${l.solveMs.toFixed(2)} ms (recompute ${l.totalMs.toFixed(2)} ms)`);
     if (m.prefixes > 0) {
       // Per cluster: what the assignment put there against the capacity the solve had (headroom × capacity less other load).

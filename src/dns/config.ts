@@ -135,7 +135,7 @@ export const mappingOptionsSchema = z
     freshRttSeconds: z.number().min(0).max(86400).default(30).describe('A prefix whose newest RTT is younger than this gets `ttlMin` (a new measurement may still move it).'),
     stableSeconds: z.number().min(0).max(86400).default(120).describe('The TTL rises from `ttlMin` to `ttlMax` over this long since the prefix last changed cluster.'),
     maxPrefixes: z.int().min(1).max(1_000_000).default(20_000).describe('Prefixes in the assignment at most: those with the highest demand; the rest are answered as `rtt` does. A recompute runs on the DNS server\'s event loop (about 10-20 µs per prefix here, docs/steering.md), so this bounds how long queries wait for it.'),
-    demandHalfLifeSeconds: z.number().min(1).max(86400).default(60).describe('Half-life of the smoothing of per-prefix query rates (the demand estimate).'),
+    demandHalfLifeSeconds: z.number().min(1).max(86400).default(60).describe('Half-life of the smoothing of per-prefix query rates (the demand estimate), and of the fall of the reported load those rates are scaled to (it rises at once).'),
   })
   .prefault({})
   .refine((m) => m.ttlMin <= m.ttlMax, { message: 'ttlMin must not exceed ttlMax', path: ['ttlMin'] });

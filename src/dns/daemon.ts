@@ -482,6 +482,7 @@ export class DnsDaemon {
       prefixes: t.size,
       demandPrefixes: this.mapping.demand.size,
       leftOut: this.mapping.leftOut,
+      loadEstimate: round(this.mapping.loadEstimate),
       recomputes: t.recomputes,
       movedTotal: t.movedTotal,
       clusters: sum.clusters.map((c) => ({ name: c.name, prefixes: c.prefixes, demand: round(c.demand), capacity: c.capacity === null ? null : round(c.capacity) })),

@@ -214,6 +214,7 @@ export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): v
   // Policy `mapping`: the assignment's recomputes (src/dns/mapping/).
   counterOf(registry, 'sluice_dns_mapping_recomputes_total', 'Recomputes of the mapping assignment.', () => d.mapping.table.recomputes);
   counterOf(registry, 'sluice_dns_mapping_moved_prefixes_total', 'Client prefixes the mapping assignment moved to another cluster, over all recomputes.', () => d.mapping.table.movedTotal);
+  gaugeOf(registry, 'sluice_dns_mapping_load_estimate', 'The load (new connections/s) the per-prefix query shares were last scaled to: the front nodes\' reports held at their peak and falling with the demand half-life.', () => d.mapping.loadEstimate);
   gaugeOf(registry, 'sluice_dns_mapping_units', 'Map units (groups of prefixes) of the last recompute.', () => d.mapping.table.last?.units ?? 0);
   gaugeOf(registry, 'sluice_dns_mapping_solve_seconds', 'Wall time of the last recompute\'s min-cost solve.', () => (d.mapping.table.last?.solveMs ?? 0) / 1000);
   gaugeOf(registry, 'sluice_dns_mapping_unserved', 'Demand (new connections/s) the last recompute could not place at a near cluster: those prefixes are answered as policy rtt does.', () => d.mapping.table.last?.unserved ?? 0);

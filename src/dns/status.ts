@@ -51,6 +51,8 @@ export interface DnsMappingStatus {
   readonly demandPrefixes: number;
   /** Prefixes with demand left out of the last recompute by steering.mapping.maxPrefixes (answered as `rtt`). */
   readonly leftOut: number;
+  /** The load (new connections/s) the query shares were last scaled to: the reports' peak, falling with the demand half-life. */
+  readonly loadEstimate: number;
   readonly recomputes: number;
   readonly movedTotal: number;
   /**

@@ -244,7 +244,7 @@ describe('DNS policy mapping: 4 prefixes, cluster 1 with room for 2, two DNS ser
     // A few recomputes more, so the smoothed query rates have left their start behind.
     await sleep(5000);
     const first = await statuses();
-    for (const x of first) console.log(`# ${x.name} at the window's start: ${JSON.stringify({ clusters: x.mapping?.clusters, top: x.mapping?.top.map((p) => [p.prefix, p.cluster, p.demand, p.rttMs]), loads: x.clusters.map((c) => [c.name, c.load, c.capacity]) })}`);
+    for (const x of first) console.log(`# ${x.name} at the window's start: ${JSON.stringify({ loadEstimate: x.mapping?.loadEstimate, clusters: x.mapping?.clusters, top: x.mapping?.top.map((p) => [p.prefix, p.cluster, p.demand, p.rttMs]), loads: x.clusters.map((c) => [c.name, c.load, c.capacity]) })}`);
     const movedBefore = first.map((x) => x.mapping?.movedTotal ?? -1);
     const recomputesBefore = first.map((x) => x.mapping?.recomputes ?? 0);
 

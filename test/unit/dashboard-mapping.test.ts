@@ -20,6 +20,7 @@ const MAPPING: DnsMappingStatus = {
   prefixes: 3,
   demandPrefixes: 4,
   leftOut: 0,
+  loadEstimate: 9.5,
   recomputes: 57,
   movedTotal: 2,
   clusters: [

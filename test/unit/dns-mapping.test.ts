@@ -165,12 +165,70 @@ describe('policy mapping in the steering pipeline', () => {
     assert.match(s.decide(sn, client('198.18.42.2'), 1000).reason, /^mapping-fallback:rtt:c1/);
   });
 
+  it('the load the shares are scaled to rises at once and falls with the demand half-life', () => {
+    const { s, rtt, mapping, report } = setup(config({ demandHalfLifeSeconds: 10 }));
+    const sn = s.names.get('www.example.test');
+    assert.ok(sn);
+    const k = client('198.18.51.2');
+    // (What the estimate does to a placement: the next case.) [reported total load (c1 + c2), expected estimate]: one recompute a second.
+    const rows: [number, number][] = [
+      [20, 20],
+      [20, 20],
+      [14, 20 * 2 ** -0.1],
+      [14, 20 * 2 ** -0.2],
+      [14, 20 * 2 ** -0.3],
+      [30, 30],
+      [0, 30 * 2 ** -0.1],
+      [29, 29],
+    ];
+    for (const [i, [load, want]] of rows.entries()) {
+      const now = (i + 1) * 1000;
+      rtt.set(k.key, 0, 10, 3, 3, now);
+      rtt.set(k.key, 1, 20, 3, 3, now);
+      for (let q = 0; q < 10; q++) s.decide(sn, k, now - 500);
+      report('c1', 100, load / 2, now);
+      report('c2', 100, load / 2, now);
+      mapping.recompute(now);
+      assert.ok(Math.abs(mapping.loadEstimate - want) < 1e-9, `row ${i}: estimate ${mapping.loadEstimate}, expected ${want}`);
+    }
+  });
+
+  it('a prefix moved off a full cluster stays off through a 3 s dip of the reported load (CI 2026-11-26)', () => {
+    const { s, rtt, mapping, report } = setup(config({ demandHalfLifeSeconds: 10 }));
+    const sn = s.names.get('www.example.test');
+    assert.ok(sn);
+    // A, B, C nearest to c1, which has room for two of them (15 of the shares 5, 5, 10 at a load of 25); D nearest to c2.
+    const clients: [string, number, number, number][] = [
+      ['198.18.61.2', 10, 390, 10],
+      ['198.18.62.2', 10, 190, 10],
+      ['198.18.63.2', 10, 70, 20], // C: twice the queries, the smallest penalty: goes to c2
+      ['198.18.64.2', 160, 10, 10],
+    ];
+    const loads = [...Array<number>(15).fill(25), 18, 18, 18, ...Array<number>(10).fill(25)];
+    const seen: string[] = [];
+    for (const [i, load] of loads.entries()) {
+      const now = (i + 1) * 1000;
+      for (const [a, r1, r2, q] of clients) {
+        rtt.set(client(a).key, 0, r1, 3, 3, now);
+        rtt.set(client(a).key, 1, r2, 3, 3, now);
+        for (let n = 0; n < q; n++) s.decide(sn, client(a), now - 500);
+      }
+      report('c1', 15, load * 0.4, now);
+      report('c2', 100, load * 0.6, now);
+      mapping.recompute(now);
+      seen.push(clients.map(([a]) => mapping.lookup(client(a).key)?.cluster ?? '-').join(''));
+    }
+    // From the second recompute on: A, B on c1 (0), C, D on c2 (1), through the dip (18 × 0.8 = 14.4 would fit C at c1).
+    for (const [i, x] of seen.entries()) if (i >= 1) assert.equal(x, '0011', `recompute ${i} (load ${loads[i]}): ${seen.join(' ')}`);
+  });
+
   it('status renders the assignment and the last recompute', () => {
     const text = renderDnsStatus(
       withMapping({
         prefixes: 4,
         demandPrefixes: 5,
         leftOut: 0,
+        loadEstimate: 9.5,
         recomputes: 3,
         movedTotal: 1,
         clusters: [
@@ -184,7 +242,7 @@ describe('policy mapping in the steering pipeline', () => {
         last: { at: '2026-11-26T09:00:00.000Z', ageSeconds: 2, eligible: 4, units: 3, moved: 1, unserved: 0, meanRttMs: 12.5, solveMs: 0.25, totalMs: 0.5 },
       }),
     );
-    assert.match(text, /mapping: 4 prefixes assigned \(5 with demand\); 3 recomputes, 1 moves in all/);
+    assert.match(text, /mapping: 4 prefixes assigned \(5 with demand, scaled to a load of 9\.5\); 3 recomputes, 1 moves in all/);
     assert.match(text, /last recompute at 2026-11-26T09:00:00\.000Z \(2\.0s ago\): 4 prefixes in 3 units, moved 1, unserved 0\.0, mean RTT 12\.5 ms, solve 0\.25 ms/);
     // Per cluster: prefixes, demand and the solve's capacity.
     assert.match(text, /^CLUSTER\s+PREFIXES\s+DEMAND\s+CAPACITY$/m);
@@ -197,7 +255,7 @@ describe('policy mapping in the steering pipeline', () => {
   });
 
   it('status before the first recompute: no table, "not recomputed yet"', () => {
-    const text = renderDnsStatus(withMapping({ prefixes: 0, demandPrefixes: 0, leftOut: 0, recomputes: 0, movedTotal: 0, clusters: [{ name: 'c1', prefixes: 0, demand: 0, capacity: null }], top: [], last: null }));
+    const text = renderDnsStatus(withMapping({ prefixes: 0, demandPrefixes: 0, leftOut: 0, loadEstimate: 0, recomputes: 0, movedTotal: 0, clusters: [{ name: 'c1', prefixes: 0, demand: 0, capacity: null }], top: [], last: null }));
     assert.match(text, /mapping: 0 prefixes assigned/);
     assert.match(text, /\(not recomputed yet\)/);
     assert.doesNotMatch(text, /PREFIXES|PREFIX\s+CLUSTER/);

@@ -11,9 +11,11 @@
  *   demand    per prefix, in the clusters' unit (new connections/s): a prefix
  *             a front node reports with a request rate (high_rate_clients) has
  *             that rate; the others share the rest of the clusters' total load
- *             in proportion to their smoothed query rates. With no load
- *             reported yet the shares are scaled to a millionth of the total
- *             capacity: everything fits and each prefix goes to its nearest.
+ *             in proportion to their smoothed query rates. That load is held:
+ *             it rises at once with the reports and falls no faster than the
+ *             demand half-life (loadEstimate below). With no load reported
+ *             yet the shares are scaled to a millionth of the total capacity:
+ *             everything fits and each prefix goes to its nearest.
  *   RTTs      the RTT table's current measurements of the prefix.
  * At most `maxPrefixes` prefixes, those with the highest demand: the
  * recompute runs on the event loop, and this bounds its time.
@@ -39,6 +41,22 @@ export class MappingService {
   readonly #src: MappingSources;
   /** Prefixes with demand left out by maxPrefixes at the last recompute. */
   leftOut = 0;
+  /**
+   * The load the query shares were last scaled to (new connections/s).
+   * Invariant: at each recompute it is max(the reported load the shares
+   * stand for, its previous value decayed with the demand half-life). Why
+   * held: the reports are a sample of a count that jitters (downloads
+   * ending and starting between two reports), and the shares are smoothed
+   * over the half-life while the load was not; a 25 % dip of one report
+   * made a prefix that had been moved off a full cluster fit there again,
+   * and it moved back on one of two DNS servers
+   * (test/netns/dns-mapping-capacity.test.ts, CI 2026-11-26). Rising at
+   * once keeps a flash crowd from overfilling a cluster; falling with the
+   * half-life is what the shares themselves do.
+   */
+  loadEstimate = 0;
+  #loadAt: number;
+  readonly #loadTauMs: number;
 
   constructor(cfg: Readonly<DnsConfig>, src: MappingSources, now: number) {
     const m = cfg.steering.mapping;
@@ -47,6 +65,8 @@ export class MappingService {
     this.maxPrefixes = m.maxPrefixes;
     this.table = new MappingTable(cfg.clusters.length, m);
     this.demand = new DemandMeter(cfg.steering.maxPrefixes, m.demandHalfLifeSeconds, now);
+    this.#loadAt = now;
+    this.#loadTauMs = (m.demandHalfLifeSeconds * 1000) / Math.LN2;
   }
 
   /** Per query of a `mapping` name: O(1). */
@@ -83,7 +103,10 @@ export class MappingService {
         reported += hr;
       } else queries += r;
     }
-    const scale = queries > 0 ? Math.max(totalLoad - reported, 1e-6 * totalCapacity) / queries : 0;
+    const dt = Math.max(0, now - this.#loadAt);
+    this.#loadAt = now;
+    this.loadEstimate = Math.max(totalLoad - reported, this.loadEstimate * Math.exp(-dt / this.#loadTauMs));
+    const scale = queries > 0 ? Math.max(this.loadEstimate, 1e-6 * totalCapacity) / queries : 0;
     // The busiest maxPrefixes (ties by key: the same choice on every server).
     let keys = [...rates.keys()];
     const demandOf = (k: string): number => reportedRate.get(k) ?? (rates.get(k) ?? 0) * scale;
