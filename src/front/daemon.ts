@@ -85,7 +85,7 @@ import { iptablesIsNft, saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
 import { KernelScheduleWriter, SCHEDULE_TICK_MS, type KernelScheduleStatus } from './kernel-schedule.ts';
 import { readCounters, readSetCounters, rulesetGeneration } from './nft-netlink.ts';
-import { SYN_SEEN_SET, heldSchedule, listChainsAsync, listTableAsync, nftLoadAsync, scheduleUpdateScript, synproxyFamilies, type HeldSchedule } from './nft.ts';
+import { SYN_SEEN_SET, heldSchedule, listChainsAsync, listTableAsync, nftLoadAsync, scheduleRewriteScript, scheduleUpdateScript, synproxyFamilies, type HeldSchedule } from './nft.ts';
 import { SynproxyAuto, type SynproxyAutoStatus } from './synproxy-auto.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
 import { TEARDOWN_LOG } from './rules.ts';
@@ -259,6 +259,7 @@ export class FrontDaemon implements FrontMetricsSource {
       config: () => this.config,
       write: (script) => nftLoadAsync(script, 10_000),
       script: (l, oldKeys, els, slots) => scheduleUpdateScript(this.config, l, oldKeys, els, slots),
+      rewrite: (layout, targets) => scheduleRewriteScript(this.config, layout, targets),
     });
     this.synproxy = new SynproxyAuto({
       log: this.log,

@@ -324,6 +324,12 @@ export interface KernelScheduleDeps {
    * that many slots (nft.ts scheduleUpdateScript).
    */
   readonly script: (service: ScheduledService, oldKeys: readonly number[], elements: readonly string[], slots?: number) => string;
+  /**
+   * The `nft -f` script that makes the kernel hold `targets` for every
+   * service of `layout` whatever it holds now: the map flushed and
+   * refilled, each chain rewritten (nft.ts scheduleRewriteScript).
+   */
+  readonly rewrite: (layout: readonly ScheduledService[], targets: ScheduleTargets) => string;
   /** Monotonic ms (tests inject one). */
   readonly now?: () => number;
 }
@@ -332,6 +338,8 @@ export interface KernelScheduleStatus {
   readonly services: number;
   readonly writes: number;
   readonly writeFailures: number;
+  /** Whole-schedule rewrites because a write raced with an install (what the kernel held was unknown). */
+  readonly rewrites: number;
   /** Elements map `schedule` should hold now. */
   readonly elements: number;
   /** Services whose schedule is empty now (their SYNs queued: near capacity, or nothing to send them to). */
@@ -350,6 +358,17 @@ interface Seen {
  * at a time, always of the latest state; `#have` is what the map holds
  * after the last successful write or full install, so a failed write is
  * retried at the next update with the full difference.
+ *
+ * A write is an `nft` child process; an install (start, reload, ctl change,
+ * repair) is another, run from the event loop while a write may be in
+ * flight, and the kernel commits the two in either order. A write that
+ * lands after the install puts a schedule computed before it (a removed
+ * server's marks, another service's slot offsets) into the new table, and
+ * its deletes may fail there instead. So a write in flight during an
+ * install leaves what the kernel holds unknown (`#unknown`), and the next
+ * write is a whole rewrite (flush and refill, every chain), which holds
+ * whatever the order was; the older write never has the last word. The
+ * fallback writer does the same for its map (fallback.ts).
  */
 export class KernelScheduleWriter {
   readonly #deps: KernelScheduleDeps;
@@ -362,6 +381,11 @@ export class KernelScheduleWriter {
   readonly #seen = new WeakMap<ServiceRuntime['servers'][number], Seen>();
   #writing = false;
   #dirty = false;
+  /** What the kernel holds is unknown (a write raced with an install): the next write rewrites the whole schedule. */
+  #unknown = false;
+  /** Installs so far: a write that sees this change under it raced with one. */
+  #installs = 0;
+  #rewrites = 0;
   #stopped = false;
   #failing = false;
   #writes = 0;
@@ -394,8 +418,12 @@ export class KernelScheduleWriter {
     this.#have = [...targets];
     this.#want = [...targets];
     this.#inputs = [];
-    // A write in flight wrote into the old table: what it holds now is `targets`.
-    this.#dirty = false;
+    this.#installs++;
+    // A write in flight may commit before this install or after it (see the
+    // class comment): then what the kernel holds is unknown, and a whole
+    // rewrite follows that write. Without one the kernel holds `targets`.
+    if (this.#writing) this.#unknown = true;
+    this.#dirty = this.#writing || this.#unknown;
   }
 
   /** What a full install renders now: the latest state asked for. */
@@ -409,7 +437,7 @@ export class KernelScheduleWriter {
    * or may not have landed).
    */
   held(): ScheduleTargets | undefined {
-    return this.#writing ? undefined : [...this.#have];
+    return this.#writing || this.#unknown ? undefined : [...this.#have];
   }
 
   /** The servers' state may have changed: recompute, and write what changed materially. */
@@ -459,7 +487,7 @@ export class KernelScheduleWriter {
       elements += n;
       if (n === 0) queued++;
     }
-    return { services: this.#layout.length, writes: this.#writes, writeFailures: this.#writeFailures, elements, queued };
+    return { services: this.#layout.length, writes: this.#writes, writeFailures: this.#writeFailures, rewrites: this.#rewrites, elements, queued };
   }
 
   stop(): void {
@@ -474,8 +502,11 @@ export class KernelScheduleWriter {
   async #write(): Promise<void> {
     this.#dirty = false;
     const lines: string[] = [];
-    const next = [...this.#have];
-    for (const l of this.#layout) {
+    // Unknown (a write raced with an install): every service's slots, whatever the kernel holds.
+    const whole = this.#unknown;
+    const next = whole ? [...this.#want] : [...this.#have];
+    if (whole) lines.push(this.#deps.rewrite(this.#layout, next));
+    for (const l of whole ? [] : this.#layout) {
       const want = this.#want[l.index];
       const have = this.#have[l.index];
       if (want === have) continue;
@@ -488,20 +519,28 @@ export class KernelScheduleWriter {
     }
     if (lines.length === 0) return;
     this.#writing = true;
-    const layout = this.#layout;
+    this.#unknown = false;
+    const installs = this.#installs;
     try {
       await this.#deps.write(lines.join(''));
-      // A full install during the write replaced the layout and `#have`: keep those.
-      if (layout === this.#layout) this.#have = next;
+      // An install during the write replaced `#have` (and set #unknown): keep those.
+      if (installs === this.#installs) this.#have = next;
       this.#writes++;
+      if (whole) this.#rewrites++;
+      if (whole) this.#deps.log.info({ services: this.#layout.length }, 'kernel schedule rewritten whole (a write had raced with an install)');
       if (this.#failing) this.#deps.log.info('kernel schedule written again');
       this.#failing = false;
     } catch (err) {
-      this.#writeFailures++;
-      this.#failedAt = this.#now();
-      this.#dirty = true;
-      if (!this.#failing) this.#deps.log.warn({ err: err instanceof Error ? err.message : err }, 'kernel schedule could not be written (logged once until a write works; SYNs follow the previous schedule)');
-      this.#failing = true;
+      // Refused by a table an install replaced under it: expected, not a
+      // failure; the whole rewrite follows (installed() set #unknown).
+      if (installs === this.#installs) {
+        if (whole) this.#unknown = true;
+        this.#writeFailures++;
+        this.#failedAt = this.#now();
+        this.#dirty = true;
+        if (!this.#failing) this.#deps.log.warn({ err: err instanceof Error ? err.message : err }, 'kernel schedule could not be written (logged once until a write works; SYNs follow the previous schedule)');
+        this.#failing = true;
+      }
     } finally {
       this.#writing = false;
     }

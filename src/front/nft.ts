@@ -722,6 +722,34 @@ export function scheduleUpdateScript(cfg: Pick<FrontConfig, 'nflogGroup' | 'serv
 }
 
 /**
+ * The `nft -f` script that makes the kernel schedule `targets` whatever the
+ * kernel holds of it now: per table, map `schedule` flushed and refilled and
+ * every scheduled service's chain rewritten for its slot count, in one
+ * transaction (packets see the old schedule or the new one). For when what
+ * the kernel holds is unknown: a write that raced with an install
+ * (kernel-schedule.ts KernelScheduleWriter). Its chains must exist: they
+ * are the layout of the running configuration, which the install rendered.
+ */
+export function scheduleRewriteScript(cfg: Pick<FrontConfig, 'nflogGroup' | 'services'>, layout: readonly ScheduledService[], targets: ScheduleTargets): string {
+  const log = teardownLog(cfg);
+  const q = hex(QUEUE_MARK);
+  const fams: NftFamily[] = hasIPv6(cfg) ? ['ip', 'ip6'] : ['ip'];
+  const lines: string[] = [];
+  for (const fam of fams) {
+    const mine = layout.filter((l) => {
+      const svc = cfg.services[l.index];
+      return svc !== undefined && tableOf(svc) === fam;
+    });
+    lines.push(`flush map ${fam} ${NFT_TABLE} schedule`, ...elementLines(fam, 'add', 'schedule', scheduleElements(mine, targets)));
+    for (const l of mine) {
+      const name = kernelChain(l.index);
+      lines.push(`flush chain ${fam} ${NFT_TABLE} ${name}`, ...kernelChainRules(l, targets[l.index]?.length ?? SCHEDULE_SLOTS, log, q).map((r) => `add rule ${fam} ${NFT_TABLE} ${name} ${r}`));
+    }
+  }
+  return lines.map((l) => l + '\n').join('');
+}
+
+/**
  * What the fallback map holds, per service (`VIP . protocol . port`, its
  * slots' key prefix): the usable servers its slots were written from (slot
  * k holds server k mod n). Services without a usable server are absent.

@@ -56,7 +56,7 @@ services:
       gatekeeper: () => undefined,
       overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) },
       vipGuardCount: () => ({ packets: 0, bytes: 0 }), vipGuardCount6: () => ({ packets: 0, bytes: 0 }), tableCounts: () => ({ fallbackFlows: { ipv4: 0, ipv6: 0 }, strayReplies: { ipv4: 0, ipv6: 0 } }),
-      fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, elements: 0, queued: 0 }), shed: () => shedCounts(new EngineCounters(), 0, 0),
+      fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, rewrites: 0, elements: 0, queued: 0 }), shed: () => shedCounts(new EngineCounters(), 0, 0),
       health,
       healthTransitions: transitions,
     };

@@ -9,7 +9,7 @@ import { frontConfigSchema } from '../../src/front/config.ts';
 import { KernelScheduleWriter, MAX_CYCLE, SCHEDULE_SLOTS, configuredSchedule, fillSmooth, isKernelService, materialChange, scheduleElements, scheduleLayout, serviceSchedule, slotsOf } from '../../src/front/kernel-schedule.ts';
 import { ByRequests } from '../../src/front/select/byrequests.ts';
 import { ServiceRuntime } from '../../src/front/service.ts';
-import { elementDiffScript, heldSchedule, renderNft, configuredSpread, scheduleUpdateScript } from '../../src/front/nft.ts';
+import { elementDiffScript, heldSchedule, renderNft, configuredSpread, scheduleRewriteScript, scheduleUpdateScript } from '../../src/front/nft.ts';
 import type { Logger } from '../../src/log/logger.ts';
 
 const silent = { info: () => undefined, warn: () => undefined, debug: () => undefined, error: () => undefined } as unknown as Logger;
@@ -141,6 +141,7 @@ describe('kernel schedule writer', () => {
       log: silent,
       config: () => cfg,
       script: (l, keys, els, slots) => scheduleUpdateScript(cfg, l, keys, els, slots),
+      rewrite: (layout, targets) => scheduleRewriteScript(cfg, layout, targets),
       write: (s) => {
         if (fail) return Promise.reject(new Error('nft: no'));
         scripts.push(s);
@@ -175,7 +176,7 @@ describe('kernel schedule writer', () => {
     const cfg = parseConfig(frontConfigSchema, `cluster: c1\nuplinkAddress: 198.18.101.2\noverflow:\n  - { cluster: c2, vip: 198.19.2.1, freeCapacity: 10 }\n  - { cluster: c3, vip: 198.19.3.1, freeCapacity: 10 }\nservices:\n${CAP}`, 'x');
     const svc = new ServiceRuntime(0, cfg.services[0]!, cfg.overflow);
     const scripts: string[] = [];
-    const w = new KernelScheduleWriter({ log: silent, config: () => cfg, script: (l, keys, els, slots) => scheduleUpdateScript(cfg, l, keys, els, slots), write: (s) => (scripts.push(s), Promise.resolve()) });
+    const w = new KernelScheduleWriter({ log: silent, config: () => cfg, script: (l, keys, els, slots) => scheduleUpdateScript(cfg, l, keys, els, slots), rewrite: (layout, targets) => scheduleRewriteScript(cfg, layout, targets), write: (s) => (scripts.push(s), Promise.resolve()) });
     w.installed(configuredSchedule(cfg));
     const tick = async (): Promise<void> => {
       w.update([svc]);
@@ -200,6 +201,52 @@ describe('kernel schedule writer', () => {
     await tick();
     assert.equal(scripts.length, 3);
     assert.ok(!(scripts[2] ?? '').includes('0x51000801'), 'c3 (no free capacity) left the slots');
+  });
+
+  it('a write refused by the table an install replaced under it is no failure: a whole rewrite follows (the netns side: schedule-race.test.ts)', async () => {
+    const cfg = config(`  - name: web\n    vip: 198.19.1.1\n    port: 80\n    synPath: kernel\n    servers:\n      - { name: a, address: 198.18.201.1, capacity: 1000 }\n      - { name: b, address: 198.18.201.2, capacity: 1000 }\n`);
+    const svc = new ServiceRuntime(0, cfg.services[0]!, []);
+    const scripts: string[] = [];
+    const pending: ((ok: boolean) => void)[] = [];
+    const w = new KernelScheduleWriter({
+      log: silent,
+      config: () => cfg,
+      script: (l, keys, els, slots) => scheduleUpdateScript(cfg, l, keys, els, slots),
+      rewrite: (layout, targets) => scheduleRewriteScript(cfg, layout, targets),
+      write: (s) => {
+        scripts.push(s);
+        return new Promise<void>((resolve, reject) => {
+          pending.push((ok) => {
+            if (ok) resolve();
+            else reject(new Error('nft: No such file or directory'));
+          });
+        });
+      },
+    });
+    const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+    w.installed(configuredSchedule(cfg));
+    svc.servers[0]!.usable = false;
+    w.update([svc]);
+    assert.equal(scripts.length, 1);
+    // A reload while it is in flight: held() is unknown from now until a whole rewrite lands.
+    const targets = w.render(cfg, [svc]);
+    w.installed(targets);
+    assert.equal(w.held(), undefined);
+    pending.shift()?.(false);
+    await tick();
+    assert.equal(w.status().writeFailures, 0, 'refused by the new table: expected, not a failure');
+    assert.equal(scripts.length, 2, 'the whole rewrite followed at once');
+    assert.match(scripts[1] ?? '', /^flush map ip sluice schedule\nadd element ip sluice schedule \{ 0 : 0x51000002, 1 : 0x51000002,/);
+    assert.match(scripts[1] ?? '', /\nflush chain ip sluice k_0\nadd rule ip sluice k_0 meta mark set numgen inc mod /);
+    assert.equal(w.held(), undefined, 'still unknown while the rewrite is in flight');
+    // The rewrite itself fails (nft broken): a real failure, and the next attempt is whole again.
+    pending.shift()?.(false);
+    await tick();
+    assert.equal(w.status().writeFailures, 1);
+    assert.equal(w.held(), undefined);
+    w.update([svc]); // within a second of the failure: not retried yet
+    assert.equal(scripts.length, 2);
+    assert.equal(w.status().rewrites, 0);
   });
 
   it('material change: a target entering or leaving, or more than 1/32 of the slots moving', () => {

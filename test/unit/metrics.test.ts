@@ -142,7 +142,7 @@ describe('front metrics from the engine and table counters', () => {
     vipGuardCount6: () => guard6,
     tableCounts: () => ({ fallbackFlows: { ipv4: 9, ipv6: 2 }, strayReplies: { ipv4: 4, ipv6: 19 } }),
     fallbackStatus: () => ({ writes: 4, writeFailures: 1, usableServers: 2, elements: 256 }),
-    scheduleStatus: () => ({ services: 1, writes: 3, writeFailures: 0, elements: 256, queued: 0 }),
+    scheduleStatus: () => ({ services: 1, writes: 3, writeFailures: 0, rewrites: 1, elements: 256, queued: 0 }),
     shed: () => ({ ...shedCounts(new EngineCounters(), 0, 0), no_target: 7, queue_lost: 2 }),
     control: () => undefined,
     ops: () => undefined,
@@ -173,6 +173,7 @@ describe('front metrics from the engine and table counters', () => {
       ['sluice_front_shed_total', { reason: 'queue_lost' }, 2],
       ['sluice_front_shed_total', { reason: 'table_full' }, 0],
       ['sluice_front_schedule_writes_total', {}, 3],
+      ['sluice_front_schedule_whole_rewrites_total', {}, 1],
       ['sluice_front_unexpected_packets_total', {}, 3],
       ['sluice_front_server_active_connections', { service: 'www', server: 's1a' }, 4],
       ['sluice_front_server_capacity', { service: 'www', server: 's1a', unit: 'connections' }, 100],
@@ -283,7 +284,7 @@ services:
   const table = new ConnectionTable(100, 1000, { released: () => undefined });
   const engine = new FrontEngine(services, table, makeShaper());
   engine.onSettled = () => undefined;
-  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, unchanged: 0, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }), vipGuardCount: () => ({ packets: 0, bytes: 0 }), vipGuardCount6: () => ({ packets: 0, bytes: 0 }), tableCounts: () => ({ fallbackFlows: { ipv4: 0, ipv6: 0 }, strayReplies: { ipv4: 0, ipv6: 0 } }), fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, elements: 0, queued: 0 }), shed: () => shedCounts(new EngineCounters(), 0, 0), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined, overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) } };
+  const src: FrontMetricsSource = { config: cfg, engine, table, queueStats: () => undefined, logStats: () => undefined, kernelQueue: () => undefined, adminCounts: () => ({ handled: 0, rejected: 0 }), rulesHealth: () => ({ checks: 0, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null, unchanged: 0, nftDumpMs: 0, wholeInstalls: 0, elementUpdates: 0 }), vipGuardCount: () => ({ packets: 0, bytes: 0 }), vipGuardCount6: () => ({ packets: 0, bytes: 0 }), tableCounts: () => ({ fallbackFlows: { ipv4: 0, ipv6: 0 }, strayReplies: { ipv4: 0, ipv6: 0 } }), fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, rewrites: 0, elements: 0, queued: 0 }), shed: () => shedCounts(new EngineCounters(), 0, 0), control: () => undefined, ops: () => undefined, gatekeeper: () => undefined, overrides: { status: () => ({ stateFile: '/x', count: 0, staleTotal: 0, lastStale: [], stateFileErrors: 0, error: null }) } };
   const r = new Registry();
   registerFrontMetrics(r, src);
   // Times relative to the clock the metrics read (oldest wait).
