@@ -257,9 +257,10 @@ export class FrontDaemon implements FrontMetricsSource {
     this.schedule = new KernelScheduleWriter({
       log: this.log,
       config: () => this.config,
-      write: (script) => nftLoadAsync(script, 10_000),
+      // A whole rewrite of 1,000 services' slots is 256k elements: the timeout grows with the script, as the fallback writer's.
+      write: (script) => nftLoadAsync(script, 10_000 + Math.ceil(script.length / 500)),
       script: (l, oldKeys, els, slots) => scheduleUpdateScript(this.config, l, oldKeys, els, slots),
-      rewrite: (layout, targets) => scheduleRewriteScript(this.config, layout, targets),
+      rewrite: (layout, targets, chains) => scheduleRewriteScript(this.config, layout, targets, chains),
     });
     this.synproxy = new SynproxyAuto({
       log: this.log,

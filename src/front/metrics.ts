@@ -126,7 +126,7 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   });
   counterOf(registry, 'sluice_front_kernel_decided_total', 'New connections the kernel decided from the schedule (no SYN waited for the daemon), recorded from their log copies; also in the decided totals.', () => c().kernelDecided);
   counterOf(registry, 'sluice_front_schedule_writes_total', 'Rewrites of the kernel SYN schedule after the servers\' state changed materially.', () => src.scheduleStatus().writes);
-  counterOf(registry, 'sluice_front_schedule_whole_rewrites_total', 'Whole rewrites of the kernel SYN schedule (map flushed and refilled, every chain) because a write raced with a rule install and what the kernel held was unknown.', () => src.scheduleStatus().rewrites);
+  counterOf(registry, 'sluice_front_schedule_whole_rewrites_total', 'Whole rewrites of the kernel SYN schedule (map flushed and refilled) because a write raced with a rule install and what the kernel held was unknown.', () => src.scheduleStatus().rewrites);
   counterOf(registry, 'sluice_front_schedule_write_failures_total', 'Rewrites of the kernel SYN schedule that nft refused (retried each second; SYNs follow the previous schedule).', () => src.scheduleStatus().writeFailures);
   const sp = (): SynproxyAutoStatus['services'] => src.synproxyStatus?.().services ?? [];
   gaugeFrom(registry, 'sluice_front_synproxy_engaged', 'Whether SYN cookies answer this service\'s SYNs now (1) or not (0): mode on always, auto while under a SYN flood.', ['service'], () => sp().map((x) => [{ service: x.service }, x.engaged ? 1 : 0]));

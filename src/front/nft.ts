@@ -723,14 +723,15 @@ export function scheduleUpdateScript(cfg: Pick<FrontConfig, 'nflogGroup' | 'serv
 
 /**
  * The `nft -f` script that makes the kernel schedule `targets` whatever the
- * kernel holds of it now: per table, map `schedule` flushed and refilled and
- * every scheduled service's chain rewritten for its slot count, in one
- * transaction (packets see the old schedule or the new one). For when what
- * the kernel holds is unknown: a write that raced with an install
- * (kernel-schedule.ts KernelScheduleWriter). Its chains must exist: they
- * are the layout of the running configuration, which the install rendered.
+ * kernel holds of it now: per table, map `schedule` flushed and refilled,
+ * and the chains of services `chains` (indices; those a raced write may
+ * have changed) rewritten for their slot counts, in one transaction
+ * (packets see the old schedule or the new one). For when what the kernel
+ * holds is unknown: a write that raced with an install (kernel-schedule.ts
+ * KernelScheduleWriter). The chains must exist: they are in the layout of
+ * the running configuration, which the install rendered.
  */
-export function scheduleRewriteScript(cfg: Pick<FrontConfig, 'nflogGroup' | 'services'>, layout: readonly ScheduledService[], targets: ScheduleTargets): string {
+export function scheduleRewriteScript(cfg: Pick<FrontConfig, 'nflogGroup' | 'services'>, layout: readonly ScheduledService[], targets: ScheduleTargets, chains: ReadonlySet<number>): string {
   const log = teardownLog(cfg);
   const q = hex(QUEUE_MARK);
   const fams: NftFamily[] = hasIPv6(cfg) ? ['ip', 'ip6'] : ['ip'];
@@ -742,6 +743,7 @@ export function scheduleRewriteScript(cfg: Pick<FrontConfig, 'nflogGroup' | 'ser
     });
     lines.push(`flush map ${fam} ${NFT_TABLE} schedule`, ...elementLines(fam, 'add', 'schedule', scheduleElements(mine, targets)));
     for (const l of mine) {
+      if (!chains.has(l.index)) continue;
       const name = kernelChain(l.index);
       lines.push(`flush chain ${fam} ${NFT_TABLE} ${name}`, ...kernelChainRules(l, targets[l.index]?.length ?? SCHEDULE_SLOTS, log, q).map((r) => `add rule ${fam} ${NFT_TABLE} ${name} ${r}`));
     }
