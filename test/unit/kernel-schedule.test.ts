@@ -250,6 +250,31 @@ describe('kernel schedule writer', () => {
     assert.equal(w.status().rewrites, 0);
   });
 
+  it('headroom follows each server\'s sampled rate: a server deciding 1,000/s leaves the schedule 200 connections before its capacity', async () => {
+    const cfg = config(`  - name: web\n    vip: 198.19.1.1\n    port: 80\n    synPath: kernel\n    servers:\n      - { name: a, address: 198.18.201.1, capacity: 1000 }\n      - { name: b, address: 198.18.201.2, capacity: 1000 }\n`);
+    const svc = new ServiceRuntime(0, cfg.services[0]!, []);
+    const scripts: string[] = [];
+    let now = 0;
+    const w = new KernelScheduleWriter({ log: silent, config: () => cfg, now: () => now, script: (l, keys, els, slots) => scheduleUpdateScript(cfg, l, keys, els, slots), rewrite: (layout, targets, chains) => scheduleRewriteScript(cfg, layout, targets, chains), write: (s) => (scripts.push(s), Promise.resolve()) });
+    w.installed(configuredSchedule(cfg));
+    const a = svc.servers[0]!;
+    // [ms, a's decided, a's active, a in the schedule, a's headroom]
+    const rows: [number, number, number, boolean, number][] = [
+      [0, 0, 750, true, 2], // first sample: rate 0, headroom HEADROOM_MIN; 250 left
+      [100, 100, 850, false, 200], // 1,000/s: headroom 0.2 s of it; 150 left: the daemon decides a's last ones
+      [2100, 100, 850, true, 2], // nothing decided for 2 s: the rate decays to 0
+    ];
+    for (const [t, decided, active, inSchedule, headroom] of rows) {
+      now = t;
+      a.decided = decided;
+      a.active = active;
+      w.update([svc]);
+      await new Promise((r) => setImmediate(r));
+      assert.equal(w.headroom(svc, 0), headroom, `at ${String(t)} ms`);
+      assert.equal(Array.from(w.current()[0] ?? []).includes(0), inSchedule, `at ${String(t)} ms: a in the schedule`);
+    }
+  });
+
   it('material change: a target entering or leaving, or more than 1/32 of the slots moving', () => {
     const a = Int32Array.from({ length: 64 }, (_, k) => k % 2);
     const b = Int32Array.from(a);
