@@ -16,11 +16,15 @@ napi_value coded_error(napi_env env, const char *code, const char *text, int err
   return error;
 }
 
-void throw_coded(napi_env env, const char *code, const char *msg, int err, const char *syscall) {
-  char text[256];
+napi_value coded_error_errno(napi_env env, const char *code, const char *msg, int err, const char *syscall) {
+  char text[384];
   if (err) snprintf(text, sizeof text, "%s: %s (%s)", msg, strerror(err), syscall ? syscall : "?");
   else snprintf(text, sizeof text, "%s", msg);
-  napi_throw(env, coded_error(env, code, text, err, err ? (syscall ? syscall : "") : NULL));
+  return coded_error(env, code, text, err, err ? (syscall ? syscall : "") : NULL);
+}
+
+void throw_coded(napi_env env, const char *code, const char *msg, int err, const char *syscall) {
+  napi_throw(env, coded_error_errno(env, code, msg, err, syscall));
 }
 
 int get_u32(napi_env env, napi_value v, uint32_t *out) {

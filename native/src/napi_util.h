@@ -8,6 +8,8 @@
 
 /* An Error with a stable .code and message text, .errno if err != 0, .syscall if not NULL. */
 napi_value coded_error(napi_env env, const char *code, const char *text, int err, const char *syscall);
+/* The Error throw_coded throws: msg, and when err != 0 its text and syscall appended, .errno and .syscall set. */
+napi_value coded_error_errno(napi_env env, const char *code, const char *msg, int err, const char *syscall);
 /* Throws an Error with a stable .code, and .errno/.syscall when err != 0. */
 void throw_coded(napi_env env, const char *code, const char *msg, int err, const char *syscall);
 /* 1 if v is a number that fits a uint32. */

@@ -20,12 +20,22 @@
  * (src/front/synproxy-auto.ts): a dump, where `nft list set` was a child
  * process forked from the daemon every second.
  *
- * Synchronous: a few counters or one number, one short exchange, off the
- * packet path. The socket lives for the call only.
+ * Each reader has two forms. Synchronous (the daemon's start, tools): one
+ * short exchange on the calling thread. Asynchronous (the running daemon's
+ * periodic reads, nft*Async -> Promise): the exchange runs on libuv's
+ * threadpool and the answer is built on the JS thread. Why: the kernel
+ * serves these requests only after a running nf_tables transaction
+ * commits; measured in a scratch namespace, a GETGEN or a counter dump
+ * waited ~405 ms behind an `nft -f` of 256k map elements (the fallback
+ * map's fill at 1,000 VIPs, or anyone's large firewall reload), and on the
+ * event loop that is a 405 ms stall of SYN decisions. Either way the
+ * exchange fills C structures only (run_job), and the JS answer is built
+ * from them afterwards (job_value). The socket lives for the call only.
  */
 #include <endian.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -176,23 +186,6 @@ static int on_gen(const struct nlmsghdr *nlh, void *data) {
   return MNL_CB_OK;
 }
 
-/* nftGeneration() -> the namespace's nf_tables ruleset generation (a uint32). */
-static napi_value nft_generation(napi_env env, napi_callback_info info) {
-  char buf[NL_BUF];
-  int64_t gen = -1;
-  const char *syscall = NULL;
-  struct nlmsghdr *nlh = put_request(buf, NFT_MSG_GETGEN, 0, AF_UNSPEC, (uint32_t)time(NULL));
-  int err = exchange(nlh, buf, sizeof buf, on_gen, &gen, &syscall);
-  if (err == 0 && gen < 0) err = EPROTO, syscall = "netlink";
-  if (err != 0) {
-    throw_coded(env, "ERR_SLUICE_NFT_GENERATION", "reading the nf_tables ruleset generation over netlink", err, syscall);
-    return NULL;
-  }
-  napi_value out;
-  napi_create_double(env, (double)gen, &out);
-  return out;
-}
-
 /* [what, packets, bytes]: one row of either reader's answer. */
 static napi_value counter_row(napi_env env, napi_value what, uint64_t packets, uint64_t bytes) {
   napi_value row, p, b;
@@ -207,13 +200,23 @@ static napi_value counter_row(napi_env env, napi_value what, uint64_t packets, u
 
 /* ---- a set's elements with their counters (NFT_MSG_GETSETELEM) ---- */
 
+/* The elements read, in C (no JS value is made while reading: see the top). */
 typedef struct {
-  napi_env env;
-  napi_value arr;
-  uint32_t n;
+  uint8_t *keys;     /* n keys of key_len bytes each */
+  uint64_t *counts;  /* n pairs: packets, bytes */
+  uint32_t n, cap;
   uint32_t key_len; /* the caller's key length: an element of another length is refused */
   int bad;          /* elements whose key did not have key_len bytes */
+  int oom;          /* an allocation failed: refused, not truncated */
 } elem_dump;
+
+static void elem_dump_free(elem_dump *d) {
+  free(d->keys);
+  free(d->counts);
+  d->keys = NULL;
+  d->counts = NULL;
+  d->n = d->cap = 0;
+}
 
 static int elem_attr(const struct nlattr *a, void *data) {
   const struct nlattr **tb = data;
@@ -274,10 +277,22 @@ static void push_elem(elem_dump *d, const struct nlattr *elem) {
     }
   }
   if (!found) return; /* no counter on this element: nothing to report */
-  napi_value key;
-  void *kdata;
-  napi_create_buffer_copy(d->env, d->key_len, mnl_attr_get_payload(kb[NFTA_DATA_VALUE]), &kdata, &key);
-  napi_set_element(d->env, d->arr, d->n++, counter_row(d->env, key, packets, bytes));
+  if (d->n == d->cap) {
+    uint32_t cap = d->cap == 0 ? 64 : d->cap * 2;
+    uint8_t *keys = realloc(d->keys, (size_t)cap * d->key_len);
+    if (keys != NULL) d->keys = keys;
+    uint64_t *counts = keys == NULL ? NULL : realloc(d->counts, (size_t)cap * 2 * sizeof *counts);
+    if (counts != NULL) d->counts = counts;
+    if (keys == NULL || counts == NULL) {
+      d->oom = 1;
+      return;
+    }
+    d->cap = cap;
+  }
+  memcpy(d->keys + (size_t)d->n * d->key_len, mnl_attr_get_payload(kb[NFTA_DATA_VALUE]), d->key_len);
+  d->counts[2 * d->n] = packets;
+  d->counts[2 * d->n + 1] = bytes;
+  d->n++;
 }
 
 static int on_elems(const struct nlmsghdr *nlh, void *data) {
@@ -291,79 +306,201 @@ static int on_elems(const struct nlmsghdr *nlh, void *data) {
   return MNL_CB_OK;
 }
 
-/* nftSetCounters(family 2|10, table, set, keyLength) -> [[key Buffer, packets, bytes], ...] */
-static napi_value nft_set_counters(napi_env env, napi_callback_info info) {
+/* ---- one read, either form ---- */
+
+typedef enum { JOB_GENERATION, JOB_COUNTERS, JOB_SET } job_kind;
+
+typedef struct {
+  job_kind kind;
+  uint8_t family;
+  char table[NFT_TABLE_MAXNAMELEN];
+  char set[NFT_SET_MAXNAMELEN];
+  /* Results (run_job). */
+  int err;
+  const char *syscall;
+  int64_t gen;
+  counter_list counters;
+  elem_dump elems;
+  /* The asynchronous form's handles. */
+  napi_async_work work;
+  napi_deferred deferred;
+} nl_job;
+
+/* The exchange: C only, no Node-API call (it runs on the threadpool in the asynchronous form). */
+static void run_job(nl_job *j) {
+  char buf[NL_BUF];
+  j->err = 0;
+  j->syscall = NULL;
+  if (j->kind == JOB_GENERATION) {
+    j->gen = -1;
+    struct nlmsghdr *nlh = put_request(buf, NFT_MSG_GETGEN, 0, AF_UNSPEC, (uint32_t)time(NULL));
+    j->err = exchange(nlh, buf, sizeof buf, on_gen, &j->gen, &j->syscall);
+    if (j->err == 0 && j->gen < 0) j->err = EPROTO, j->syscall = "netlink";
+  } else if (j->kind == JOB_COUNTERS) {
+    j->counters.n = 0;
+    j->counters.overflow = 0;
+    j->err = dump_counters(j->family, j->table, &j->counters, &j->syscall);
+    if (j->err == ENOENT) j->err = 0, j->counters.n = 0; /* no such table: nothing counted */
+  } else {
+    struct nlmsghdr *nlh = put_request(buf, NFT_MSG_GETSETELEM, NLM_F_DUMP, j->family, (uint32_t)time(NULL));
+    mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, j->table);
+    mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, j->set);
+    j->err = exchange(nlh, buf, sizeof buf, on_elems, &j->elems, &j->syscall);
+  }
+}
+
+/* The answer as JS: *ok 1 and the value, or *ok 0 and the Error to throw or reject with. */
+static napi_value job_value(napi_env env, nl_job *j, int *ok) {
+  char text[NFT_TABLE_MAXNAMELEN + NFT_SET_MAXNAMELEN + 64];
+  *ok = 0;
+  if (j->kind == JOB_GENERATION) {
+    if (j->err != 0) return coded_error_errno(env, "ERR_SLUICE_NFT_GENERATION", "reading the nf_tables ruleset generation over netlink", j->err, j->syscall);
+    napi_value out;
+    napi_create_double(env, (double)j->gen, &out);
+    *ok = 1;
+    return out;
+  }
+  if (j->kind == JOB_COUNTERS) {
+    if (j->err != 0) {
+      snprintf(text, sizeof text, "reading the counters of nft table %s over netlink", j->table);
+      return coded_error_errno(env, "ERR_SLUICE_NFT_COUNTERS", text, j->err, j->syscall);
+    }
+    if (j->counters.overflow) return coded_error(env, "ERR_SLUICE_NFT_COUNTERS", "more named counters in the table than the reader holds (64)", 0, NULL);
+    napi_value arr;
+    napi_create_array_with_length(env, (size_t)j->counters.n, &arr);
+    for (int i = 0; i < j->counters.n; i++) {
+      napi_value name;
+      napi_create_string_utf8(env, j->counters.v[i].name, NAPI_AUTO_LENGTH, &name);
+      napi_set_element(env, arr, (uint32_t)i, counter_row(env, name, j->counters.v[i].packets, j->counters.v[i].bytes));
+    }
+    *ok = 1;
+    return arr;
+  }
+  if (j->err != 0) {
+    snprintf(text, sizeof text, "reading set %s of nft table %s over netlink", j->set, j->table);
+    return coded_error_errno(env, "ERR_SLUICE_NFT_SET", text, j->err, j->syscall);
+  }
+  if (j->elems.bad > 0) return coded_error(env, "ERR_SLUICE_NFT_SET", "an element's key is not of the length the caller expects (the set's type changed?)", 0, NULL);
+  if (j->elems.oom) return coded_error(env, "ERR_SLUICE_NFT_SET", "out of memory reading the set's elements", 0, NULL);
+  napi_value arr;
+  napi_create_array_with_length(env, j->elems.n, &arr);
+  for (uint32_t i = 0; i < j->elems.n; i++) {
+    napi_value key;
+    void *kdata;
+    napi_create_buffer_copy(env, j->elems.key_len, j->elems.keys + (size_t)i * j->elems.key_len, &kdata, &key);
+    napi_set_element(env, arr, i, counter_row(env, key, j->elems.counts[2 * i], j->elems.counts[2 * i + 1]));
+  }
+  *ok = 1;
+  return arr;
+}
+
+static void job_free(nl_job *j) {
+  elem_dump_free(&j->elems);
+  free(j);
+}
+
+/* The arguments of a reader into a new job, or NULL with an ERR_SLUICE_NATIVE_ARG thrown. */
+static nl_job *job_of(napi_env env, napi_callback_info info, job_kind kind) {
   size_t argc = 4;
   napi_value a[4];
-  uint32_t family, key_len;
-  char table[NFT_TABLE_MAXNAMELEN], set[NFT_SET_MAXNAMELEN];
-  size_t tlen = 0, slen = 0;
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (argc != 4 || !get_u32(env, a[0], &family) || (family != NFPROTO_IPV4 && family != NFPROTO_IPV6) ||
-      napi_get_value_string_utf8(env, a[1], table, sizeof table, &tlen) != napi_ok || tlen == 0 || tlen >= sizeof table - 1 ||
-      napi_get_value_string_utf8(env, a[2], set, sizeof set, &slen) != napi_ok || slen == 0 || slen >= sizeof set - 1 ||
-      !get_u32(env, a[3], &key_len) || key_len == 0 || key_len > 64) {
-    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "nftSetCounters(family 2 (ip) or 10 (ip6), table, set, keyLength 1..64)", 0, NULL);
+  nl_job *j = calloc(1, sizeof *j);
+  if (j == NULL) {
+    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "out of memory", 0, NULL);
     return NULL;
   }
-  char buf[NL_BUF];
-  elem_dump d = { .env = env, .n = 0, .key_len = key_len, .bad = 0 };
-  napi_create_array(env, &d.arr);
-  struct nlmsghdr *nlh = put_request(buf, NFT_MSG_GETSETELEM, NLM_F_DUMP, (uint8_t)family, (uint32_t)time(NULL));
-  mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, table);
-  mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, set);
-  const char *syscall = NULL;
-  int err = exchange(nlh, buf, sizeof buf, on_elems, &d, &syscall);
-  if (err != 0) {
-    char text[NFT_TABLE_MAXNAMELEN + NFT_SET_MAXNAMELEN + 64];
-    snprintf(text, sizeof text, "reading set %s of nft table %s over netlink", set, table);
-    throw_coded(env, "ERR_SLUICE_NFT_SET", text, err, syscall);
+  j->kind = kind;
+  if (kind == JOB_GENERATION) return j;
+  uint32_t family = 0, key_len = 0;
+  size_t tlen = 0, slen = 0;
+  int good = argc == (kind == JOB_SET ? 4u : 2u) && get_u32(env, a[0], &family) && (family == NFPROTO_IPV4 || family == NFPROTO_IPV6) &&
+             napi_get_value_string_utf8(env, a[1], j->table, sizeof j->table, &tlen) == napi_ok && tlen > 0 && tlen < sizeof j->table - 1;
+  if (good && kind == JOB_SET)
+    good = napi_get_value_string_utf8(env, a[2], j->set, sizeof j->set, &slen) == napi_ok && slen > 0 && slen < sizeof j->set - 1 && get_u32(env, a[3], &key_len) && key_len > 0 && key_len <= 64;
+  if (!good) {
+    free(j);
+    throw_coded(env, "ERR_SLUICE_NATIVE_ARG",
+                kind == JOB_SET ? "nftSetCounters(family 2 (ip) or 10 (ip6), table, set, keyLength 1..64)" : "nftCounters(family 2 (ip) or 10 (ip6), table name of 1..255 bytes)", 0, NULL);
     return NULL;
   }
-  if (d.bad > 0) {
-    throw_coded(env, "ERR_SLUICE_NFT_SET", "an element's key is not of the length the caller expects (the set's type changed?)", 0, NULL);
+  j->family = (uint8_t)family;
+  j->elems.key_len = key_len;
+  return j;
+}
+
+static napi_value run_sync(napi_env env, napi_callback_info info, job_kind kind) {
+  nl_job *j = job_of(env, info, kind);
+  if (j == NULL) return NULL;
+  run_job(j);
+  int ok;
+  napi_value v = job_value(env, j, &ok);
+  job_free(j);
+  if (!ok) {
+    napi_throw(env, v);
     return NULL;
   }
-  return d.arr;
+  return v;
+}
+
+static void job_execute(napi_env env, void *data) {
+  (void)env;
+  run_job(data);
+}
+
+static void job_complete(napi_env env, napi_status status, void *data) {
+  nl_job *j = data;
+  int ok = 0;
+  napi_value v = status == napi_ok ? job_value(env, j, &ok) : coded_error(env, "ERR_SLUICE_NATIVE_ARG", "the read was cancelled", 0, NULL);
+  if (ok) napi_resolve_deferred(env, j->deferred, v);
+  else napi_reject_deferred(env, j->deferred, v);
+  napi_delete_async_work(env, j->work);
+  job_free(j);
+}
+
+static napi_value run_async(napi_env env, napi_callback_info info, job_kind kind, const char *name) {
+  nl_job *j = job_of(env, info, kind);
+  if (j == NULL) return NULL;
+  napi_value promise, resource;
+  napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource);
+  if (napi_create_promise(env, &j->deferred, &promise) != napi_ok || napi_create_async_work(env, NULL, resource, job_execute, job_complete, j, &j->work) != napi_ok) {
+    free(j);
+    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "cannot start the netlink read", 0, NULL);
+    return NULL;
+  }
+  if (napi_queue_async_work(env, j->work) != napi_ok) {
+    napi_delete_async_work(env, j->work);
+    napi_reject_deferred(env, j->deferred, coded_error(env, "ERR_SLUICE_NATIVE_ARG", "cannot queue the netlink read", 0, NULL));
+    free(j);
+  }
+  return promise;
+}
+
+/* nftGeneration() -> the namespace's nf_tables ruleset generation (a uint32). */
+static napi_value nft_generation(napi_env env, napi_callback_info info) {
+  return run_sync(env, info, JOB_GENERATION);
 }
 
 /* nftCounters(family 2|10, table) -> [[name, packets, bytes], ...] (empty when the table is absent) */
 static napi_value nft_counters(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value a[2];
-  uint32_t family;
-  char table[NFT_TABLE_MAXNAMELEN];
-  size_t len = 0;
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (argc != 2 || !get_u32(env, a[0], &family) || (family != NFPROTO_IPV4 && family != NFPROTO_IPV6) ||
-      napi_get_value_string_utf8(env, a[1], table, sizeof table, &len) != napi_ok || len == 0 || len >= sizeof table - 1) {
-    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "nftCounters(family 2 (ip) or 10 (ip6), table name of 1..255 bytes)", 0, NULL);
-    return NULL;
-  }
-  static counter_list list; /* one call at a time: the JS thread */
-  list.n = 0;
-  list.overflow = 0;
-  const char *syscall = NULL;
-  int err = dump_counters((uint8_t)family, table, &list, &syscall);
-  if (err == ENOENT) list.n = 0; /* no such table: nothing counted */
-  else if (err != 0) {
-    char text[NFT_TABLE_MAXNAMELEN + 64];
-    snprintf(text, sizeof text, "reading the counters of nft table %s over netlink", table);
-    throw_coded(env, "ERR_SLUICE_NFT_COUNTERS", text, err, syscall);
-    return NULL;
-  }
-  if (list.overflow) {
-    throw_coded(env, "ERR_SLUICE_NFT_COUNTERS", "more named counters in the table than the reader holds (64)", 0, NULL);
-    return NULL;
-  }
-  napi_value arr;
-  napi_create_array_with_length(env, (size_t)list.n, &arr);
-  for (int i = 0; i < list.n; i++) {
-    napi_value name;
-    napi_create_string_utf8(env, list.v[i].name, NAPI_AUTO_LENGTH, &name);
-    napi_set_element(env, arr, (uint32_t)i, counter_row(env, name, list.v[i].packets, list.v[i].bytes));
-  }
-  return arr;
+  return run_sync(env, info, JOB_COUNTERS);
+}
+
+/* nftSetCounters(family 2|10, table, set, keyLength) -> [[key Buffer, packets, bytes], ...] */
+static napi_value nft_set_counters(napi_env env, napi_callback_info info) {
+  return run_sync(env, info, JOB_SET);
+}
+
+/* The same three on the threadpool: Promises of the same answers (rejected with the same Errors). */
+static napi_value nft_generation_async(napi_env env, napi_callback_info info) {
+  return run_async(env, info, JOB_GENERATION, "sluice.nftGeneration");
+}
+
+static napi_value nft_counters_async(napi_env env, napi_callback_info info) {
+  return run_async(env, info, JOB_COUNTERS, "sluice.nftCounters");
+}
+
+static napi_value nft_set_counters_async(napi_env env, napi_callback_info info) {
+  return run_async(env, info, JOB_SET, "sluice.nftSetCounters");
 }
 
 void nft_netlink_register(napi_env env, napi_value exports) {
@@ -371,6 +508,9 @@ void nft_netlink_register(napi_env env, napi_value exports) {
     { "nftCounters", NULL, nft_counters, NULL, NULL, NULL, napi_default, NULL },
     { "nftGeneration", NULL, nft_generation, NULL, NULL, NULL, napi_default, NULL },
     { "nftSetCounters", NULL, nft_set_counters, NULL, NULL, NULL, napi_default, NULL },
+    { "nftGenerationAsync", NULL, nft_generation_async, NULL, NULL, NULL, napi_default, NULL },
+    { "nftCountersAsync", NULL, nft_counters_async, NULL, NULL, NULL, napi_default, NULL },
+    { "nftSetCountersAsync", NULL, nft_set_counters_async, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof p / sizeof p[0], p);
 }

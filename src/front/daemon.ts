@@ -84,7 +84,7 @@ import { FrontEngine, HELD } from './engine.ts';
 import { iptablesIsNft, saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
 import { KernelScheduleWriter, SCHEDULE_TICK_MS, type KernelScheduleStatus } from './kernel-schedule.ts';
-import { readCounters, readSetCounters, rulesetGeneration } from './nft-netlink.ts';
+import { readCounters, readCountersAsync, readSetCountersAsync, rulesetGenerationAsync } from './nft-netlink.ts';
 import { SYN_SEEN_SET, heldSchedule, listChainsAsync, listTableAsync, nftLoadAsync, scheduleRewriteScript, scheduleUpdateScript, synproxyFamilies, type HeldSchedule } from './nft.ts';
 import { SynproxyAuto, type SynproxyAutoStatus } from './synproxy-auto.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
@@ -226,6 +226,8 @@ export class FrontDaemon implements FrontMetricsSource {
   /** Set by apply() for its element update only: what the kernel holds of the schedule (nft.ts heldSchedule). */
   #heldSchedule: HeldSchedule | undefined;
   readonly #rateKeys = new WeakMap<ServiceRuntime, readonly string[]>();
+  /** A table counter read is waiting for the kernel (#readTableCounters). */
+  #countersReading = false;
   /** Services without slow start whose shares were set to 1 (#refreshShares). */
   readonly #sharesWhole = new WeakSet<ServiceRuntime>();
   /** Where a start's time went (ms since the process began: performance.now()), logged with "front node ready". */
@@ -270,7 +272,7 @@ export class FrontDaemon implements FrontMetricsSource {
       config: () => this.config,
       // Each table with a capable service has its own syn_seen: both read, one text (parseSynSeen).
       // Over netlink (microseconds): `nft list set` was a child process forked every second.
-      read: () => Promise.resolve(synproxyFamilies(this.config).map((fam) => readSetCounters(fam, SYN_SEEN_SET)).join('\n')),
+      read: async () => (await Promise.all(synproxyFamilies(this.config).map((fam) => readSetCountersAsync(fam, SYN_SEEN_SET)))).join('\n'),
       write: (script) => nftLoadAsync(script, 10_000),
       now: () => performance.now(),
     });
@@ -304,12 +306,12 @@ export class FrontDaemon implements FrontMetricsSource {
       fallback: () => this.fallback.state(),
       // A check reads the ruleset generation first: while no transaction
       // was committed since an intact check, it reads nothing else.
-      generation: () => rulesetGeneration(),
+      generation: () => rulesetGenerationAsync(),
       generationCoversIptables: iptablesIsNft(),
       // The table's named counters (VIP guard, fallback flows, stray
       // replies) at every check, over netlink: microseconds at any size.
       onChecked: () => {
-        this.#readTableCounters();
+        void this.#readTableCounters();
       },
       periodMs: () => this.config.rules.checkSeconds * 1000,
       failuresBeforeDead: () => this.config.rules.restartAfterFailures,
@@ -977,10 +979,13 @@ export class FrontDaemon implements FrontMetricsSource {
   #countersUnreadable = false;
 
   /** The named counters of both tables into the VIP guard and table counts (a table that is absent leaves its values). */
-  #readTableCounters(): void {
+  async #readTableCounters(): Promise<void> {
+    // One read at a time (a read waits behind a running commit; the next check's read comes after it).
+    if (this.#countersReading) return;
+    this.#countersReading = true;
     try {
       for (const fam of ['ip', 'ip6'] as const) {
-        const list = readCounters(fam);
+        const list = await readCountersAsync(fam);
         if (list === undefined) continue;
         this.vipGuard.read(list, fam);
         this.tableCounters.read(list, fam);
@@ -990,6 +995,8 @@ export class FrontDaemon implements FrontMetricsSource {
     } catch (err) {
       if (!this.#countersUnreadable) this.log.warn({ err }, 'cannot read the nft table counters: status and /metrics keep their last values (logged once until it works again)');
       this.#countersUnreadable = true;
+    } finally {
+      this.#countersReading = false;
     }
   }
 

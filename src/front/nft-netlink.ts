@@ -22,6 +22,13 @@
  * nf_tables transaction in the namespace (nft's, and those of
  * iptables-nft); the rule check (rules-health.ts) skips its read-back while
  * it stays where the last intact check left it.
+ *
+ * Each read has a synchronous form (the start, tools) and an asynchronous
+ * one (`...Async`: the running daemon's periodic reads). The kernel answers
+ * these requests only after a running nf_tables transaction commits; behind
+ * a 256k-element fill that took ~405 ms (measured), which on the event
+ * loop would stall SYN decisions: the asynchronous forms wait on libuv's
+ * threadpool instead.
  */
 import { QueueSystemError } from '../errors/errors.ts';
 import { loadNative } from '../nfqueue/native.ts';
@@ -60,11 +67,32 @@ export function rulesetGeneration(): number {
   return native(() => loadNative().nftGeneration(), (m, errno, syscall, cause) => new NftGenerationError(m, errno, syscall, { cause }));
 }
 
+/** The asynchronous form of a read: the same errors, as a rejection. */
+async function nativeAsync<T>(call: () => Promise<T>, wrap: (message: string, errno: number | undefined, syscall: string | undefined, cause: unknown) => Error): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    const e = err as { message?: string; errno?: number; syscall?: string };
+    throw wrap(e.message ?? String(err), e.errno, e.syscall, err);
+  }
+}
+
+/** The generation off the event loop (see the module comment). */
+export function rulesetGenerationAsync(): Promise<number> {
+  return nativeAsync(() => loadNative().nftGenerationAsync(), (m, errno, syscall, cause) => new NftGenerationError(m, errno, syscall, { cause }));
+}
+
+const countersText = (rows: readonly [string, number, number][]): string | undefined =>
+  rows.length === 0 ? undefined : rows.map(([name, packets, bytes]) => `counter ${name} { packets ${String(packets)} bytes ${String(bytes)} }`).join('\n') + '\n';
+
 /** Counters as nft prints them, for `fam`'s table of ours; undefined when the table is absent (or has no counter). */
 export function readCounters(fam: NftFamily): string | undefined {
-  const rows = native(() => loadNative().nftCounters(NFPROTO[fam], NFT_TABLE), (m, errno, syscall, cause) => new NftCountersError(m, errno, syscall, { cause }));
-  if (rows.length === 0) return undefined;
-  return rows.map(([name, packets, bytes]) => `counter ${name} { packets ${String(packets)} bytes ${String(bytes)} }`).join('\n') + '\n';
+  return countersText(native(() => loadNative().nftCounters(NFPROTO[fam], NFT_TABLE), (m, errno, syscall, cause) => new NftCountersError(m, errno, syscall, { cause })));
+}
+
+/** readCounters off the event loop. */
+export async function readCountersAsync(fam: NftFamily): Promise<string | undefined> {
+  return countersText(await nativeAsync(() => loadNative().nftCountersAsync(NFPROTO[fam], NFT_TABLE), (m, errno, syscall, cause) => new NftCountersError(m, errno, syscall, { cause })));
 }
 
 /**
@@ -75,9 +103,21 @@ export function readCounters(fam: NftFamily): string | undefined {
  * when the set is absent or unreadable.
  */
 export function readSetCounters(fam: NftFamily, set: string): string {
-  // A concatenation's fields are padded to 4 bytes: address, then the port's 2 bytes and 2 of padding.
+  const rows = native(() => loadNative().nftSetCounters(NFPROTO[fam], NFT_TABLE, set, keyLengthOf(fam)), (m, errno, syscall, cause) => new NftSetError(m, errno, syscall, { cause }));
+  return setText(fam, set, rows);
+}
+
+/** readSetCounters off the event loop. */
+export async function readSetCountersAsync(fam: NftFamily, set: string): Promise<string> {
+  const rows = await nativeAsync(() => loadNative().nftSetCountersAsync(NFPROTO[fam], NFT_TABLE, set, keyLengthOf(fam)), (m, errno, syscall, cause) => new NftSetError(m, errno, syscall, { cause }));
+  return setText(fam, set, rows);
+}
+
+// A concatenation's fields are padded to 4 bytes: address, then the port's 2 bytes and 2 of padding.
+const keyLengthOf = (fam: NftFamily): number => (fam === 'ip' ? 4 : 16) + 4;
+
+function setText(fam: NftFamily, set: string, rows: readonly [Buffer, number, number][]): string {
   const addrLen = fam === 'ip' ? 4 : 16;
-  const rows = native(() => loadNative().nftSetCounters(NFPROTO[fam], NFT_TABLE, set, addrLen + 4), (m, errno, syscall, cause) => new NftSetError(m, errno, syscall, { cause }));
   const els = rows.map(([key, packets, bytes]) => {
     const addr = fam === 'ip' ? formatIPv4Address(key.readUInt32BE(0)) : formatIPv6Groups(Array.from({ length: 8 }, (_, i) => key.readUInt16BE(2 * i)));
     return `${addr} . ${String(key.readUInt16BE(addrLen))} counter packets ${String(packets)} bytes ${String(bytes)}`;

@@ -88,12 +88,12 @@ export interface RulesHealthDeps {
   readonly nftChains?: (timeoutMs: number) => Promise<readonly string[]>;
   /**
    * The namespace's nf_tables ruleset generation (nft-netlink.ts
-   * rulesetGeneration: one netlink exchange, no child process), raised by
-   * every committed transaction: ours, nft's, iptables-nft's. Undefined
-   * (or throwing): unknown, and the check reads everything. Absent: never
-   * known.
+   * rulesetGenerationAsync: one netlink exchange off the event loop, no
+   * child process), raised by every committed transaction: ours, nft's,
+   * iptables-nft's. Undefined (or throwing, or rejecting): unknown, and the
+   * check reads everything. Absent: never known.
    */
-  readonly generation?: () => number | undefined;
+  readonly generation?: () => number | undefined | Promise<number | undefined>;
   /**
    * Whether the iptables tables live in nf_tables (iptables-nft: a change
    * to them raises the generation). False (iptables-legacy): they are read
@@ -275,12 +275,17 @@ export class RulesHealth {
   }
 
   /** The ruleset generation now, or undefined when unknown (no dep, or the read failed). */
-  #rulesetGeneration(): number | undefined {
+  async #rulesetGeneration(): Promise<number | undefined> {
     try {
-      return this.#deps.generation?.();
+      return await this.#deps.generation?.();
     } catch {
       return undefined;
     }
+  }
+
+  /** An install (or stop) since a check that began at install generation `generation` (a method: the checks below re-read the fields after each await). */
+  #supersedes(generation: number): boolean {
+    return generation !== this.#generation || this.#stopped;
   }
 
   async #check(): Promise<CheckOutcome> {
@@ -296,7 +301,9 @@ export class RulesHealth {
     if (expected === undefined) return this.#repair(NO_DAMAGE, []);
     // Read before any table: a commit during the reads below leaves the
     // kernel past this value, so the next check reads again.
-    const rulesetGen = this.#rulesetGeneration();
+    const rulesetGen = await this.#rulesetGeneration();
+    // An install or stop while the kernel answered: this check is not the one that counts.
+    if (this.#supersedes(generation)) return 'superseded';
     const unchanged = rulesetGen !== undefined && rulesetGen === this.#verifiedGeneration && this.#nftPending === undefined;
     if (unchanged && this.#deps.generationCoversIptables === true) {
       this.#checks++;

@@ -78,6 +78,14 @@ export interface NativeNfq {
    * Throws ERR_SLUICE_NFT_SET (no such set, or a key of another length) or ERR_SLUICE_NATIVE_ARG.
    */
   nftSetCounters(family: 2 | 10, table: string, set: string, keyLength: number): [Buffer, number, number][];
+  /**
+   * The same three reads on libuv's threadpool: the kernel answers them only after a running nf_tables
+   * transaction commits (~400 ms behind a 256k-element fill), which must not stall the event loop.
+   * Promises of the same answers, rejected with the same Errors; argument errors throw at once.
+   */
+  nftCountersAsync(family: 2 | 10, table: string): Promise<[string, number, number][]>;
+  nftGenerationAsync(): Promise<number>;
+  nftSetCountersAsync(family: 2 | 10, table: string, set: string, keyLength: number): Promise<[Buffer, number, number][]>;
   /** One datagram to $NOTIFY_SOCKET (native/src/sd_notify.c); throws ERR_SD_NOTIFY. */
   notify(socketPath: string, message: string): void;
   readonly META_WORDS: number;

@@ -26,7 +26,18 @@ interface Read {
 }
 
 function readAll(): Read {
-  return JSON.parse(nsRun(ns(), process.execPath, ['--no-warnings', FIXTURE])) as Read;
+  const r = JSON.parse(nsRun(ns(), process.execPath, ['--no-warnings', FIXTURE])) as Read & { async: Pick<Read, 'text' | 'text6' | 'generation'> };
+  // The threadpool forms (the running daemon's) read the same.
+  assert.deepEqual(r.async, { text: r.text, text6: r.text6, generation: r.generation }, 'asynchronous reads');
+  const { async: _, ...rest } = r;
+  return rest;
+}
+
+/** `--set NAME` in the namespace; the threadpool form must read the same (or fail the same way). */
+function readSet(name: string): { ip: string; ip6: string } {
+  const r = JSON.parse(nsRun(ns(), process.execPath, ['--no-warnings', FIXTURE, '--set', name])) as { ip: string; ip6: string; async: { ip: string; ip6: string } };
+  assert.deepEqual(r.async, { ip: r.ip, ip6: r.ip6 }, `asynchronous read of set ${name}`);
+  return { ip: r.ip, ip6: r.ip6 };
 }
 
 function read(): Omit<Read, 'generation'> {
@@ -111,7 +122,7 @@ describe('nf_tables over netlink: the ruleset generation, our table\'s counters'
       `table ip sluice {\n  set ${SYN_SEEN_SET} { type ipv4_addr . inet_service; counter; elements = { 198.19.1.1 . 80 counter packets 5000000001 bytes 300, 198.19.1.2 . 443, 198.19.255.254 . 65535 counter packets 7 bytes 9 }; }\n}\n` +
         `table ip6 sluice {\n  set ${SYN_SEEN_SET} { type ipv6_addr . inet_service; counter; elements = { ${v6.map((a, i) => `${a} . ${String(80 + i)} counter packets ${String(i + 1)} bytes 1`).join(', ')} }; }\n}\n`,
     );
-    const r = JSON.parse(nsRun(ns(), process.execPath, ['--no-warnings', FIXTURE, '--set', SYN_SEEN_SET])) as { ip: string; ip6: string };
+    const r = readSet(SYN_SEEN_SET);
     for (const fam of ['ip', 'ip6'] as const) {
       const nft = parseSynSeen(nsRun(ns(), 'nft', ['list', 'set', fam, 'sluice', SYN_SEEN_SET]));
       assert.ok(nft.size >= 3, `nft lists the elements: ${JSON.stringify([...nft])}`);
@@ -119,14 +130,14 @@ describe('nf_tables over netlink: the ruleset generation, our table\'s counters'
     }
     assert.equal(parseSynSeen(r.ip).get('198.19.1.1 . 80'), 5000000001);
     assert.equal(parseSynSeen(r.ip6).get('2001:db8:0:1:2:3:4:5 . 82'), 3);
-    const absent = JSON.parse(nsRun(ns(), process.execPath, ['--no-warnings', FIXTURE, '--set', 'no_such_set'])) as { ip: string };
+    const absent = readSet('no_such_set');
     assert.equal(absent.ip, 'error ERR_SLUICE_NFT_SET');
   });
 
   it('a set of 3,000 elements (a dump of many datagrams) reads as nft lists it', () => {
     const els = Array.from({ length: 3000 }, (_, i) => `198.19.${String(Math.floor(i / 250))}.${String((i % 250) + 1)} . ${String(1000 + i)} counter packets ${String(i * 7)} bytes ${String(i)}`);
     nsRun(ns(), 'nft', ['-f', '-'], `table ip sluice {\n  set many { type ipv4_addr . inet_service; counter; elements = { ${els.join(', ')} }; }\n}\n`);
-    const r = JSON.parse(nsRun(ns(), process.execPath, ['--no-warnings', FIXTURE, '--set', 'many'])) as { ip: string };
+    const r = readSet('many');
     const ours = parseSynSeen(r.ip);
     assert.equal(ours.size, 3000);
     assert.deepEqual(ours, parseSynSeen(nsRun(ns(), 'nft', ['list', 'set', 'ip', 'sluice', 'many'])));

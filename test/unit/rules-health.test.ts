@@ -392,7 +392,7 @@ describe('rule check: the watchdog', () => {
 
 describe('rule check: the nf_tables ruleset generation', () => {
   /** A fake kernel generation raised by every install (a commit), and by the test for a foreign one. */
-  function setupGen(opts: { covers?: boolean; gen?: () => number | undefined } = {}): { ipt: FakeIptables; health: RulesHealth; saves: Table[]; checked: { n: number }; bump: () => void } {
+  function setupGen(opts: { covers?: boolean; gen?: () => number | undefined | Promise<number | undefined> } = {}): { ipt: FakeIptables; health: RulesHealth; saves: Table[]; checked: { n: number }; bump: () => void } {
     const ipt = new FakeIptables();
     const saves: Table[] = [];
     const checked = { n: 0 };
@@ -477,6 +477,29 @@ describe('rule check: the nf_tables ruleset generation', () => {
     assert.equal(await health.check(), 'intact');
     assert.equal(saves.length, 2 * first);
     assert.equal(health.status().unchanged, 0);
+  });
+
+  it('the generation read off the event loop (a Promise): an install while it is pending supersedes the check; a rejection is an unknown generation', async () => {
+    let answer: (g: number) => void = () => undefined;
+    let mode: 'pending' | 'reject' = 'pending';
+    const { health, saves } = setupGen({
+      gen: () =>
+        mode === 'reject'
+          ? Promise.reject(new Error('EPERM'))
+          : new Promise<number>((resolve) => {
+              answer = resolve;
+            }),
+    });
+    const pending = health.check();
+    await new Promise((r) => setImmediate(r));
+    health.install(rules); // a reload while the kernel has not answered (it waits behind a commit)
+    answer(101);
+    assert.equal(await pending, 'superseded');
+    const read = (): number => saves.length;
+    assert.equal(read(), 0, 'nothing was read for the superseded check');
+    mode = 'reject';
+    assert.equal(await health.check(), 'intact', 'unknown: everything read');
+    assert.ok(read() > 0);
   });
 
   it('a reload (install) between checks: the next check reads, even if the generation were the same', async () => {
