@@ -177,17 +177,29 @@ export function fillSmooth(weights: readonly number[], slots: number, out: Int32
 function serverWeights(svc: ServiceRuntime, headroom: (i: number) => number): { w: number[]; near: boolean } {
   let near = false;
   const w = svc.servers.map((b, i) => {
-    if (!b.usable) return 0;
-    const remaining = b.capacity - b.load;
-    if (remaining <= 0) return 0;
-    if (Number.isFinite(remaining) && remaining <= headroom(i)) {
-      near = true;
-      return 0;
-    }
-    if (svc.selector.method === 'capacity') return (Number.isFinite(remaining) ? remaining : 1) * b.share;
-    return eligible(b) ? b.weight * b.share : 0;
+    const x = serverWeight(svc, b, headroom(i));
+    if (x === NEAR) near = true;
+    return Math.max(0, x);
   });
   return { w, near };
+}
+
+/** serverWeight's answer for a server within its headroom of capacity (weight 0, and the service is near capacity). */
+const NEAR = -1;
+
+/** One server's weight as its service's method reads it now, 0 without room, NEAR within `headroom` connections of its capacity. */
+function serverWeight(svc: ServiceRuntime, b: ServiceRuntime['servers'][number], headroom: number): number {
+  if (!b.usable) return 0;
+  const remaining = b.capacity - b.load;
+  if (remaining <= 0) return 0;
+  if (Number.isFinite(remaining) && remaining <= headroom) return NEAR;
+  if (svc.selector.method === 'capacity') return (Number.isFinite(remaining) ? remaining : 1) * b.share;
+  return eligible(b) ? b.weight * b.share : 0;
+}
+
+/** A server's headroom at new-connection rate `rate` (/s): HEADROOM_SECONDS of it, at least HEADROOM_MIN. */
+function headroomAt(rate: number): number {
+  return Math.max(HEADROOM_MIN, Math.ceil(rate * HEADROOM_SECONDS));
 }
 
 /**
@@ -418,8 +430,7 @@ export class KernelScheduleWriter {
   /** A server's headroom now: HEADROOM_SECONDS of its recent rate, at least HEADROOM_MIN. */
   headroom(svc: ServiceRuntime, i: number): number {
     const st = this.#states[svc.index];
-    const rate = st !== undefined && st.svc === svc ? (st.rate[i] ?? 0) : 0;
-    return Math.max(HEADROOM_MIN, Math.ceil(rate * HEADROOM_SECONDS));
+    return headroomAt(st !== undefined && st.svc === svc ? (st.rate[i] ?? 0) : 0);
   }
 
   /** The schedules a full install renders now (with the current headrooms). */
@@ -497,15 +508,14 @@ export class KernelScheduleWriter {
   /**
    * Samples the service's servers' rates (smoothed rate of `decided`, at
    * most one sample per 50 ms; a reload's fresh server starts at 0) and
-   * writes its inputs into `st.cur` (ServiceState)
-   * (serverWeights with this writer's headrooms). Returns their length.
+   * writes its inputs into `st.cur` (ServiceState), as serverWeights()
+   * with this writer's headrooms. Returns their length.
    */
   #inputsOf(st: ServiceState, now: number): number {
     const svc = st.svc;
     const n = svc.servers.length;
     let near = false;
     let any = false;
-    const capacityMethod = svc.selector.method === 'capacity';
     for (let i = 0; i < n; i++) {
       const b = svc.servers[i];
       if (b === undefined) continue;
@@ -518,16 +528,9 @@ export class KernelScheduleWriter {
         st.decided[i] = b.decided;
         st.at[i] = now;
       }
-      let w = 0;
-      if (b.usable) {
-        const remaining = b.capacity - b.load;
-        if (remaining > 0) {
-          if (Number.isFinite(remaining) && remaining <= Math.max(HEADROOM_MIN, Math.ceil((st.rate[i] ?? 0) * HEADROOM_SECONDS))) near = true;
-          else if (capacityMethod) w = (Number.isFinite(remaining) ? remaining : 1) * b.share;
-          else w = eligible(b) ? b.weight * b.share : 0;
-        }
-      }
-      st.cur[i] = w;
+      const w = serverWeight(svc, b, headroomAt(st.rate[i] ?? 0));
+      if (w === NEAR) near = true;
+      st.cur[i] = Math.max(0, w);
       if (w > 0) any = true;
     }
     st.cur[n] = near ? 1 : 0;

@@ -131,22 +131,28 @@ describe('kernel schedule: capacity, eligibility, overflow', () => {
   });
 });
 
+/** A writer of `cfg`'s schedule whose writes go to `write` (the real script renderers). */
+function writerOf(cfg: ReturnType<typeof config>, write: (script: string) => Promise<void>, now?: () => number): KernelScheduleWriter {
+  return new KernelScheduleWriter({
+    log: silent,
+    config: () => cfg,
+    ...(now !== undefined ? { now } : {}),
+    script: (l, keys, els, slots) => scheduleUpdateScript(cfg, l, keys, els, slots),
+    rewrite: (layout, targets, chains) => scheduleRewriteScript(cfg, layout, targets, chains),
+    write,
+  });
+}
+
 describe('kernel schedule writer', () => {
   it('writes only material changes, one transaction of the changed service, and retries a failure', async () => {
     const cfg = config(`  - name: web\n    vip: 198.19.1.1\n    port: 80\n    synPath: kernel\n    servers:\n      - { name: a, address: 198.18.201.1, capacity: 1000 }\n      - { name: b, address: 198.18.201.2, capacity: 1000 }\n`);
     const svc = new ServiceRuntime(0, cfg.services[0]!, []);
     const scripts: string[] = [];
     let fail = false;
-    const w = new KernelScheduleWriter({
-      log: silent,
-      config: () => cfg,
-      script: (l, keys, els, slots) => scheduleUpdateScript(cfg, l, keys, els, slots),
-      rewrite: (layout, targets, chains) => scheduleRewriteScript(cfg, layout, targets, chains),
-      write: (s) => {
-        if (fail) return Promise.reject(new Error('nft: no'));
-        scripts.push(s);
-        return Promise.resolve();
-      },
+    const w = writerOf(cfg, (s) => {
+      if (fail) return Promise.reject(new Error('nft: no'));
+      scripts.push(s);
+      return Promise.resolve();
     });
     w.installed(configuredSchedule(cfg));
     w.update([svc]);
@@ -176,7 +182,7 @@ describe('kernel schedule writer', () => {
     const cfg = parseConfig(frontConfigSchema, `cluster: c1\nuplinkAddress: 198.18.101.2\noverflow:\n  - { cluster: c2, vip: 198.19.2.1, freeCapacity: 10 }\n  - { cluster: c3, vip: 198.19.3.1, freeCapacity: 10 }\nservices:\n${CAP}`, 'x');
     const svc = new ServiceRuntime(0, cfg.services[0]!, cfg.overflow);
     const scripts: string[] = [];
-    const w = new KernelScheduleWriter({ log: silent, config: () => cfg, script: (l, keys, els, slots) => scheduleUpdateScript(cfg, l, keys, els, slots), rewrite: (layout, targets, chains) => scheduleRewriteScript(cfg, layout, targets, chains), write: (s) => (scripts.push(s), Promise.resolve()) });
+    const w = writerOf(cfg, (s) => (scripts.push(s), Promise.resolve()));
     w.installed(configuredSchedule(cfg));
     const tick = async (): Promise<void> => {
       w.update([svc]);
@@ -208,20 +214,14 @@ describe('kernel schedule writer', () => {
     const svc = new ServiceRuntime(0, cfg.services[0]!, []);
     const scripts: string[] = [];
     const pending: ((ok: boolean) => void)[] = [];
-    const w = new KernelScheduleWriter({
-      log: silent,
-      config: () => cfg,
-      script: (l, keys, els, slots) => scheduleUpdateScript(cfg, l, keys, els, slots),
-      rewrite: (layout, targets, chains) => scheduleRewriteScript(cfg, layout, targets, chains),
-      write: (s) => {
-        scripts.push(s);
-        return new Promise<void>((resolve, reject) => {
-          pending.push((ok) => {
-            if (ok) resolve();
-            else reject(new Error('nft: No such file or directory'));
-          });
+    const w = writerOf(cfg, (s) => {
+      scripts.push(s);
+      return new Promise<void>((resolve, reject) => {
+        pending.push((ok) => {
+          if (ok) resolve();
+          else reject(new Error('nft: No such file or directory'));
         });
-      },
+      });
     });
     const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
     w.installed(configuredSchedule(cfg));
@@ -255,7 +255,7 @@ describe('kernel schedule writer', () => {
     const svc = new ServiceRuntime(0, cfg.services[0]!, []);
     const scripts: string[] = [];
     let now = 0;
-    const w = new KernelScheduleWriter({ log: silent, config: () => cfg, now: () => now, script: (l, keys, els, slots) => scheduleUpdateScript(cfg, l, keys, els, slots), rewrite: (layout, targets, chains) => scheduleRewriteScript(cfg, layout, targets, chains), write: (s) => (scripts.push(s), Promise.resolve()) });
+    const w = writerOf(cfg, (s) => (scripts.push(s), Promise.resolve()), () => now);
     w.installed(configuredSchedule(cfg));
     const a = svc.servers[0]!;
     // [ms, a's decided, a's active, a in the schedule, a's headroom]
