@@ -29,4 +29,5 @@ void reuseport_register(napi_env env, napi_value exports);      /* reuseport.c *
 void udp_batch_register(napi_env env, napi_value exports);      /* udp_batch.c */
 void loop_turns_register(napi_env env, napi_value exports);     /* loop_turns.c */
 void nft_netlink_register(napi_env env, napi_value exports);   /* nft_netlink.c */
+void run_command_register(napi_env env, napi_value exports);   /* run_command.c */
 #endif

@@ -3,8 +3,7 @@
  * Idempotent both ways: install() twice leaves one jump per chain; remove()
  * on a namespace without our rules does nothing.
  */
-import { execFile } from 'node:child_process';
-import { CommandFailedError } from '../errors/errors.ts';
+import { runOffLoop } from './run-off-loop.ts';
 import { runCommand } from '../util/exec.ts';
 import { CHAINS, LEGACY_CHAINS, type OwnedChain, type RenderedRules } from './rules.ts';
 
@@ -118,16 +117,7 @@ export function saveTable(table: string, netns?: string, fam: IptFamily = 4): st
  */
 export function saveTableAsync(table: string, timeoutMs: number, netns?: string, fam: IptFamily = 4): Promise<string> {
   const args = [tool(fam, 'iptables-save'), '-t', table];
-  const argv = netns === undefined ? args : ['ip', 'netns', 'exec', netns, ...args];
-  const [cmd = 'iptables-save', ...rest] = argv;
-  return new Promise((resolve, reject) => {
-    execFile(cmd, rest, { encoding: 'utf8', timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 256 << 20 }, (err, stdout, stderr) => {
-      if (err) {
-        const why = err.killed ? `killed after ${String(timeoutMs)} ms` : stderr;
-        reject(new CommandFailedError(argv.join(' '), why, { cause: err }));
-      } else resolve(stdout);
-    });
-  });
+  return runOffLoop(netns === undefined ? args : ['ip', 'netns', 'exec', netns, ...args], { timeoutMs, maxMiB: 256 });
 }
 
 /** Removes our jumps and chains (and those of earlier versions); leaves everything else. The nft table: ruleset.ts removeRules. */

@@ -72,7 +72,8 @@
  *   nat_out       (output, before any other nat rule) the DNAT by mark and
  *                 the conntrack mark copy of nat_pre, and its fallback.
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
+import { runOffLoop } from './run-off-loop.ts';
 import { CommandFailedError } from '../errors/errors.ts';
 import { runCommand } from '../util/exec.ts';
 import { familyOf, type FrontConfig } from './config.ts';
@@ -908,15 +909,7 @@ function execFileSyncBig(cmd: string, args: readonly string[]): string {
   }
 }
 
+/** nft off the event loop (run-off-loop.ts: no fork on the loop's thread, whatever the daemon's RSS). */
 function nftAsync(args: readonly string[], timeoutMs: number, netns: string | undefined, input?: string): Promise<string> {
-  const [cmd = 'nft', ...rest] = argvIn(netns, ['nft', ...args]);
-  return new Promise((resolve, reject) => {
-    const child = execFile(cmd, rest, { encoding: 'utf8', timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 512 << 20 }, (err, stdout, stderr) => {
-      if (err) {
-        const why = err.killed ? `killed after ${String(timeoutMs)} ms` : stderr;
-        reject(new CommandFailedError(`${cmd} ${rest.join(' ')}`, why, { cause: err }));
-      } else resolve(stdout);
-    });
-    if (input !== undefined) child.stdin?.end(input);
-  });
+  return runOffLoop(argvIn(netns, ['nft', ...args]), { timeoutMs, ...(input !== undefined ? { input } : {}) });
 }

@@ -5,6 +5,16 @@ import { EV_META_WORDS, EV_STATS_WORDS } from '../conntrack/layout.ts';
 import { LOG_META_WORDS, LOG_STATS_WORDS } from '../nflog/layout.ts';
 import { META_WORDS, STATS_WORDS } from './layout.ts';
 
+/** What runCommand resolves: status -1 when a signal (its number in `signal`) ended the child. */
+export interface NativeCommandResult {
+  readonly status: number;
+  readonly signal: number;
+  readonly stdout: Buffer;
+  readonly stderr: Buffer;
+  readonly timedOut: boolean;
+  readonly truncated: boolean;
+}
+
 /** The raw binding exported by native/src/nfq.c (and nflog.c, ctevents.c, sd_notify.c; the netlink bindings run on nl_reader.c). Only queue.ts, src/nflog/log.ts, src/conntrack/events.ts and src/systemd/ call it. */
 export interface NativeNfq {
   open(
@@ -85,6 +95,8 @@ export interface NativeNfq {
    */
   nftCountersAsync(family: 2 | 10, table: string): Promise<[string, number, number][]>;
   nftGenerationAsync(): Promise<number>;
+  /** A child process run on the threadpool (native/src/run_command.c; src/front/run-off-loop.ts); rejects with ERR_SLUICE_SPAWN. */
+  runCommand(argv: readonly string[], input: Buffer | null, timeoutMs: number, maxMiB: number): Promise<NativeCommandResult>;
   nftSetCountersAsync(family: 2 | 10, table: string, set: string, keyLength: number): Promise<[Buffer, number, number][]>;
   /** One datagram to $NOTIFY_SOCKET (native/src/sd_notify.c); throws ERR_SD_NOTIFY. */
   notify(socketPath: string, message: string): void;

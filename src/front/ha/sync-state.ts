@@ -21,7 +21,7 @@
  * timeout, unreadable output) makes the state 'unknown' with the reason;
  * it never throws into the daemon.
  */
-import { execFile } from 'node:child_process';
+import { runOffLoop } from '../run-off-loop.ts';
 import { CommandFailedError } from '../../errors/errors.ts';
 
 export const SYNC_READ_MS = 5000;
@@ -94,15 +94,16 @@ export function parseSyncStats(text: string): SyncFigures | string {
 /** Runs a command; resolves with stdout, rejects with an Error whose message names the command and why (injected in tests). */
 export type RunCommand = (file: string, args: readonly string[], timeoutMs: number) => Promise<string>;
 
-export const runCommand: RunCommand = (file, args, timeoutMs) =>
-  new Promise((resolve, reject) => {
-    execFile(file, [...args], { timeout: timeoutMs, encoding: 'utf8', maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
-      if (err) {
-        const why = err.killed ? `no answer within ${String(timeoutMs)} ms` : (stderr.trim().split('\n').pop() ?? '') || err.message;
-        reject(new CommandFailedError(`${file} ${args.join(' ')}`, why));
-      } else resolve(stdout);
-    });
-  });
+/** Off the event loop (run-off-loop.ts), like the rule check's children: conntrackd -s runs every few seconds on a pair's nodes. */
+export const runCommand: RunCommand = async (file, args, timeoutMs) => {
+  try {
+    return await runOffLoop([file, ...args], { timeoutMs, maxMiB: 1 });
+  } catch (err) {
+    const e = err as CommandFailedError;
+    const why = /^killed after /.test(e.stderr) ? `no answer within ${String(timeoutMs)} ms` : (e.stderr.trim().split('\n').pop() ?? '') || e.message;
+    throw new CommandFailedError(`${file} ${args.join(' ')}`, why, { cause: err });
+  }
+};
 
 export class SyncStateReader {
   #state: SyncState;
