@@ -100,6 +100,8 @@ async function main(): Promise<void> {
     writeFileSync(hashsizePath, saved.hashsize);
   });
   process.on('SIGINT', () => process.exit(130));
+  // timeout(1) and a CI runner stop with SIGTERM: the namespaces and sysctls go too.
+  process.on('SIGTERM', () => process.exit(143));
   // Room for the flows, wrk's and the servers' (the servers' namespaces count against the same global limit).
   writeFileSync('/proc/sys/net/netfilter/nf_conntrack_max', String(Math.max(Number(saved.max), FLOWS * 2 + 200_000)));
   writeFileSync(hashsizePath, String(Math.max(Number(saved.hashsize), 1 << Math.ceil(Math.log2(FLOWS)))));
@@ -165,7 +167,11 @@ async function main(): Promise<void> {
   const daemon = spawn('ip', ['netns', 'exec', fr, join(ROOT, 'bin/sluice'), 'front', '--config', cfgFile], { stdio: ['ignore', 'ignore', 'pipe'] });
   children.push(daemon);
   let ready: (v: unknown) => void = () => undefined;
-  const readyP = new Promise((r) => (ready = r));
+  let failed: (e: Error) => void = () => undefined;
+  const readyP = new Promise((r, j) => {
+    ready = r;
+    failed = j;
+  });
   const logLines: string[] = [];
   createInterface({ input: daemon.stderr }).on('line', (l) => {
     if (l.includes('front node ready')) ready(l);
@@ -173,6 +179,8 @@ async function main(): Promise<void> {
   });
   daemon.once('exit', (code) => {
     if (code !== null) console.error(`sluice front exited ${String(code)}`);
+    // Before ready nothing else would end the run (it waited for its outer timeout, which left the namespaces).
+    failed(new Error(`sluice front exited (${String(code)}) before it was ready: ${logLines.join('\n')}`));
   });
   await readyP;
   const startSeconds = (performance.now() - ts) / 1000;
