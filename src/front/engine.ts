@@ -302,20 +302,39 @@ export class FrontEngine implements ShapingHost, Forwarder {
     if (srv !== undefined && srv.load >= srv.capacity) this.scheduleDirty = true;
   }
 
-  /** A server's reset (info parsed, not to a VIP): its client's record -> recycle list. False if from no server of ours. */
+  /**
+   * A server's reset (info parsed, not to a VIP): its client's record ->
+   * recycle list. False if from no server of ours. The reset names the
+   * server and the client port, not the VIP: a server of several services
+   * (two VIPs or ports over the same servers) is looked up in each, and
+   * the record finished is the one of the service whose record of that
+   * client port names this very server. (Finishing the first service's
+   * record instead left the right one active until its flow's destroy
+   * event: a client port reused meanwhile was taken for a retransmit and
+   * sent back to the server that had refused it, a taken-out server too.)
+   * Two live connections of one client port to one server port cannot
+   * coexist (one 4-tuple at the server), so at most one record matches.
+   */
   #serverReset(now: number): boolean {
     const info = this.#info;
     const services = this.#services;
     const v4 = info.family === 4;
+    let ours = false;
+    let key = -2; // -2: not looked up yet
     for (let s = 0; s < services.length; s++) {
       const svc = services[s];
-      if (svc === undefined || (v4 ? svc.serverAt(info.src, info.srcPort) : svc.family === 6 ? svc.serverAt6(info.src6, info.srcPort) : -1) < 0) continue;
+      const b = svc === undefined ? -1 : v4 ? svc.serverAt(info.src, info.srcPort) : svc.family === 6 ? svc.serverAt6(info.src6, info.srcPort) : -1;
+      if (b < 0) continue;
+      ours = true;
       // An IPv6 client no record uses has no key (findKey6: -1): nothing to finish.
-      const key = v4 ? connectionKey(info.dst, info.dstPort) : this.#table.findKey6(info.dst6, info.dstPort);
-      if (key >= 0 && this.#table.finish(s, key, now)) this.counters.serverResets++;
-      return true;
+      if (key === -2) key = v4 ? connectionKey(info.dst, info.dstPort) : this.#table.findKey6(info.dst6, info.dstPort);
+      if (key < 0) break;
+      if (this.#table.lookup(s, key) === b && this.#table.finish(s, key, now)) {
+        this.counters.serverResets++;
+        break;
+      }
     }
-    return false;
+    return ours;
   }
 
   /**

@@ -2,12 +2,13 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
-import { ConnectionTable } from '../../src/front/connections.ts';
+import { ConnectionTable, connectionKey } from '../../src/front/connections.ts';
 import { FrontEngine } from '../../src/front/engine.ts';
 import { overflowMark, serverMark } from '../../src/front/marks.ts';
 import { ServiceRuntime } from '../../src/front/service.ts';
 import { Verdict } from '../../src/nfqueue/layout.ts';
 import { ParseStatus, TcpFlag } from '../../src/packet/ipv4.ts';
+import { parseIPv4Address } from '../../src/packet/address.ts';
 import { tcp, udp } from '../helpers/packets.ts';
 
 function engine(yaml: string, max = 1000) {
@@ -120,6 +121,37 @@ describe('front engine', () => {
     const stranger = tcp({ src: '198.18.201.99', dst: '198.18.11.2' }, { srcPort: 80, dstPort: 40001, flags: TcpFlag.Rst });
     e.teardown(stranger, 0, stranger.length, 1);
     assert.equal(e.counters.unexpected, 1);
+  });
+
+  it('a server of two services: its reset finishes the record of the service whose connection it ended, not the first one', () => {
+    // Two VIPs over the same servers (front-health's tcp and http services): the RST names the server and the client port only.
+    const two = `${base('byrequests', [10, 10])}
+  - name: www2
+    vip: 198.19.1.2
+    port: 80
+    method: byrequests
+    servers:
+      - { name: s0, address: 198.18.201.11, capacity: 10 }
+      - { name: s1, address: 198.18.201.12, capacity: 10 }
+`;
+    const { e, table } = engine(two);
+    const syn2 = (port: number) => tcp({ src: '198.18.11.2', dst: '198.19.1.2' }, { srcPort: port, dstPort: 80, flags: TcpFlag.Syn });
+    // Client port 40000 has a live connection in www (to s0) and a new one in www2 (to s1, which refuses it).
+    assert.equal(decide(e, syn(40000)).v, Verdict.Accept);
+    decide(e, syn2(39999)); // www2's byrequests turn goes to s0, the next to s1
+    assert.equal(decide(e, syn2(40000)).v, Verdict.Accept);
+    const k = connectionKey(parseIPv4Address('198.18.11.2')!, 40000);
+    assert.equal(table.lookup(0, k), 0);
+    assert.equal(table.lookup(1, k), 1);
+    const rst = tcp({ src: '198.18.201.12', dst: '198.18.11.2' }, { srcPort: 80, dstPort: 40000, flags: TcpFlag.Rst });
+    e.teardown(rst, 0, rst.length, 1);
+    assert.equal(e.counters.serverResets, 1);
+    assert.equal(table.isActive(1, k), false, "www2's refused connection is finished");
+    assert.equal(table.isActive(0, k), true, "www's live connection to s0 is left alone");
+    // The client port reused in www2: a new decision, not a retransmit to the server that refused it.
+    const again = decide(e, syn2(40000));
+    assert.equal(again.v, Verdict.Accept);
+    assert.equal(e.counters.synRetransmits, 0);
   });
 
   it('non-SYN without a record is dropped and counted; with one it resumes', () => {
