@@ -93,6 +93,8 @@ let child: ChildProcess | undefined;
 let startup: Record<string, number> = {};
 /** Resolves with the ms from ready to the writer's "fallback map filled" line (a large table's deferred fill). */
 let filled: Promise<number> = Promise.resolve(0);
+/** Resolves with the ms from ready to the schedule writer's "kernel schedule filled" line (--syn-path kernel: a large schedule's deferred fill). */
+let scheduleFilled: Promise<number> = Promise.resolve(0);
 /** Starts the daemon on `cfg`; resolves with the ms from spawn to its "front node ready" line. */
 async function start(cfg: string): Promise<number> {
   writeFileSync(cfgFile, cfg);
@@ -101,11 +103,15 @@ async function start(cfg: string): Promise<number> {
   child = ch;
   const lines = createInterface({ input: ch.stderr });
   let readyAt = 0;
-  filled = new Promise<number>((resolve) => {
-    lines.on('line', (l) => {
-      if (l.includes('fallback map filled')) resolve(performance.now() - readyAt);
+  // ms from ready to a line (0 if it came first).
+  const after = (text: string): Promise<number> =>
+    new Promise<number>((resolve) => {
+      lines.on('line', (l) => {
+        if (l.includes(text)) resolve(readyAt === 0 ? 0 : performance.now() - readyAt);
+      });
     });
-  });
+  filled = after('fallback map filled');
+  scheduleFilled = after('kernel schedule filled');
   return new Promise<number>((resolve, reject) => {
     const t = setTimeout(() => {
       reject(new Error('sluice front did not start within 60 s'));
@@ -184,6 +190,8 @@ interface Sample {
   startupMs: Record<string, number>;
   /** From ready until the fallback map's deferred fill was written (0: filled by the install itself). */
   fallbackFillMs: number;
+  /** From ready until the kernel schedule's deferred fill was written (0: none, or filled by the install). */
+  scheduleFillMs: number;
 }
 const samples: Sample[] = [];
 for (let r = 1; r <= rounds; r++) {
@@ -194,6 +202,12 @@ for (let r = 1; r <= rounds; r++) {
     const fallbackFillMs = mode === 'many' ? await Promise.race([filled, new Promise<number>((_, rej) => {
             setTimeout(() => {
               rej(new Error('the fallback map was not filled within 60 s'));
+            }, 60_000).unref();
+          })]) : 0;
+    // Likewise the kernel schedule's slots (nft.ts SCHEDULE_INLINE_MAX; SYNs are queued until then).
+    const scheduleFillMs = mode === 'many' && synPath === 'kernel' ? await Promise.race([scheduleFilled, new Promise<number>((_, rej) => {
+            setTimeout(() => {
+              rej(new Error('the kernel schedule was not filled within 60 s'));
             }, 60_000).unref();
           })]) : 0;
     const boot = startup;
@@ -209,9 +223,9 @@ for (let r = 1; r <= rounds; r++) {
     const reloadMs = performance.now() - tr;
     if (reply.ok !== true) throw new Error(`reload refused: ${JSON.stringify(reply)}`);
     const rss = rssMiB(pid);
-    samples.push({ mode, round: r, startMs, rps: res.rps, errors: res.errors, daemonCpuShare: cpuShare, reloadMs, rssMiB: rss, startupMs: boot, fallbackFillMs });
+    samples.push({ mode, round: r, startMs, rps: res.rps, errors: res.errors, daemonCpuShare: cpuShare, reloadMs, rssMiB: rss, startupMs: boot, fallbackFillMs, scheduleFillMs });
     const install = (boot['installed'] ?? NaN) - (boot['renderBegin'] ?? NaN);
-    console.error(`round ${String(r)} ${mode.padEnd(4)} start ${startMs.toFixed(0)} ms (${JSON.stringify(boot)}; render+install ${install.toFixed(0)} ms; fallback filled ${fallbackFillMs.toFixed(0)} ms after ready), ${res.rps.toFixed(0)} new conn/s (errors ${String(res.errors)}), daemon ${(cpuShare * 100).toFixed(1)}% CPU, reload ${reloadMs.toFixed(0)} ms, RSS ${rss.toFixed(0)} MiB`);
+    console.error(`round ${String(r)} ${mode.padEnd(4)} start ${startMs.toFixed(0)} ms (${JSON.stringify(boot)}; render+install ${install.toFixed(0)} ms; fallback filled ${fallbackFillMs.toFixed(0)} ms after ready; schedule filled ${scheduleFillMs.toFixed(0)} ms after ready), ${res.rps.toFixed(0)} new conn/s (errors ${String(res.errors)}), daemon ${(cpuShare * 100).toFixed(1)}% CPU, reload ${reloadMs.toFixed(0)} ms, RSS ${rss.toFixed(0)} MiB`);
     await stop();
     sleepSync(1500); // TIME_WAIT (1 s here) drains between modes
   }
@@ -243,6 +257,9 @@ const summary = {
   /** Ready until the deferred fallback fill was written. */
   fallbackFillMsMany: med(samples.filter((s) => s.mode === 'many').map((s) => s.fallbackFillMs)),
   fallbackFillMsManyMax: Math.max(...samples.filter((s) => s.mode === 'many').map((s) => s.fallbackFillMs)),
+  /** Ready until the deferred kernel-schedule fill was written (--syn-path kernel). */
+  scheduleFillMsMany: med(samples.filter((s) => s.mode === 'many').map((s) => s.scheduleFillMs)),
+  scheduleFillMsManyMax: Math.max(...samples.filter((s) => s.mode === 'many').map((s) => s.scheduleFillMs)),
 };
 console.error(`raw rule install (scripts/bench/front-rules-install.ts --services ${String(nServices)} --servers ${String(nServers)}):`);
 const rawInstall = execFileSync(process.execPath, [join(ROOT, 'scripts/bench/front-rules-install.ts'), '--services', String(nServices), '--servers', String(nServers), '--prefix', `${prefix}r`], { encoding: 'utf8' }).trim();
@@ -252,7 +269,7 @@ console.log(`\nsluice front with ${String(nServices)} VIPs x ${String(nServers)}
 console.log(`new conn/s   one ${summary.rpsOne.toFixed(0)}, many ${summary.rpsMany.toFixed(0)}; many/one median of per-round ratios ${summary.ratioMedian.toFixed(3)} (rounds ${ratios.map((x) => x.toFixed(2)).join(' ')})  target >= 0.95`);
 console.log(`start        one ${summary.startMsOne.toFixed(0)} ms, many ${summary.startMsMany.toFixed(0)} ms (spawn to ready: Node start-up + rule install)  install target < 2 s`);
 console.log(`reload       one ${summary.reloadMsOne.toFixed(0)} ms, many ${summary.reloadMsMany.toFixed(0)} ms (max ${summary.reloadMsManyMax.toFixed(0)}; admin request until the new rules are installed)  target < 2 s`);
-console.log(`install      one ${summary.installMsOne.toFixed(0)} ms, many ${summary.installMsMany.toFixed(0)} ms (max ${summary.installMsManyMax.toFixed(0)}; the daemon's render + nft + iptables at start); fallback map filled ${summary.fallbackFillMsMany.toFixed(0)} ms after ready (max ${summary.fallbackFillMsManyMax.toFixed(0)})`);
+console.log(`install      one ${summary.installMsOne.toFixed(0)} ms, many ${summary.installMsMany.toFixed(0)} ms (max ${summary.installMsManyMax.toFixed(0)}; the daemon's render + nft + iptables at start); fallback map filled ${summary.fallbackFillMsMany.toFixed(0)} ms after ready (max ${summary.fallbackFillMsManyMax.toFixed(0)})${synPath === 'kernel' ? `; kernel schedule filled ${summary.scheduleFillMsMany.toFixed(0)} ms after ready (max ${summary.scheduleFillMsManyMax.toFixed(0)})` : ''}`);
 console.log(`RSS          one ${summary.rssMiBOne.toFixed(0)} MiB, many ${summary.rssMiBMany.toFixed(0)} MiB`);
 mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
 const resultFile = `bench/results/front-vips${synPath === 'kernel' ? '-kernel' : ''}.json`;

@@ -297,6 +297,8 @@ export class FrontDaemon implements FrontMetricsSource {
         this.#installed = rules;
         // The fallback map: filled by a whole install only when small; the writer brings it to the running spread.
         this.fallback.afterInstall(!elements, rules.nft.v6 === undefined ? rules.nft.fallbackHeld : new Map([...rules.nft.fallbackHeld, ...rules.nft.v6.fallbackHeld]));
+        // A large schedule, too: a whole install left its slots to the writer (SYNs queue until they are written).
+        if (!elements && !rules.nft.scheduleInline) this.schedule.installedEmpty();
         return elements;
       },
       save: (table) => (table === 'nft' ? listNft() : table === 'nft6' ? listNft(undefined, 'ip6') : saveTable(iptablesOf(table) ?? table, undefined, table.endsWith('6') ? 6 : 4)),

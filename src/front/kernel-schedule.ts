@@ -421,6 +421,8 @@ export class KernelScheduleWriter {
   #writes = 0;
   #writeFailures = 0;
   #failedAt = -Infinity;
+  /** When a whole install left the slots to this writer (installedEmpty), until they are written. */
+  #fillingSince: number | undefined;
 
   constructor(deps: KernelScheduleDeps) {
     this.#deps = deps;
@@ -448,6 +450,7 @@ export class KernelScheduleWriter {
     this.#want = [...targets];
     for (const st of this.#states) if (st !== undefined) st.prevLen = -1;
     this.#installs++;
+    this.#fillingSince = undefined;
     // A write in flight may commit before this install or after it (see the
     // class comment): then what the kernel holds is unknown, and a whole
     // rewrite follows that write. Without one the kernel holds `targets`.
@@ -456,6 +459,19 @@ export class KernelScheduleWriter {
       for (const i of this.#flightChains) this.#staleChains.add(i);
     }
     this.#dirty = this.#writing || this.#unknown;
+  }
+
+  /**
+   * The whole install just made declared map `schedule` empty (nft.ts
+   * SCHEDULE_INLINE_MAX): the kernel holds every service's chain for its
+   * slot count and no slot. Written now, off the event loop; until then the
+   * lookups miss and the daemon decides those SYNs from the queue.
+   */
+  installedEmpty(): void {
+    this.#have = this.#have.map((t) => (t === undefined ? undefined : new Int32Array(t.length).fill(-1)));
+    this.#fillingSince = this.#now();
+    this.#dirty = true;
+    this.#kick();
   }
 
   /** What a full install renders now: the latest state asked for. */
@@ -572,6 +588,10 @@ export class KernelScheduleWriter {
       this.#staleChains.clear();
       lines.push(this.#deps.rewrite(this.#layout, next, new Set(chains)));
     }
+    // Every chain rewrite before every slot: nft evaluates a rule naming
+    // the map against the elements already in its view of the transaction
+    // (~12 ms per rule at 100k slots; design doc).
+    const slotLines: string[] = [];
     for (const l of whole ? [] : this.#layout) {
       const want = this.#want[l.index];
       const have = this.#have[l.index];
@@ -580,11 +600,19 @@ export class KernelScheduleWriter {
       if (have !== undefined) for (let k = 0; k < have.length; k++) if ((have[k] ?? -1) >= 0) oldKeys.push(l.offset + k);
       // Another slot count: the chain's rule changes with it (a new cycle from its first slot).
       const slots = want !== undefined && want.length !== have?.length ? want.length : undefined;
-      lines.push(this.#deps.script(l, oldKeys, slotElements(l, want), slots));
-      if (slots !== undefined) chains.push(l.index);
+      if (slots !== undefined) {
+        lines.push(this.#deps.script(l, [], [], slots));
+        chains.push(l.index);
+      }
+      slotLines.push(this.#deps.script(l, oldKeys, slotElements(l, want)));
       next[l.index] = want;
     }
-    if (lines.length === 0) return;
+    lines.push(...slotLines);
+    if (lines.join('') === '') {
+      // Nothing for the kernel to change (e.g. a service with no slot either way).
+      if (!whole) this.#have = next;
+      return;
+    }
     this.#writing = true;
     this.#unknown = false;
     this.#flightChains = chains;
@@ -596,6 +624,10 @@ export class KernelScheduleWriter {
       this.#writes++;
       if (whole) this.#rewrites++;
       if (whole) this.#deps.log.info({ services: this.#layout.length }, 'kernel schedule rewritten whole (a write had raced with an install)');
+      if (this.#fillingSince !== undefined && installs === this.#installs) {
+        this.#deps.log.info({ elements: this.status().elements, ms: Math.round(this.#now() - this.#fillingSince) }, 'kernel schedule filled (the table was installed without its slots)');
+        this.#fillingSince = undefined;
+      }
       if (this.#failing) this.#deps.log.info('kernel schedule written again');
       this.#failing = false;
     } catch (err) {

@@ -11,6 +11,7 @@
  * the servers' side of the truth, not from timing.
  */
 import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
@@ -142,5 +143,39 @@ services:
     const r2 = await burst(12);
     assert.equal(r2.failures, 0);
     await until(async () => ((await status())['counters']?.['kernelDecided'] ?? 0) >= (s0['counters']?.['kernelDecided'] ?? 0) + 12, 'the restarted daemon records the kernel\'s decisions', 5000);
+  });
+
+  it('a schedule too large to install inline (64 more services: 16,390 slots) is filled by the writer after the install; then the kernel walks it exactly', async () => {
+    await front?.stop();
+    const base = readFileSync(file, 'utf8');
+    // capacity services of 256 slots each over the same servers; their VIPs get no traffic.
+    const more = Array.from({ length: 64 }, (_, i) => `  - name: m${String(i)}
+    vip: 198.19.2.${String(i + 1)}
+    port: 80
+    synproxy: false
+    synPath: kernel
+    servers:
+      - { name: a, address: 198.18.201.11, capacity: 1000 }
+      - { name: b, address: 198.18.201.12, capacity: 1000 }
+`).join('');
+    writeFileSync(file, base + more);
+    try {
+      front = await start();
+      const filled = await front.waitFor('kernel schedule filled (the table was installed without its slots)', 30_000);
+      assert.equal(filled['elements'], 6 + 64 * 256);
+      const listed = await nsRunAsync(ns, 'nft', ['list', 'map', 'ip', 'sluice', 'schedule']);
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.equal((listed.stdout.match(/ : 0x/g) ?? []).length, 6 + 64 * 256, 'every slot in the kernel');
+      const s0 = await status();
+      const r = await burst(12);
+      assert.equal(r.failures, 0);
+      // The install put www's chain in with a new counter: its cycle from the first slot.
+      assert.deepEqual(r.sequence, vector({ s1a: 3, s1b: 2, s1c: 1 }, 12));
+      await until(async () => ((await status())['counters']?.['kernelDecided'] ?? 0) - (s0['counters']?.['kernelDecided'] ?? 0) >= 12, 'the 12 SYNs are recorded', 5000);
+      const s1 = await status();
+      assert.equal((s1['counters']?.['packets'] ?? 0) - (s0['counters']?.['packets'] ?? 0), 0, 'no SYN was queued');
+    } finally {
+      writeFileSync(file, base);
+    }
   });
 });

@@ -9,7 +9,7 @@ import { frontConfigSchema } from '../../src/front/config.ts';
 import { KernelScheduleWriter, MAX_CYCLE, SCHEDULE_SLOTS, configuredSchedule, fillSmooth, isKernelService, materialChange, scheduleElements, scheduleLayout, serviceSchedule, slotsOf } from '../../src/front/kernel-schedule.ts';
 import { ByRequests } from '../../src/front/select/byrequests.ts';
 import { ServiceRuntime } from '../../src/front/service.ts';
-import { elementDiffScript, heldSchedule, renderNft, configuredSpread, scheduleRewriteScript, scheduleUpdateScript } from '../../src/front/nft.ts';
+import { SCHEDULE_INLINE_MAX, elementDiffScript, heldSchedule, renderNft, configuredSpread, scheduleRewriteScript, scheduleUpdateScript } from '../../src/front/nft.ts';
 import type { Logger } from '../../src/log/logger.ts';
 
 const silent = { info: () => undefined, warn: () => undefined, debug: () => undefined, error: () => undefined } as unknown as Logger;
@@ -355,5 +355,57 @@ describe('kernel schedule for IPv6 services: the ip6 table holds their map eleme
     const [l4, l6] = scheduleLayout(cfg);
     assert.match(scheduleUpdateScript(cfg, l6!, [1024], ['1024 : 0x51001001'], 4), /^flush chain ip6 sluice k_1\n(add rule ip6 sluice k_1 .*\n){2}delete element ip6 sluice schedule \{ 1024 \}\nadd element ip6 sluice schedule \{ 1024 : 0x51001001 \}\n$/);
     assert.match(scheduleUpdateScript(cfg, l4!, [], ['0 : 0x51000001']), /^add element ip sluice schedule \{ 0 : 0x51000001 \}\n$/);
+  });
+});
+
+describe('kernel schedule: a large schedule is filled after the install, chains always before slots', () => {
+  // capacity services of 256 slots each: 65 of them are 16,640 slots, over SCHEDULE_INLINE_MAX.
+  const many = (n: number): string =>
+    Array.from({ length: n }, (_, i) => CAP.replace('name: web', `name: w${String(i)}`).replace('198.19.1.1', `198.19.${String(1 + (i >> 8))}.${String(1 + (i & 255))}`)).join('');
+
+  it('above SCHEDULE_INLINE_MAX slots the whole script declares the map empty (chains in place); the rendering still holds every slot', () => {
+    const big = config(many(65));
+    const n = renderNft(big, configuredSpread(big));
+    assert.equal(n.elements['schedule'], 65 * SCHEDULE_SLOTS);
+    assert.ok(65 * SCHEDULE_SLOTS > SCHEDULE_INLINE_MAX);
+    assert.equal(n.scheduleInline, false);
+    assert.equal(n.sets['schedule']?.length, 65 * SCHEDULE_SLOTS, 'a diff install compares with the full schedule');
+    assert.ok(!n.script.includes('add element ip sluice schedule'), 'no slot in the whole script');
+    assert.ok(n.script.includes('chain k_64 {') && n.script.includes('numgen inc mod 256 offset 65536 map @schedule'), 'every chain in it');
+    const small = config(many(64));
+    const m = renderNft(small, configuredSpread(small));
+    assert.equal(m.scheduleInline, true);
+    assert.ok(m.script.includes('add element ip sluice schedule { 0 : 0x51000001,'));
+  });
+
+  it('installedEmpty: the writer writes every slot at once, adds only (the chains are the install\'s), then holds the schedule', async () => {
+    const cfg = config(many(3));
+    const scripts: string[] = [];
+    const w = writerOf(cfg, (s) => (scripts.push(s), Promise.resolve()));
+    const targets = configuredSchedule(cfg);
+    w.installed(targets);
+    w.installedEmpty();
+    await new Promise((r) => setImmediate(r));
+    assert.equal(scripts.length, 1);
+    const lines = (scripts[0] ?? '').split('\n').filter((l) => l !== '');
+    assert.equal(lines.length, 3);
+    assert.ok(lines.every((l) => l.startsWith('add element ip sluice schedule {')), lines.join('\n'));
+    assert.deepEqual(scheduleElements(scheduleLayout(cfg), w.held() ?? []), scheduleElements(scheduleLayout(cfg), targets));
+  });
+
+  it('a write that changes slot counts rewrites every chain before any slot; so does a whole rewrite', async () => {
+    const cfg = config(BYREQ([1, 1, 1]) + BYREQ([1, 1, 1]).replace('198.19.1.1', '198.19.1.2').replace('name: web', 'name: b'));
+    const svcs = cfg.services.map((s, i) => new ServiceRuntime(i, s, []));
+    const scripts: string[] = [];
+    const w = writerOf(cfg, (s) => (scripts.push(s), Promise.resolve()));
+    w.installed(configuredSchedule(cfg));
+    for (const s of svcs) s.servers[0]!.usable = false; // both cycles shrink from 3 slots to 2
+    w.update(svcs);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(scripts.length, 1);
+    const kinds = (script: string): string => script.split('\n').filter((l) => l !== '').map((l) => (l.includes('chain') || l.includes('add rule') ? 'c' : 'e')).join('');
+    assert.match(kinds(scripts[0] ?? ''), /^c{6}e{4}$/, scripts[0]);
+    const whole = scheduleRewriteScript(cfg, scheduleLayout(cfg), configuredSchedule(cfg), new Set([0, 1]));
+    assert.match(kinds(whole), /^c{6}e{2}$/, whole);
   });
 });
