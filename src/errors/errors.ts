@@ -175,6 +175,22 @@ export class CommandFailedError extends SluiceError {
   }
 }
 
+/**
+ * An external command did not finish within its time limit and was killed
+ * (run-off-loop.ts): a hung tool, or a machine too loaded for the limit,
+ * not a refusal; callers that reword the failure tell the two apart by class.
+ */
+export class CommandTimeoutError extends SluiceError {
+  readonly code = 'ERR_SLUICE_COMMAND_TIMEOUT';
+  readonly command: string;
+  readonly timeoutMs: number;
+  constructor(command: string, timeoutMs: number, options?: ErrorOptions) {
+    super(`command timed out: ${command}: killed after ${String(timeoutMs)} ms`, options);
+    this.command = command;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
 /** Something did not become ready in time (a process, a file, a listener). */
 export class ReadinessTimeoutError extends SluiceError {
   readonly code = 'ERR_SLUICE_NOT_READY';

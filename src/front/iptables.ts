@@ -4,7 +4,7 @@
  * on a namespace without our rules does nothing.
  */
 import { runOffLoop } from './run-off-loop.ts';
-import { runCommand } from '../util/exec.ts';
+import { argvIn, runCommand } from '../util/exec.ts';
 import { CHAINS, LEGACY_CHAINS, type OwnedChain, type RenderedRules } from './rules.ts';
 
 /**
@@ -36,7 +36,7 @@ function tool(fam: IptFamily, name: 'iptables' | 'iptables-save' | 'iptables-res
  * its own and passes none).
  */
 function ipt(netns: string | undefined, args: readonly string[], input?: string): string {
-  const argv = netns === undefined ? args : ['ip', 'netns', 'exec', netns, ...args];
+  const argv = argvIn(netns, args);
   return runCommand(argv[0] ?? 'iptables', argv.slice(1), input);
 }
 
@@ -117,7 +117,7 @@ export function saveTable(table: string, netns?: string, fam: IptFamily = 4): st
  */
 export function saveTableAsync(table: string, timeoutMs: number, netns?: string, fam: IptFamily = 4): Promise<string> {
   const args = [tool(fam, 'iptables-save'), '-t', table];
-  return runOffLoop(netns === undefined ? args : ['ip', 'netns', 'exec', netns, ...args], { timeoutMs, maxMiB: 256 });
+  return runOffLoop(argvIn(netns, args), { timeoutMs, maxMiB: 256 });
 }
 
 /** Removes our jumps and chains (and those of earlier versions); leaves everything else. The nft table: ruleset.ts removeRules. */

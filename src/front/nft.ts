@@ -75,7 +75,7 @@
 import { execFileSync } from 'node:child_process';
 import { runOffLoop } from './run-off-loop.ts';
 import { CommandFailedError } from '../errors/errors.ts';
-import { runCommand } from '../util/exec.ts';
+import { argvIn, runCommand } from '../util/exec.ts';
 import { familyOf, type FrontConfig } from './config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from './marks.ts';
 import { TEARDOWN_LOG } from './rules.ts';
@@ -851,10 +851,6 @@ function fallbackScriptOf(fam: NftFamily, els: readonly string[]): string {
   // Chunks keep each line of the script short for nft's parser.
   for (let i = 0; i < els.length; i += 4096) lines.push(`add element ${fam} ${NFT_TABLE} fallback { ${els.slice(i, i + 4096).join(', ')} }`);
   return lines.join('\n') + '\n';
-}
-
-function argvIn(netns: string | undefined, args: readonly string[]): string[] {
-  return netns === undefined ? [...args] : ['ip', 'netns', 'exec', netns, ...args];
 }
 
 /** Loads `script` with `nft -f -` (synchronously: start, reload and repair install synchronously). */

@@ -13,10 +13,11 @@
  * the loop goes on deciding SYNs while it runs.
  *
  * Same contract as the execFile forms it replaces: stdout as text, or
- * CommandFailedError (a non-zero exit with its stderr, a kill after
- * `timeoutMs`, output over `maxMiB`, or a program that cannot be started).
+ * CommandFailedError (a non-zero exit with its stderr, output over
+ * `maxMiB`, or a program that cannot be started); a kill after `timeoutMs`
+ * is a CommandTimeoutError.
  */
-import { CommandFailedError } from '../errors/errors.ts';
+import { CommandFailedError, CommandTimeoutError } from '../errors/errors.ts';
 import { loadNative } from '../nfqueue/native.ts';
 
 export interface RunOptions {
@@ -37,7 +38,7 @@ export async function runOffLoop(argv: readonly string[], opts: RunOptions): Pro
   } catch (err) {
     throw new CommandFailedError(command, (err as Error).message, { cause: err });
   }
-  if (r.timedOut) throw new CommandFailedError(command, `killed after ${String(opts.timeoutMs)} ms`);
+  if (r.timedOut) throw new CommandTimeoutError(command, opts.timeoutMs);
   if (r.truncated) throw new CommandFailedError(command, `killed: output over ${String(opts.maxMiB ?? 512)} MiB`);
   if (r.status !== 0) throw new CommandFailedError(command, r.signal !== 0 ? `killed by signal ${String(r.signal)}` : r.stderr.toString('utf8') || `exit status ${String(r.status)}`);
   return r.stdout.toString('utf8');

@@ -1,6 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { CommandFailedError } from '../errors/errors.ts';
 
+/** `argv` run inside network namespace `netns` when given (tests and the testbed run daemons in namespaces; a daemon itself passes none). */
+export function argvIn(netns: string | undefined, argv: readonly string[]): string[] {
+  return netns === undefined ? [...argv] : ['ip', 'netns', 'exec', netns, ...argv];
+}
+
 /**
  * Runs a command synchronously and returns its stdout; a non-zero exit
  * becomes CommandFailedError carrying stderr. Synchronous on purpose: rule

@@ -26,6 +26,7 @@ import { ZoneDataError, ZoneIncludeError, ZoneRangeError, ZoneSyntaxError, ZoneT
 import {
   BatchHandlerError,
   CommandFailedError,
+  CommandTimeoutError,
   ConntrackEventsPermissionError,
   ConntrackEventsSocketError,
   ConntrackEventsUnsupportedError,
@@ -88,6 +89,7 @@ const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [ConntrackEventsSocketError, 'ERR_SLUICE_CTEVENTS_SOCKET', ['m']],
   [BatchHandlerError, 'ERR_SLUICE_BATCH_HANDLER', ['m']],
   [CommandFailedError, 'ERR_SLUICE_COMMAND_FAILED', ['ip link', 'stderr']],
+  [CommandTimeoutError, 'ERR_SLUICE_COMMAND_TIMEOUT', ['nft list table ip sluice', 200]],
   [ReadinessTimeoutError, 'ERR_SLUICE_NOT_READY', ['m']],
   [StateFileError, 'ERR_SLUICE_STATE_FILE', ['/f', 'm']],
   [ConfigError, 'ERR_SLUICE_CONFIG', ['f.yaml', [{ path: 'a', message: 'b' }]]],

@@ -7,14 +7,14 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CommandFailedError } from '../../src/errors/errors.ts';
+import { CommandFailedError, CommandTimeoutError } from '../../src/errors/errors.ts';
 import { runOffLoop } from '../../src/front/run-off-loop.ts';
 
-async function failure(p: Promise<unknown>): Promise<CommandFailedError> {
+async function failure<E extends Error>(p: Promise<unknown>, cls: new (...args: never[]) => E): Promise<E> {
   try {
     await p;
   } catch (err) {
-    assert.ok(err instanceof CommandFailedError, String(err));
+    assert.ok(err instanceof cls, String(err));
     return err;
   }
   assert.fail('resolved');
@@ -40,13 +40,19 @@ describe('runOffLoop', () => {
     { name: 'a non-zero exit: its stderr', argv: ['sh', '-c', 'echo "no such table" >&2; exit 3'], opts: { timeoutMs: 10_000 }, message: /^command failed: sh -c .*: no such table$/ },
     { name: 'a non-zero exit without stderr: its status', argv: ['sh', '-c', 'exit 4'], opts: { timeoutMs: 10_000 }, message: /: exit status 4$/ },
     { name: 'a program that does not exist', argv: ['/nonexistent/sluice-no-such-program'], opts: { timeoutMs: 10_000 }, message: /cannot run \/nonexistent\/sluice-no-such-program/, spawnErrno: 'ENOENT' },
-    { name: 'the timeout: killed', argv: ['sleep', '30'], opts: { timeoutMs: 200 }, message: /: killed after 200 ms$/ },
     { name: 'output over the bound: killed', argv: ['head', '-c', '3000000', '/dev/zero'], opts: { timeoutMs: 10_000, maxMiB: 1 }, message: /: killed: output over 1 MiB$/ },
     { name: 'a signal ends the child: its number', argv: ['sh', '-c', 'kill -TERM $$; sleep 5'], opts: { timeoutMs: 10_000 }, message: /: killed by signal 15$/ },
   ];
+  it('the timeout: killed, and a CommandTimeoutError (a hung tool is not a refusal)', async () => {
+    const err = await failure(runOffLoop(['sleep', '30'], { timeoutMs: 200 }), CommandTimeoutError);
+    assert.equal(err.code, 'ERR_SLUICE_COMMAND_TIMEOUT');
+    assert.equal(err.timeoutMs, 200);
+    assert.match(err.message, /^command timed out: sleep 30: killed after 200 ms$/);
+  });
+
   for (const f of failures) {
     it(`fails with CommandFailedError: ${f.name}`, async () => {
-      const err = await failure(runOffLoop(f.argv, f.opts));
+      const err = await failure(runOffLoop(f.argv, f.opts), CommandFailedError);
       assert.match(err.message, f.message);
       if (f.spawnErrno !== undefined) {
         const cause = err.cause as { code?: string; errno?: number };
@@ -58,7 +64,7 @@ describe('runOffLoop', () => {
 
   it('SIGPIPE is at its default in the child (Node ignores it, and an ignored signal survives exec)', async () => {
     // With SIGPIPE ignored, `yes` would see EPIPE and print "Broken pipe" on stderr.
-    const err = await failure(runOffLoop(['sh', '-c', 'yes | head -n 1; yes | head -n 1 >/dev/null; exit 7'], { timeoutMs: 10_000 }));
+    const err = await failure(runOffLoop(['sh', '-c', 'yes | head -n 1; yes | head -n 1 >/dev/null; exit 7'], { timeoutMs: 10_000 }), CommandFailedError);
     assert.match(err.message, /: exit status 7$/, 'nothing on stderr');
   });
 

@@ -22,7 +22,7 @@
  * it never throws into the daemon.
  */
 import { runOffLoop } from '../run-off-loop.ts';
-import { CommandFailedError } from '../../errors/errors.ts';
+import { CommandFailedError, CommandTimeoutError } from '../../errors/errors.ts';
 
 export const SYNC_READ_MS = 5000;
 export const SYNC_TIMEOUT_MS = 3000;
@@ -99,8 +99,7 @@ export const runCommand: RunCommand = async (file, args, timeoutMs) => {
   try {
     return await runOffLoop([file, ...args], { timeoutMs, maxMiB: 1 });
   } catch (err) {
-    const e = err as CommandFailedError;
-    const why = /^killed after /.test(e.stderr) ? `no answer within ${String(timeoutMs)} ms` : (e.stderr.trim().split('\n').pop() ?? '') || e.message;
+    const why = err instanceof CommandTimeoutError ? `no answer within ${String(timeoutMs)} ms` : err instanceof CommandFailedError ? (err.stderr.trim().split('\n').pop() ?? '') || err.message : (err as Error).message;
     throw new CommandFailedError(`${file} ${args.join(' ')}`, why, { cause: err });
   }
 };
