@@ -32,6 +32,7 @@ import { type Decision, type Forwarder, clientNumber, destinationMark, forwardRe
 import { MARK_TAG, MARK_TAG_MASK, OVERFLOW_TARGET_BASE, SERVICE_SHIFT } from './marks.ts';
 import { OVERFLOW_BASE } from './service.ts';
 import type { ServiceRuntime } from './service.ts';
+import { ServerIndex } from './server-index.ts';
 import { ServiceIndex } from './service-index.ts';
 import { clampToCopy, parseIP } from '../packet/ip.ts';
 import { IpProtocol, PacketInfo, ParseStatus, TcpFlag, parseIPv4, parseStatusName } from '../packet/ipv4.ts';
@@ -86,6 +87,8 @@ export class FrontEngine implements ShapingHost, Forwarder {
   #services: readonly ServiceRuntime[];
   /** (VIP, port, protocol) -> service index: a lookup that does not grow with the number of services. */
   #index: ServiceIndex;
+  /** Every service's servers by address and port (a server's RST copy: #serverReset). */
+  #servers: ServerIndex;
   readonly #table: ConnectionTable;
   readonly #info = new PacketInfo();
   #shaper: Shaper | undefined;
@@ -101,6 +104,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
   constructor(services: readonly ServiceRuntime[], table: ConnectionTable, shaper?: Shaper) {
     this.#services = services;
     this.#index = new ServiceIndex(services);
+    this.#servers = new ServerIndex(services);
     this.#table = table;
     this.setShaper(shaper);
   }
@@ -181,6 +185,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
   /** Swaps in reloaded services (same indexes for the same names: see daemon). */
   setServices(services: readonly ServiceRuntime[]): void {
     this.#index = new ServiceIndex(services);
+    this.#servers = new ServerIndex(services);
     this.#services = services;
   }
 
@@ -306,7 +311,7 @@ export class FrontEngine implements ShapingHost, Forwarder {
    * A server's reset (info parsed, not to a VIP): its client's record ->
    * recycle list. False if from no server of ours. The reset names the
    * server and the client port, not the VIP: a server of several services
-   * (two VIPs or ports over the same servers) is looked up in each, and
+   * (two VIPs or ports over the same servers) is found in each (ServerIndex), and
    * the record finished is the one of the service whose record of that
    * client port names this very server. (Finishing the first service's
    * record instead left the right one active until its flow's destroy
@@ -317,24 +322,22 @@ export class FrontEngine implements ShapingHost, Forwarder {
    */
   #serverReset(now: number): boolean {
     const info = this.#info;
-    const services = this.#services;
     const v4 = info.family === 4;
-    let ours = false;
-    let key = -2; // -2: not looked up yet
-    for (let s = 0; s < services.length; s++) {
-      const svc = services[s];
-      const b = svc === undefined ? -1 : v4 ? svc.serverAt(info.src, info.srcPort) : svc.family === 6 ? svc.serverAt6(info.src6, info.srcPort) : -1;
-      if (b < 0) continue;
-      ours = true;
-      // An IPv6 client no record uses has no key (findKey6: -1): nothing to finish.
-      if (key === -2) key = v4 ? connectionKey(info.dst, info.dstPort) : this.#table.findKey6(info.dst6, info.dstPort);
-      if (key < 0) break;
-      if (this.#table.lookup(s, key) === b && this.#table.finish(s, key, now)) {
+    const idx = this.#servers;
+    // Every service that has this server (ServerIndex: O(1) however many services and servers).
+    let pair = v4 ? idx.first4(info.src, info.srcPort) : idx.first6(info.src6, info.srcPort);
+    if (pair < 0) return false;
+    // An IPv6 client no record uses has no key (findKey6: -1): nothing to finish.
+    const key = v4 ? connectionKey(info.dst, info.dstPort) : this.#table.findKey6(info.dst6, info.dstPort);
+    if (key < 0) return true;
+    for (; pair >= 0; pair = idx.next(pair)) {
+      const s = idx.service(pair);
+      if (this.#table.lookup(s, key) === idx.server(pair) && this.#table.finish(s, key, now)) {
         this.counters.serverResets++;
         break;
       }
     }
-    return ours;
+    return true;
   }
 
   /**
