@@ -108,6 +108,19 @@ if (values.inner) {
     execFileSync('ip', ['netns', 'exec', ns, 'sh', '-c', args.join(' ') + ' >/dev/null 2>&1']);
   };
   execFileSync('ip', ['netns', 'add', ns]);
+  let gone = false;
+  const cleanup = (): void => {
+    if (gone) return;
+    gone = true;
+    execFileSync('ip', ['netns', 'del', ns]);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  // timeout(1) and Ctrl-C skip `finally`: the namespace goes anyway.
+  for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const)
+    process.on(sig, () => {
+      cleanup();
+      process.exit(code);
+    });
   try {
     const spread = Number(values['spread-seconds']);
     const ins: string[] = [];
@@ -129,7 +142,6 @@ if (values.inner) {
     console.log(JSON.stringify({ flows: FLOWS, mode: spread > 0 ? `timeouts over ${String(spread)} s` : 'flush', destroySeconds: Math.round(destroySeconds * 1000) / 1000, ...report }));
     child.kill();
   } finally {
-    execFileSync('ip', ['netns', 'del', ns]);
-    rmSync(dir, { recursive: true, force: true });
+    cleanup();
   }
 }

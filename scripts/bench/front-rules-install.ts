@@ -44,6 +44,18 @@ t = process.hrtime.bigint();
 const rules = renderRuleset(cfg, configuredSpread(cfg));
 console.log(`render ${ms(t)}: ${(rules.nft.script.length / 1e6).toFixed(1)} MB of nft script; elements ${JSON.stringify(rules.nft.elements)}`);
 run('ip', ['netns', 'add', ns]);
+let gone = false;
+const cleanup = (): void => {
+  if (gone) return;
+  gone = true;
+  run('ip', ['netns', 'del', ns]);
+};
+// timeout(1) and Ctrl-C skip `finally`: the namespace goes anyway.
+for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const)
+  process.on(sig, () => {
+    cleanup();
+    process.exit(code);
+  });
 try {
   t = process.hrtime.bigint();
   installRuleset(rules, ns);
@@ -78,5 +90,5 @@ try {
   console.log(`read-back (nft list table, with the fallback map) ${ms(t)}: ${(list.length / 1e6).toFixed(1)} MB`);
   removeRules(ns);
 } finally {
-  run('ip', ['netns', 'del', ns]);
+  cleanup();
 }
