@@ -32,7 +32,7 @@
  * The kernel's conntrack limits are global: nf_conntrack_max and the hash
  * size are raised for the run and put back at exit.
  *
- *   node scripts/bench/front-flows.ts [--flows 1000000] [--end-from 45] [--end-over 30]
+ *   node scripts/bench/front-flows.ts [--flows 1000000] [--end-from 45] [--end-over 30] [--cpu-prof DIR]
  * Wrap it in `flock /tmp/sluice-netns.lock` on shared machines. Prints a
  * table, writes bench/results/front-flows.json.
  */
@@ -57,6 +57,8 @@ const { values } = parseArgs({
     'end-from': { type: 'string', default: '45' },
     'end-over': { type: 'string', default: '30' },
     observer: { type: 'boolean', default: false },
+    // A V8 CPU profile of the daemon (100 µs sampling) written to this directory when the run ends: scripts/bench/prof-turns.ts finds its longest turns.
+    'cpu-prof': { type: 'string' },
   },
 });
 const FLOWS = Number(values.flows);
@@ -164,7 +166,9 @@ async function main(): Promise<void> {
     }),
   );
   const ts = performance.now();
-  const daemon = spawn('ip', ['netns', 'exec', fr, join(ROOT, 'bin/sluice'), 'front', '--config', cfgFile], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const profDir = values['cpu-prof'];
+  const env = profDir === undefined ? process.env : { ...process.env, NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} --cpu-prof --cpu-prof-interval 100 --cpu-prof-dir=${profDir}`.trim() };
+  const daemon = spawn('ip', ['netns', 'exec', fr, join(ROOT, 'bin/sluice'), 'front', '--config', cfgFile], { stdio: ['ignore', 'ignore', 'pipe'], env });
   children.push(daemon);
   let ready: (v: unknown) => void = () => undefined;
   let failed: (e: Error) => void = () => undefined;
@@ -311,5 +315,13 @@ async function main(): Promise<void> {
     JSON.stringify({ benchmark: 'front-flows', date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { flows: FLOWS, endFrom: END_FROM, endOver: END_OVER, wrk: '-t2 -c32 Connection: close' }, summary, seconds }, null, 2) + '\n',
   );
   console.log('results: bench/results/front-flows.json');
+  if (profDir !== undefined) {
+    // The profile is written at a normal exit only (the exit handler's SIGKILL would lose it): stop it with SIGTERM and wait.
+    daemon.removeAllListeners('exit');
+    const exited = new Promise((r) => daemon.once('exit', r));
+    process.kill(pid, 'SIGTERM');
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 60_000))]);
+    console.log(`CPU profile in ${profDir} (scripts/bench/prof-turns.ts)`);
+  }
   process.exit(0);
 }
