@@ -23,6 +23,7 @@ import { InvalidArgumentError, SluiceError } from '../errors/errors.ts';
 import { LimitedLog } from '../log/limited.ts';
 import type { Logger } from '../log/logger.ts';
 import { parseHttpListen } from './config.ts';
+import { renderMetrics } from '../metrics/collect.ts';
 
 /** The ops HTTP server could not bind its configured http.listen address. */
 export class HttpListenError extends SluiceError {
@@ -66,7 +67,7 @@ export class OpsServer {
     this.#log = opts.log;
     this.#limited = new LimitedLog(opts.log);
     this.#routes.set('/metrics', async (_req, res) => {
-      const text = await opts.registry.metrics();
+      const text = await renderMetrics(opts.registry);
       res.writeHead(200, { 'content-type': opts.registry.contentType, 'cache-control': 'no-store' });
       res.end(text);
     });

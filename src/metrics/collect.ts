@@ -31,6 +31,30 @@ export function newRegistry(loopPrecisionMs = 10): Registry {
   return r;
 }
 
+/**
+ * The registry's exposition text, as `registry.metrics()` renders it, one
+ * metric per event-loop turn. prom-client renders every metric in one
+ * turn (each collect() and its formatting chained by promises): on the
+ * front node, ~140 metrics took 2-7 ms of one turn per scrape (a CPU
+ * profile of scripts/bench/front-flows.ts: the daemon's longest turns
+ * while a million flows ended were all scrapes), and SYNs waited behind
+ * it. Between two metrics the loop polls, so a scrape costs a SYN at most
+ * one metric's collect. Each metric is still one consistent read; two
+ * metrics may be read a few turns apart, as two scrapes of any exporter
+ * are. The Prometheus text format only (the registry's type: the daemons
+ * do not use OpenMetrics).
+ */
+export async function renderMetrics(registry: Registry): Promise<string> {
+  const parts: string[] = [];
+  for (const metric of registry.getMetricsAsArray()) {
+    // A metric removed meanwhile (between two turns) is left out, not an error.
+    if (registry.getSingleMetric(metric.name) === undefined) continue;
+    parts.push(await registry.getSingleMetricAsString(metric.name));
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  return `${parts.join('\n\n')}\n`;
+}
+
 /** A `_total` counter whose samples come from `read()` at each scrape. */
 export function counterFrom<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[], read: () => Iterable<Sample<L>>): Counter<L> {
   if (!name.endsWith('_total')) throw new InvalidArgumentError(`counter ${name} must end in _total`);

@@ -22,7 +22,7 @@ import { shedCounts } from '../../src/front/shed.ts';
 import { OVERFLOW_BASE } from '../../src/front/service.ts';
 import { registerAgentMetrics } from '../../src/agent/metrics.ts';
 import { Buckets } from '../../src/metrics/buckets.ts';
-import { counterFrom, gaugeFrom, newRegistry } from '../../src/metrics/collect.ts';
+import { counterFrom, gaugeFrom, newRegistry, renderMetrics } from '../../src/metrics/collect.ts';
 import { registerDnsMetrics } from '../../src/dns/metrics.ts';
 import { registerFrontMetrics, type FrontMetricsSource } from '../../src/front/metrics.ts';
 import { BucketHistogram } from '../../src/metrics/histogram.ts';
@@ -89,6 +89,27 @@ describe('metric helpers', () => {
     assert.ok(Math.abs(p.sum('sluice_t_rtt_seconds_sum', { cluster: 'c1' }) - 5.565) < 1e-9);
     assert.equal(a.invalid, 3);
     assert.throws(() => new Buckets([1, 1]), /increasing/);
+  });
+
+  it('renderMetrics: the same text as registry.metrics(), one metric per event-loop turn (other callbacks run between two metrics)', async () => {
+    const r = new Registry();
+    const order: string[] = [];
+    const src: Record<string, number> = { a: 1, b: 2 };
+    counterFrom(r, 'sluice_t_a_total', 'A.', ['kind'], () => (order.push('a'), Object.entries(src).map(([k, v]) => [{ kind: k }, v] as const)));
+    gaugeFrom(r, 'sluice_t_b', 'B.', [], () => (order.push('b'), [[{}, 7]] as const));
+    new BucketHistogram(r, 'sluice_t_c_seconds', 'C.', ['cluster'], () => (order.push('c'), [[{ cluster: 'c1' }, new Buckets([0.1, 1])]]));
+    const reference = await r.metrics();
+    order.length = 0;
+    setImmediate(() => order.push('tick'));
+    const text = await renderMetrics(r);
+    assert.equal(text, reference);
+    assert.deepEqual(order, ['a', 'tick', 'b', 'c'], 'a callback queued before the scrape runs after its first metric');
+    order.length = 0;
+    setImmediate(() => order.push('tick'));
+    await r.metrics();
+    assert.deepEqual(order, ['a', 'b', 'c'], 'prom-client renders every metric in one turn');
+    assert.equal(await renderMetrics(new Registry()), '\n', 'an empty registry renders as prom-client does');
+    assert.equal(await new Registry().metrics(), '\n');
   });
 
   it('a new registry carries the default process metrics', async () => {
