@@ -280,7 +280,7 @@ async function main(): Promise<void> {
     insertSeconds: Math.round(insertSeconds * 10) / 10,
     startSeconds: Math.round(startSeconds * 10) / 10,
     adopted,
-    wrk: { rps: Math.round(res.rps), errors: res.errors, seconds: wrkSeconds },
+    wrk: { rps: Math.round(res.rps), errors: res.errors, errorKinds: res.errorKinds, seconds: wrkSeconds },
     decidedPerSecondWhileEnding: { min: Math.min(...ending.map((x) => x.decided)), median: ending.map((x) => x.decided).sort((a, b) => a - b)[Math.floor(ending.length / 2)] ?? 0 },
     loopStallMaxMs: Math.max(...seconds.map((x) => x.lagMaxMs)),
     loopStallMaxMsWhileEnding: Math.max(...ending.map((x) => x.lagMaxMs)),
@@ -303,7 +303,7 @@ async function main(): Promise<void> {
   };
   console.log(`\nsluice front, ${String(inserted)} tracked flows ending over ${String(END_OVER)} s while wrk opens new connections`);
   console.log(`start (adopting ${String(adopted)} records)  ${summary.startSeconds.toFixed(1)} s`);
-  console.log(`SYN decisions/s while the flows end    min ${String(summary.decidedPerSecondWhileEnding.min)}, median ${String(summary.decidedPerSecondWhileEnding.median)} (wrk ${String(summary.wrk.rps)} conn/s, ${String(res.errors)} errors)`);
+  console.log(`SYN decisions/s while the flows end    min ${String(summary.decidedPerSecondWhileEnding.min)}, median ${String(summary.decidedPerSecondWhileEnding.median)} (wrk ${String(summary.wrk.rps)} conn/s, ${String(res.errors)} errors${res.errors > 0 ? ` ${JSON.stringify(res.errorKinds)}` : ''})`);
   console.log(`longest event-loop stall               ${summary.loopStallMaxMs.toFixed(1)} ms; while the flows end ${summary.loopStallMaxMsWhileEnding.toFixed(1)} ms (worst per-second p99 ${summary.loopP99MsWhileEndingMax.toFixed(1)} ms), before any ended ${summary.loopStallMaxMsBeforeEnding.toFixed(1)} ms  target <= 10 ms (wall clock, waits for a CPU included)`);
   console.log(`longest loop turn in the daemon's CPU   while the flows end ${summary.loopTurnCpuMaxMsWhileEnding.toFixed(1)} ms, before any ended ${summary.loopTurnCpuMaxMsBeforeEnding.toFixed(1)} ms (its own stall: the thread's CPU time per turn)`);
   console.log(`RSS                                    max ${String(summary.rssMiBMax)} MiB`);

@@ -5,6 +5,8 @@ export interface WrkResult {
   readonly mbps: number;
   /** Socket errors (connect, read, write, timeout) plus non-2xx/3xx responses. */
   readonly errors: number;
+  /** The same by kind (zero when wrk printed none): which failure a run saw. */
+  readonly errorKinds: { readonly connect: number; readonly read: number; readonly write: number; readonly timeout: number; readonly non2xx: number };
 }
 
 export function parseWrk(out: string): WrkResult | undefined {
@@ -15,5 +17,7 @@ export function parseWrk(out: string): WrkResult | undefined {
   const errs = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
   const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
   const errors = (errs ? [1, 2, 3, 4].reduce((s, i) => s + Number(errs[i]), 0) : 0) + (non2xx ? Number(non2xx[1]) : 0);
-  return { rps: Number(rps[1]), mbps: Number(tr[1]) * scale, errors };
+  const kind = (i: number): number => (errs ? Number(errs[i]) : 0);
+  const errorKinds = { connect: kind(1), read: kind(2), write: kind(3), timeout: kind(4), non2xx: non2xx ? Number(non2xx[1]) : 0 };
+  return { rps: Number(rps[1]), mbps: Number(tr[1]) * scale, errors, errorKinds };
 }
