@@ -608,7 +608,7 @@ export class KernelScheduleWriter {
       next[l.index] = want;
     }
     lines.push(...slotLines);
-    if (lines.join('') === '') {
+    if (lines.every((l) => l === '')) {
       // Nothing for the kernel to change (e.g. a service with no slot either way).
       if (!whole) this.#have = next;
       return;
