@@ -28,7 +28,6 @@ import { SluiceError } from '../errors/errors.ts';
 export class ConntrackReadError extends SluiceError {
   readonly code = 'ERR_SLUICE_CONNTRACK_READ';
 }
-import { parseIPv4Address } from '../packet/address.ts';
 import { parseIPv6Address } from '../packet/address6.ts';
 
 export interface KernelFlow {
@@ -45,7 +44,7 @@ export interface KernelFlow {
   readonly replySrc: number;
   readonly replySrcPort: number;
   /** IPv6 flows only: client, dst and replySrc as four words each (packet/address6.ts). */
-  readonly v6?: { readonly client: Uint32Array; readonly dst: Uint32Array; readonly replySrc: Uint32Array };
+  readonly v6?: { readonly client: Uint32Array; readonly dst: Uint32Array; readonly replySrc: Uint32Array } | undefined;
 }
 
 /**
@@ -63,32 +62,217 @@ export const LIVE_STATES: ReadonlySet<string> = new Set(['SYN_SENT', 'SYN_RECV',
  */
 export const REBUILD_STATES: ReadonlySet<string> = new Set(['SYN_SENT', 'SYN_RECV', 'ESTABLISHED', 'UDP']);
 
+/** TCP states as conntrack prints them: the parser returns these very strings, so a line costs no string. */
+const TCP_STATES = ['NONE', 'SYN_SENT', 'SYN_RECV', 'ESTABLISHED', 'FIN_WAIT', 'CLOSE_WAIT', 'LAST_ACK', 'TIME_WAIT', 'CLOSE', 'SYN_SENT2'] as const;
+
+const C_NL = 10;
+const C_SPACE = 32;
+const C_TAB = 9;
+const C_EQ = 61;
+const C_DOT = 46;
+const C_0 = 48;
+
+function isSpace(c: number): boolean {
+  return c === C_SPACE || c === C_TAB || c === 13;
+}
+
+/** bytes[from, to) equals the ASCII `word`. */
+function bytesAre(b: Uint8Array, from: number, to: number, word: string): boolean {
+  if (to - from !== word.length) return false;
+  for (let i = 0; i < word.length; i++) if (b[from + i] !== word.charCodeAt(i)) return false;
+  return true;
+}
+
+/** A decimal port 0-65535 in bytes[from, to), or -1. */
+function portAt(b: Uint8Array, from: number, to: number): number {
+  if (to <= from || to - from > 5) return -1;
+  let v = 0;
+  for (let i = from; i < to; i++) {
+    const d = (b[i] ?? 0) - C_0;
+    if (d < 0 || d > 9) return -1;
+    v = v * 10 + d;
+  }
+  return v > 65535 ? -1 : v;
+}
+
+/** A dotted quad in bytes[from, to) as a u32 (the rules of parseIPv4Address: 1-3 digits, no leading zero, <= 255), or -1. */
+function ipv4At(b: Uint8Array, from: number, to: number): number {
+  let v = 0;
+  let octets = 0;
+  let i = from;
+  while (octets < 4) {
+    const start = i;
+    let o = 0;
+    while (i < to) {
+      const d = (b[i] ?? 0) - C_0;
+      if (d < 0 || d > 9) break;
+      o = o * 10 + d;
+      i++;
+    }
+    const digits = i - start;
+    if (digits === 0 || digits > 3 || o > 255 || (digits > 1 && b[start] === C_0)) return -1;
+    v = v * 256 + o;
+    octets++;
+    if (octets < 4) {
+      if (i >= to || b[i] !== C_DOT) return -1;
+      i++;
+    }
+  }
+  return i === to ? v : -1;
+}
+
+/**
+ * One flow of the table, parsed from bytes into a reused object. A table
+ * of a million flows is tens of millions of tokens: a parser that made a
+ * string or an object per token or line (split, slices, a record per line)
+ * left the garbage collector pauses of several milliseconds on the loop
+ * that decides SYNs while the resync read the table (measured: a 15 ms
+ * turn with 1M flows). This one allocates nothing for an IPv4 line (an
+ * IPv6 line's addresses go through their text form; a state the kernel
+ * may add later is sliced as text).
+ *
+ * Invariant: the object handed to a callback is valid only during that
+ * call; the next line overwrites it (copyFlow keeps one).
+ */
+class FlowScratch implements KernelFlow {
+  family: 4 | 6 = 4;
+  protocol: 'tcp' | 'udp' = 'tcp';
+  state = '';
+  client = 0;
+  clientPort = 0;
+  dst = 0;
+  dstPort = 0;
+  replySrc = 0;
+  replySrcPort = 0;
+  v6: { client: Uint32Array; dst: Uint32Array; replySrc: Uint32Array } | undefined = undefined;
+}
+
+/** The address and port values of a line, in order: src dst sport dport of the original tuple, then of the reply. */
+const KV_SRC = 0;
+const KV_DST = 1;
+const KV_SPORT = 2;
+const KV_DPORT = 3;
+
+/** Which key a `key=` token names (src, dst, sport, dport), or -1. */
+function kvKey(b: Uint8Array, from: number, eq: number): number {
+  const n = eq - from;
+  if (n === 3) {
+    if (bytesAre(b, from, eq, 'src')) return KV_SRC;
+    if (bytesAre(b, from, eq, 'dst')) return KV_DST;
+    return -1;
+  }
+  if (n === 5) {
+    if (bytesAre(b, from, eq, 'sport')) return KV_SPORT;
+    if (bytesAre(b, from, eq, 'dport')) return KV_DPORT;
+  }
+  return -1;
+}
+
+/**
+ * Parses the line bytes[from, to) into `out`: true for a tcp or udp flow of
+ * either family, false for anything else (icmp, a malformed line).
+ */
+function parseFlowBytes(b: Uint8Array, from: number, to: number, out: FlowScratch): boolean {
+  let field = 0;
+  let kv = 0; // key=value tokens taken (the first 8 of src/dst/sport/dport)
+  let firstKv = 6;
+  let family = 0;
+  let tcp = false;
+  // IPv6 address texts: their [from, to) byte ranges, parsed after the line.
+  let c6a = 0, c6b = 0, d6a = 0, d6b = 0, r6a = 0, r6b = 0;
+  let i = from;
+  while (i < to && kv < 8) {
+    while (i < to && isSpace(b[i] ?? 0)) i++;
+    if (i >= to) break;
+    const start = i;
+    let eq = -1;
+    while (i < to && !isSpace(b[i] ?? 0)) {
+      if (eq < 0 && b[i] === C_EQ) eq = i;
+      i++;
+    }
+    const end = i;
+    if (field === 0) {
+      if (bytesAre(b, start, end, 'ipv4')) family = 4;
+      else if (bytesAre(b, start, end, 'ipv6')) family = 6;
+      else return false;
+    } else if (field === 2) {
+      if (bytesAre(b, start, end, 'tcp')) tcp = true;
+      else if (bytesAre(b, start, end, 'udp')) firstKv = 5;
+      else return false;
+    } else if (field === 5 && tcp) {
+      let state: string | undefined;
+      for (const name of TCP_STATES) {
+        if (bytesAre(b, start, end, name)) {
+          state = name;
+          break;
+        }
+      }
+      out.state = state ?? Buffer.from(b.buffer, b.byteOffset + start, end - start).toString('latin1');
+    } else if (field >= firstKv && eq > start) {
+      const key = kvKey(b, start, eq);
+      // Which of the 8 values this is must follow the order src dst sport dport, twice.
+      if (key >= 0) {
+        if (key !== (kv & 3)) return false;
+        const vFrom = eq + 1;
+        if (key === KV_SPORT || key === KV_DPORT) {
+          const port = portAt(b, vFrom, end);
+          if (port < 0) return false;
+          if (kv === 2) out.clientPort = port;
+          else if (kv === 3) out.dstPort = port;
+          else if (kv === 6) out.replySrcPort = port;
+        } else if (family === 4) {
+          const a = ipv4At(b, vFrom, end);
+          if (a < 0) return false;
+          if (kv === 0) out.client = a;
+          else if (kv === 1) out.dst = a;
+          else if (kv === 4) out.replySrc = a;
+        } else if (kv === 0) {
+          c6a = vFrom;
+          c6b = end;
+        } else if (kv === 1) {
+          d6a = vFrom;
+          d6b = end;
+        } else if (kv === 4) {
+          r6a = vFrom;
+          r6b = end;
+        }
+        kv++;
+      }
+    }
+    field++;
+  }
+  if (kv < 8 || family === 0) return false;
+  out.protocol = tcp ? 'tcp' : 'udp';
+  if (!tcp) out.state = 'UDP';
+  if (family === 4) {
+    out.family = 4;
+    out.v6 = undefined;
+    return true;
+  }
+  const text = (a: number, z: number): string => Buffer.from(b.buffer, b.byteOffset + a, z - a).toString('latin1');
+  const client = parseIPv6Address(text(c6a, c6b));
+  const dst = parseIPv6Address(text(d6a, d6b));
+  const replySrc = parseIPv6Address(text(r6a, r6b));
+  if (client === undefined || dst === undefined || replySrc === undefined) return false;
+  out.family = 6;
+  out.client = 0;
+  out.dst = 0;
+  out.replySrc = 0;
+  out.v6 = { client, dst, replySrc };
+  return true;
+}
+
+/** A flow that outlives its callback (the scratch object does not). */
+function copyFlow(f: KernelFlow): KernelFlow {
+  const { family, protocol, state, client, clientPort, dst, dstPort, replySrc, replySrcPort, v6 } = f;
+  return v6 ? { family, protocol, state, client, clientPort, dst, dstPort, replySrc, replySrcPort, v6 } : { family, protocol, state, client, clientPort, dst, dstPort, replySrc, replySrcPort };
+}
+
+/** One line of the table as text (tests, tools): the streamed parser's result, copied. */
 export function parseConntrackLine(line: string): KernelFlow | undefined {
-  const f = line.split(/\s+/);
-  const protocol = f[2];
-  const family = f[0] === 'ipv4' ? 4 : f[0] === 'ipv6' ? 6 : 0;
-  if ((protocol !== 'tcp' && protocol !== 'udp') || family === 0) return undefined;
-  const state = protocol === 'tcp' ? (f[5] ?? '') : 'UDP';
-  const kv: string[] = [];
-  for (let i = protocol === 'tcp' ? 6 : 5; i < f.length && kv.length < 8; i++) {
-    const t = f[i] ?? '';
-    const eq = t.indexOf('=');
-    if (eq > 0 && /^(src|dst|sport|dport)$/.test(t.slice(0, eq))) kv.push(t.slice(eq + 1));
-  }
-  if (kv.length < 8) return undefined;
-  const [os, od, osp, odp, rs, , rsp] = kv;
-  if (family === 6) {
-    const client = parseIPv6Address(os ?? '');
-    const dst = parseIPv6Address(od ?? '');
-    const replySrc = parseIPv6Address(rs ?? '');
-    if (client === undefined || dst === undefined || replySrc === undefined) return undefined;
-    return { family, protocol, state, client: 0, clientPort: Number(osp), dst: 0, dstPort: Number(odp), replySrc: 0, replySrcPort: Number(rsp), v6: { client, dst, replySrc } };
-  }
-  const client = parseIPv4Address(os ?? '');
-  const dst = parseIPv4Address(od ?? '');
-  const replySrc = parseIPv4Address(rs ?? '');
-  if (client === undefined || dst === undefined || replySrc === undefined) return undefined;
-  return { family, protocol, state, client, clientPort: Number(osp), dst, dstPort: Number(odp), replySrc, replySrcPort: Number(rsp) };
+  const b = Buffer.from(line, 'latin1');
+  const out = new FlowScratch();
+  return parseFlowBytes(b, 0, b.length, out) ? copyFlow(out) : undefined;
 }
 
 /** How much of the flow table is read and parsed per event-loop turn: ~64 KiB is ~400 lines, well under a millisecond. */
@@ -101,29 +285,53 @@ export interface LineSink {
 }
 
 /**
- * Splits a byte stream into lines across chunks and hands each complete
- * line to `line`. A line cut by a chunk's end is kept (as bytes) until the
- * next chunk completes it.
+ * Splits a byte stream into lines across chunks and parses each complete
+ * line in place into one reused flow, handed to `flow`. A line cut by a
+ * chunk's end is copied into `#carry` until the next chunk completes it.
  */
-class LineSplitter implements LineSink {
-  #rest = '';
-  readonly #line: (text: string) => void;
-  constructor(line: (text: string) => void) {
-    this.#line = line;
+export class FlowLines implements LineSink {
+  #carry = Buffer.allocUnsafe(1024);
+  #carried = 0;
+  readonly #out = new FlowScratch();
+  readonly #flow: (f: KernelFlow) => void;
+  constructor(flow: (f: KernelFlow) => void) {
+    this.#flow = flow;
+  }
+  #line(b: Uint8Array, from: number, to: number): void {
+    if (parseFlowBytes(b, from, to, this.#out)) this.#flow(this.#out);
+  }
+  #keep(chunk: Uint8Array, from: number, to: number): void {
+    const need = this.#carried + (to - from);
+    if (need > this.#carry.length) {
+      const bigger = Buffer.allocUnsafe(Math.max(need, this.#carry.length * 2));
+      this.#carry.copy(bigger, 0, 0, this.#carried);
+      this.#carry = bigger;
+    }
+    this.#carry.set(chunk.subarray(from, to), this.#carried);
+    this.#carried = need;
   }
   push(chunk: Buffer, length: number): void {
-    // latin1: the table is ASCII; no multi-byte sequence can be cut.
-    const text = this.#rest + chunk.toString('latin1', 0, length);
     let from = 0;
-    for (let nl = text.indexOf('\n', from); nl >= 0; nl = text.indexOf('\n', from)) {
-      this.#line(text.slice(from, nl));
+    if (this.#carried > 0) {
+      const nl = chunk.indexOf(C_NL, 0);
+      if (nl < 0 || nl >= length) {
+        this.#keep(chunk, 0, length);
+        return;
+      }
+      this.#keep(chunk, 0, nl);
+      this.#line(this.#carry, 0, this.#carried);
+      this.#carried = 0;
       from = nl + 1;
     }
-    this.#rest = text.slice(from);
+    for (let nl = chunk.indexOf(C_NL, from); nl >= 0 && nl < length; nl = chunk.indexOf(C_NL, from)) {
+      this.#line(chunk, from, nl);
+      from = nl + 1;
+    }
+    if (from < length) this.#keep(chunk, from, length);
   }
   end(): void {
-    if (this.#rest.length > 0) this.#line(this.#rest);
-    this.#rest = '';
+    if (this.#carried > 0) this.#line(this.#carry, 0, this.#carried);
+    this.#carried = 0;
   }
 }
 
@@ -160,6 +368,10 @@ export type FlowLister = (sink: LineSink) => Promise<void>;
  * /proc/net/nf_conntrack, or `conntrack -L` where /proc is not readable
  * (CAP_NET_ADMIN without root). Returns the number of flows seen.
  *
+ * The flow handed to `onFlow` is one object reused for every line (no
+ * allocation per line, see FlowScratch): read it during the call, never
+ * keep it (readKernelFlows copies).
+ *
  * Throws ConntrackReadError when the table exists but cannot be read: an
  * empty answer would make reconcile free every record. The flows are those
  * of a moving table: one that starts or ends during the read may or may
@@ -167,12 +379,9 @@ export type FlowLister = (sink: LineSink) => Promise<void>;
  */
 export async function streamKernelFlows(onFlow: (f: KernelFlow) => void, path = '/proc/net/nf_conntrack', list: FlowLister = conntrackList): Promise<number> {
   let n = 0;
-  const splitter = new LineSplitter((line) => {
-    const fl = parseConntrackLine(line);
-    if (fl) {
-      n++;
-      onFlow(fl);
-    }
+  const splitter = new FlowLines((fl) => {
+    n++;
+    onFlow(fl);
   });
   let fh;
   try {
@@ -206,6 +415,6 @@ export async function streamKernelFlows(onFlow: (f: KernelFlow) => void, path = 
 /** The kernel's flows, collected (small tables and tests; the daemon streams them). */
 export async function readKernelFlows(path = '/proc/net/nf_conntrack', list?: FlowLister): Promise<KernelFlow[]> {
   const out: KernelFlow[] = [];
-  await streamKernelFlows((f) => out.push(f), path, list);
+  await streamKernelFlows((f) => out.push(copyFlow(f)), path, list);
   return out;
 }
