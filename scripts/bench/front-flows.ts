@@ -32,9 +32,17 @@
  * The kernel's conntrack limits are global: nf_conntrack_max and the hash
  * size are raised for the run and put back at exit.
  *
- *   node scripts/bench/front-flows.ts [--flows 1000000] [--end-from 45] [--end-over 30] [--cpu-prof DIR]
+ * With --load-cpus LIST the load generator, the servers, the observer and
+ * this process run on those CPUs only (taskset) and the daemon has the
+ * others to itself, as on a front node whose clients and servers are other
+ * machines; without it everything shares both cores, so the daemon's loop
+ * also waits for a core behind wrk and nginx (measured: its longest turns
+ * of its own CPU are a few ms while the wall-clock stall reads 8-12 ms).
+ *
+ *   node scripts/bench/front-flows.ts [--flows 1000000] [--end-from 45] [--end-over 30] [--load-cpus LIST] [--rt-priority N] [--cpu-prof DIR]
  * Wrap it in `flock /tmp/sluice-netns.lock` on shared machines. Prints a
- * table, writes bench/results/front-flows.json.
+ * table, writes bench/results/front-flows.json (front-flows-rt.json with
+ * --rt-priority, -load-cpus with --load-cpus).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -57,6 +65,15 @@ const { values } = parseArgs({
     'end-from': { type: 'string', default: '45' },
     'end-over': { type: 'string', default: '30' },
     observer: { type: 'boolean', default: false },
+    // Confines the load (wrk, the nginx servers, the event observer and
+    // this process) to these CPUs (taskset list, e.g. 0), leaving the rest
+    // to the daemon, as on a front node whose clients and servers are other
+    // machines. Default: everything shares every CPU.
+    'load-cpus': { type: 'string' },
+    // The daemon under SCHED_RR at this priority (chrt --reset-on-fork -r; the unit's
+    // realtime drop-in, deploy/systemd/sluice-front-realtime.conf). 0: the
+    // default policy.
+    'rt-priority': { type: 'string', default: '0' },
     // A V8 CPU profile of the daemon (100 µs sampling) written to this directory when the run ends: scripts/bench/prof-turns.ts finds its longest turns.
     'cpu-prof': { type: 'string' },
   },
@@ -64,6 +81,17 @@ const { values } = parseArgs({
 const FLOWS = Number(values.flows);
 const END_FROM = Number(values['end-from']);
 const END_OVER = Number(values['end-over']);
+const LOAD_CPUS = values['load-cpus'];
+if (LOAD_CPUS !== undefined && !/^\d+([-,]\d+)*$/.test(LOAD_CPUS)) throw new Error(`--load-cpus ${LOAD_CPUS}: a taskset CPU list such as 0 or 0-1`);
+/** argv prefixed to run on the load's CPUs (none without --load-cpus). */
+const onLoadCpus = (argv: string[]): string[] => (LOAD_CPUS === undefined ? argv : ['taskset', '-c', LOAD_CPUS, ...argv]);
+/** Moves every thread of `pid` to the load's CPUs. */
+function pinToLoad(pid: number): void {
+  if (LOAD_CPUS !== undefined) execFileSync('taskset', ['-a', '-p', '-c', LOAD_CPUS, String(pid)], { stdio: 'ignore' });
+}
+const RT_PRIORITY = Number(values['rt-priority']);
+if (!Number.isInteger(RT_PRIORITY) || RT_PRIORITY < 0 || RT_PRIORITY > 99) throw new Error(`--rt-priority ${values['rt-priority']}: 0 (the default policy) or a SCHED_RR priority 1-99`);
+const RESULTS = `front-flows${RT_PRIORITY > 0 ? '-rt' : ''}${LOAD_CPUS !== undefined ? '-load-cpus' : ''}.json`;
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const VIP = '198.19.1.1';
 const MARK_TAG = 0x51;
@@ -137,7 +165,11 @@ async function main(): Promise<void> {
   if (inserted < FLOWS * 0.99) throw new Error(`only ${String(inserted)} of ${String(FLOWS)} flows inserted`);
 
   // The observer first: it must be reading before the first flow ends.
-  const obs = spawn('ip', ['netns', 'exec', fr, process.execPath, '--no-warnings', fileURLToPath(import.meta.url), '--observer'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  if (LOAD_CPUS !== undefined) {
+    for (const srv of k.servers) for (const pid of execFileSync('ip', ['netns', 'pids', srv.name], { encoding: 'utf8' }).split(/\s+/).filter(Boolean)) pinToLoad(Number(pid));
+  }
+  const [obsCmd = '', ...obsArgs] = onLoadCpus(['ip', 'netns', 'exec', fr, process.execPath, '--no-warnings', fileURLToPath(import.meta.url), '--observer']);
+  const obs = spawn(obsCmd, obsArgs, { stdio: ['ignore', 'pipe', 'inherit'] });
   children.push(obs);
   const obsSamples: { t: number; n: number }[] = [{ t: 0, n: 0 }];
   let obsOverruns = 0;
@@ -168,7 +200,9 @@ async function main(): Promise<void> {
   const ts = performance.now();
   const profDir = values['cpu-prof'];
   const env = profDir === undefined ? process.env : { ...process.env, NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} --cpu-prof --cpu-prof-interval 100 --cpu-prof-dir=${profDir}`.trim() };
-  const daemon = spawn('ip', ['netns', 'exec', fr, join(ROOT, 'bin/sluice'), 'front', '--config', cfgFile], { stdio: ['ignore', 'ignore', 'pipe'], env });
+  const daemon = spawn('ip', ['netns', 'exec', fr, ...(RT_PRIORITY > 0 ? ['chrt', '--reset-on-fork', '-r', String(RT_PRIORITY)] : []), join(ROOT, 'bin/sluice'), 'front', '--config', cfgFile], { stdio: ['ignore', 'ignore', 'pipe'], env });
+  // This process after the daemon's start: a child inherits its parent's CPUs.
+  pinToLoad(process.pid);
   children.push(daemon);
   let ready: (v: unknown) => void = () => undefined;
   let failed: (e: Error) => void = () => undefined;
@@ -208,7 +242,8 @@ async function main(): Promise<void> {
   const endAt = t0 + (insertSeconds + END_FROM + END_OVER + 10) * 1000;
   const wrkSeconds = Math.max(10, Math.ceil((endAt - performance.now()) / 1000));
   const wrkP = new Promise<WrkResult>((resolve, reject) => {
-    const w = spawn('ip', ['netns', 'exec', c.name, 'wrk', '-t2', '-c32', `-d${String(wrkSeconds)}s`, '-H', 'Connection: close', `http://${VIP}/`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const [wCmd = '', ...wArgs] = onLoadCpus(['ip', 'netns', 'exec', c.name, 'wrk', '-t2', '-c32', `-d${String(wrkSeconds)}s`, '-H', 'Connection: close', `http://${VIP}/`]);
+    const w = spawn(wCmd, wArgs, { stdio: ['ignore', 'pipe', 'inherit'] });
     children.push(w);
     let out = '';
     w.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -311,10 +346,10 @@ async function main(): Promise<void> {
   console.log(`at the end: records ${String(summary.recordsAtEnd)}, inserted flows left in conntrack ${String(remaining)}`);
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
   writeFileSync(
-    join(ROOT, 'bench/results/front-flows.json'),
-    JSON.stringify({ benchmark: 'front-flows', date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { flows: FLOWS, endFrom: END_FROM, endOver: END_OVER, wrk: '-t2 -c32 Connection: close' }, summary, seconds }, null, 2) + '\n',
+    join(ROOT, `bench/results/${RESULTS}`),
+    JSON.stringify({ benchmark: 'front-flows', date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { flows: FLOWS, endFrom: END_FROM, endOver: END_OVER, wrk: '-t2 -c32 Connection: close', loadCpus: LOAD_CPUS ?? 'all (shared with the daemon)', daemonScheduling: RT_PRIORITY > 0 ? `SCHED_RR ${String(RT_PRIORITY)}` : 'default (SCHED_OTHER)' }, summary, seconds }, null, 2) + '\n',
   );
-  console.log('results: bench/results/front-flows.json');
+  console.log(`results: bench/results/${RESULTS}`);
   if (profDir !== undefined) {
     // The profile is written at a normal exit only (the exit handler's SIGKILL would lose it): stop it with SIGTERM and wait.
     daemon.removeAllListeners('exit');

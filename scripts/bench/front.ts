@@ -23,7 +23,7 @@
  *
  *   node scripts/bench/front.ts [--seconds 5] [--rounds 2] [--conns 64] [--threads 2]
  *                               [--only close|keepalive|bulk|flood|latency] [--burner]
- *                               [--modes dnat,haproxy,sluice[,sluice-kernel][,sluice-nice]] [--perf DIR (perf record -a -g per run)]
+ *                               [--modes dnat,haproxy,sluice[,sluice-kernel][,sluice-nice][,sluice-rt][,sluice-kernel-rt]] [--rt-priority 5] [--perf DIR (perf record -a -g per run)]
  *                               [--flood-procs 1] [--flood-synproxy false|auto|true] [--flood-syn-path queue|kernel] [--family 4|6]
  * Prints a table, writes bench/results/front.json (`--only close|keepalive|bulk`:
  * front-<workload>.json; `--burner` adds `-burner` to the file name).
@@ -98,6 +98,7 @@ const { values } = parseArgs({
     burner: { type: 'boolean', default: false },
     'flood-procs': { type: 'string', default: '1' },
     nice: { type: 'string', default: '-10' },
+    'rt-priority': { type: 'string', default: '5' },
     'flood-synproxy': { type: 'string', default: 'false' },
     // The flood service's SYN path: `kernel` decides the flood from the kernel schedule (records from log copies).
     'flood-syn-path': { type: 'string', default: 'queue' },
@@ -173,7 +174,7 @@ runIn(fr, 'sysctl', ['-q', '-w', 'net.netfilter.nf_conntrack_tcp_timeout_time_wa
 
 // ---- modes -------------------------------------------------------------
 interface Mode {
-  name: 'dnat' | 'haproxy' | 'sluice' | 'sluice-kernel' | 'sluice-nice';
+  name: 'dnat' | 'haproxy' | 'sluice' | 'sluice-kernel' | 'sluice-nice' | 'sluice-rt' | 'sluice-kernel-rt';
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -265,10 +266,14 @@ let frontChild: ChildProcess | undefined;
 // `sluice-nice` runs the queue path at `--nice` (default -10), to see how
 // the scheduler's treatment of the daemon moves the figures on a shared
 // machine.
-const sluiceMode = (name: Mode['name'], cfgFile: string, nice = 0): Mode => ({
+// `rt`: the daemon under SCHED_RR at --rt-priority (chrt --reset-on-fork -r; the unit's
+// CPUSchedulingPolicy=rr, deploy/systemd/sluice-front-realtime.conf):
+// `sluice-rt` and `sluice-kernel-rt`.
+const sluiceMode = (name: Mode['name'], cfgFile: string, nice = 0, rt = 0): Mode => ({
   name,
   async start() {
-    const child = spawn('ip', ['netns', 'exec', fr, ...(nice !== 0 ? ['nice', '-n', String(nice)] : []), join(ROOT, 'bin/sluice'), 'front', '--config', cfgFile], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const sched = rt > 0 ? ['chrt', '--reset-on-fork', '-r', String(rt)] : nice !== 0 ? ['nice', '-n', String(nice)] : [];
+    const child = spawn('ip', ['netns', 'exec', fr, ...sched, join(ROOT, 'bin/sluice'), 'front', '--config', cfgFile], { stdio: ['ignore', 'ignore', 'pipe'] });
     frontChild = child;
     const lines = createInterface({ input: child.stderr });
     await new Promise<void>((resolve, reject) => {
@@ -299,6 +304,8 @@ const sluiceMode = (name: Mode['name'], cfgFile: string, nice = 0): Mode => ({
 const sluice = sluiceMode('sluice', frontCfg);
 const sluiceKernel = sluiceMode('sluice-kernel', frontCfgKernel);
 const sluiceNice = sluiceMode('sluice-nice', frontCfg, Number(values.nice));
+const sluiceRt = sluiceMode('sluice-rt', frontCfg, 0, Number(values['rt-priority']));
+const sluiceKernelRt = sluiceMode('sluice-kernel-rt', frontCfgKernel, 0, Number(values['rt-priority']));
 
 // ---- workloads ---------------------------------------------------------
 function wrk(args: string[]): Promise<WrkResult> {
@@ -397,7 +404,7 @@ function daemonProbe(): () => DaemonCost {
   };
 }
 const samples: Sample[] = [];
-const modes = [dnat, haproxy, sluice, sluiceKernel, sluiceNice].filter((m) => values.modes.split(',').includes(m.name));
+const modes = [dnat, haproxy, sluice, sluiceKernel, sluiceNice, sluiceRt, sluiceKernelRt].filter((m) => values.modes.split(',').includes(m.name));
 /** `--perf DIR`: a system-wide `perf record -g` per run (where the CPU goes, mode against mode). */
 function perfStart(name: string): (() => Promise<void>) | undefined {
   if (values.perf === undefined) return undefined;
