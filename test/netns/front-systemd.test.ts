@@ -14,7 +14,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,6 +25,7 @@ import { useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
 
 const PID1 = fileURLToPath(new URL('../fixtures/systemd-pid1.sh', import.meta.url));
+const REALTIME_DROP_IN = fileURLToPath(new URL('../../deploy/systemd/sluice-front-realtime.conf', import.meta.url));
 /**
  * The downloads' rate until they are released (Download.release, after
  * the reload): 50 MiB would take ~21 s, several times what the restart
@@ -231,5 +232,36 @@ describe('sluice-front.service under systemd (PID 1 of a namespace): restart and
       await load.stop();
       for (const d of downloads) d.child.kill();
     }
+  });
+  it('deploy/systemd/sluice-front-realtime.conf as a drop-in: the main thread runs SCHED_RR 5 under the hardened unit, later threads and children do not, and it steers', async () => {
+    assert.ok(sd);
+    const dropIn = readFileSync(REALTIME_DROP_IN, 'utf8');
+    const w = sd.run(['sh', '-c', `mkdir -p ${stateDir}/units/sluice-front.service.d && cat > ${stateDir}/units/sluice-front.service.d/realtime.conf`], dropIn);
+    assert.equal(w.code, 0, w.stderr);
+    sd.systemctl('daemon-reload');
+    sd.systemctl('restart', 'sluice-front');
+    assert.equal(sd.prop('ActiveState'), 'active');
+    const pid = sd.mainPid();
+    // /proc/PID/task/TID/stat: field 40 rt_priority, 41 policy (2: SCHED_RR, 0: SCHED_OTHER).
+    const sched = (tid: string): [number, number] => {
+      const stat = readFileSync(`/proc/${String(pid)}/task/${tid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // fields from 3 on
+      return [Number(f[41 - 3]), Number(f[40 - 3])];
+    };
+    assert.deepEqual(sched(String(pid)), [2, 5], 'the event loop (main thread): SCHED_RR, priority 5');
+    const others = readdirSync(`/proc/${String(pid)}/task`).filter((tid) => tid !== String(pid));
+    assert.ok(others.length > 0);
+    for (const tid of others) assert.deepEqual(sched(tid), [0, 0], `thread ${tid} (created after the start): the normal policy (ResetOnFork)`);
+    // The processes it runs (nft, conntrack) get the normal policy too: the kernel's reset-on-fork flag on the process.
+    const attr = sd.run(['chrt', '-p', sd.prop('MainPID')]);
+    assert.equal(attr.code, 0, attr.stderr);
+    assert.match(attr.stdout, /SCHED_RR\|SCHED_RESET_ON_FORK/, attr.stdout);
+    // And it steers: fetches through the VIP answered by the servers.
+    const st = testbed();
+    const client = st.plan.clients[0]?.name ?? '';
+    await until(() => spawnSync('ip', ['netns', 'exec', client, 'curl', '-s', '-o', '/dev/null', '-m', '2', '-w', '%{http_code}', 'http://198.19.1.1/'], { encoding: 'utf8' }).stdout === '200', 'a fetch through the VIP is answered', 20_000, 250);
+    const codes = Array.from({ length: 10 }, () => spawnSync('ip', ['netns', 'exec', client, 'curl', '-s', '-o', '/dev/null', '-m', '2', '-w', '%{http_code}', 'http://198.19.1.1/'], { encoding: 'utf8' }).stdout);
+    assert.deepEqual(codes, codes.map(() => '200'));
+    assert.equal(sd.status().rules.repaired, 0);
   });
 });
