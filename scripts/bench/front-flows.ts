@@ -347,7 +347,7 @@ async function main(): Promise<void> {
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
   writeFileSync(
     join(ROOT, `bench/results/${RESULTS}`),
-    JSON.stringify({ benchmark: 'front-flows', date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { flows: FLOWS, endFrom: END_FROM, endOver: END_OVER, wrk: '-t2 -c32 Connection: close', loadCpus: LOAD_CPUS ?? 'all (shared with the daemon)', daemonScheduling: RT_PRIORITY > 0 ? `SCHED_RR ${String(RT_PRIORITY)}` : 'default (SCHED_OTHER)' }, summary, seconds }, null, 2) + '\n',
+    JSON.stringify({ benchmark: 'front-flows', date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { flows: FLOWS, endFrom: END_FROM, endOver: END_OVER, wrk: '-t2 -c32 Connection: close', loadCpus: LOAD_CPUS ?? 'all (shared with the daemon)', daemonScheduling: RT_PRIORITY > 0 ? `SCHED_RR ${String(RT_PRIORITY)}, reset-on-fork` : 'default (SCHED_OTHER)' }, summary, seconds }, null, 2) + '\n',
   );
   console.log(`results: bench/results/${RESULTS}`);
   if (profDir !== undefined) {
