@@ -28,6 +28,9 @@ import { NotifyListener } from '../helpers/notify.ts';
 import { nsRun, useTestbed } from '../helpers/testbed.ts';
 import { until } from '../helpers/wait.ts';
 
+/** The download's client port (a fixed one: its flow is told from the others in conntrack). */
+const DOWNLOAD_PORT = 45321;
+
 /** A uid/gid with no passwd entry and no supplementary groups: nothing but what setpriv grants. */
 const UID = 64123;
 const testbed = useTestbed({ blobMiB: 20 });
@@ -138,11 +141,15 @@ describe('front node as user sluice would run it (CAP_NET_ADMIN, CAP_NET_RAW), w
     assert.ok(front);
     writeFileSync(configFile, frontYaml(join(st.runDir, 'run-front', 'front.sock'), THREE));
     const client = st.plan.clients[0]?.name ?? '';
-    const dl = spawn('ip', ['netns', 'exec', client, 'curl', '-s', '-o', '/dev/null', '-w', '%{size_download}', '--limit-rate', '2M', '-m', '60', 'http://198.19.1.1/blob.bin'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // From a port of its own: the wait below must see this download's flow,
+    // not an earlier test's connection still ESTABLISHED in conntrack
+    // (that made the kill come before the download's SYN: failed in CI with
+    // 0 rebuilt and no download flow in the table 0.8 s later).
+    const dl = spawn('ip', ['netns', 'exec', client, 'curl', '-s', '-o', '/dev/null', '-w', '%{size_download}', '--local-port', String(DOWNLOAD_PORT), '--limit-rate', '2M', '-m', '60', 'http://198.19.1.1/blob.bin'], { stdio: ['ignore', 'pipe', 'ignore'] });
     let size = '';
     dl.stdout.on('data', (d: Buffer) => (size += d.toString()));
     const done = new Promise<number>((r) => dl.on('close', (c) => { r(c ?? -1); }));
-    await until(() => /ESTABLISHED.*dport=80 .*sport=80/.test(nsRun(ns, 'cat', ['/proc/net/nf_conntrack'])), 'the download is established');
+    await until(() => new RegExp(`ESTABLISHED .*sport=${String(DOWNLOAD_PORT)} dport=80 .*sport=80 dport=${String(DOWNLOAD_PORT)} `).test(nsRun(ns, 'cat', ['/proc/net/nf_conntrack'])), 'the download is established');
     const started = performance.now();
     front.signal('SIGKILL');
     await new Promise((r) => front?.child.once('exit', r));
