@@ -83,6 +83,11 @@ function bytesAre(b: Uint8Array, from: number, to: number, word: string): boolea
   return true;
 }
 
+/** bytes[from, to) as text (only off the common path: a state we do not know, an IPv6 address). */
+function textAt(b: Uint8Array, from: number, to: number): string {
+  return Buffer.from(b.buffer, b.byteOffset + from, to - from).toString('latin1');
+}
+
 /** A decimal port 0-65535 in bytes[from, to), or -1. */
 function portAt(b: Uint8Array, from: number, to: number): number {
   if (to <= from || to - from > 5) return -1;
@@ -207,7 +212,7 @@ function parseFlowBytes(b: Uint8Array, from: number, to: number, out: FlowScratc
           break;
         }
       }
-      out.state = state ?? Buffer.from(b.buffer, b.byteOffset + start, end - start).toString('latin1');
+      out.state = state ?? textAt(b, start, end);
     } else if (field >= firstKv && eq > start) {
       const key = kvKey(b, start, eq);
       // Which of the 8 values this is must follow the order src dst sport dport, twice.
@@ -241,7 +246,7 @@ function parseFlowBytes(b: Uint8Array, from: number, to: number, out: FlowScratc
     }
     field++;
   }
-  if (kv < 8 || family === 0) return false;
+  if (kv < 8) return false; // (kv reaches 8 only past field 0, which refuses any family but ipv4 and ipv6)
   out.protocol = tcp ? 'tcp' : 'udp';
   if (!tcp) out.state = 'UDP';
   if (family === 4) {
@@ -249,10 +254,9 @@ function parseFlowBytes(b: Uint8Array, from: number, to: number, out: FlowScratc
     out.v6 = undefined;
     return true;
   }
-  const text = (a: number, z: number): string => Buffer.from(b.buffer, b.byteOffset + a, z - a).toString('latin1');
-  const client = parseIPv6Address(text(c6a, c6b));
-  const dst = parseIPv6Address(text(d6a, d6b));
-  const replySrc = parseIPv6Address(text(r6a, r6b));
+  const client = parseIPv6Address(textAt(b, c6a, c6b));
+  const dst = parseIPv6Address(textAt(b, d6a, d6b));
+  const replySrc = parseIPv6Address(textAt(b, r6a, r6b));
   if (client === undefined || dst === undefined || replySrc === undefined) return false;
   out.family = 6;
   out.client = 0;
