@@ -30,4 +30,5 @@ void udp_batch_register(napi_env env, napi_value exports);      /* udp_batch.c *
 void loop_turns_register(napi_env env, napi_value exports);     /* loop_turns.c */
 void nft_netlink_register(napi_env env, napi_value exports);   /* nft_netlink.c */
 void run_command_register(napi_env env, napi_value exports);   /* run_command.c */
+void read_full_register(napi_env env, napi_value exports);     /* read_full.c */
 #endif

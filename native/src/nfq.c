@@ -231,6 +231,7 @@ static napi_value init(napi_env env, napi_value exports) {
   loop_turns_register(env, exports);
   nft_netlink_register(env, exports);
   run_command_register(env, exports);
+  read_full_register(env, exports);
   return exports;
 }
 

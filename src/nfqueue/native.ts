@@ -97,6 +97,8 @@ export interface NativeNfq {
   nftGenerationAsync(): Promise<number>;
   /** A child process run on the threadpool (native/src/run_command.c; src/front/run-off-loop.ts); rejects with ERR_SLUICE_SPAWN. */
   runCommand(argv: readonly string[], input: Buffer | null, timeoutMs: number, maxMiB: number): Promise<NativeCommandResult>;
+  /** read(2) repeated on a threadpool thread until `length` bytes are in buffer[offset..] or the file ends (native/src/read_full.c: a seq_file such as /proc/net/nf_conntrack returns ~4 KiB per read); resolves the bytes read, 0 at the end; rejects ERR_SLUICE_READ. */
+  readFull(fd: number, buffer: Buffer, offset: number, length: number): Promise<number>;
   nftSetCountersAsync(family: 2 | 10, table: string, set: string, keyLength: number): Promise<[Buffer, number, number][]>;
   /** One datagram to $NOTIFY_SOCKET (native/src/sd_notify.c); throws ERR_SD_NOTIFY. */
   notify(socketPath: string, message: string): void;
