@@ -377,12 +377,15 @@ export type FlowLister = (sink: LineSink) => Promise<void>;
  * allocation per line, see FlowScratch): read it during the call, never
  * keep it (readKernelFlows copies).
  *
+ * `pace`, awaited after each chunk read from /proc, lets the caller hold
+ * the read back (the daemon: while destroy events wait to be read).
+ *
  * Throws ConntrackReadError when the table exists but cannot be read: an
  * empty answer would make reconcile free every record. The flows are those
  * of a moving table: one that starts or ends during the read may or may
  * not be seen (callers guard with record age, see the daemon's resync).
  */
-export async function streamKernelFlows(onFlow: (f: KernelFlow) => void, path = '/proc/net/nf_conntrack', list: FlowLister = conntrackList): Promise<number> {
+export async function streamKernelFlows(onFlow: (f: KernelFlow) => void, path = '/proc/net/nf_conntrack', list: FlowLister = conntrackList, pace?: () => Promise<void>): Promise<number> {
   let n = 0;
   const splitter = new FlowLines((fl) => {
     n++;
@@ -414,6 +417,7 @@ export async function streamKernelFlows(onFlow: (f: KernelFlow) => void, path = 
       }
       if (got === 0) break;
       splitter.push(buf, got);
+      if (pace) await pace();
     }
     splitter.end();
   } finally {

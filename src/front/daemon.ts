@@ -134,6 +134,16 @@ export const RESYNC_YOUNG_SECONDS = 10;
 /** Record slots the resync's sweep judges per loop turn (~0.3 ms). */
 const RESYNC_SWEEP_SLOTS = 65_536;
 /**
+ * Longest the resync waits, after each chunk of the table and each slice of
+ * its sweep, for the destroy events waiting in their socket to be read
+ * (FlowEnds.backlogged). The events come first: a resync that took the
+ * loop's turns from them while a million flows end made the socket
+ * overrun (measured: 2-3 overruns per run, records freed seconds late);
+ * the bound keeps a flood of events that never drains from stopping the
+ * resync for good.
+ */
+export const RESYNC_YIELD_MAX_MS = 100;
+/**
  * Least time between two selector rebuilds. A maglev table of 65,537 slots
  * takes ~5-15 ms to fill here: one per transition of 63 servers failing a
  * millisecond apart would stall the packet loop for most of a second.
@@ -941,7 +951,7 @@ export class FrontDaemon implements FrontMetricsSource {
         }
         const s = this.engine.serviceOf(f.dst, f.dstPort, protocolNumber(f.protocol));
         if (s >= 0) this.table.resyncSeen(s, connectionKey(f.client, f.clientPort));
-      });
+      }, undefined, undefined, () => this.#yieldToEvents());
     } catch (err) {
       // Without the kernel's table nothing can be judged gone: keep every record.
       this.log.error({ err: (err as Error).message }, 'reconcile skipped: cannot read the kernel flows');
@@ -951,8 +961,17 @@ export class FrontDaemon implements FrontMetricsSource {
     for (let from = 0; from < this.table.capacity; from += RESYNC_SWEEP_SLOTS) {
       freed += this.table.resyncSweep(olderThan, from, RESYNC_SWEEP_SLOTS);
       await new Promise<void>((r) => setImmediate(r));
+      await this.#yieldToEvents();
     }
     if (freed > 0 || reason === 'overrun') this.log.info({ freed, reason, legacy: this.table.legacy }, 'resync: records freed whose kernel flows are gone');
+  }
+
+  /** Loop turns for the destroy events while they are backlogged, at most RESYNC_YIELD_MAX_MS (the resync's pace). */
+  async #yieldToEvents(): Promise<void> {
+    if (!this.flowEnds.backlogged()) return;
+    this.flowEnds.resyncYields++;
+    const until = performance.now() + RESYNC_YIELD_MAX_MS;
+    while (this.flowEnds.backlogged() && performance.now() < until) await new Promise<void>((r) => setImmediate(r));
   }
 
   queueStats(): QueueStats | undefined {
@@ -1200,7 +1219,7 @@ export class FrontDaemon implements FrontMetricsSource {
       synproxy: this.synproxy.status(),
       queue: this.#queue?.stats(),
       log: this.#log?.stats(),
-      flowEnds: { events: this.flowEnds.stats(), ...this.flowEnds.counts, resyncs: { ...this.flowEnds.resyncs }, legacyRecords: this.table.legacy },
+      flowEnds: { events: this.flowEnds.stats(), ...this.flowEnds.counts, resyncs: { ...this.flowEnds.resyncs }, resyncYields: this.flowEnds.resyncYields, legacyRecords: this.table.legacy },
       ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key, slot) => keyName(this.engine.services, cp, key, slot)) } } : {}),
       ...(this.#control ? { control: this.#control.status() } : {}),
       ...(this.throttle.gatekeeper ? { throttle: this.throttle.gatekeeper.status() } : {}),

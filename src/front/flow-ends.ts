@@ -71,10 +71,19 @@ export class FlowEnds {
     /** Neither IPv4 nor IPv6. */
     otherFamily: 0,
   };
+  /** Times a resync's read or sweep waited for backlogged events to be read (daemon.ts RESYNC_YIELD_MAX_MS). */
+  resyncYields = 0;
   /** Resyncs run, by reason. */
   readonly resyncs: Record<ResyncReason, number> = { overrun: 0, legacy: 0, periodic: 0 };
   readonly #host: FlowEndsHost;
   #events: ConntrackEvents | undefined;
+  /**
+   * The last read stopped at EVENT_BATCH: more events may be waiting in the
+   * socket (the reader takes the rest one bounded batch per loop turn).
+   * The resync's read of the whole table yields while this holds
+   * (backlogged), so it never takes the loop turns the events need.
+   */
+  #full = false;
   /** Overruns already answered by a resync. */
   #overrunsSeen = 0;
   #lastOverrunResync = -Infinity;
@@ -96,10 +105,16 @@ export class FlowEnds {
       // on the loop the SYNs share (measured in docs/operations.md "Flow ends").
       maxBatch: EVENT_BATCH,
       onBatch: (batch) => {
+        this.#full = batch.count >= EVENT_BATCH;
         this.handle(batch, performance.now());
       },
       onError,
     });
+  }
+
+  /** Whether destroy events may be waiting beyond the last bounded read (see #full). */
+  backlogged(): boolean {
+    return this.#full && this.available;
   }
 
   get available(): boolean {

@@ -192,6 +192,8 @@ export interface FrontStatus {
   readonly flowEnds?: Readonly<FlowEnds['counts']> & {
     readonly events: Readonly<ConntrackEventsStats> | undefined;
     readonly resyncs: Readonly<FlowEnds['resyncs']>;
+    /** Times a resync held its read back for backlogged events. */
+    readonly resyncYields: number;
     readonly legacyRecords: number;
   };
   /** With checkpoints configured. */

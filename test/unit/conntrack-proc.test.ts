@@ -16,6 +16,14 @@ function line(i: number): string {
   return `ipv4     2 tcp      6 431999 ESTABLISHED src=198.18.64.1 dst=198.19.1.1 sport=${String(port)} dport=80 src=198.18.4.2 dst=198.18.64.1 sport=80 dport=${String(port)} [ASSURED] mark=1358954497 zone=0 use=2`;
 }
 
+/** Resolves once cond() holds; fails after 5 s (the reads are on the threadpool). */
+async function until(cond: () => boolean): Promise<void> {
+  for (let t = 0; !cond(); t++) {
+    if (t > 5000) assert.fail('not reached in 5 s');
+    await new Promise((r) => setTimeout(r, 1));
+  }
+}
+
 describe('streamKernelFlows', () => {
   it('reads every flow of a table many chunks long, lines cut at chunk ends included', async () => {
     const n = Math.ceil((FLOW_CHUNK_BYTES * 3.5) / line(0).length);
@@ -33,6 +41,37 @@ describe('streamKernelFlows', () => {
       ports,
       Array.from({ length: n }, (_, i) => 10_000 + i),
     );
+  });
+
+  it('reads whole chunks, and no further chunk until the pace resolves', async () => {
+    const n = Math.ceil((FLOW_CHUNK_BYTES * 2.5) / line(0).length);
+    const path = join(dir, 'paced');
+    writeFileSync(path, Array.from({ length: n }, (_, i) => line(i)).join('\n') + '\n');
+    // Flows seen at each pace call: a chunk of a regular file is full but the last.
+    const seenAtPace: number[] = [];
+    let seen = 0;
+    let release: () => void = () => undefined;
+    const read = streamKernelFlows(
+      () => seen++,
+      path,
+      undefined,
+      () => {
+        seenAtPace.push(seen);
+        return new Promise<void>((r) => (release = r));
+      },
+    );
+    await until(() => seenAtPace.length === 1);
+    const perChunk = Math.floor(FLOW_CHUNK_BYTES / line(0).length);
+    assert.ok(seenAtPace[0] !== undefined && seenAtPace[0] >= perChunk * 0.95 && seenAtPace[0] <= perChunk, `first chunk: ${String(seenAtPace[0])} flows, ~${String(perChunk)} fit`);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(seenAtPace.length, 1, 'held: no second chunk read');
+    release();
+    await until(() => seenAtPace.length === 2);
+    release();
+    await until(() => seenAtPace.length === 3);
+    release();
+    assert.equal(await read, n);
+    assert.equal(seenAtPace.length, 3);
   });
 
   it('takes a last line without its newline, and an empty table', async () => {
