@@ -70,3 +70,29 @@ void set_number(napi_env env, napi_value obj, const char *name, double v) {
   napi_set_named_property(env, obj, name, jv);
 }
 
+
+napi_value queue_promise_work(napi_env env, const char *name, napi_async_execute_callback execute, napi_async_complete_callback complete,
+                              void *data, napi_deferred *deferred, napi_async_work *work, const char *code, const char *what, int *started) {
+  char msg[128];
+  napi_value promise, resource;
+  *started = 0;
+  napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource);
+  if (napi_create_promise(env, deferred, &promise) != napi_ok) {
+    snprintf(msg, sizeof msg, "cannot start %s", what);
+    throw_coded(env, code, msg, 0, NULL);
+    return NULL;
+  }
+  if (napi_create_async_work(env, NULL, resource, execute, complete, data, work) != napi_ok) {
+    snprintf(msg, sizeof msg, "cannot start %s", what);
+    napi_reject_deferred(env, *deferred, coded_error(env, code, msg, 0, NULL));
+    return promise;
+  }
+  if (napi_queue_async_work(env, *work) != napi_ok) {
+    napi_delete_async_work(env, *work);
+    snprintf(msg, sizeof msg, "cannot queue %s", what);
+    napi_reject_deferred(env, *deferred, coded_error(env, code, msg, 0, NULL));
+    return promise;
+  }
+  *started = 1;
+  return promise;
+}

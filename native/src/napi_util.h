@@ -20,6 +20,15 @@ int get_typed(napi_env env, napi_value v, napi_typedarray_type want, void **data
 void raise_pending(napi_env env);
 /* The pointer behind an external value (a binding's handle), or NULL if v is not one. */
 void *get_external(napi_env env, napi_value v);
+/* Threadpool work that settles a promise: creates the promise (*deferred)
+ * and the work (*work: execute off the loop, complete on it, which must
+ * settle *deferred and delete *work) and queues it. Returns the promise with
+ * *started = 1. Otherwise *started = 0, complete will never run and the
+ * caller frees `data`: nothing could be made (an Error with `code`, "cannot
+ * start <what>", is thrown and NULL returned), or the work was made but not
+ * queued (deleted; the promise is returned rejected, "cannot queue <what>"). */
+napi_value queue_promise_work(napi_env env, const char *name, napi_async_execute_callback execute, napi_async_complete_callback complete,
+                              void *data, napi_deferred *deferred, napi_async_work *work, const char *code, const char *what, int *started);
 int is_function(napi_env env, napi_value v);                               /* 1 if v is a function */
 void set_number(napi_env env, napi_value obj, const char *name, double v); /* obj[name] = v */
 void nflog_register(napi_env env, napi_value exports);          /* nflog.c */

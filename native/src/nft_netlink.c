@@ -460,18 +460,9 @@ static void job_complete(napi_env env, napi_status status, void *data) {
 static napi_value run_async(napi_env env, napi_callback_info info, job_kind kind, const char *name) {
   nl_job *j = job_of(env, info, kind);
   if (j == NULL) return NULL;
-  napi_value promise, resource;
-  napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource);
-  if (napi_create_promise(env, &j->deferred, &promise) != napi_ok || napi_create_async_work(env, NULL, resource, job_execute, job_complete, j, &j->work) != napi_ok) {
-    free(j);
-    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "cannot start the netlink read", 0, NULL);
-    return NULL;
-  }
-  if (napi_queue_async_work(env, j->work) != napi_ok) {
-    napi_delete_async_work(env, j->work);
-    napi_reject_deferred(env, j->deferred, coded_error(env, "ERR_SLUICE_NATIVE_ARG", "cannot queue the netlink read", 0, NULL));
-    free(j);
-  }
+  int started;
+  napi_value promise = queue_promise_work(env, name, job_execute, job_complete, j, &j->deferred, &j->work, "ERR_SLUICE_NATIVE_ARG", "the netlink read", &started);
+  if (!started) free(j);
   return promise;
 }
 

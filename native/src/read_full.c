@@ -87,22 +87,14 @@ static napi_value read_full(napi_env env, napi_callback_info info) {
   j->fd = (int)fd;
   j->dst = (char *)data + offset;
   j->want = length;
-  napi_value promise, resource;
-  napi_create_string_utf8(env, "sluice.readFull", NAPI_AUTO_LENGTH, &resource);
   if (napi_create_reference(env, a[1], 1, &j->buffer) != napi_ok) {
     free(j);
     throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "cannot hold the buffer", 0, NULL);
     return NULL;
   }
-  if (napi_create_promise(env, &j->deferred, &promise) != napi_ok || napi_create_async_work(env, NULL, resource, execute, complete, j, &j->work) != napi_ok) {
-    napi_delete_reference(env, j->buffer);
-    free(j);
-    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "cannot start the read", 0, NULL);
-    return NULL;
-  }
-  if (napi_queue_async_work(env, j->work) != napi_ok) {
-    napi_delete_async_work(env, j->work);
-    napi_reject_deferred(env, j->deferred, coded_error(env, "ERR_SLUICE_READ", "cannot queue the read", 0, NULL));
+  int started;
+  napi_value promise = queue_promise_work(env, "sluice.readFull", execute, complete, j, &j->deferred, &j->work, "ERR_SLUICE_READ", "the read", &started);
+  if (!started) {
     napi_delete_reference(env, j->buffer);
     free(j);
   }

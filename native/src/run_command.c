@@ -302,18 +302,9 @@ static napi_value run_command(napi_env env, napi_callback_info info) {
   }
   j->timeout_ms = timeout;
   j->max_bytes = (size_t)max_mb << 20;
-  napi_value promise, resource;
-  napi_create_string_utf8(env, "sluice.runCommand", NAPI_AUTO_LENGTH, &resource);
-  if (napi_create_promise(env, &j->deferred, &promise) != napi_ok || napi_create_async_work(env, NULL, resource, execute, complete, j, &j->work) != napi_ok) {
-    job_free(j);
-    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "cannot start the command", 0, NULL);
-    return NULL;
-  }
-  if (napi_queue_async_work(env, j->work) != napi_ok) {
-    napi_delete_async_work(env, j->work);
-    napi_reject_deferred(env, j->deferred, coded_error(env, "ERR_SLUICE_SPAWN", "cannot queue the command", 0, NULL));
-    job_free(j);
-  }
+  int started;
+  napi_value promise = queue_promise_work(env, "sluice.runCommand", execute, complete, j, &j->deferred, &j->work, "ERR_SLUICE_SPAWN", "the command", &started);
+  if (!started) job_free(j);
   return promise;
 }
 
