@@ -40,6 +40,9 @@ const AF_INET6 = 10;
 /** Most destroy events read per wakeup (ConntrackEvents maxBatch). */
 export const EVENT_BATCH = 256;
 
+/** A full batch read longer ago than this no longer means a backlog (FlowEnds.backlogged). */
+export const BACKLOG_FRESH_MS = 20;
+
 /** Overrun resyncs start at least this far apart: under a sustained overrun a dump of a large table every second would make things worse. */
 export const RESYNC_MIN_GAP_MS = 30_000;
 
@@ -84,6 +87,8 @@ export class FlowEnds {
    * (backlogged), so it never takes the loop turns the events need.
    */
   #full = false;
+  /** When the last batch was handled (performance.now() ms). */
+  #lastBatchAt = -Infinity;
   /** Overruns already answered by a resync. */
   #overrunsSeen = 0;
   #lastOverrunResync = -Infinity;
@@ -105,16 +110,20 @@ export class FlowEnds {
       // on the loop the SYNs share (measured in docs/operations.md "Flow ends").
       maxBatch: EVENT_BATCH,
       onBatch: (batch) => {
-        this.#full = batch.count >= EVENT_BATCH;
         this.handle(batch, performance.now());
       },
       onError,
     });
   }
 
-  /** Whether destroy events may be waiting beyond the last bounded read (see #full). */
-  backlogged(): boolean {
-    return this.#full && this.available;
+  /**
+   * Whether destroy events may be waiting beyond the last bounded read (see
+   * #full). A backlogged reader reads a batch every loop turn, so a full
+   * batch older than BACKLOG_FRESH_MS means the socket was emptied by it
+   * (exactly EVENT_BATCH waiting) or the events stopped: not backlogged.
+   */
+  backlogged(now = performance.now()): boolean {
+    return this.#full && now - this.#lastBatchAt < BACKLOG_FRESH_MS;
   }
 
   get available(): boolean {
@@ -123,6 +132,8 @@ export class FlowEnds {
 
   /** The batch handler (public for tests). */
   handle(batch: ConntrackEventBatch, now: number): void {
+    this.#full = batch.count >= EVENT_BATCH;
+    this.#lastBatchAt = now;
     const c = this.counts;
     const host = this.#host;
     for (let i = 0; i < batch.count; i++) {

@@ -1,0 +1,44 @@
+/**
+ * FlowEnds.backlogged(): whether destroy events may still wait in their
+ * socket, which the daemon's resync yields to (daemon.ts #yieldToEvents).
+ * A read stopped at its bound (EVENT_BATCH events) means more may wait; a
+ * shorter one, or a full one that no further batch followed within
+ * BACKLOG_FRESH_MS (the reader takes a batch every loop turn while there is
+ * a backlog), means none do.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ConntrackEventBatch } from '../../src/conntrack/events.ts';
+import { EV_META_WORDS } from '../../src/conntrack/layout.ts';
+import { BACKLOG_FRESH_MS, EVENT_BATCH, FlowEnds } from '../../src/front/flow-ends.ts';
+
+/** Events of no service of ours (mark 0: foreign), `count` of them. */
+function batchOf(count: number): ConntrackEventBatch {
+  const b = new ConntrackEventBatch(new Uint32Array(EVENT_BATCH * EV_META_WORDS));
+  b.count = count;
+  return b;
+}
+
+function ends(): FlowEnds {
+  return new FlowEnds({ table: undefined as never, serviceOf: () => -1, serviceOf6: () => -1 });
+}
+
+describe('FlowEnds.backlogged', () => {
+  const cases: { name: string; batches: [at: number, count: number][]; now: number; want: boolean }[] = [
+    { name: 'no batch read yet', batches: [], now: 0, want: false },
+    { name: 'a full batch just read', batches: [[1000, EVENT_BATCH]], now: 1000, want: true },
+    { name: 'a full batch, just under the freshness bound', batches: [[1000, EVENT_BATCH]], now: 1000 + BACKLOG_FRESH_MS - 0.001, want: true },
+    { name: 'a full batch at the bound: no batch followed, the socket was emptied', batches: [[1000, EVENT_BATCH]], now: 1000 + BACKLOG_FRESH_MS, want: false },
+    { name: 'one short of full', batches: [[1000, EVENT_BATCH - 1]], now: 1000, want: false },
+    { name: 'full, then a shorter read: drained', batches: [[1000, EVENT_BATCH], [1001, 3]], now: 1001, want: false },
+    { name: 'short, then full: backlogged again', batches: [[1000, 3], [1005, EVENT_BATCH]], now: 1010, want: true },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      const e = ends();
+      for (const [at, count] of c.batches) e.handle(batchOf(count), at);
+      assert.equal(e.backlogged(c.now), c.want);
+      assert.equal(e.counts.foreign, c.batches.reduce((n, [, k]) => n + k, 0), 'every event handled');
+    });
+  }
+});
