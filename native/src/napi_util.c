@@ -70,7 +70,6 @@ void set_number(napi_env env, napi_value obj, const char *name, double v) {
   napi_set_named_property(env, obj, name, jv);
 }
 
-
 napi_value queue_promise_work(napi_env env, const char *name, napi_async_execute_callback execute, napi_async_complete_callback complete,
                               void *data, napi_deferred *deferred, napi_async_work *work, const char *code, const char *what, int *started) {
   char msg[128];

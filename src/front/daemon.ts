@@ -136,7 +136,7 @@ const RESYNC_SWEEP_SLOTS = 65_536;
 /**
  * Longest the resync waits, after each chunk of the table and each slice of
  * its sweep, for the destroy events waiting in their socket to be read
- * (FlowEnds.backlogged). The events come first: a resync that took the
+ * (FlowEnds.yieldWhileBacklogged). The events come first: a resync that took the
  * loop's turns from them while a million flows end made the socket
  * overrun (measured: 2-3 overruns per run, records freed seconds late);
  * the bound keeps a flood of events that never drains from stopping the
@@ -951,7 +951,7 @@ export class FrontDaemon implements FrontMetricsSource {
         }
         const s = this.engine.serviceOf(f.dst, f.dstPort, protocolNumber(f.protocol));
         if (s >= 0) this.table.resyncSeen(s, connectionKey(f.client, f.clientPort));
-      }, undefined, undefined, () => this.#yieldToEvents());
+      }, undefined, undefined, () => this.flowEnds.yieldWhileBacklogged(RESYNC_YIELD_MAX_MS));
     } catch (err) {
       // Without the kernel's table nothing can be judged gone: keep every record.
       this.log.error({ err: (err as Error).message }, 'reconcile skipped: cannot read the kernel flows');
@@ -961,17 +961,9 @@ export class FrontDaemon implements FrontMetricsSource {
     for (let from = 0; from < this.table.capacity; from += RESYNC_SWEEP_SLOTS) {
       freed += this.table.resyncSweep(olderThan, from, RESYNC_SWEEP_SLOTS);
       await new Promise<void>((r) => setImmediate(r));
-      await this.#yieldToEvents();
+      await this.flowEnds.yieldWhileBacklogged(RESYNC_YIELD_MAX_MS);
     }
     if (freed > 0 || reason === 'overrun') this.log.info({ freed, reason, legacy: this.table.legacy }, 'resync: records freed whose kernel flows are gone');
-  }
-
-  /** Loop turns for the destroy events while they are backlogged, at most RESYNC_YIELD_MAX_MS (the resync's pace). */
-  async #yieldToEvents(): Promise<void> {
-    if (!this.flowEnds.backlogged()) return;
-    this.flowEnds.resyncYields++;
-    const until = performance.now() + RESYNC_YIELD_MAX_MS;
-    while (this.flowEnds.backlogged() && performance.now() < until) await new Promise<void>((r) => setImmediate(r));
   }
 
   queueStats(): QueueStats | undefined {

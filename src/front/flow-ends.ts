@@ -74,21 +74,20 @@ export class FlowEnds {
     /** Neither IPv4 nor IPv6. */
     otherFamily: 0,
   };
-  /** Times a resync's read or sweep waited for backlogged events to be read (daemon.ts RESYNC_YIELD_MAX_MS). */
+  /** Times a resync's read or sweep waited for backlogged events to be read (yieldWhileBacklogged). */
   resyncYields = 0;
   /** Resyncs run, by reason. */
   readonly resyncs: Record<ResyncReason, number> = { overrun: 0, legacy: 0, periodic: 0 };
   readonly #host: FlowEndsHost;
   #events: ConntrackEvents | undefined;
   /**
-   * The last read stopped at EVENT_BATCH: more events may be waiting in the
-   * socket (the reader takes the rest one bounded batch per loop turn).
-   * The resync's read of the whole table yields while this holds
+   * When the last batch was handled if it stopped at EVENT_BATCH (more
+   * events may be waiting in the socket: the reader takes the rest one
+   * bounded batch per loop turn), else -Infinity (performance.now() ms).
+   * The resync's read of the whole table yields while this is fresh
    * (backlogged), so it never takes the loop turns the events need.
    */
-  #full = false;
-  /** When the last batch was handled (performance.now() ms). */
-  #lastBatchAt = -Infinity;
+  #fullAt = -Infinity;
   /** Overruns already answered by a resync. */
   #overrunsSeen = 0;
   #lastOverrunResync = -Infinity;
@@ -118,12 +117,23 @@ export class FlowEnds {
 
   /**
    * Whether destroy events may be waiting beyond the last bounded read (see
-   * #full). A backlogged reader reads a batch every loop turn, so a full
+   * #fullAt). A backlogged reader reads a batch every loop turn, so a full
    * batch older than BACKLOG_FRESH_MS means the socket was emptied by it
    * (exactly EVENT_BATCH waiting) or the events stopped: not backlogged.
    */
   backlogged(now = performance.now()): boolean {
-    return this.#full && now - this.#lastBatchAt < BACKLOG_FRESH_MS;
+    return now - this.#fullAt < BACKLOG_FRESH_MS;
+  }
+
+  /**
+   * Loop turns for the events while they are backlogged, at most `maxMs`:
+   * the pace of a resync's read and sweep (daemon.ts RESYNC_YIELD_MAX_MS).
+   */
+  async yieldWhileBacklogged(maxMs: number): Promise<void> {
+    if (!this.backlogged()) return;
+    this.resyncYields++;
+    const until = performance.now() + maxMs;
+    while (this.backlogged() && performance.now() < until) await new Promise<void>((r) => setImmediate(r));
   }
 
   get available(): boolean {
@@ -132,8 +142,7 @@ export class FlowEnds {
 
   /** The batch handler (public for tests). */
   handle(batch: ConntrackEventBatch, now: number): void {
-    this.#full = batch.count >= EVENT_BATCH;
-    this.#lastBatchAt = now;
+    this.#fullAt = batch.count >= EVENT_BATCH ? now : -Infinity;
     const c = this.counts;
     const host = this.#host;
     for (let i = 0; i < batch.count; i++) {
