@@ -14,8 +14,8 @@ fi
 
 # chromium: the dashboard test drives Debian's Chromium with playwright-core
 # (never a browser build playwright would download).
-# conntrack: the front node lists the kernel's flows with `conntrack -L` when
-# it runs unprivileged (/proc/net/nf_conntrack is root-only); systemd:
+# conntrack: the tests and benchmarks insert and count flows with it (the
+# front node itself lists them over ctnetlink in its addon); systemd:
 # systemd-analyze (the units' test) and systemd-sysusers (deploy/install.sh).
 # etcd-server, etcd-client: the admission test elects its coordinator with a
 # real etcd (run in a namespace with its own data directory).

@@ -25,142 +25,17 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_conntrack.h>
 #include "nl_reader.h"
-
-/* Layout shared with src/conntrack/layout.ts (keep in sync). Addresses take
- * four words each (IPv6: the address's four 32-bit groups in network order,
- * each as a host number; IPv4: word 0, the rest 0), so IPv6 needs no new layout. */
-enum { E_FAMILY = 0, E_PROTO, E_SRC, E_DST = E_SRC + 4, E_SPORT = E_DST + 4, E_DPORT, E_MARK, E_FLAGS, E_TCP_STATE,
-       E_ID, EV_META_WORDS };
-/* Bits of E_FLAGS: which optional attributes the event carried. */
-enum { EF_MARK = 1, EF_PORTS = 2, EF_TCP_STATE = 4, EF_ID = 8 };
-enum { EV_STATS_WORDS = NS_COUNT }; /* the reader's counters only (NS_ITEMS counts events) */
+#include "ct_msg.h"
 
 /* One event message is a few hundred bytes (tuples, protoinfo, counters,
  * timestamps, labels, helper and security context names): 8 KiB is a wide margin. */
 #define EV_MSG_MAX 8192
+enum { EV_STATS_WORDS = NS_COUNT }; /* the reader's counters only (NS_ITEMS counts events) */
 
-/* Attribute tables on the stack: nothing allocated per event. Each callback
- * keeps the attributes it knows whose payload has the right length, and
- * skips types newer than the headers. */
-static int top_cb(const struct nlattr *a, void *data) {
-  const struct nlattr **tb = data;
-  int t = mnl_attr_get_type(a);
-  if (mnl_attr_type_valid(a, CTA_MAX) < 0) return MNL_CB_OK;
-  if ((t == CTA_TUPLE_ORIG || t == CTA_PROTOINFO) && mnl_attr_validate(a, MNL_TYPE_NESTED) < 0) return MNL_CB_OK;
-  if ((t == CTA_MARK || t == CTA_ID) && mnl_attr_validate(a, MNL_TYPE_U32) < 0) return MNL_CB_OK;
-  tb[t] = a;
-  return MNL_CB_OK;
-}
-
-static int tuple_cb(const struct nlattr *a, void *data) {
-  const struct nlattr **tb = data;
-  int t = mnl_attr_get_type(a);
-  if (mnl_attr_type_valid(a, CTA_TUPLE_MAX) < 0) return MNL_CB_OK;
-  if ((t == CTA_TUPLE_IP || t == CTA_TUPLE_PROTO) && mnl_attr_validate(a, MNL_TYPE_NESTED) < 0) return MNL_CB_OK;
-  tb[t] = a;
-  return MNL_CB_OK;
-}
-
-static int ip_cb(const struct nlattr *a, void *data) {
-  const struct nlattr **tb = data;
-  int t = mnl_attr_get_type(a);
-  if (mnl_attr_type_valid(a, CTA_IP_MAX) < 0) return MNL_CB_OK;
-  if ((t == CTA_IP_V4_SRC || t == CTA_IP_V4_DST) && mnl_attr_validate(a, MNL_TYPE_U32) < 0) return MNL_CB_OK;
-  if ((t == CTA_IP_V6_SRC || t == CTA_IP_V6_DST) && mnl_attr_validate2(a, MNL_TYPE_BINARY, 16) < 0) return MNL_CB_OK;
-  tb[t] = a;
-  return MNL_CB_OK;
-}
-
-static int proto_cb(const struct nlattr *a, void *data) {
-  const struct nlattr **tb = data;
-  int t = mnl_attr_get_type(a);
-  if (mnl_attr_type_valid(a, CTA_PROTO_MAX) < 0) return MNL_CB_OK;
-  if (t == CTA_PROTO_NUM && mnl_attr_validate(a, MNL_TYPE_U8) < 0) return MNL_CB_OK;
-  if ((t == CTA_PROTO_SRC_PORT || t == CTA_PROTO_DST_PORT) && mnl_attr_validate(a, MNL_TYPE_U16) < 0) return MNL_CB_OK;
-  tb[t] = a;
-  return MNL_CB_OK;
-}
-
-static int protoinfo_cb(const struct nlattr *a, void *data) {
-  const struct nlattr **tb = data;
-  if (mnl_attr_type_valid(a, CTA_PROTOINFO_MAX) < 0) return MNL_CB_OK;
-  if (mnl_attr_get_type(a) == CTA_PROTOINFO_TCP && mnl_attr_validate(a, MNL_TYPE_NESTED) < 0) return MNL_CB_OK;
-  tb[mnl_attr_get_type(a)] = a;
-  return MNL_CB_OK;
-}
-
-static int tcp_cb(const struct nlattr *a, void *data) {
-  const struct nlattr **tb = data;
-  if (mnl_attr_type_valid(a, CTA_PROTOINFO_TCP_MAX) < 0) return MNL_CB_OK;
-  if (mnl_attr_get_type(a) == CTA_PROTOINFO_TCP_STATE && mnl_attr_validate(a, MNL_TYPE_U8) < 0) return MNL_CB_OK;
-  tb[mnl_attr_get_type(a)] = a;
-  return MNL_CB_OK;
-}
-
-/* Four words of an address: IPv4 into word 0, IPv6 as four groups. */
-static void put_addr(uint32_t *w, const struct nlattr *v4, const struct nlattr *v6) {
-  w[0] = w[1] = w[2] = w[3] = 0;
-  if (v4) {
-    w[0] = ntohl(mnl_attr_get_u32(v4));
-  } else if (v6) {
-    uint32_t g[4];
-    memcpy(g, mnl_attr_get_payload(v6), sizeof g);
-    for (int i = 0; i < 4; i++) w[i] = ntohl(g[i]);
-  }
-}
-
-/* nl_binding.decode for IPCTNL_MSG_CT_DELETE (a destroy event): 0 when the
- * original tuple's addresses are missing (a bad message). */
+/* nl_binding.decode for IPCTNL_MSG_CT_DELETE (a destroy event). */
 static int decode_event(nl_reader *r, const struct nlmsghdr *nlh, uint32_t *m) {
   (void)r;
-  if (mnl_nlmsg_get_payload_len(nlh) < sizeof(struct nfgenmsg)) return 0;
-  const struct nfgenmsg *nfg = mnl_nlmsg_get_payload(nlh);
-  const struct nlattr *tb[CTA_MAX + 1], *tt[CTA_TUPLE_MAX + 1], *ti[CTA_IP_MAX + 1], *tp[CTA_PROTO_MAX + 1];
-  memset(tb, 0, sizeof tb);
-  memset(tt, 0, sizeof tt);
-  memset(ti, 0, sizeof ti);
-  memset(tp, 0, sizeof tp);
-  if (mnl_attr_parse(nlh, sizeof(struct nfgenmsg), top_cb, tb) < 0 || !tb[CTA_TUPLE_ORIG]) return 0;
-  if (mnl_attr_parse_nested(tb[CTA_TUPLE_ORIG], tuple_cb, tt) < 0 || !tt[CTA_TUPLE_IP]) return 0;
-  if (mnl_attr_parse_nested(tt[CTA_TUPLE_IP], ip_cb, ti) < 0) return 0;
-  int v4 = ti[CTA_IP_V4_SRC] && ti[CTA_IP_V4_DST], v6 = ti[CTA_IP_V6_SRC] && ti[CTA_IP_V6_DST];
-  if (!v4 && !v6) return 0;
-  uint32_t flags = 0;
-  m[E_FAMILY] = nfg->nfgen_family;
-  put_addr(m + E_SRC, v4 ? ti[CTA_IP_V4_SRC] : NULL, v4 ? NULL : ti[CTA_IP_V6_SRC]);
-  put_addr(m + E_DST, v4 ? ti[CTA_IP_V4_DST] : NULL, v4 ? NULL : ti[CTA_IP_V6_DST]);
-  m[E_PROTO] = m[E_SPORT] = m[E_DPORT] = 0;
-  if (tt[CTA_TUPLE_PROTO] && mnl_attr_parse_nested(tt[CTA_TUPLE_PROTO], proto_cb, tp) >= 0) {
-    if (tp[CTA_PROTO_NUM]) m[E_PROTO] = mnl_attr_get_u8(tp[CTA_PROTO_NUM]);
-    if (tp[CTA_PROTO_SRC_PORT] && tp[CTA_PROTO_DST_PORT]) {
-      m[E_SPORT] = ntohs(mnl_attr_get_u16(tp[CTA_PROTO_SRC_PORT]));
-      m[E_DPORT] = ntohs(mnl_attr_get_u16(tp[CTA_PROTO_DST_PORT]));
-      flags |= EF_PORTS;
-    }
-  }
-  m[E_MARK] = 0;
-  if (tb[CTA_MARK]) { /* the kernel leaves a zero mark out */
-    m[E_MARK] = ntohl(mnl_attr_get_u32(tb[CTA_MARK]));
-    flags |= EF_MARK;
-  }
-  m[E_ID] = 0;
-  if (tb[CTA_ID]) {
-    m[E_ID] = ntohl(mnl_attr_get_u32(tb[CTA_ID]));
-    flags |= EF_ID;
-  }
-  m[E_TCP_STATE] = 0;
-  if (tb[CTA_PROTOINFO]) {
-    const struct nlattr *pi[CTA_PROTOINFO_MAX + 1], *tcp[CTA_PROTOINFO_TCP_MAX + 1];
-    memset(pi, 0, sizeof pi);
-    memset(tcp, 0, sizeof tcp);
-    if (mnl_attr_parse_nested(tb[CTA_PROTOINFO], protoinfo_cb, pi) >= 0 && pi[CTA_PROTOINFO_TCP] &&
-        mnl_attr_parse_nested(pi[CTA_PROTOINFO_TCP], tcp_cb, tcp) >= 0 && tcp[CTA_PROTOINFO_TCP_STATE]) {
-      m[E_TCP_STATE] = mnl_attr_get_u8(tcp[CTA_PROTOINFO_TCP_STATE]);
-      flags |= EF_TCP_STATE;
-    }
-  }
-  m[E_FLAGS] = flags;
-  return 1;
+  return ct_msg_decode(nlh, m, 0);
 }
 
 static const nl_binding ctevents_binding = {

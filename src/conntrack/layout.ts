@@ -1,7 +1,8 @@
 /**
- * Memory layout shared with native/src/ctevents.c. loadNative() checks
- * EV_META_WORDS and EV_STATS_WORDS against the addon's, so a mismatch fails
- * loudly instead of misreading events.
+ * Memory layout shared with native/src/ct_msg.h (conntrack events and table
+ * dumps). loadNative() checks EV_META_WORDS, EV_STATS_WORDS and
+ * CT_ROW_WORDS against the addon's, so a mismatch fails loudly instead of
+ * misreading events.
  *
  * An address takes four words: IPv4 in the first (the address as a host
  * number, as src/packet/address.ts parses it), the other three 0; IPv6 as
@@ -24,8 +25,16 @@ export const EventMeta = {
 } as const;
 export const EV_META_WORDS = 16;
 
-/** Bits of EventMeta.Flags: which optional attributes the event carried. */
-export const EventFlag = { Mark: 1, Ports: 2, TcpState: 4, Id: 8 } as const;
+/**
+ * A row of a table dump (native/src/ct_dump.c): an event's words, then the
+ * reply tuple's source address (four words) and source port: the server a
+ * DNATed flow goes to.
+ */
+export const RowMeta = { ...EventMeta, ReplySrc: 16, ReplySrcPort: 20 } as const;
+export const CT_ROW_WORDS = 21;
+
+/** Bits of EventMeta.Flags: which optional attributes the message carried (Reply: a dump row's reply tuple). */
+export const EventFlag = { Mark: 1, Ports: 2, TcpState: 4, Id: 8, Reply: 16 } as const;
 
 /**
  * Slots of the statistics array: the netlink reader's counters only (Items

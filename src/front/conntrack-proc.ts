@@ -1,7 +1,14 @@
 /**
- * Reads the kernel's flows from /proc/net/nf_conntrack (per network
- * namespace; CONFIG_NF_CONNTRACK_PROCFS is on here). Used to rebuild
- * connection records after a restart and to reconcile records with flows.
+ * Reads the kernel's flows (per network namespace) to rebuild connection
+ * records after a restart and to reconcile records with flows.
+ *
+ * Over ctnetlink (native/src/ct_dump.c): one dump request, decoded off the
+ * event loop into rows of words, with nothing allocated per flow. It needs
+ * CAP_NET_ADMIN in the namespace, which the unprivileged unit
+ * (deploy/systemd/sluice-front.service) has. Where ctnetlink is absent, the
+ * same flows are read from /proc/net/nf_conntrack (mode 0440 root;
+ * CONFIG_NF_CONNTRACK_PROCFS is on here), whose text is parsed below; tests
+ * read files in that format.
  *
  * Line format (tcp):
  *   ipv4 2 tcp 6 115 ESTABLISHED src=C dst=VIP sport=CP dport=80
@@ -13,18 +20,12 @@
  *   ipv6 10 tcp 6 115 ESTABLISHED src=2001:2::c dst=2001:2:1::1 sport=CP
  *        dport=80 src=2001:2:2::b dst=2001:2::c sport=80 dport=CP ...
  * The first tuple is the original direction, the second the reply.
- *
- * /proc/net/nf_conntrack is mode 0440 root: a front node running as its own
- * user with CAP_NET_ADMIN only (deploy/systemd/sluice-front.service) cannot
- * read it. The same table then comes from `conntrack -L -o extended`
- * (conntrack-tools, over ctnetlink, which CAP_NET_ADMIN allows), whose lines
- * have the same format.
  */
-import { spawn } from 'node:child_process';
 import { open } from 'node:fs/promises';
 import { SluiceError } from '../errors/errors.ts';
 import { loadNative } from '../nfqueue/native.ts';
 import { parseIPv6Address } from '../packet/address6.ts';
+import { CT_ROW_WORDS, EventFlag, RowMeta } from '../conntrack/layout.ts';
 
 /** The kernel's flow table could be read neither from /proc nor with conntrack(8). */
 export class ConntrackReadError extends SluiceError {
@@ -270,7 +271,9 @@ function parseFlowBytes(b: Uint8Array, from: number, to: number, out: FlowScratc
 /** A flow that outlives its callback (the scratch object does not). */
 function copyFlow(f: KernelFlow): KernelFlow {
   const { family, protocol, state, client, clientPort, dst, dstPort, replySrc, replySrcPort, v6 } = f;
-  return v6 ? { family, protocol, state, client, clientPort, dst, dstPort, replySrc, replySrcPort, v6 } : { family, protocol, state, client, clientPort, dst, dstPort, replySrc, replySrcPort };
+  return v6
+    ? { family, protocol, state, client, clientPort, dst, dstPort, replySrc, replySrcPort, v6: { client: v6.client.slice(), dst: v6.dst.slice(), replySrc: v6.replySrc.slice() } }
+    : { family, protocol, state, client, clientPort, dst, dstPort, replySrc, replySrcPort };
 }
 
 /** One line of the table as text (tests, tools): the streamed parser's result, copied. */
@@ -340,52 +343,111 @@ export class FlowLines implements LineSink {
   }
 }
 
-/** Streams `conntrack -L -o extended` (the flows of this network namespace), one chunk per event-loop turn. */
-function conntrackList(splitter: LineSink): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('conntrack', ['-L', '-o', 'extended'], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => {
-      splitter.push(b, b.length);
-    });
-    child.stderr.on('data', (b: Buffer) => {
-      if (stderr.length < 4096) stderr += b.toString();
-    });
-    child.on('error', (err) => {
-      reject(new ConntrackReadError(`cannot list the kernel's flows with conntrack -L (install conntrack-tools; the daemon needs CAP_NET_ADMIN): ${err.message}`, { cause: err }));
-    });
-    child.on('close', (code, signal) => {
-      if (code === 0) {
-        splitter.end();
-        resolve();
-      } else reject(new ConntrackReadError(`cannot list the kernel's flows with conntrack -L (install conntrack-tools; the daemon needs CAP_NET_ADMIN): ${stderr.trim() || `exit ${String(code ?? signal)}`}`));
-    });
-  });
+/** Rows of a dump handed to the loop per threadpool round trip (~0.2 µs each to judge: well under a millisecond a turn). */
+export const DUMP_ROWS = 2048;
+
+/** errno values of a dump refused because this kernel has no ctnetlink (nf_conntrack_netlink): then /proc is read. */
+const NO_CTNETLINK: ReadonlySet<number> = new Set([2 /* ENOENT */, 22 /* EINVAL */, 93 /* EPROTONOSUPPORT */, 95 /* EOPNOTSUPP */]);
+
+/** How the flow table can be listed over ctnetlink by this process: allowed, refused (no CAP_NET_ADMIN), no ctnetlink here (then /proc), or another error. */
+export type CtnetlinkAccess = 'allowed' | 'denied' | 'missing' | { readonly error: string };
+
+/** Opens a dump and ends it at once (the preflight's probe: the kernel answers a refusal before the first flow). */
+export function probeCtnetlink(): CtnetlinkAccess {
+  try {
+    const native = loadNative();
+    native.ctDumpClose(native.ctDumpOpen());
+    return 'allowed';
+  } catch (err) {
+    const errno = (err as { errno?: number }).errno ?? 0;
+    if (errno === 1 /* EPERM */ || errno === 13 /* EACCES */) return 'denied';
+    if (NO_CTNETLINK.has(errno)) return 'missing';
+    return { error: (err as Error).message };
+  }
 }
 
-/** The listing of the kernel's flows, as a line source (tests inject one). */
-export type FlowLister = (sink: LineSink) => Promise<void>;
+/** Options of streamKernelFlows. */
+export interface FlowReadOptions {
+  /**
+   * Read this file, in /proc/net/nf_conntrack's format, instead of
+   * ctnetlink (tests). Without it: ctnetlink, or /proc/net/nf_conntrack
+   * where the kernel has no ctnetlink.
+   */
+  readonly path?: string;
+  /** Awaited after each batch, to let the caller hold the read back (the daemon: while destroy events wait to be read). */
+  readonly pace?: () => Promise<void>;
+}
+
+/** A dump's row into the reused flow: false for a row the daemon has no use for (a family other than IPv4 and IPv6). */
+function rowFlow(rows: Uint32Array, at: number, out: FlowScratch, v6: { client: Uint32Array; dst: Uint32Array; replySrc: Uint32Array }): boolean {
+  const family = rows[at + RowMeta.Family];
+  // C keeps TCP and UDP rows with both tuples' ports only.
+  out.protocol = rows[at + RowMeta.Protocol] === 6 ? 'tcp' : 'udp';
+  out.state = out.protocol === 'udp' ? 'UDP' : (rows[at + RowMeta.Flags] ?? 0) & EventFlag.TcpState ? (TCP_STATES[rows[at + RowMeta.TcpState] ?? 0] ?? 'NONE') : 'NONE';
+  out.clientPort = rows[at + RowMeta.SrcPort] ?? 0;
+  out.dstPort = rows[at + RowMeta.DstPort] ?? 0;
+  out.replySrcPort = rows[at + RowMeta.ReplySrcPort] ?? 0;
+  if (family === 2) {
+    out.family = 4;
+    out.client = rows[at + RowMeta.Src] ?? 0;
+    out.dst = rows[at + RowMeta.Dst] ?? 0;
+    out.replySrc = rows[at + RowMeta.ReplySrc] ?? 0;
+    out.v6 = undefined;
+    return true;
+  }
+  if (family !== 10) return false;
+  out.family = 6;
+  out.client = out.dst = out.replySrc = 0;
+  for (let i = 0; i < 4; i++) {
+    v6.client[i] = rows[at + RowMeta.Src + i] ?? 0;
+    v6.dst[i] = rows[at + RowMeta.Dst + i] ?? 0;
+    v6.replySrc[i] = rows[at + RowMeta.ReplySrc + i] ?? 0;
+  }
+  out.v6 = v6;
+  return true;
+}
 
 /**
- * Streams the kernel's flows to `onFlow`, FLOW_CHUNK_BYTES per event-loop
- * turn, so a table of a million flows (~300 MB of text) never stalls the
- * loop that decides SYNs: each turn parses a few hundred lines. Reads
- * /proc/net/nf_conntrack, or `conntrack -L` where /proc is not readable
- * (CAP_NET_ADMIN without root). Returns the number of flows seen.
- *
- * The flow handed to `onFlow` is one object reused for every line (no
- * allocation per line, see FlowScratch): read it during the call, never
- * keep it (readKernelFlows copies).
- *
- * `pace`, awaited after each chunk read from /proc, lets the caller hold
- * the read back (the daemon: while destroy events wait to be read).
- *
- * Throws ConntrackReadError when the table exists but cannot be read: an
- * empty answer would make reconcile free every record. The flows are those
- * of a moving table: one that starts or ends during the read may or may
- * not be seen (callers guard with record age, see the daemon's resync).
+ * The table over ctnetlink: undefined when this kernel has no ctnetlink
+ * (the caller reads /proc), else the number of flows handed to onFlow.
  */
-export async function streamKernelFlows(onFlow: (f: KernelFlow) => void, path = '/proc/net/nf_conntrack', list: FlowLister = conntrackList, pace?: () => Promise<void>): Promise<number> {
+async function dumpFlows(onFlow: (f: KernelFlow) => void, pace: (() => Promise<void>) | undefined): Promise<number | undefined> {
+  const native = loadNative();
+  let handle;
+  try {
+    handle = native.ctDumpOpen();
+  } catch (err) {
+    if (NO_CTNETLINK.has((err as { errno?: number }).errno ?? 0)) return undefined;
+    throw new ConntrackReadError(`cannot list the kernel's flows over ctnetlink (the daemon needs CAP_NET_ADMIN): ${(err as Error).message}`, { cause: err });
+  }
+  const rows = new Uint32Array(DUMP_ROWS * CT_ROW_WORDS);
+  const out = new FlowScratch();
+  const v6 = { client: new Uint32Array(4), dst: new Uint32Array(4), replySrc: new Uint32Array(4) };
+  let n = 0;
+  try {
+    for (;;) {
+      let got;
+      try {
+        got = await native.ctDumpRead(handle, rows);
+      } catch (err) {
+        throw new ConntrackReadError(`cannot list the kernel's flows over ctnetlink: ${(err as Error).message}`, { cause: err });
+      }
+      if (got === 0) break;
+      for (let i = 0; i < got; i++) {
+        if (!rowFlow(rows, i * CT_ROW_WORDS, out, v6)) continue;
+        n++;
+        onFlow(out);
+      }
+      if (pace) await pace();
+    }
+  } finally {
+    native.ctDumpClose(handle);
+  }
+  return n;
+}
+
+/** /proc/net/nf_conntrack's text (or a file in its format), FLOW_CHUNK_BYTES per threadpool round trip. */
+async function readFlowText(onFlow: (f: KernelFlow) => void, path: string, pace: (() => Promise<void>) | undefined): Promise<number> {
   let n = 0;
   const splitter = new FlowLines((fl) => {
     n++;
@@ -395,11 +457,8 @@ export async function streamKernelFlows(onFlow: (f: KernelFlow) => void, path = 
   try {
     fh = await open(path, 'r');
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return 0; // no conntrack in this namespace yet: no flows
-    if (code !== 'EACCES' && code !== 'EPERM') throw new ConntrackReadError(`cannot read ${path}: ${(err as Error).message}`, { cause: err });
-    await list(splitter);
-    return n;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0; // no conntrack in this namespace yet: no flows
+    throw new ConntrackReadError(`cannot read ${path}: ${(err as Error).message}`, { cause: err });
   }
   try {
     const buf = Buffer.allocUnsafe(FLOW_CHUNK_BYTES);
@@ -426,9 +485,28 @@ export async function streamKernelFlows(onFlow: (f: KernelFlow) => void, path = 
   return n;
 }
 
+/**
+ * Streams the kernel's flows (TCP and UDP, both families) to `onFlow`, a
+ * batch per event-loop turn, so a table of a million flows never stalls
+ * the loop that decides SYNs. Returns the number of flows seen.
+ *
+ * The flow handed to `onFlow` is one object reused for every flow (no
+ * allocation per flow, see FlowScratch): read it during the call, never
+ * keep it (readKernelFlows copies).
+ *
+ * Throws ConntrackReadError when the table exists but cannot be read: an
+ * empty answer would make reconcile free every record. The flows are those
+ * of a moving table: one that starts or ends during the read may or may
+ * not be seen (callers guard with record age, see the daemon's resync).
+ */
+export async function streamKernelFlows(onFlow: (f: KernelFlow) => void, opts: FlowReadOptions = {}): Promise<number> {
+  if (opts.path !== undefined) return readFlowText(onFlow, opts.path, opts.pace);
+  return (await dumpFlows(onFlow, opts.pace)) ?? readFlowText(onFlow, '/proc/net/nf_conntrack', opts.pace);
+}
+
 /** The kernel's flows, collected (small tables and tests; the daemon streams them). */
-export async function readKernelFlows(path = '/proc/net/nf_conntrack', list?: FlowLister): Promise<KernelFlow[]> {
+export async function readKernelFlows(opts: FlowReadOptions = {}): Promise<KernelFlow[]> {
   const out: KernelFlow[] = [];
-  await streamKernelFlows((f) => out.push(copyFlow(f)), path, list);
+  await streamKernelFlows((f) => out.push(copyFlow(f)), opts);
   return out;
 }

@@ -951,7 +951,7 @@ export class FrontDaemon implements FrontMetricsSource {
         }
         const s = this.engine.serviceOf(f.dst, f.dstPort, protocolNumber(f.protocol));
         if (s >= 0) this.table.resyncSeen(s, connectionKey(f.client, f.clientPort));
-      }, undefined, undefined, () => this.flowEnds.yieldWhileBacklogged(RESYNC_YIELD_MAX_MS));
+      }, { pace: () => this.flowEnds.yieldWhileBacklogged(RESYNC_YIELD_MAX_MS) });
     } catch (err) {
       // Without the kernel's table nothing can be judged gone: keep every record.
       this.log.error({ err: (err as Error).message }, 'reconcile skipped: cannot read the kernel flows');

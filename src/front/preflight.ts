@@ -21,11 +21,12 @@
  *                  max(conf.all, conf.IF): otherwise the kernel drops the
  *                  replies rewritten back to the VIP (measured; see
  *                  docs/operations.md).
- *   conntrack      the flow table can be read: /proc/net/nf_conntrack
- *                  (root), or `conntrack` over ctnetlink (the unprivileged
- *                  unit, CAP_NET_ADMIN), as src/front/conntrack-proc.ts
- *                  reads it. An absent table is fine (nf_conntrack not
- *                  loaded yet: the rules load it; no flows to rebuild).
+ *   conntrack      the flow table can be read as src/front/conntrack-proc.ts
+ *                  reads it: over ctnetlink (CAP_NET_ADMIN, which the
+ *                  unprivileged unit has), or where the kernel has no
+ *                  ctnetlink from /proc/net/nf_conntrack (root). An absent
+ *                  table is fine (nf_conntrack not loaded yet: the rules
+ *                  load it; no flows to rebuild).
  *   queue          no other process is bound to `queue`
  *                  (/proc/net/netfilter/nfnetlink_queue lists the bound
  *                  queues with the owner's netlink port id).
@@ -72,6 +73,7 @@ import { accessSync, closeSync, constants, openSync, readFileSync, readSync, rea
 import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { SluiceError } from '../errors/errors.ts';
+import { probeCtnetlink, type CtnetlinkAccess } from './conntrack-proc.ts';
 import { synproxyOf, type FrontConfig, type ServiceConfig } from './config.ts';
 import type { HaConfig } from './ha/config.ts';
 
@@ -99,8 +101,8 @@ export class PreflightError extends SluiceError {
 
 /** The flow table through procfs: read, absent (no conntrack yet), denied (not root), or another error. */
 export type ProcAccess = 'readable' | 'absent' | 'denied' | { readonly error: string };
-/** The flow table through conntrack(8): allowed, not installed, refused (no CAP_NET_ADMIN), or another error. */
-export type NetlinkAccess = 'allowed' | 'missing' | 'denied' | { readonly error: string };
+/** The flow table over ctnetlink: allowed, no ctnetlink in this kernel, refused (no CAP_NET_ADMIN), or another error. */
+export type NetlinkAccess = CtnetlinkAccess;
 
 export interface HostReader {
   /** A file under /proc/sys (e.g. `net/ipv4/ip_forward`), trimmed; undefined when absent. */
@@ -203,23 +205,16 @@ export function checkRpFilter(cfg: Pick<FrontConfig, 'lanInterface' | 'uplinkAdd
 }
 
 export function checkConntrack(host: HostReader): CheckResult {
-  const proc = host.conntrackProc();
-  if (proc === 'readable') return { check: 'conntrack', ok: true, detail: 'the flow table is readable in /proc/net/nf_conntrack' };
-  if (proc === 'absent') return { check: 'conntrack', ok: true, detail: 'no /proc/net/nf_conntrack yet (conntrack loads with the rules): no flows to rebuild' };
-  if (proc !== 'denied') return { check: 'conntrack', ok: false, detail: `cannot read /proc/net/nf_conntrack: ${proc.error}` };
+  const why = "the kernel's flow table cannot be read (the records are rebuilt from it after a restart and reconciled with it)";
   const nl = host.conntrackNetlink();
-  if (nl === 'allowed') return { check: 'conntrack', ok: true, detail: '/proc/net/nf_conntrack is root-only; the flow table is read with conntrack -L (ctnetlink)' };
-  const why =
-    nl === 'missing'
-      ? 'conntrack(8) is not installed: install conntrack-tools (apt-get install conntrack)'
-      : nl === 'denied'
-        ? 'conntrack -L is refused: grant CAP_NET_ADMIN (deploy/systemd/sluice-front.service: AmbientCapabilities=CAP_NET_ADMIN CAP_NET_RAW), or run as root'
-        : `conntrack failed: ${nl.error}`;
-  return {
-    check: 'conntrack',
-    ok: false,
-    detail: `the kernel's flow table cannot be read (the records are rebuilt from it after a restart and reconciled with it): /proc/net/nf_conntrack is root-only and ${why}`,
-  };
+  if (nl === 'allowed') return { check: 'conntrack', ok: true, detail: 'the flow table is read over ctnetlink' };
+  if (nl === 'denied') return { check: 'conntrack', ok: false, detail: `${why}: ctnetlink refuses this process: grant CAP_NET_ADMIN (deploy/systemd/sluice-front.service: AmbientCapabilities=CAP_NET_ADMIN CAP_NET_RAW), or run as root` };
+  if (nl !== 'missing') return { check: 'conntrack', ok: false, detail: `${why}: ctnetlink failed: ${nl.error}` };
+  const proc = host.conntrackProc();
+  if (proc === 'readable') return { check: 'conntrack', ok: true, detail: 'this kernel has no ctnetlink (nf_conntrack_netlink); the flow table is read from /proc/net/nf_conntrack' };
+  if (proc === 'absent') return { check: 'conntrack', ok: true, detail: 'no ctnetlink and no /proc/net/nf_conntrack yet (conntrack loads with the rules): no flows to rebuild' };
+  if (proc === 'denied') return { check: 'conntrack', ok: false, detail: `${why}: this kernel has no ctnetlink (modprobe nf_conntrack_netlink) and /proc/net/nf_conntrack is root-only` };
+  return { check: 'conntrack', ok: false, detail: `${why}: this kernel has no ctnetlink (modprobe nf_conntrack_netlink) and /proc/net/nf_conntrack cannot be read: ${proc.error}` };
 }
 
 /** The netlink port id bound to `num` in /proc/net/netfilter/nfnetlink_{queue,log} text (first two columns). */
@@ -450,14 +445,7 @@ export function systemHost(): HostReader {
       }
     },
     conntrackNetlink() {
-      // A get of a flow that cannot exist: every ctnetlink request needs
-      // CAP_NET_ADMIN (as `conntrack -L` does), and this one costs nothing
-      // however many flows the table holds.
-      const r = spawnSync('conntrack', ['-G', '-p', 'tcp', '-s', '127.0.0.1', '-d', '127.0.0.1', '--sport', '1', '--dport', '1'], { encoding: 'utf8', timeout: 10_000 });
-      if (r.error) return (r.error as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : { error: r.error.message };
-      if (r.status === 0 || r.stderr.includes("doesn't exist")) return 'allowed';
-      if (/CAP_NET_ADMIN|not permitted/i.test(r.stderr)) return 'denied';
-      return { error: r.stderr.trim() || `exit ${String(r.status)}` };
+      return probeCtnetlink();
     },
     bindings(kind) {
       try {

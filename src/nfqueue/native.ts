@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { NativeAddonMissingError } from '../errors/errors.ts';
-import { EV_META_WORDS, EV_STATS_WORDS } from '../conntrack/layout.ts';
+import { CT_ROW_WORDS, EV_META_WORDS, EV_STATS_WORDS } from '../conntrack/layout.ts';
 import { LOG_META_WORDS, LOG_STATS_WORDS } from '../nflog/layout.ts';
 import { META_WORDS, STATS_WORDS } from './layout.ts';
 
@@ -139,6 +139,21 @@ export interface NativeNfq {
   ctEventsRef(handle: NativeHandle, on: boolean): void;
   readonly EV_META_WORDS: number;
   readonly EV_STATS_WORDS: number;
+  /**
+   * The kernel's conntrack table over ctnetlink (native/src/ct_dump.c): sends
+   * the dump request and receives its first datagram; throws
+   * ERR_SLUICE_CT_DUMP with errno (EPERM: no CAP_NET_ADMIN).
+   */
+  ctDumpOpen(): NativeHandle;
+  /** Fills `rows` (CT_ROW_WORDS words each: TCP and UDP flows) on the threadpool; resolves how many, 0 once the dump is over; rejects ERR_SLUICE_CT_DUMP. One read at a time. */
+  ctDumpRead(handle: NativeHandle, rows: Uint32Array): Promise<number>;
+  /** Ends the dump; idempotent. */
+  ctDumpClose(handle: NativeHandle): void;
+  /** [flows skipped (not TCP or UDP, no ports), messages that were not decodable entries] so far. */
+  ctDumpCounts(handle: NativeHandle): [number, number];
+  /** The row decoder on one netlink message (tests): 1 if it filled row[0..CT_ROW_WORDS). */
+  ctDumpDecode(message: Uint8Array, row: Uint32Array): number;
+  readonly CT_ROW_WORDS: number;
 }
 
 export interface NativeLiveness {
@@ -177,7 +192,8 @@ export function loadNative(): NativeNfq {
     mod.LOG_META_WORDS !== LOG_META_WORDS ||
     mod.LOG_STATS_WORDS !== LOG_STATS_WORDS ||
     mod.EV_META_WORDS !== EV_META_WORDS ||
-    mod.EV_STATS_WORDS !== EV_STATS_WORDS
+    mod.EV_STATS_WORDS !== EV_STATS_WORDS ||
+    mod.CT_ROW_WORDS !== CT_ROW_WORDS
   ) {
     throw new NativeAddonMissingError(
       `the NFQUEUE addon at ${ADDON_PATH} was built from other sources (layout mismatch): rebuild with scripts/install.sh`,

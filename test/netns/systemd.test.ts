@@ -8,7 +8,7 @@
  *         READY=1, WATCHDOG=1 from the real packet-loop check, serves curl
  *         through the VIP, reloads on SIGHUP (RELOADING=1 / READY=1), and
  *         after a kill and restart rebuilds its records from the kernel's
- *         flows with /proc/net/nf_conntrack unreadable (conntrack -L);
+ *         flows over ctnetlink (/proc/net/nf_conntrack is root-only);
  *         STOPPING=1 at SIGTERM with its rules left in place (the fallback
  *         serves until the next start), then removed by --remove-rules.
  *  dns    CAP_NET_BIND_SERVICE: port 53, READY=1, WATCHDOG=1, dig answered,
@@ -136,7 +136,7 @@ describe('front node as user sluice would run it (CAP_NET_ADMIN, CAP_NET_RAW), w
     assert.match(nsRun(st.plan.clients[0]?.name ?? '', 'curl', ['-s', '-m', '5', 'http://198.19.1.1/']), /^server s1[ab] /);
   });
 
-  it('killed during a download and started again unprivileged (Restart=always): records rebuilt through conntrack -L, download intact; SIGTERM: STOPPING=1, rules stay; --remove-rules removes them', async () => {
+  it('killed during a download and started again unprivileged (Restart=always): records rebuilt from the flow table over ctnetlink, download intact; SIGTERM: STOPPING=1, rules stay; --remove-rules removes them', async () => {
     const st = testbed();
     assert.ok(front);
     writeFileSync(configFile, frontYaml(join(st.runDir, 'run-front', 'front.sock'), THREE));
@@ -155,7 +155,7 @@ describe('front node as user sluice would run it (CAP_NET_ADMIN, CAP_NET_RAW), w
     await new Promise((r) => front?.child.once('exit', r));
     front = new FrontProcess(ns, configFile, 'front', { env, wrap: unprivileged(['net_admin', 'net_raw']) });
     const ready = await front.waitFor('front node ready');
-    // /proc/net/nf_conntrack is root-only: these records came from conntrack -L.
+    // /proc/net/nf_conntrack is root-only: these records came over ctnetlink.
     // The download (20 MiB at 2 MiB/s: 10 s) must still run when the new
     // daemon lists the flows: at 4 MiB/s it lasted 5 s, and a start that
     // slow on a busy machine finds the flow closed and rebuilds nothing

@@ -3,16 +3,19 @@
  * messages built here as the kernel builds them (ctnetlink_conntrack_event):
  * the words it fills, what it does without the optional attributes, and
  * what it refuses. The socket side is test/netns/front-ctevents.test.ts.
+ * Also the table dump's row decoder (native/src/ct_dump.c, the same
+ * decoder plus the reply tuple); its socket side is test/netns/ct-dump.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decodeConntrackEvent } from '../../src/conntrack/events.ts';
-import { EventFlag, EventMeta } from '../../src/conntrack/layout.ts';
+import { CT_ROW_WORDS, EventFlag, EventMeta, RowMeta } from '../../src/conntrack/layout.ts';
+import { loadNative } from '../../src/nfqueue/native.ts';
 
 const NLA_F_NESTED = 0x8000;
 const IPCTNL_MSG_CT_DELETE = 2;
 const NFNL_SUBSYS_CTNETLINK = 1;
-const CTA = { TupleOrig: 1, Protoinfo: 4, Mark: 8, Id: 12 } as const;
+const CTA = { TupleOrig: 1, TupleReply: 2, Protoinfo: 4, Mark: 8, Id: 12 } as const;
 const TUPLE = { Ip: 1, Proto: 2 } as const;
 const IP = { V4Src: 1, V4Dst: 2, V6Src: 3, V6Dst: 4 } as const;
 const PROTO = { Num: 1, SrcPort: 2, DstPort: 3 } as const;
@@ -58,10 +61,10 @@ function message(family: number, attrs: Uint8Array, type = (NFNL_SUBSYS_CTNETLIN
   return out;
 }
 
-function tuple4(src: number, dst: number, proto: number, sport?: number, dport?: number): Uint8Array {
+function tuple4(src: number, dst: number, proto: number, sport?: number, dport?: number, which: number = CTA.TupleOrig): Uint8Array {
   const ports = sport === undefined || dport === undefined ? [] : [attr(PROTO.SrcPort, be16(sport)), attr(PROTO.DstPort, be16(dport))];
   return attr(
-    CTA.TupleOrig,
+    which,
     cat(attr(TUPLE.Ip, cat(attr(IP.V4Src, be32(src)), attr(IP.V4Dst, be32(dst))), true), attr(TUPLE.Proto, cat(attr(PROTO.Num, new Uint8Array([proto])), ...ports), true)),
     true,
   );
@@ -113,4 +116,37 @@ describe('conntrack destroy event decoder', () => {
     const bad = attr(CTA.TupleOrig, attr(TUPLE.Ip, cat(attr(IP.V4Src, be16(1)), attr(IP.V4Dst, be32(2))), true), true);
     assert.equal(decodeConntrackEvent(message(2, bad)), undefined);
   });
+});
+
+/** The dump's row decoder on one message: the row's words, or undefined if refused. */
+function decodeRow(msg: Uint8Array): Uint32Array | undefined {
+  const row = new Uint32Array(CT_ROW_WORDS).fill(0xeeeeeeee); // stale words must be overwritten
+  return loadNative().ctDumpDecode(msg, row) === 1 ? row : undefined;
+}
+
+describe('conntrack table dump row decoder', () => {
+  const NEW = (NFNL_SUBSYS_CTNETLINK << 8) | 0; // IPCTNL_MSG_CT_NEW: a dump's entries
+  const protoinfo = attr(CTA.Protoinfo, attr(1 /* TCP */, attr(1 /* STATE */, new Uint8Array([3])), true), true);
+  const orig = tuple4(0xc6120001, 0xc6130064, 6, 40000, 80);
+  const reply = tuple4(0xc6120402, 0xc6120001, 6, 8080, 40000, CTA.TupleReply);
+  const cases: [string, Uint8Array, Partial<Record<keyof typeof RowMeta, number>> | undefined][] = [
+    ['a DNATed TCP flow: both tuples, state, mark', message(2, cat(orig, reply, protoinfo, attr(CTA.Mark, be32(0x51001002))), NEW), { Family: 2, Protocol: 6, Src: 0xc6120001, Dst: 0xc6130064, SrcPort: 40000, DstPort: 80, ReplySrc: 0xc6120402, ReplySrcPort: 8080, TcpState: 3, Mark: 0x51001002, Flags: EventFlag.Ports | EventFlag.Reply | EventFlag.TcpState | EventFlag.Mark }],
+    ['no reply tuple: no Reply flag, its words 0', message(2, cat(orig, protoinfo), NEW), { ReplySrc: 0, ReplySrcPort: 0, Flags: EventFlag.Ports | EventFlag.TcpState }],
+    ['a reply tuple without ports (icmp): no Reply flag', message(2, cat(tuple4(1, 2, 1), tuple4(2, 1, 1, undefined, undefined, CTA.TupleReply)), NEW), { Protocol: 1, ReplySrc: 2, Flags: 0 }],
+    ['no original tuple: refused', message(2, cat(reply, protoinfo), NEW), undefined],
+    ['cut short: refused', message(2, cat(orig, reply), NEW).subarray(0, 40), undefined],
+    ['another subsystem: refused', message(2, cat(orig, reply), (4 << 8) | 0), undefined],
+  ];
+  for (const [name, msg, want] of cases) {
+    it(name, () => {
+      const row = decodeRow(msg);
+      if (want === undefined) {
+        assert.equal(row, undefined);
+        return;
+      }
+      assert.ok(row);
+      for (const [k, v] of Object.entries(want)) assert.equal(row[RowMeta[k as keyof typeof RowMeta]], v, k);
+      assert.deepEqual([...row.subarray(RowMeta.ReplySrc + 1, RowMeta.ReplySrc + 4)], [0, 0, 0], 'an IPv4 address fills word 0 only');
+    });
+  }
 });

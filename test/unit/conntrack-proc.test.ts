@@ -35,7 +35,7 @@ describe('streamKernelFlows', () => {
     const path = join(dir, 'big');
     writeFileSync(path, lines.join('\n') + '\n');
     const ports: number[] = [];
-    const count = await streamKernelFlows((f) => ports.push(f.clientPort), path);
+    const count = await streamKernelFlows((f) => ports.push(f.clientPort), { path });
     assert.equal(count, n);
     assert.deepEqual(
       ports,
@@ -53,11 +53,12 @@ describe('streamKernelFlows', () => {
     let release: () => void = () => undefined;
     const read = streamKernelFlows(
       () => seen++,
-      path,
-      undefined,
-      () => {
-        seenAtPace.push(seen);
-        return new Promise<void>((r) => (release = r));
+      {
+        path,
+        pace: () => {
+          seenAtPace.push(seen);
+          return new Promise<void>((r) => (release = r));
+        },
       },
     );
     await until(() => seenAtPace.length === 1);
@@ -77,18 +78,18 @@ describe('streamKernelFlows', () => {
   it('takes a last line without its newline, and an empty table', async () => {
     const path = join(dir, 'nonl');
     writeFileSync(path, `${line(1)}\n${line(2)}`);
-    const flows: KernelFlow[] = await readKernelFlows(path);
+    const flows: KernelFlow[] = await readKernelFlows({ path });
     assert.deepEqual(
       flows.map((f) => [f.clientPort, f.client, f.dst, f.replySrc]),
       [1, 2].map((i) => [10_000 + i, parseIPv4Address('198.18.64.1'), parseIPv4Address('198.19.1.1'), parseIPv4Address('198.18.4.2')]),
     );
     writeFileSync(join(dir, 'empty'), '');
-    assert.equal(await streamKernelFlows(() => assert.fail('no flow'), join(dir, 'empty')), 0);
+    assert.equal(await streamKernelFlows(() => assert.fail('no flow'), { path: join(dir, 'empty') }), 0);
   });
 
   it('no table in the namespace yet: no flows; a path that cannot be read as a file: ConntrackReadError', async () => {
-    assert.equal(await streamKernelFlows(() => undefined, join(dir, 'absent')), 0);
-    await assert.rejects(streamKernelFlows(() => undefined, dir), { code: 'ERR_SLUICE_CONNTRACK_READ' });
+    assert.equal(await streamKernelFlows(() => undefined, { path: join(dir, 'absent') }), 0);
+    await assert.rejects(streamKernelFlows(() => undefined, { path: dir }), { code: 'ERR_SLUICE_CONNTRACK_READ' });
   });
   it('a line cut anywhere between two chunks, and a line longer than the carry buffer, parse as whole lines', () => {
     const long = `${line(3)}${' pad=0'.repeat(400)}`; // 2.5 KiB: the kept bytes of a cut line outgrow their first buffer
@@ -133,7 +134,6 @@ describe('streamKernelFlows', () => {
     for (const [name, text, want] of cases) assert.deepEqual(parseConntrackLine(text), want, name);
   });
 
-  // The conntrack(8) listing (where /proc is not readable: CAP_NET_ADMIN
-  // without root) goes through the same splitter; the systemd netns test
-  // (test/netns/front-systemd.test.ts) runs the daemon so.
+  // The daemon's own read goes over ctnetlink (test/netns/ct-dump.test.ts
+  // compares it with this parser's reading of /proc, root and unprivileged).
 });

@@ -76,9 +76,10 @@ const cases: { name: string; change: (f: Fake) => void; check: string; detail: R
     check: 'rp_filter',
     detail: /net\.ipv4\.conf\.eth0\/7\.rp_filter=0/,
   },
-  { name: 'conntrack: not root, conntrack(8) missing', change: (f) => ((f.proc = 'denied'), (f.netlink = 'missing')), check: 'conntrack', detail: /root-only and conntrack\(8\) is not installed: install conntrack-tools/ },
-  { name: 'conntrack: not root, no CAP_NET_ADMIN', change: (f) => ((f.proc = 'denied'), (f.netlink = 'denied')), check: 'conntrack', detail: /conntrack -L is refused: grant CAP_NET_ADMIN/ },
-  { name: 'conntrack: another error', change: (f) => (f.proc = { error: 'EIO' }), check: 'conntrack', detail: /cannot read \/proc\/net\/nf_conntrack: EIO/ },
+  { name: 'conntrack: no ctnetlink, not root', change: (f) => ((f.proc = 'denied'), (f.netlink = 'missing')), check: 'conntrack', detail: /no ctnetlink \(modprobe nf_conntrack_netlink\) and \/proc\/net\/nf_conntrack is root-only/ },
+  { name: 'conntrack: no CAP_NET_ADMIN', change: (f) => ((f.proc = 'denied'), (f.netlink = 'denied')), check: 'conntrack', detail: /ctnetlink refuses this process: grant CAP_NET_ADMIN/ },
+  { name: 'conntrack: ctnetlink fails otherwise', change: (f) => (f.netlink = { error: 'EIO' }), check: 'conntrack', detail: /ctnetlink failed: EIO/ },
+  { name: 'conntrack: no ctnetlink, /proc fails', change: (f) => ((f.netlink = 'missing'), (f.proc = { error: 'EIO' })), check: 'conntrack', detail: /cannot be read: EIO/ },
   { name: 'queue bound by another process', change: (f) => ((f.queue = bound(0, 99) + bound(3, 1234)), (f.owners[1234] = { pid: 77, argv: ['nfq-tool', '-q', '3'], cwd: '/' })), check: 'queue', detail: /NFQUEUE 3 is bound by another process \(netlink port 1234; pid 77: nfq-tool -q 3\).*another `queue:`/ },
   { name: 'queue bound, owner invisible', change: (f) => (f.queue = bound(3, 1234)), check: 'queue', detail: /not visible to this user/ },
   { name: 'queue bound by a front node of this file (at start: a conflict)', change: (f) => ((f.queue = bound(3, 1234)), (f.owners[1234] = daemon)), check: 'queue', detail: /pid 4242: .* front --config front\.yaml/ },
@@ -123,8 +124,8 @@ describe('front preflight', () => {
     );
   });
 
-  it('conntrack: an absent table passes (loaded with the rules), ctnetlink passes for the unprivileged unit', () => {
-    for (const [proc, netlink, detail] of [['absent', 'denied', /no \/proc\/net\/nf_conntrack yet/], ['denied', 'allowed', /conntrack -L/]] as const) {
+  it('conntrack: ctnetlink passes (root or the unprivileged unit); without ctnetlink, /proc readable or absent passes', () => {
+    for (const [proc, netlink, detail] of [['denied', 'allowed', /read over ctnetlink$/], ['readable', 'missing', /no ctnetlink .* read from \/proc\/net\/nf_conntrack$/], ['absent', 'missing', /no \/proc\/net\/nf_conntrack yet/]] as const) {
       const f = good();
       f.proc = proc;
       f.netlink = netlink;
