@@ -593,7 +593,7 @@ export class FrontDaemon implements FrontMetricsSource {
       setInterval(() => {
         const now = performance.now();
         this.table.sweep(now);
-        if (this.flowEnds.overrunResyncDue(now)) void this.#reconcile('overrun');
+        if (this.flowEnds.overrunResyncDue(now, this.#resyncing)) void this.#reconcile('overrun');
       }, 1000),
       setInterval(() => {
         this.schedule.update(this.engine.services);
@@ -922,7 +922,9 @@ export class FrontDaemon implements FrontMetricsSource {
    * records remain (flow-ends.ts); without them every reconcileSeconds.
    */
   async #reconcile(reason: ResyncReason): Promise<void> {
-    if (this.#resyncing) return; // the running one reads the table after the cause
+    // A periodic or legacy resync due while one runs is answered by it; an
+    // overrun is not (FlowEnds.answerOverruns) and is never asked for then.
+    if (this.#resyncing) return;
     this.#resyncing = true;
     try {
       await this.#resync(reason);

@@ -193,12 +193,22 @@ export class FlowEnds {
    * the flows that end during that backlog (seen in front-ctevents: 5
    * flows deleted right after the resync were never freed).
    */
-  overrunResyncDue(now: number): boolean {
+  overrunResyncDue(now: number, resyncRunning: boolean): boolean {
     const ev = this.#events;
-    if (ev === undefined) return false;
-    const overruns = ev.settledOverruns;
-    if (overruns === this.#overrunsSeen || now - this.#lastOverrunResync < RESYNC_MIN_GAP_MS) return false;
-    this.#overrunsSeen = overruns;
+    return ev !== undefined && this.answerOverruns(ev.settledOverruns, now, resyncRunning);
+  }
+
+  /**
+   * overrunResyncDue's rule on the settled overrun count `settled`. Never
+   * while a resync runs: the running one may already have read, as live,
+   * flows whose destroy events the overrun lost (their records would stay
+   * until the next resync, and with no legacy records left none comes), so
+   * the overrun stays unanswered until it ends (measured: 10 overruns
+   * during a resync of 1M flows, 7,502 records left behind).
+   */
+  answerOverruns(settled: number, now: number, resyncRunning: boolean): boolean {
+    if (resyncRunning || settled === this.#overrunsSeen || now - this.#lastOverrunResync < RESYNC_MIN_GAP_MS) return false;
+    this.#overrunsSeen = settled;
     this.#lastOverrunResync = now;
     return true;
   }
