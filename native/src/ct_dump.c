@@ -185,6 +185,13 @@ static void finalize(napi_env env, void *data, void *hint) {
   free(d);
 }
 
+/* The handle in a[0] of a call with `want` arguments (read into a), or NULL. */
+static ct_dump *dump_arg(napi_env env, napi_callback_info info, size_t want, napi_value *a) {
+  size_t argc = want;
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  return argc == want ? get_external(env, a[0]) : NULL;
+}
+
 /* ctDumpOpen() -> handle. Throws ERR_SLUICE_CT_DUMP with errno and syscall
  * (EPERM: no CAP_NET_ADMIN in the namespace; EPROTONOSUPPORT or ENOENT: no ctnetlink). */
 static napi_value cd_open(napi_env env, napi_callback_info info) {
@@ -254,10 +261,8 @@ fail:
 
 /* ctDumpRead(handle, rows: Uint32Array of >= CT_ROW_WORDS words) -> Promise<rows filled>; 0: the dump is over. */
 static napi_value cd_read(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
   napi_value a[2];
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  ct_dump *d = argc == 2 ? get_external(env, a[0]) : NULL;
+  ct_dump *d = dump_arg(env, info, 2, a);
   void *rows = NULL;
   size_t words = 0;
   if (d == NULL || !get_typed(env, a[1], napi_uint32_array, &rows, &words) || words < CT_ROW_WORDS) {
@@ -295,10 +300,8 @@ static napi_value cd_read(napi_env env, napi_callback_info info) {
 
 /* ctDumpClose(handle): ends the dump (the kernel drops its place); idempotent. */
 static napi_value cd_close(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value a[1];
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  ct_dump *d = argc == 1 ? get_external(env, a[0]) : NULL;
+  ct_dump *d = dump_arg(env, info, 1, a);
   if (d == NULL) {
     throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "ctDumpClose(handle)", 0, NULL);
     return NULL;
@@ -311,10 +314,8 @@ static napi_value cd_close(napi_env env, napi_callback_info info) {
 /* ctDumpCounts(handle) -> [skipped, bad]: flows not listed (not TCP or UDP,
  * no ports) and messages that were not decodable entries. */
 static napi_value cd_counts(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value a[1], out, v;
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  ct_dump *d = argc == 1 ? get_external(env, a[0]) : NULL;
+  ct_dump *d = dump_arg(env, info, 1, a);
   if (d == NULL) {
     throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "ctDumpCounts(handle)", 0, NULL);
     return NULL;
@@ -327,32 +328,12 @@ static napi_value cd_counts(napi_env env, napi_callback_info info) {
   return out;
 }
 
-/* ctDumpDecode(msg: Uint8Array, row: Uint32Array) -> 0 or 1: the row decoder
- * on one netlink message built by a test (no socket). */
-static napi_value cd_decode(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value a[2], out;
-  void *msg, *row;
-  size_t msg_len, row_len;
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (argc != 2 || !get_typed(env, a[0], napi_uint8_array, &msg, &msg_len) || !get_typed(env, a[1], napi_uint32_array, &row, &row_len) || row_len < CT_ROW_WORDS) {
-    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "ctDumpDecode(msg: Uint8Array, row: Uint32Array of at least CT_ROW_WORDS words)", 0, NULL);
-    return NULL;
-  }
-  const struct nlmsghdr *nlh = msg;
-  int ok = msg_len >= sizeof *nlh && mnl_nlmsg_ok(nlh, (int)msg_len) && NFNL_SUBSYS_ID(nlh->nlmsg_type) == NFNL_SUBSYS_CTNETLINK &&
-           ct_msg_decode(nlh, row, 1);
-  napi_create_uint32(env, (uint32_t)ok, &out);
-  return out;
-}
-
 void ct_dump_register(napi_env env, napi_value exports) {
   napi_property_descriptor p[] = {
     { "ctDumpOpen", NULL, cd_open, NULL, NULL, NULL, napi_default, NULL },
     { "ctDumpRead", NULL, cd_read, NULL, NULL, NULL, napi_default, NULL },
     { "ctDumpClose", NULL, cd_close, NULL, NULL, NULL, napi_default, NULL },
     { "ctDumpCounts", NULL, cd_counts, NULL, NULL, NULL, napi_default, NULL },
-    { "ctDumpDecode", NULL, cd_decode, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof p / sizeof p[0], p);
   set_number(env, exports, "CT_ROW_WORDS", CT_ROW_WORDS);

@@ -6,6 +6,7 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_conntrack.h>
 #include "ct_msg.h"
+#include "napi_util.h"
 
 /* Attribute tables on the stack: nothing allocated per event. Each callback
  * keeps the attributes it knows whose payload has the right length, and
@@ -144,4 +145,31 @@ int ct_msg_decode(const struct nlmsghdr *nlh, uint32_t *m, int reply) {
   }
   m[E_FLAGS] = flags;
   return 1;
+}
+
+/* ctMessageDecode(msg: Uint8Array, words: Uint32Array) -> 0 or 1: the
+ * decoder on one netlink message built by a test (no socket), as the event
+ * reader runs it (EV_META_WORDS words) or as the dump does (CT_ROW_WORDS:
+ * the reply tuple too). 0 unless msg is one whole ctnetlink message. */
+static napi_value decode_js(napi_env env, napi_callback_info info) {
+  size_t argc = 2, len = 0, words = 0;
+  napi_value a[2], out;
+  void *msg = NULL, *m = NULL;
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  if (argc != 2 || !get_typed(env, a[0], napi_uint8_array, &msg, &len) || !get_typed(env, a[1], napi_uint32_array, &m, &words) || words < EV_META_WORDS) {
+    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "ctMessageDecode(msg: Uint8Array, words: Uint32Array of EV_META_WORDS or CT_ROW_WORDS words)", 0, NULL);
+    return NULL;
+  }
+  const struct nlmsghdr *nlh = msg;
+  int ok = len >= sizeof *nlh && mnl_nlmsg_ok(nlh, (int)len) && NFNL_SUBSYS_ID(nlh->nlmsg_type) == NFNL_SUBSYS_CTNETLINK &&
+           ct_msg_decode(nlh, m, words >= CT_ROW_WORDS);
+  napi_create_uint32(env, (uint32_t)ok, &out);
+  return out;
+}
+
+void ct_msg_register(napi_env env, napi_value exports) {
+  napi_property_descriptor p[] = {
+    { "ctMessageDecode", NULL, decode_js, NULL, NULL, NULL, napi_default, NULL },
+  };
+  napi_define_properties(env, exports, sizeof p / sizeof p[0], p);
 }

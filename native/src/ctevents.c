@@ -71,29 +71,9 @@ static napi_value ce_open(napi_env env, napi_callback_info info) {
   return nl_reader_start(r, err);
 }
 
-/* ctEventsDecode(msg: Uint8Array, meta: Uint32Array) -> 0 or 1: the decoder
- * on one netlink message built by a test (no socket). */
-static napi_value ce_decode(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value a[2], out;
-  void *msg, *meta;
-  size_t msg_len, meta_len;
-  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  ASSERT_ARG(argc == 2 && get_typed(env, a[0], napi_uint8_array, &msg, &msg_len) &&
-                 get_typed(env, a[1], napi_uint32_array, &meta, &meta_len) && meta_len >= EV_META_WORDS,
-             "ctEventsDecode(msg, meta)");
-  const struct nlmsghdr *nlh = msg;
-  int ok = msg_len >= sizeof *nlh && mnl_nlmsg_ok(nlh, (int)msg_len) &&
-           NFNL_SUBSYS_ID(nlh->nlmsg_type) == NFNL_SUBSYS_CTNETLINK &&
-           decode_event(NULL, nlh, meta);
-  napi_create_uint32(env, (uint32_t)ok, &out);
-  return out;
-}
-
 void ctevents_register(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     { "ctEventsOpen", NULL, ce_open, NULL, NULL, NULL, napi_default, NULL },
-    { "ctEventsDecode", NULL, ce_decode, NULL, NULL, NULL, napi_default, NULL },
     { "ctEventsClose", NULL, nl_reader_close_js, NULL, NULL, NULL, napi_default, (void *)&ctevents_binding },
     { "ctEventsRef", NULL, nl_reader_ref_js, NULL, NULL, NULL, napi_default, (void *)&ctevents_binding },
   };

@@ -225,5 +225,5 @@ export class ConntrackEvents {
 /** The C decoder on one netlink message (tests): the event's words, or undefined if it is not a decodable destroy event. */
 export function decodeConntrackEvent(message: Uint8Array): Uint32Array | undefined {
   const meta = new Uint32Array(EV_META_WORDS);
-  return loadNative().ctEventsDecode(message, meta) === 1 ? meta : undefined;
+  return loadNative().ctMessageDecode(message, meta) === 1 ? meta : undefined;
 }

@@ -133,8 +133,8 @@ export interface NativeNfq {
     onBatch: (count: number) => void,
     onError: (err: Error) => void,
   ): NativeHandle;
-  /** The event decoder on one netlink message (tests): 1 if it filled meta[0..EV_META_WORDS). */
-  ctEventsDecode(message: Uint8Array, meta: Uint32Array): number;
+  /** The conntrack message decoder on one netlink message (tests, native/src/ct_msg.c): 1 if it filled words[0..EV_META_WORDS), and with CT_ROW_WORDS words the reply tuple's too. */
+  ctMessageDecode(message: Uint8Array, words: Uint32Array): number;
   ctEventsClose(handle: NativeHandle): void;
   ctEventsRef(handle: NativeHandle, on: boolean): void;
   readonly EV_META_WORDS: number;
@@ -151,8 +151,6 @@ export interface NativeNfq {
   ctDumpClose(handle: NativeHandle): void;
   /** [flows skipped (not TCP or UDP, no ports), messages that were not decodable entries] so far. */
   ctDumpCounts(handle: NativeHandle): [number, number];
-  /** The row decoder on one netlink message (tests): 1 if it filled row[0..CT_ROW_WORDS). */
-  ctDumpDecode(message: Uint8Array, row: Uint32Array): number;
   readonly CT_ROW_WORDS: number;
 }
 

@@ -1,10 +1,10 @@
 /**
- * The conntrack destroy-event decoder (native/src/ctevents.c) on netlink
+ * The conntrack destroy-event decoder (native/src/ct_msg.c, ctevents.c) on netlink
  * messages built here as the kernel builds them (ctnetlink_conntrack_event):
  * the words it fills, what it does without the optional attributes, and
  * what it refuses. The socket side is test/netns/front-ctevents.test.ts.
- * Also the table dump's row decoder (native/src/ct_dump.c, the same
- * decoder plus the reply tuple); its socket side is test/netns/ct-dump.test.ts.
+ * Also the table dump's rows (native/src/ct_dump.c: the same decoder,
+ * native/src/ct_msg.c, plus the reply tuple); its socket side is test/netns/ct-dump.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -121,7 +121,7 @@ describe('conntrack destroy event decoder', () => {
 /** The dump's row decoder on one message: the row's words, or undefined if refused. */
 function decodeRow(msg: Uint8Array): Uint32Array | undefined {
   const row = new Uint32Array(CT_ROW_WORDS).fill(0xeeeeeeee); // stale words must be overwritten
-  return loadNative().ctDumpDecode(msg, row) === 1 ? row : undefined;
+  return loadNative().ctMessageDecode(msg, row) === 1 ? row : undefined;
 }
 
 describe('conntrack table dump row decoder', () => {
