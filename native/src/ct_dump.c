@@ -18,7 +18,8 @@
  * the calling thread (the kernel builds it while sending: a refusal, such
  * as EPERM without CAP_NET_ADMIN, is thrown here, so opening is also the
  * preflight's probe); ctDumpRead(handle, rows) -> Promise<number of rows>
- * (0: the dump is over); ctDumpClose(handle). One read at a time per
+ * (0: the dump is over; a message that is not a whole conntrack entry of
+ * this dump fails it with EBADMSG); ctDumpClose(handle). One read at a time per
  * handle (a second is refused). The dump holds the kernel's place in the
  * table between reads, however long the caller waits; a flow that starts
  * or ends during the dump may or may not be listed, as with /proc.
@@ -49,8 +50,6 @@ typedef struct {
   int busy;   /* a read is on the threadpool */
   int closed; /* ctDumpClose called: the socket closes once no read runs */
   size_t len, off; /* the datagram in buf, and the bytes of it decoded */
-  double skipped;  /* flows of other protocols (not TCP or UDP), or with no ports */
-  double bad;      /* messages that are not decodable conntrack entries */
   /* The running read. */
   napi_async_work work;
   napi_deferred deferred;
@@ -67,19 +66,26 @@ static void close_socket(ct_dump *d) {
   d->nl = NULL;
 }
 
-/* Decodes the message at d->off and steps past it. */
+/* A message the dump cannot be trusted after: the read fails (the caller
+ * keeps every record rather than judge flows from a table read in part). */
+static void bad_message(ct_dump *d) {
+  d->err = EBADMSG;
+  d->syscall = "netlink";
+}
+
+/* Decodes the message at d->off and steps past it. Flows of other
+ * protocols (not TCP or UDP) are left out, as /proc's reader leaves them. */
 static void step(ct_dump *d) {
   const struct nlmsghdr *nlh = (const void *)(d->buf + d->off);
   int rem = (int)(d->len - d->off);
-  if (!mnl_nlmsg_ok(nlh, rem)) { /* a cut or garbled tail: the rest of the datagram */
-    d->off = d->len;
-    d->bad++;
+  if (!mnl_nlmsg_ok(nlh, rem)) { /* a cut or garbled tail */
+    bad_message(d);
     return;
   }
   d->off += NLMSG_ALIGN(nlh->nlmsg_len);
   if (d->off > d->len) d->off = d->len;
   if (!mnl_nlmsg_seq_ok(nlh, d->seq) || !mnl_nlmsg_portid_ok(nlh, d->portid)) {
-    d->bad++;
+    bad_message(d);
     return;
   }
   if (nlh->nlmsg_type == NLMSG_NOOP) return;
@@ -109,17 +115,14 @@ static void step(ct_dump *d) {
     d->syscall = "netlink";
     return;
   }
-  if (NFNL_SUBSYS_ID(nlh->nlmsg_type) != NFNL_SUBSYS_CTNETLINK || NFNL_MSG_TYPE(nlh->nlmsg_type) != IPCTNL_MSG_CT_NEW) {
-    d->bad++;
-    return;
-  }
   uint32_t *row = d->rows + d->n * CT_ROW_WORDS;
-  if (!ct_msg_decode(nlh, row, 1)) {
-    d->bad++;
+  if (NFNL_SUBSYS_ID(nlh->nlmsg_type) != NFNL_SUBSYS_CTNETLINK || NFNL_MSG_TYPE(nlh->nlmsg_type) != IPCTNL_MSG_CT_NEW || !ct_msg_decode(nlh, row, 1)) {
+    bad_message(d);
     return;
   }
-  if ((row[E_PROTO] != IPPROTO_TCP && row[E_PROTO] != IPPROTO_UDP) || (row[E_FLAGS] & (EF_PORTS | EF_REPLY)) != (EF_PORTS | EF_REPLY)) {
-    d->skipped++;
+  if (row[E_PROTO] != IPPROTO_TCP && row[E_PROTO] != IPPROTO_UDP) return;
+  if ((row[E_FLAGS] & (EF_PORTS | EF_REPLY)) != (EF_PORTS | EF_REPLY)) { /* a TCP or UDP entry always has both tuples' ports */
+    bad_message(d);
     return;
   }
   d->n++;
@@ -311,29 +314,11 @@ static napi_value cd_close(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* ctDumpCounts(handle) -> [skipped, bad]: flows not listed (not TCP or UDP,
- * no ports) and messages that were not decodable entries. */
-static napi_value cd_counts(napi_env env, napi_callback_info info) {
-  napi_value a[1], out, v;
-  ct_dump *d = dump_arg(env, info, 1, a);
-  if (d == NULL) {
-    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "ctDumpCounts(handle)", 0, NULL);
-    return NULL;
-  }
-  napi_create_array_with_length(env, 2, &out);
-  napi_create_double(env, d->skipped, &v);
-  napi_set_element(env, out, 0, v);
-  napi_create_double(env, d->bad, &v);
-  napi_set_element(env, out, 1, v);
-  return out;
-}
-
 void ct_dump_register(napi_env env, napi_value exports) {
   napi_property_descriptor p[] = {
     { "ctDumpOpen", NULL, cd_open, NULL, NULL, NULL, napi_default, NULL },
     { "ctDumpRead", NULL, cd_read, NULL, NULL, NULL, napi_default, NULL },
     { "ctDumpClose", NULL, cd_close, NULL, NULL, NULL, napi_default, NULL },
-    { "ctDumpCounts", NULL, cd_counts, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof p / sizeof p[0], p);
   set_number(env, exports, "CT_ROW_WORDS", CT_ROW_WORDS);

@@ -145,12 +145,10 @@ export interface NativeNfq {
    * ERR_SLUICE_CT_DUMP with errno (EPERM: no CAP_NET_ADMIN).
    */
   ctDumpOpen(): NativeHandle;
-  /** Fills `rows` (CT_ROW_WORDS words each: TCP and UDP flows) on the threadpool; resolves how many, 0 once the dump is over; rejects ERR_SLUICE_CT_DUMP. One read at a time. */
+  /** Fills `rows` (CT_ROW_WORDS words each: TCP and UDP flows) on the threadpool; resolves how many, 0 once the dump is over; rejects ERR_SLUICE_CT_DUMP (EBADMSG: a message that is not a whole entry of the dump). One read at a time. */
   ctDumpRead(handle: NativeHandle, rows: Uint32Array): Promise<number>;
   /** Ends the dump; idempotent. */
   ctDumpClose(handle: NativeHandle): void;
-  /** [flows skipped (not TCP or UDP, no ports), messages that were not decodable entries] so far. */
-  ctDumpCounts(handle: NativeHandle): [number, number];
   readonly CT_ROW_WORDS: number;
 }
 
