@@ -77,7 +77,7 @@ import { HOOK_ALLOWANCE_MS, HaRoleMachine, messageRole, type HaRole, type HaStat
 import { SyncStateReader } from './ha/sync-state.ts';
 import { AdminServer } from './admin.ts';
 import { ConnectionTable, connectionKey } from './connections.ts';
-import { LIVE_STATES, REBUILD_STATES, streamKernelFlows } from './conntrack-proc.ts';
+import { LIVE_STATES, REBUILD_STATES, streamKernelFlows } from './kernel-flows.ts';
 import { FrontControl } from './control.ts';
 import { FlowEnds, type ResyncReason } from './flow-ends.ts';
 import { FrontEngine, HELD } from './engine.ts';

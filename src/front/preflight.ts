@@ -21,7 +21,7 @@
  *                  max(conf.all, conf.IF): otherwise the kernel drops the
  *                  replies rewritten back to the VIP (measured; see
  *                  docs/operations.md).
- *   conntrack      the flow table can be read as src/front/conntrack-proc.ts
+ *   conntrack      the flow table can be read as src/front/kernel-flows.ts
  *                  reads it: over ctnetlink (CAP_NET_ADMIN, which the
  *                  unprivileged unit has), or where the kernel has no
  *                  ctnetlink from /proc/net/nf_conntrack (root). An absent
@@ -73,7 +73,7 @@ import { accessSync, closeSync, constants, openSync, readFileSync, readSync, rea
 import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { SluiceError } from '../errors/errors.ts';
-import { probeCtnetlink, type CtnetlinkAccess } from './conntrack-proc.ts';
+import { probeCtnetlink, type CtnetlinkAccess } from './kernel-flows.ts';
 import { synproxyOf, type FrontConfig, type ServiceConfig } from './config.ts';
 import type { HaConfig } from './ha/config.ts';
 

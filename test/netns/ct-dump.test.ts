@@ -1,6 +1,6 @@
 /**
  * The kernel's flow table read over ctnetlink (native/src/ct_dump.c,
- * src/front/conntrack-proc.ts streamKernelFlows), as the front node reads it
+ * src/front/kernel-flows.ts streamKernelFlows), as the front node reads it
  * at start and in its resync, against /proc/net/nf_conntrack's text in a
  * bare namespace: the same flows, field for field, for IPv4 and IPv6, TCP
  * and UDP (ICMP left out as the text parser leaves it), across many reads;
@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
-import { DUMP_ROWS } from '../../src/front/conntrack-proc.ts';
+import { DUMP_ROWS } from '../../src/front/kernel-flows.ts';
 import { nsRun, useNamespace } from '../helpers/testbed.ts';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/ct-dump.ts', import.meta.url));

@@ -11,7 +11,7 @@ import { parseConfig } from '../../src/config/load.ts';
 import { ClientIds, clientNumber6, CLIENT6_BASE } from '../../src/front/client6.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { ConnectionTable, KEY6_BASE, connectionKey } from '../../src/front/connections.ts';
-import { parseConntrackLine } from '../../src/front/conntrack-proc.ts';
+import { parseConntrackLine } from '../../src/front/kernel-flows.ts';
 import { FrontEngine, HELD } from '../../src/front/engine.ts';
 import { FlowEnds } from '../../src/front/flow-ends.ts';
 import { serverMark } from '../../src/front/marks.ts';

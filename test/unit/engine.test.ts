@@ -230,7 +230,7 @@ describe('front engine', () => {
 
 describe('kernel flow lines (/proc/net/nf_conntrack)', () => {
   it('parses original and reply tuples; rebuilds only flows neither side has closed', async () => {
-    const { parseConntrackLine, REBUILD_STATES, LIVE_STATES } = await import('../../src/front/conntrack-proc.ts');
+    const { parseConntrackLine, REBUILD_STATES, LIVE_STATES } = await import('../../src/front/kernel-flows.ts');
     const line =
       'ipv4     2 tcp      6 431999 ESTABLISHED src=198.18.11.2 dst=198.19.1.1 sport=55532 dport=80 src=198.18.201.11 dst=198.18.11.2 sport=80 dport=55532 [ASSURED] mark=0 zone=0 use=2';
     const f = parseConntrackLine(line);

@@ -46,7 +46,7 @@ import {
   ReadinessTimeoutError,
   SluiceError,
 } from '../../src/errors/errors.ts';
-import { ConntrackReadError } from '../../src/front/conntrack-proc.ts';
+import { ConntrackReadError } from '../../src/front/kernel-flows.ts';
 import { PingerUnavailableError } from '../../src/front/icmp_echo.ts';
 import { HaMissingError } from '../../src/front/ha/render.ts';
 import { NftCountersError, NftGenerationError, NftSetError } from '../../src/front/nft-netlink.ts';

@@ -27,7 +27,7 @@ import { loadNative } from '../nfqueue/native.ts';
 import { parseIPv6Address } from '../packet/address6.ts';
 import { CT_ROW_WORDS, EventFlag, RowMeta } from '../conntrack/layout.ts';
 
-/** The kernel's flow table could be read neither from /proc nor with conntrack(8). */
+/** The kernel's flow table could be read neither over ctnetlink nor from /proc. */
 export class ConntrackReadError extends SluiceError {
   readonly code = 'ERR_SLUICE_CONNTRACK_READ';
 }

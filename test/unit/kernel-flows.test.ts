@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { FLOW_CHUNK_BYTES, FlowLines, parseConntrackLine, readKernelFlows, streamKernelFlows, type KernelFlow } from '../../src/front/conntrack-proc.ts';
+import { FLOW_CHUNK_BYTES, FlowLines, parseConntrackLine, readKernelFlows, streamKernelFlows, type KernelFlow } from '../../src/front/kernel-flows.ts';
 import { parseIPv4Address } from '../../src/packet/address.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'ct-proc-'));
