@@ -38,8 +38,14 @@
 #include "ct_msg.h"
 
 /* The kernel sizes a dump's datagrams to the largest read the socket has
- * seen, up to 32 KiB: a datagram always fits. */
-#define CT_DUMP_BUF 32768
+ * seen (up to 32 KiB), so this is also how much of the table one recvmsg
+ * lists: 8 KiB, ~27 flows, about what one read of /proc's text returns
+ * (a 4 KiB page). More per call makes each system call longer, and this
+ * kernel (PREEMPT_NONE) lets nothing else have the CPU inside one: the
+ * dump also kills every expired entry it passes, each with its destroy
+ * event, so one 32 KiB read during a mass expiry ran for milliseconds
+ * (perf sched: a worker's 12.5 ms run while the loop thread waited). */
+#define CT_DUMP_BUF 8192
 #define CODE "ERR_SLUICE_CT_DUMP"
 
 typedef struct {
