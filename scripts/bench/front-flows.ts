@@ -39,7 +39,7 @@
  * also waits for a core behind wrk and nginx (measured: its longest turns
  * of its own CPU are a few ms while the wall-clock stall reads 8-12 ms).
  *
- *   node scripts/bench/front-flows.ts [--flows 1000000] [--end-from 45] [--end-over 30] [--load-cpus LIST] [--rt-priority N] [--cpu-prof DIR]
+ *   node scripts/bench/front-flows.ts [--flows 1000000] [--end-from 45] [--end-over 30] [--syn-path queue|kernel] [--load-cpus LIST] [--rt-priority N] [--cpu-prof DIR]
  * Wrap it in `flock /tmp/sluice-netns.lock` on shared machines. Prints a
  * table, writes bench/results/front-flows.json (front-flows-rt.json with
  * --rt-priority, -load-cpus with --load-cpus).
@@ -70,6 +70,9 @@ const { values } = parseArgs({
     // to the daemon, as on a front node whose clients and servers are other
     // machines. Default: everything shares every CPU.
     'load-cpus': { type: 'string' },
+    // The service's SYN path: queue (every SYN decided from NFQUEUE, the
+    // node's default) or kernel (the kernel schedule, `synPath: kernel`).
+    'syn-path': { type: 'string', default: 'queue' },
     // The daemon under SCHED_RR at this priority (chrt --reset-on-fork -r; the unit's
     // realtime drop-in, deploy/systemd/sluice-front-realtime.conf). 0: the
     // default policy.
@@ -89,9 +92,11 @@ const onLoadCpus = (argv: string[]): string[] => (LOAD_CPUS === undefined ? argv
 function pinToLoad(pid: number): void {
   if (LOAD_CPUS !== undefined) execFileSync('taskset', ['-a', '-p', '-c', LOAD_CPUS, String(pid)], { stdio: 'ignore' });
 }
+const SYN_PATH = values['syn-path'];
+if (SYN_PATH !== 'queue' && SYN_PATH !== 'kernel') throw new Error(`--syn-path ${SYN_PATH}: queue or kernel`);
 const RT_PRIORITY = Number(values['rt-priority']);
 if (!Number.isInteger(RT_PRIORITY) || RT_PRIORITY < 0 || RT_PRIORITY > 99) throw new Error(`--rt-priority ${values['rt-priority']}: 0 (the default policy) or a SCHED_RR priority 1-99`);
-const RESULTS = `front-flows${RT_PRIORITY > 0 ? '-rt' : ''}${LOAD_CPUS !== undefined ? '-load-cpus' : ''}.json`;
+const RESULTS = `front-flows${SYN_PATH === 'kernel' ? '-kernel' : ''}${RT_PRIORITY > 0 ? '-rt' : ''}${LOAD_CPUS !== undefined ? '-load-cpus' : ''}.json`;
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const VIP = '198.19.1.1';
 const MARK_TAG = 0x51;
@@ -194,7 +199,7 @@ async function main(): Promise<void> {
       adminSocket: socket,
       http: { listen: '127.0.0.1:9109' },
       connections: { max: FLOWS + 500_000 },
-      services: [{ name: 'www', vip: VIP, port: 80, method: 'byrequests', synproxy: false, servers: k.servers.map((s, i) => ({ name: `s${String(i)}`, address: s.address })) }],
+      services: [{ name: 'www', vip: VIP, port: 80, method: 'byrequests', synproxy: false, synPath: SYN_PATH, servers: k.servers.map((s, i) => ({ name: `s${String(i)}`, address: s.address })) }],
     }),
   );
   const ts = performance.now();
@@ -347,7 +352,7 @@ async function main(): Promise<void> {
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
   writeFileSync(
     join(ROOT, `bench/results/${RESULTS}`),
-    JSON.stringify({ benchmark: 'front-flows', date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { flows: FLOWS, endFrom: END_FROM, endOver: END_OVER, wrk: '-t2 -c32 Connection: close', loadCpus: LOAD_CPUS ?? 'all (shared with the daemon)', daemonScheduling: RT_PRIORITY > 0 ? `SCHED_RR ${String(RT_PRIORITY)}, reset-on-fork` : 'default (SCHED_OTHER)' }, summary, seconds }, null, 2) + '\n',
+    JSON.stringify({ benchmark: 'front-flows', date: new Date().toISOString(), machine: { kernel: release(), cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version }, settings: { flows: FLOWS, endFrom: END_FROM, endOver: END_OVER, wrk: '-t2 -c32 Connection: close', synPath: SYN_PATH, loadCpus: LOAD_CPUS ?? 'all (shared with the daemon)', daemonScheduling: RT_PRIORITY > 0 ? `SCHED_RR ${String(RT_PRIORITY)}, reset-on-fork` : 'default (SCHED_OTHER)' }, summary, seconds }, null, 2) + '\n',
   );
   console.log(`results: bench/results/${RESULTS}`);
   if (profDir !== undefined) {
