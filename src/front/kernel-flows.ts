@@ -286,18 +286,12 @@ export function parseConntrackLine(line: string): KernelFlow | undefined {
 /** How much of the flow table is read and parsed per event-loop turn: ~64 KiB is ~400 lines, well under a millisecond. */
 export const FLOW_CHUNK_BYTES = 64 * 1024;
 
-/** Takes a byte stream in chunks, and its end. */
-export interface LineSink {
-  push(chunk: Buffer, length: number): void;
-  end(): void;
-}
-
 /**
  * Splits a byte stream into lines across chunks and parses each complete
  * line in place into one reused flow, handed to `flow`. A line cut by a
  * chunk's end is copied into `#carry` until the next chunk completes it.
  */
-export class FlowLines implements LineSink {
+export class FlowLines {
   #carry = Buffer.allocUnsafe(1024);
   #carried = 0;
   readonly #out = new FlowScratch();
