@@ -291,6 +291,12 @@ export class DnsDaemon {
       this.server.close();
       process.exit(0);
     });
+    // A report sent as the primary died fails with EPIPE (on `process`, unhandled it would end this worker with a stack trace): the primary is gone, so this worker goes as on 'disconnect'.
+    process.on('error', (err: Error) => {
+      this.log.warn({ err: err.message }, 'message to the primary not delivered; exiting');
+      this.server.close();
+      process.exit(0);
+    });
     process.on('message', (m: ToWorker) => {
       if (m.t === 'state') this.#applyState(m.type, m.body, m.from, performance.now() - m.ageMs);
       else if (m.t === 'reload') this.reload();
@@ -430,7 +436,7 @@ export class DnsDaemon {
       uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000),
       zones: this.#zones.map((z) => ({ origin: z.origin, serial: z.soa.serial, records: z.recordCount })),
       counters: { ...this.answerer.counters, ...this.server.counters, tcpConnections: this.server.tcpConnections, reloads: this.reloads, reloadsRefused: this.reloadsRefused },
-      ...(this.#pool !== undefined ? { workers: { count: this.#pool.count, alive: this.#pool.alive, died: this.#pool.died, replaced: this.#pool.replaced, pids: this.#pool.pids() } } : {}),
+      ...(this.#pool !== undefined ? { workers: { count: this.#pool.count, alive: this.#pool.alive, died: this.#pool.died, replaced: this.#pool.replaced, sendFailed: this.#pool.sendFailed, pids: this.#pool.pids() } } : {}),
       rejects: Object.fromEntries(this.answerer.rejects),
       clusters: this.clusters.clusters.map((c) => ({
         name: c.name,

@@ -22,6 +22,7 @@ import type { ZoneTransfers } from './transfer/axfr.ts';
 import type { Notifier } from './transfer/notify.ts';
 import type { DnsServer } from './server.ts';
 import type { StickyTable } from './sticky.ts';
+import type { WorkerPool } from './workers.ts';
 import type { OpsServer } from '../http/ops_server.ts';
 import { counterFrom, counterOf, gaugeFrom, gaugeOf, type Sample } from '../metrics/collect.ts';
 import { registerControlMetrics } from '../metrics/control.ts';
@@ -44,6 +45,8 @@ export interface DaemonParts {
   readonly mapping: MappingService;
   readonly reloads: number;
   readonly reloadsRefused: number;
+  /** The primary's worker pool (workers > 1); undefined in a single process. */
+  readonly pool: Pick<WorkerPool, 'count' | 'alive' | 'died' | 'replaced' | 'sendFailed'> | undefined;
 }
 
 export interface DnsMetricsSource {
@@ -61,6 +64,19 @@ export function registerDnsMetrics(registry: Registry, src: DnsMetricsSource): v
   const perCluster = (f: (c: DaemonParts['clusters']['clusters'][number]) => number): Sample<'cluster'>[] => d.clusters.clusters.map((c) => [{ cluster: c.name }, f(c)] as const);
 
   gaugeFrom(registry, 'sluice_dns_info', 'This DNS server: its control-plane name (value 1).', ['name'], () => [[{ name: d.config.name }, 1]]);
+
+  // Worker processes (workers > 1): no samples in a single process.
+  gaugeFrom(registry, 'sluice_dns_workers', 'Server processes configured, and alive now (fewer alive than configured: one died and its replacement is not serving yet).', ['of'], () =>
+    d.pool === undefined
+      ? []
+      : [
+          [{ of: 'configured' }, d.pool.count],
+          [{ of: 'alive' }, d.pool.alive],
+        ],
+  );
+  counterFrom(registry, 'sluice_dns_workers_died_total', 'Server processes that died while serving (each is logged with its exit code and signal, and replaced).', [], () => (d.pool === undefined ? [] : [[{}, d.pool.died]]));
+  counterFrom(registry, 'sluice_dns_workers_replaced_total', 'Replacement server processes that started serving.', [], () => (d.pool === undefined ? [] : [[{}, d.pool.replaced]]));
+  counterFrom(registry, 'sluice_dns_worker_messages_lost_total', 'Messages from the primary to a server process that was exiting (its replacement gets the state).', [], () => (d.pool === undefined ? [] : [[{}, d.pool.sendFailed]]));
 
   // Queries and responses (Answerer counters).
   counterFrom(registry, 'sluice_dns_queries_total', 'Queries received, by transport.', ['transport'], () => [

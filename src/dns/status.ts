@@ -82,7 +82,7 @@ export interface DnsStatus {
   readonly uptimeSeconds: number;
   readonly zones: readonly { readonly origin: string; readonly serial: number; readonly records: number }[];
   /** With `workers` > 1: the worker processes (counters are their sums, reported every 50 ms when they change). */
-  readonly workers?: { readonly count: number; readonly alive: number; readonly died: number; readonly replaced: number; readonly pids: readonly number[] };
+  readonly workers?: { readonly count: number; readonly alive: number; readonly died: number; readonly replaced: number; readonly sendFailed: number; readonly pids: readonly number[] };
   readonly counters: Readonly<AnswererCounters> & Readonly<ServerCounters> & { readonly tcpConnections: number; readonly reloads: number; readonly reloadsRefused: number };
   /** Messages the parser refused, by reason. */
   readonly rejects: Readonly<Record<string, number>>;

@@ -116,6 +116,14 @@ export class WorkerPool {
   #demandWait: { left: number; done: () => void } | undefined;
   died = 0;
   replaced = 0;
+  /**
+   * IPC messages to a worker that had just died (EPIPE: it was still
+   * `connected` when sent). Without a listener the ChildProcess's 'error'
+   * event would end the primary: a killed worker would take the whole server
+   * down. The message is lost with the worker; its replacement gets the
+   * replay and the whole mapping table.
+   */
+  sendFailed = 0;
 
   constructor(opts: WorkerPoolOptions) {
     this.#opts = opts;
@@ -173,6 +181,17 @@ export class WorkerPool {
     slot.stats = undefined;
     return new Promise((resolve, reject) => {
       let ready = false;
+      child.on('error', (err) => {
+        // A fork that failed (no pid) gets no 'exit': fail the start here.
+        if (child.pid === undefined) {
+          if (slot.child === child) slot.child = undefined;
+          reject(new DnsWorkerStartError(`worker ${i}: ${err.message}`));
+          if (replacement && !this.#stopping) this.#replace(i, RESTART_DELAY_MS);
+          return;
+        }
+        this.sendFailed++;
+        this.#opts.log.warn({ worker: i, pid: child.pid, err: err.message }, 'message to a dns worker not delivered (it is exiting; its replacement gets the state)');
+      });
       child.on('message', (m: FromWorker) => {
         switch (m.t) {
           case 'ready':

@@ -475,6 +475,22 @@ adminSocket: ${join(dir, 'dns.sock')}
     assert.ok(p.sum('sluice_dns_steering_decisions_total', { reason: 'capacity-weighted' }) >= 1);
   });
 
+  it('worker processes: no samples in a single process; with workers, the pool\'s counts', async () => {
+    assert.equal((await scrape(r)).has('sluice_dns_workers', { of: 'alive' }), false, 'no pool, no sample');
+    const pool = { count: 3, alive: 2, died: 4, replaced: 3, sendFailed: 1 };
+    // The same daemon, seen with a pool (the primary of `workers: 3`).
+    const primary = new Proxy(d, { get: (t, k) => (k === 'pool' ? pool : (Reflect.get(t, k, t) as unknown)) });
+    const r2 = new Registry();
+    registerDnsMetrics(r2, { daemon: primary, control: () => undefined, admin: () => undefined, ops: () => undefined });
+    expectRows(await scrape(r2), [
+      ['sluice_dns_workers', { of: 'configured' }, 3],
+      ['sluice_dns_workers', { of: 'alive' }, 2],
+      ['sluice_dns_workers_died_total', {}, 4],
+      ['sluice_dns_workers_replaced_total', {}, 3],
+      ['sluice_dns_worker_messages_lost_total', {}, 1],
+    ]);
+  });
+
   it('RTT results land in the per-cluster histogram and no-reply counter', async () => {
     const now = performance.now();
     d.rtt.expect('198.18.30.1', '4:198.18.30.0/24');
