@@ -20,6 +20,13 @@
  * (src/front/synproxy-auto.ts): a dump, where `nft list set` was a child
  * process forked from the daemon every second.
  *
+ * And what one table is (NFT_MSG_GETTABLE, GETCHAIN): its comment, where
+ * the daemon writes a fingerprint of the structure it rendered, and its
+ * chains' names. The start reads it to update an unchanged table's
+ * elements instead of replacing the table (src/front/nft.ts keptScript);
+ * `nft list` would fetch every set element first (4 s beside a
+ * 256k-element map, measured).
+ *
  * Each reader has two forms. Synchronous (the daemon's start, tools): one
  * short exchange on the calling thread. Asynchronous (the running daemon's
  * periodic reads, nft*Async -> Promise): the exchange runs on libuv's
@@ -306,9 +313,111 @@ static int on_elems(const struct nlmsghdr *nlh, void *data) {
   return MNL_CB_OK;
 }
 
+
+/* ---- a table's layout: its comment and its chains (NFT_MSG_GETTABLE, GETCHAIN) ---- */
+
+typedef enum { ITEM_TABLE, ITEM_CHAIN } item_kind;
+
+typedef struct {
+  item_kind kind;
+  char name[NFT_NAME_MAXLEN]; /* a chain's name; the table's comment ("" if none) */
+  int base;                   /* a chain with a hook */
+} layout_item;
+
+typedef struct {
+  const char *table; /* only this table's chains (the chain dump is per family) */
+  layout_item *items;
+  uint32_t n, cap;
+  int oom;
+} layout;
+
+static layout_item *layout_push(layout *l) {
+  if (l->n == l->cap) {
+    uint32_t cap = l->cap == 0 ? 64 : l->cap * 2;
+    layout_item *items = realloc(l->items, (size_t)cap * sizeof *items);
+    if (items == NULL) {
+      l->oom = 1;
+      return NULL;
+    }
+    l->items = items;
+    l->cap = cap;
+  }
+  layout_item *it = &l->items[l->n++];
+  memset(it, 0, sizeof *it);
+  return it;
+}
+
+static int table_attr(const struct nlattr *a, void *data) {
+  const struct nlattr **tb = data;
+  int t = mnl_attr_get_type(a);
+  if (mnl_attr_type_valid(a, NFTA_TABLE_MAX) < 0) return MNL_CB_OK;
+  if (t == NFTA_TABLE_NAME && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) < 0) return MNL_CB_OK;
+  tb[t] = a;
+  return MNL_CB_OK;
+}
+
+/* The table's own answer: its comment, from the user data nft writes
+ * (type-length-value records; type 0 is the comment, NUL-terminated). */
+static int on_table(const struct nlmsghdr *nlh, void *data) {
+  layout *l = data;
+  const struct nlattr *tb[NFTA_TABLE_MAX + 1] = { 0 };
+  if (mnl_attr_parse(nlh, sizeof(struct nfgenmsg), table_attr, tb) < 0) return MNL_CB_ERROR;
+  layout_item *it = layout_push(l);
+  if (it == NULL) return MNL_CB_OK;
+  it->kind = ITEM_TABLE;
+  if (tb[NFTA_TABLE_USERDATA] == NULL) return MNL_CB_OK;
+  const uint8_t *u = mnl_attr_get_payload(tb[NFTA_TABLE_USERDATA]);
+  size_t len = mnl_attr_get_payload_len(tb[NFTA_TABLE_USERDATA]);
+  for (size_t off = 0; off + 2 <= len;) {
+    uint8_t type = u[off], vlen = u[off + 1];
+    if (off + 2 + vlen > len) break; /* a record cut short: no comment read */
+    if (type == 0 && vlen > 0 && u[off + 2 + vlen - 1] == '\0') { /* vlen <= 255 < sizeof it->name */
+      memcpy(it->name, u + off + 2, vlen);
+      break;
+    }
+    off += 2 + (size_t)vlen;
+  }
+  return MNL_CB_OK;
+}
+
+static int chain_attr(const struct nlattr *a, void *data) {
+  const struct nlattr **tb = data;
+  int t = mnl_attr_get_type(a);
+  if (mnl_attr_type_valid(a, NFTA_CHAIN_MAX) < 0) return MNL_CB_OK;
+  if ((t == NFTA_CHAIN_TABLE || t == NFTA_CHAIN_NAME) && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) < 0) return MNL_CB_OK;
+  if (t == NFTA_CHAIN_HOOK && mnl_attr_validate(a, MNL_TYPE_NESTED) < 0) return MNL_CB_OK;
+  tb[t] = a;
+  return MNL_CB_OK;
+}
+
+static int on_chain(const struct nlmsghdr *nlh, void *data) {
+  layout *l = data;
+  const struct nlattr *tb[NFTA_CHAIN_MAX + 1] = { 0 };
+  if (mnl_attr_parse(nlh, sizeof(struct nfgenmsg), chain_attr, tb) < 0) return MNL_CB_ERROR;
+  if (tb[NFTA_CHAIN_TABLE] == NULL || tb[NFTA_CHAIN_NAME] == NULL || strcmp(mnl_attr_get_str(tb[NFTA_CHAIN_TABLE]), l->table) != 0) return MNL_CB_OK;
+  layout_item *it = layout_push(l);
+  if (it == NULL) return MNL_CB_OK;
+  it->kind = ITEM_CHAIN;
+  snprintf(it->name, sizeof it->name, "%s", mnl_attr_get_str(tb[NFTA_CHAIN_NAME]));
+  it->base = tb[NFTA_CHAIN_HOOK] != NULL;
+  return MNL_CB_OK;
+}
+
+/* The table, then its chains: 0, or an errno with *syscall set. An absent table reads as no item. */
+static int dump_layout(uint8_t family, layout *l, const char **syscall) {
+  char buf[NL_BUF];
+  struct nlmsghdr *nlh = put_request(buf, NFT_MSG_GETTABLE, 0, family, (uint32_t)time(NULL));
+  mnl_attr_put_strz(nlh, NFTA_TABLE_NAME, l->table);
+  int err = exchange(nlh, buf, sizeof buf, on_table, l, syscall);
+  if (err == ENOENT) return 0;
+  if (err != 0) return err;
+  nlh = put_request(buf, NFT_MSG_GETCHAIN, NLM_F_DUMP, family, (uint32_t)time(NULL));
+  return exchange(nlh, buf, sizeof buf, on_chain, l, syscall);
+}
+
 /* ---- one read, either form ---- */
 
-typedef enum { JOB_GENERATION, JOB_COUNTERS, JOB_SET } job_kind;
+typedef enum { JOB_GENERATION, JOB_COUNTERS, JOB_SET, JOB_LAYOUT } job_kind;
 
 typedef struct {
   job_kind kind;
@@ -321,6 +430,7 @@ typedef struct {
   int64_t gen;
   counter_list counters;
   elem_dump elems;
+  layout layout;
   /* The asynchronous form's handles. */
   napi_async_work work;
   napi_deferred deferred;
@@ -341,6 +451,9 @@ static void run_job(nl_job *j) {
     j->counters.overflow = 0;
     j->err = dump_counters(j->family, j->table, &j->counters, &j->syscall);
     if (j->err == ENOENT) j->err = 0, j->counters.n = 0; /* no such table: nothing counted */
+  } else if (j->kind == JOB_LAYOUT) {
+    j->layout.table = j->table;
+    j->err = dump_layout(j->family, &j->layout, &j->syscall);
   } else {
     struct nlmsghdr *nlh = put_request(buf, NFT_MSG_GETSETELEM, NLM_F_DUMP, j->family, (uint32_t)time(NULL));
     mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, j->table);
@@ -376,6 +489,31 @@ static napi_value job_value(napi_env env, nl_job *j, int *ok) {
     *ok = 1;
     return arr;
   }
+  if (j->kind == JOB_LAYOUT) {
+    if (j->err != 0) {
+      snprintf(text, sizeof text, "reading the layout of nft table %s over netlink", j->table);
+      return coded_error_errno(env, "ERR_SLUICE_NFT_LAYOUT", text, j->err, j->syscall);
+    }
+    if (j->layout.oom) return coded_error(env, "ERR_SLUICE_NFT_LAYOUT", "out of memory reading the table's layout", 0, NULL);
+    napi_value arr;
+    napi_create_array_with_length(env, j->layout.n, &arr);
+    for (uint32_t i = 0; i < j->layout.n; i++) {
+      const layout_item *it = &j->layout.items[i];
+      napi_value row, v;
+      napi_create_array(env, &row);
+      napi_create_string_utf8(env, it->kind == ITEM_TABLE ? "table" : "chain", NAPI_AUTO_LENGTH, &v);
+      napi_set_element(env, row, 0, v);
+      napi_create_string_utf8(env, it->name, NAPI_AUTO_LENGTH, &v);
+      napi_set_element(env, row, 1, v);
+      if (it->kind == ITEM_CHAIN) {
+        napi_get_boolean(env, it->base != 0, &v);
+        napi_set_element(env, row, 2, v);
+      }
+      napi_set_element(env, arr, i, row);
+    }
+    *ok = 1;
+    return arr;
+  }
   if (j->err != 0) {
     snprintf(text, sizeof text, "reading set %s of nft table %s over netlink", j->set, j->table);
     return coded_error_errno(env, "ERR_SLUICE_NFT_SET", text, j->err, j->syscall);
@@ -396,6 +534,7 @@ static napi_value job_value(napi_env env, nl_job *j, int *ok) {
 
 static void job_free(nl_job *j) {
   elem_dump_free(&j->elems);
+  free(j->layout.items);
   free(j);
 }
 
@@ -420,7 +559,7 @@ static nl_job *job_of(napi_env env, napi_callback_info info, job_kind kind) {
   if (!good) {
     free(j);
     throw_coded(env, "ERR_SLUICE_NATIVE_ARG",
-                kind == JOB_SET ? "nftSetCounters(family 2 (ip) or 10 (ip6), table, set, keyLength 1..64)" : "nftCounters(family 2 (ip) or 10 (ip6), table name of 1..255 bytes)", 0, NULL);
+                kind == JOB_SET ? "nftSetCounters(family 2 (ip) or 10 (ip6), table, set, keyLength 1..64)" : "nftCounters/nftLayout(family 2 (ip) or 10 (ip6), table name of 1..255 bytes)", 0, NULL);
     return NULL;
   }
   j->family = (uint8_t)family;
@@ -481,6 +620,11 @@ static napi_value nft_set_counters(napi_env env, napi_callback_info info) {
   return run_sync(env, info, JOB_SET);
 }
 
+/* nftLayout(family 2|10, table) -> [['table', comment], ['chain', name, base], ...] (empty when the table is absent) */
+static napi_value nft_layout(napi_env env, napi_callback_info info) {
+  return run_sync(env, info, JOB_LAYOUT);
+}
+
 /* The same three on the threadpool: Promises of the same answers (rejected with the same Errors). */
 static napi_value nft_generation_async(napi_env env, napi_callback_info info) {
   return run_async(env, info, JOB_GENERATION, "sluice.nftGeneration");
@@ -499,6 +643,7 @@ void nft_netlink_register(napi_env env, napi_value exports) {
     { "nftCounters", NULL, nft_counters, NULL, NULL, NULL, napi_default, NULL },
     { "nftGeneration", NULL, nft_generation, NULL, NULL, NULL, napi_default, NULL },
     { "nftSetCounters", NULL, nft_set_counters, NULL, NULL, NULL, napi_default, NULL },
+    { "nftLayout", NULL, nft_layout, NULL, NULL, NULL, napi_default, NULL },
     { "nftGenerationAsync", NULL, nft_generation_async, NULL, NULL, NULL, napi_default, NULL },
     { "nftCountersAsync", NULL, nft_counters_async, NULL, NULL, NULL, napi_default, NULL },
     { "nftSetCountersAsync", NULL, nft_set_counters_async, NULL, NULL, NULL, napi_default, NULL },

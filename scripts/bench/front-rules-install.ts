@@ -77,7 +77,7 @@ try {
   const rules2 = renderRuleset(cfg2, configuredSpread(cfg2));
   const parsed = ms(t);
   t = process.hrtime.bigint();
-  const diffOnly = installRuleset(rules2, ns, rules);
+  const diffOnly = installRuleset(rules2, ns, rules) === 'elements';
   console.log(`reload install (one service changed; schema and render ${parsed}): ${ms(t)}, ${diffOnly ? 'changed elements only' : 'table replaced'}`);
   t = process.hrtime.bigint();
   const chains = await listChainsAsync(10_000, ns);

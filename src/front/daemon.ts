@@ -84,7 +84,7 @@ import { FrontEngine, HELD } from './engine.ts';
 import { iptablesIsNft, saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
 import { KernelScheduleWriter, SCHEDULE_TICK_MS, type KernelScheduleStatus } from './kernel-schedule.ts';
-import { readCounters, readCountersAsync, readSetCountersAsync, rulesetGenerationAsync } from './nft-netlink.ts';
+import { readCounters, readCountersAsync, readSetCountersAsync, readTableLayout, rulesetGenerationAsync } from './nft-netlink.ts';
 import { SYN_SEEN_SET, heldSchedule, listChainsAsync, listTableAsync, nftLoadAsync, scheduleRewriteScript, scheduleUpdateScript, synproxyFamilies, type HeldSchedule } from './nft.ts';
 import { SynproxyAuto, type SynproxyAutoStatus } from './synproxy-auto.ts';
 import { RulesHealth, type RulesHealthStatus } from './rules-health.ts';
@@ -212,6 +212,8 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly #selectorBuilt = new WeakMap<ServiceRuntime, string>();
   #lastRebuild = -Infinity;
   #rebuildTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The start's install is done (the next installs without `over` are repairs). */
+  #startInstalled = false;
   /** The rules this process installed last (installRuleset's element-only update). */
   #installed: RuleSet | undefined;
   /** The daemon-down fallback's contents: rewritten when the usable servers change (usableChanged). */
@@ -298,12 +300,24 @@ export class FrontDaemon implements FrontMetricsSource {
       },
       // Over the rules this process installed last, a reload or ctl change
       // replaces only set and map elements (installRuleset); a repair, or
-      // the first install, replaces the whole table.
+      // the first install, writes the whole table (the first only the
+      // elements, over a table of its own structure the last daemon left).
       apply: (rules, whole) => {
         const over = whole ? undefined : this.#installed;
+        // The start's install (nothing of ours installed yet, no repair):
+        // over a table of the same structure, left by the previous daemon,
+        // it writes the elements instead of replacing the table.
+        const keep = !whole && this.#installed === undefined && !this.#startInstalled ? readTableLayout : undefined;
         // Unknown while installing: an install that fails half-way (nft done, iptables refused) must not be diffed against.
         this.#installed = undefined;
-        const elements = installRuleset(rules, undefined, over, over === undefined ? undefined : this.#heldSchedule);
+        const mode = installRuleset(rules, undefined, over, over === undefined ? undefined : this.#heldSchedule, keep);
+        if (keep !== undefined) {
+          this.#startInstalled = true;
+          // The kernel's counters were kept: what #carryKernelCounters seeded is in them already.
+          if (mode === 'kept') this.tableCounters.kept();
+          this.log.info({ table: mode === 'kept' ? 'kept (same structure): elements written' : 'replaced' }, 'nft table installed');
+        }
+        const elements = mode === 'elements';
         this.#installed = rules;
         // The fallback map: filled by a whole install only when small; the writer brings it to the running spread.
         this.fallback.afterInstall(!elements, rules.nft.v6 === undefined ? rules.nft.fallbackHeld : new Map([...rules.nft.fallbackHeld, ...rules.nft.v6.fallbackHeld]));

@@ -34,7 +34,7 @@ import { QueueSystemError } from '../errors/errors.ts';
 import { loadNative } from '../nfqueue/native.ts';
 import { formatIPv4Address } from '../packet/address.ts';
 import { formatIPv6Groups } from '../packet/address6.ts';
-import { NFT_TABLE, type NftFamily } from './nft.ts';
+import { NFT_TABLE, type LayoutItem, type NftFamily } from './nft.ts';
 
 /** The kernel refused or broke off the counter dump (errno and syscall from the addon). */
 export class NftCountersError extends QueueSystemError {
@@ -44,6 +44,11 @@ export class NftCountersError extends QueueSystemError {
 /** The kernel refused or broke off a set's element dump, or its keys are not `address . port` (errno and syscall from the addon). */
 export class NftSetError extends QueueSystemError {
   readonly code = 'ERR_SLUICE_NFT_SET';
+}
+
+/** The kernel refused or broke off the read of our table or its chains (errno and syscall from the addon). */
+export class NftLayoutError extends QueueSystemError {
+  readonly code = 'ERR_SLUICE_NFT_LAYOUT';
 }
 
 /** The kernel would not tell the ruleset generation (errno and syscall from the addon). */
@@ -93,6 +98,17 @@ export function readCounters(fam: NftFamily): string | undefined {
 /** readCounters off the event loop. */
 export async function readCountersAsync(fam: NftFamily): Promise<string | undefined> {
   return countersText(await nativeAsync(() => loadNative().nftCountersAsync(NFPROTO[fam], NFT_TABLE), (m, errno, syscall, cause) => new NftCountersError(m, errno, syscall, { cause })));
+}
+
+/**
+ * What the kernel holds of our `fam` table: its comment (which names the
+ * structure of the rendering that wrote it: nft.ts keptScript) and its
+ * chains by name, without a rule or an element. Empty when the table is
+ * absent. Synchronous: the start reads it right before its install.
+ */
+export function readTableLayout(fam: NftFamily): LayoutItem[] {
+  const rows = native(() => loadNative().nftLayout(NFPROTO[fam], NFT_TABLE), (m, errno, syscall, cause) => new NftLayoutError(m, errno, syscall, { cause }));
+  return rows.map((r): LayoutItem => (r[0] === 'table' ? { kind: 'table', comment: r[1] } : { kind: 'chain', name: r[1], base: r[2] }));
 }
 
 /**

@@ -73,6 +73,7 @@
  *                 the conntrack mark copy of nat_pre, and its fallback.
  */
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { runOffLoop } from './run-off-loop.ts';
 import { CommandFailedError } from '../errors/errors.ts';
 import { argvIn, runCommand } from '../util/exec.ts';
@@ -205,6 +206,19 @@ export interface RenderedNft {
   readonly v6?: RenderedNft;
   /** The `nft -f` script: creates, deletes and recreates our table in one transaction (built when read: megabytes for a large table). */
   readonly script: string;
+  /**
+   * A fingerprint of `structure` (SHA-256, 16 hex digits), written as the
+   * table's comment (`comment "sluice structure TAG"`): the kernel's table
+   * tells which rendering's structure it has.
+   */
+  readonly structureTag: string;
+  /**
+   * Over a table of ours whose comment names this rendering's structure
+   * (`layout`, just read: nft-netlink.ts readTableLayout), the script that
+   * gives it this rendering's contents without replacing it: see
+   * keptHeader. Undefined when the table is absent or of another structure.
+   */
+  kept(layout: readonly LayoutItem[]): string | undefined;
   /**
    * The table without its elements and counter values: two renderings with
    * the same structure differ only in set and map contents, and the second
@@ -464,7 +478,6 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     '  }',
     '}',
   ];
-  const table = lines.join('\n') + '\n';
   const chainSizes: Record<string, number> = {};
   let chain: string | undefined;
   for (const l of lines) {
@@ -491,13 +504,17 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
       })
       .map((l) => l.replace(/ elements = \{ .* \} \}$/, ' }').replace(/ \{ packets \d+ bytes \d+ \}$/, ' {}'))
       .join('\n') + '\n';
+  // The table says which structure it has (keptScript reads it back).
+  const tag = createHash('sha256').update(structure).digest('hex').slice(0, 16);
+  lines.splice(1, 0, `  comment "${STRUCTURE_COMMENT}${tag}"`);
+  const table = lines.join('\n') + '\n';
   const sets: Record<string, readonly string[]> = { vips, services, overflow_marks: overflow, targets, kernel, schedule: sched, fallback: fb };
   if (seen.length > 0) {
     sets[SYN_SEEN_SET] = seen;
     sets['synproxied'] = synproxy;
     groupEls.forEach((els, i) => (sets[`synproxied_${String(i)}`] = els));
   }
-  const scriptOf = (): string => {
+  const bodyOf = (): string => {
   const bare = lines.map((l) => l.replace(/ elements = \{ .* \} \}$/, ' }')).join('\n') + '\n';
   const adds = [...elementAdds(fam, 'vips', vips), ...elementAdds(fam, 'services', services), ...elementAdds(fam, 'overflow_marks', overflow), ...elementAdds(fam, 'targets', targets), ...elementAdds(fam, 'kernel', kernel), ...(scheduleInline ? elementAdds(fam, 'schedule', sched) : []), ...elementAdds(fam, 'fallback', fb)];
   if (seen.length > 0) {
@@ -509,8 +526,23 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
   // declarations (`add element`), not declared inline: measured with 1,000
   // services x 100 servers (456k elements), inline 13.1 s (10.8 s of it in
   // the kernel), added 5.5 s, the same table.
-  return `table ${fam} ${NFT_TABLE}\ndelete table ${fam} ${NFT_TABLE}\n${bare}${adds.map((l) => l + '\n').join('')}`;
+  return `${bare}${adds.map((l) => l + '\n').join('')}`;
   };
+  const scriptOf = (): string => `table ${fam} ${NFT_TABLE}\ndelete table ${fam} ${NFT_TABLE}\n${bodyOf()}`;
+  // What a whole install leaves in each set and map, written over the sets
+  // the kernel holds: the deferred ones (fallback, a large schedule) left
+  // empty for their writers, as a whole install leaves them.
+  const keptElements = (): string[] => [
+    ...elementUpdate(fam, 'set', 'vips', vips),
+    ...elementUpdate(fam, 'set', 'services', services),
+    ...elementUpdate(fam, 'set', 'overflow_marks', overflow),
+    ...elementUpdate(fam, 'map', 'targets', targets),
+    ...elementUpdate(fam, 'map', 'kernel', kernel),
+    ...elementUpdate(fam, 'map', 'schedule', scheduleInline ? sched : []),
+    ...elementUpdate(fam, 'map', 'fallback', fb),
+    ...(seen.length > 0 ? [...elementUpdate(fam, 'set', SYN_SEEN_SET, seen), ...elementUpdate(fam, 'set', 'synproxied', synproxy), ...groupEls.flatMap((els, i) => elementUpdate(fam, 'set', `synproxied_${String(i)}`, els))] : []),
+  ];
+  const declaredChains = new Set([...Object.keys(chainSizes), ...lines.flatMap((l) => /^ {2}chain (\S+) \{$/.exec(l)?.[1] ?? [])]);
   const updateOf = (): string => [
     // Chains first: the verdict map's new elements may jump to a new one.
     ...kernelChains.flatMap(([name, rules]) => [`add chain ${fam} ${NFT_TABLE} ${name}`, `flush chain ${fam} ${NFT_TABLE} ${name}`, ...rules.map((r) => `add rule ${fam} ${NFT_TABLE} ${name} ${r}`)]),
@@ -528,6 +560,10 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     ...(v6 !== undefined ? { v6 } : {}),
     get script() {
       return scriptOf();
+    },
+    structureTag: tag,
+    kept(layout) {
+      return keptScript(fam, layout, tag, kernelChains, declaredChains, keptElements);
     },
     structure,
     get update() {
@@ -904,6 +940,54 @@ export function chainsOf(list: string): string[] {
     if (ours && chain !== null) out.push(chain[1] ?? '');
   }
   return out;
+}
+
+/** What the kernel holds of our table (nft-netlink.ts readTableLayout): its comment, and its chains by name. */
+export type LayoutItem = { readonly kind: 'table'; readonly comment: string } | { readonly kind: 'chain'; readonly name: string; readonly base: boolean };
+
+/** The table comment that names a rendering's structure (`structureTag`). */
+export const STRUCTURE_COMMENT = 'sluice structure ';
+
+/**
+ * The script that gives a table the kernel holds (`layout`) a rendering's
+ * contents in place, when the table's comment names that rendering's
+ * structure (`tag`): every set's and map's elements replaced (flush and
+ * add), the kernel-schedule chains rewritten and those the rendering lacks
+ * deleted. Chains, rules, hooks and counters stay. Undefined when the
+ * table is absent or its comment names another structure (or none: a
+ * table written before the comment existed).
+ *
+ * Why: replacing the whole table (`delete table` and add, one transaction)
+ * lost 1-7 SYNs per ~1.7M over 300 installs under a SYN flood
+ * (test/netns/front-restart.test.ts), all dropped by the VIP guard, undecided, in
+ * two ways a packet straddling the commit could meet:
+ * - The new base chains register their hooks beside the old ones', and the
+ *   kernel runs a hook added at a priority before those already there
+ *   (checked in a scratch namespace). A chain reads the ruleset
+ *   generation when a packet enters it, so a SYN that entered the new
+ *   `classify` just before the commit (its rules not yet visible) and the
+ *   old one just after (its rules gone) was never classified.
+ * - A map lookup reads the generation again, at the lookup. Deleting a map
+ *   deactivates its elements in the next generation, so an old rule
+ *   entered before the commit that looked in the old `fallback` map after
+ *   it found nothing: not DNATed (seen with the chains kept and the maps
+ *   replaced: every lost SYN had been queued). A map kept and refilled
+ *   holds the elements of one generation or the other.
+ * Rebuilding in place (flush the rules, keep the maps) is not possible
+ * with nft 1.0.6: a rule that names an existing `typeof ... th dport`
+ * map (the fallback) is refused ("conflicting protocols specified").
+ */
+function keptScript(fam: NftFamily, layout: readonly LayoutItem[], tag: string, kernelChains: readonly (readonly [string, readonly string[]])[], declared: ReadonlySet<string>, elements: () => string[]): string | undefined {
+  const table = layout.find((x) => x.kind === 'table');
+  if (table?.comment !== `${STRUCTURE_COMMENT}${tag}`) return undefined;
+  const t = `${fam} ${NFT_TABLE}`;
+  return [
+    // Chains first: the verdict map's new elements may jump to a new one.
+    ...kernelChains.flatMap(([name, rules]) => [`add chain ${t} ${name}`, `flush chain ${t} ${name}`, ...rules.map((r) => `add rule ${t} ${name} ${r}`)]),
+    ...elements(),
+    // After the verdict map's refill, nothing jumps to these any more.
+    ...layout.flatMap((x) => (x.kind === 'chain' && !x.base && !declared.has(x.name) ? [`delete chain ${t} ${x.name}`] : [])),
+  ].join('\n') + '\n';
 }
 
 /** The `nft -f` lines that delete our table of family `fam` if present (declared first, so the delete is valid when it is absent). */

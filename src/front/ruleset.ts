@@ -15,7 +15,8 @@
 import { CommandFailedError } from '../errors/errors.ts';
 import type { FrontConfig } from './config.ts';
 import { installRules as installIptables, removeIptablesRules } from './iptables.ts';
-import { NFT_FAMILY, NFT_TABLE, dropTableScript, elementDiffScript, listTable, nftLoad, removeNftTable, renderNft, type FallbackSpread, type HeldSchedule, type NftFamily, type RenderedNft } from './nft.ts';
+import { NFT_FAMILY, NFT_TABLE, dropTableScript, elementDiffScript, listTable, nftLoad, removeNftTable, renderNft, type FallbackSpread, type HeldSchedule, type LayoutItem, type NftFamily, type RenderedNft } from './nft.ts';
+import { NftLayoutError } from './nft-netlink.ts';
 import { renderRules, type RenderedRules } from './rules.ts';
 import type { ScheduleTargets } from './kernel-schedule.ts';
 
@@ -43,6 +44,26 @@ export function wholeScript(nft: RenderedNft): string {
   return nft.script + (nft.v6 !== undefined ? nft.v6.script : dropTableScript('ip6'));
 }
 
+/** Reads what our table of a family holds now (nft-netlink.ts readTableLayout, or the same run in another namespace). */
+export type LayoutReader = (fam: NftFamily) => readonly LayoutItem[];
+
+/**
+ * The script that gives the tables the kernel holds `nft`'s contents
+ * without replacing them (nft.ts keptScript), when each family's table is
+ * of `nft`'s structure; undefined otherwise. One transaction, as
+ * wholeScript.
+ */
+export function keptScript(nft: RenderedNft, layout: LayoutReader): string | undefined {
+  const ip = nft.kept(layout('ip'));
+  if (ip === undefined) return undefined;
+  if (nft.v6 === undefined) return ip + dropTableScript('ip6');
+  const ip6 = nft.v6.kept(layout('ip6'));
+  return ip6 === undefined ? undefined : ip + ip6;
+}
+
+/** How installRuleset wrote the nft table: the elements that changed (over its own last install), every element over a table of the same structure (`keep`), or the table replaced whole. */
+export type InstallMode = 'elements' | 'kept' | 'whole';
+
 /**
  * Installs both parts (each atomic on its own), nft first. Throws
  * CommandFailedError.
@@ -52,17 +73,18 @@ export function wholeScript(nft: RenderedNft): string {
  * maps' elements are replaced (one transaction): the chains, their hooks
  * and the counters stay; only the elements that changed are written
  * (elementDiffScript), so the fallback map is left to the fallback writer.
- * Replacing the whole table re-registers its hooks,
- * and under a SYN flood 2-7 SYNs in ~1M across 300 replacements were lost
- * in the swap (test/netns/front-restart.test.ts; the client retransmits
- * them). If the element update fails (the table is gone or changed), the
- * whole table is replaced. Without `over` (start, repair) the table is
- * always replaced whole. `held`: what the kernel holds of the kernel
- * schedule (the writer's state, nft.ts heldSchedule), so that only the
- * schedule's slots and chains that differ are written. Returns whether only
- * the elements were replaced.
+ * If the element update fails (the table is gone or changed), or without
+ * `over` (start, repair), the whole table is written. With `keep` (the
+ * start), which reads what the kernel holds, a table of the same structure
+ * as `rules` (its comment says) gets every element instead, and is not
+ * replaced: a replacement could drop a SYN that straddled its commit
+ * (nft.ts keptScript). Not for a repair: a table found altered may have a
+ * rule changed under the same comment. `held`: what the kernel holds of
+ * the kernel schedule (the writer's state, nft.ts heldSchedule), so that
+ * only the schedule's slots and chains that differ are written. Returns
+ * how the table was written.
  */
-export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet, held?: HeldSchedule): boolean {
+export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet, held?: HeldSchedule, keep?: LayoutReader): InstallMode {
   let done = false;
   if (over !== undefined && over.nft.structure === rules.nft.structure && over.nft.v6?.structure === rules.nft.v6?.structure) {
     try {
@@ -80,9 +102,25 @@ export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet, h
       if (!(err instanceof CommandFailedError)) throw err;
     }
   }
-  if (!done) nftLoad(wholeScript(rules.nft), netns);
+  let mode: InstallMode = done ? 'elements' : 'whole';
+  if (!done && keep !== undefined) {
+    // Over a table of the same structure (the start's: a restart of the same
+    // version and configuration): its elements, not the table. The whole
+    // replacement if the layout cannot be read or the kernel refuses the
+    // update (it is atomic: nothing of it applied).
+    try {
+      const script = keptScript(rules.nft, keep);
+      if (script !== undefined) {
+        nftLoad(script, netns);
+        mode = 'kept';
+      }
+    } catch (err) {
+      if (!(err instanceof NftLayoutError) && !(err instanceof CommandFailedError)) throw err;
+    }
+  }
+  if (mode === 'whole') nftLoad(wholeScript(rules.nft), netns);
   installIptables(rules.iptables, netns);
-  return done;
+  return mode;
 }
 
 /** The kernel-schedule chains of table `over` that `next` lacks, with their table's family. */

@@ -11,7 +11,8 @@
  *                   flows' commit)
  *
  * Both restart at zero whenever the table is replaced whole (start, repair,
- * a structural reload). Status and /metrics show running totals instead:
+ * a structural reload), and carry on when the start finds a table of the
+ * same structure and writes only its elements (ruleset.ts mode `kept`). Status and /metrics show running totals instead:
  * a value below the last one read means the table was replaced, and the
  * last value is added to the base first. What was counted between the last
  * read and a replacement is lost (at most one rule-check period's worth).
@@ -45,6 +46,7 @@ export function counterPackets(list: string, re: RegExp): number | undefined {
 export class RestartingTotal {
   #base = 0;
   #last = 0;
+  #seeded = 0;
 
   /** Takes a new reading. A drop below the last reading is a restart: the last reading joins the base. */
   update(value: number): void {
@@ -54,8 +56,16 @@ export class RestartingTotal {
 
   /** Counts from before this process's first install: added to the base once, the reading restarts at 0. */
   seed(value: number): void {
+    this.#seeded = value;
     this.#base += value;
     this.#last = 0;
+  }
+
+  /** The first install kept the kernel's counter (ruleset.ts, mode `kept`): the seeded counts are its reading, not a base. */
+  kept(): void {
+    this.#base -= this.#seeded;
+    this.#last = this.#seeded;
+    this.#seeded = 0;
   }
 
   total(): number {
@@ -94,6 +104,14 @@ export class TableCounters {
     this.#fallback[fam].seed(f);
     this.#stray[fam].seed(s);
     return { fallbackFlows: f, strayReplies: s };
+  }
+
+  /** The first install kept the table and its counters (both families' or neither's): undoes seed(). */
+  kept(): void {
+    for (const fam of ['ip', 'ip6'] as const) {
+      this.#fallback[fam].kept();
+      this.#stray[fam].kept();
+    }
   }
 
   status(): TableCountsStatus {

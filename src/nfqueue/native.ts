@@ -89,6 +89,11 @@ export interface NativeNfq {
    */
   nftSetCounters(family: 2 | 10, table: string, set: string, keyLength: number): [Buffer, number, number][];
   /**
+   * Table `table`: ['table', its comment ("" if none)] then ['chain', name, is a base chain] per chain;
+   * empty when the table is absent. Throws ERR_SLUICE_NFT_LAYOUT.
+   */
+  nftLayout(family: 2 | 10, table: string): (['table', string] | ['chain', string, boolean])[];
+  /**
    * The same three reads on libuv's threadpool: the kernel answers them only after a running nf_tables
    * transaction commits (~400 ms behind a 256k-element fill), which must not stall the event loop.
    * Promises of the same answers, rejected with the same Errors; argument errors throw at once.

@@ -7,6 +7,8 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createInterface, type Interface } from 'node:readline';
 import { after, before } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { LayoutItem } from '../../src/front/nft.ts';
 import { down, up, type TestbedState } from '../../scripts/testbed/testbed.ts';
 import type { TestbedOptions } from '../../scripts/testbed/plan.ts';
 import { run, runIn } from '../../scripts/testbed/sh.ts';
@@ -168,4 +170,20 @@ export function median(xs: readonly number[]): number {
 /** RTTs in ms from `ping` output lines ("time=20.1 ms"). */
 export function pingRtts(output: string): number[] {
   return [...output.matchAll(/time=([\d.]+) ms/g)].map((m) => Number(m[1]));
+}
+
+const NFT_FIXTURE = fileURLToPath(new URL('../fixtures/nft-netlink.ts', import.meta.url));
+
+/**
+ * A LayoutReader (src/front/ruleset.ts) for namespace `ns`: the addon's
+ * netlink read of our tables' comment and chains, run inside it
+ * (test/fixtures/nft-netlink.ts --layout), for what the daemon's start
+ * reads in its own (RenderedNft.kept, installRuleset's `keep`).
+ */
+export function layoutIn(ns: string): (fam: 'ip' | 'ip6') => LayoutItem[] {
+  let read: Record<'ip' | 'ip6', LayoutItem[]> | undefined;
+  return (fam) => {
+    read ??= JSON.parse(runIn(ns, process.execPath, ['--no-warnings', NFT_FIXTURE, '--layout'])) as Record<'ip' | 'ip6', LayoutItem[]>;
+    return read[fam];
+  };
 }

@@ -3,12 +3,14 @@
  * (native/src/nft_netlink.c, src/front/nft-netlink.ts), against the real
  * kernel in a bare namespace: the daemon's start reads them this way
  * because `nft list counters` fetches every set element first (seconds
- * with 1,000 services).
+ * with 1,000 services). Also the table's comment and chains, from which
+ * the start decides to keep a table of the same structure (nft.ts
+ * keptScript).
  */
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { FALLBACK_COUNTER, GUARD_COUNTER, STRAY_COUNTER, SYN_SEEN_SET } from '../../src/front/nft.ts';
+import { FALLBACK_COUNTER, GUARD_COUNTER, STRAY_COUNTER, STRUCTURE_COMMENT, SYN_SEEN_SET, type LayoutItem } from '../../src/front/nft.ts';
 import { parseSynSeen } from '../../src/front/synproxy-auto.ts';
 import { TableCounters } from '../../src/front/table-counters.ts';
 import { guardCountOf } from '../../src/front/vip-guard.ts';
@@ -132,6 +134,34 @@ describe('nf_tables over netlink: the ruleset generation, our table\'s counters'
     assert.equal(parseSynSeen(r.ip6).get('2001:db8:0:1:2:3:4:5 . 82'), 3);
     const absent = readSet('no_such_set');
     assert.equal(absent.ip, 'error ERR_SLUICE_NFT_SET');
+  });
+
+  it('a table\'s layout: its comment and its chains (base or not), of our table alone; nothing when absent', () => {
+    const layout = (): Record<'ip' | 'ip6', LayoutItem[]> => JSON.parse(nsRun(ns(), process.execPath, ['--no-warnings', FIXTURE, '--layout'])) as Record<'ip' | 'ip6', LayoutItem[]>;
+    nsRun(ns(), 'nft', ['-f', '-'], 'table ip sluice\ndelete table ip sluice\ntable ip6 sluice\ndelete table ip6 sluice\n');
+    assert.deepEqual(layout(), { ip: [], ip6: [] });
+    // 300 regular chains (a dump of several datagrams), base chains, a 20k-element map (the read must not walk it), and another table's chain of the same name.
+    const k = (n: number): string => `  chain k_${String(n)} {\n    meta mark set ${String(n)}\n  }\n`;
+    nsRun(
+      ns(),
+      'nft',
+      ['-f', '-'],
+      `table ip sluice {\n  comment "${STRUCTURE_COMMENT}0123456789abcdef"\n  set vips { type ipv4_addr; elements = { 198.19.1.1 } }\n` +
+        bigMap(20_000) +
+        Array.from({ length: 300 }, (_, i) => k(i)).join('') +
+        '  chain classify {\n    type filter hook prerouting priority mangle - 10; policy accept;\n    ip daddr @vips goto k_0\n  }\n  chain nat_out {\n    type nat hook output priority -101; policy accept;\n  }\n}\n' +
+        'table ip6 sluice {\n  chain nat_post {\n    type nat hook postrouting priority srcnat - 1; policy accept;\n  }\n}\n' +
+        'table ip other {\n  comment "not ours"\n  chain classify {\n    type filter hook prerouting priority 0; policy accept;\n  }\n}\n',
+    );
+    const r = layout();
+    assert.deepEqual(r.ip[0], { kind: 'table', comment: `${STRUCTURE_COMMENT}0123456789abcdef` });
+    const chains = r.ip.filter((x) => x.kind === 'chain');
+    assert.equal(chains.length, 302, 'every chain of ours, none of the other table');
+    assert.deepEqual(chains.filter((x) => x.base).map((x) => x.name), ['classify', 'nat_out']);
+    assert.ok(chains.some((x) => x.name === 'k_299' && !x.base));
+    // A table with no comment (one written before the comment existed) reads as "".
+    assert.deepEqual(r.ip6, [{ kind: 'table', comment: '' }, { kind: 'chain', name: 'nat_post', base: true }]);
+    nsRun(ns(), 'nft', ['-f', '-'], 'delete table ip other\ndelete table ip sluice\ndelete table ip6 sluice\n');
   });
 
   it('a set of 3,000 elements (a dump of many datagrams) reads as nft lists it', () => {

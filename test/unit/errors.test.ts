@@ -49,7 +49,7 @@ import {
 import { ConntrackReadError } from '../../src/front/kernel-flows.ts';
 import { PingerUnavailableError } from '../../src/front/icmp_echo.ts';
 import { HaMissingError } from '../../src/front/ha/render.ts';
-import { NftCountersError, NftGenerationError, NftSetError } from '../../src/front/nft-netlink.ts';
+import { NftCountersError, NftGenerationError, NftLayoutError, NftSetError } from '../../src/front/nft-netlink.ts';
 import { PreflightError } from '../../src/front/preflight.ts';
 import { FrontRunningError, RulesNotRemovedError } from '../../src/front/remove-rules.ts';
 import { RulesReadBackError } from '../../src/front/rules-check.ts';
@@ -70,6 +70,7 @@ const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [NftCountersError, 'ERR_SLUICE_NFT_COUNTERS', ['m', 1, 'sendto']],
   [NftGenerationError, 'ERR_SLUICE_NFT_GENERATION', ['m', 1, 'sendto']],
   [NftSetError, 'ERR_SLUICE_NFT_SET', ['m', 2, 'netlink']],
+  [NftLayoutError, 'ERR_SLUICE_NFT_LAYOUT', ['m', 1, 'sendto']],
   [LoopTurnsError, 'ERR_SLUICE_LOOP_TURNS', ['m']],
   [NativeAddonMissingError, 'ERR_SLUICE_NATIVE_MISSING', ['m']],
   [QueueClosedError, 'ERR_SLUICE_QUEUE_CLOSED', ['m']],

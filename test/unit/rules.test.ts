@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { QUEUE_MARK, REJECT_MARK, hex, overflowMark, serverMark } from '../../src/front/marks.ts';
-import { FALLBACK_COUNTER, FALLBACK_INLINE_MAX, FALLBACK_SLOTS, GUARD_COUNTER, chainsOf, configuredSpread, elementDiff, elementDiffScript, fallbackDiffScript, fallbackElements, fallbackHeldOf, fallbackUpdateScript, renderNft, type FallbackSpread } from '../../src/front/nft.ts';
+import { FALLBACK_COUNTER, FALLBACK_INLINE_MAX, FALLBACK_SLOTS, GUARD_COUNTER, chainsOf, configuredSpread, elementDiff, elementDiffScript, fallbackDiffScript, fallbackElements, fallbackHeldOf, fallbackUpdateScript, renderNft, STRUCTURE_COMMENT, type FallbackSpread, type LayoutItem } from '../../src/front/nft.ts';
 import { CHAINS, renderRules, resetsClients } from '../../src/front/rules.ts';
 
 const text = readFileSync(new URL('../../deploy/examples/front-cluster1.yaml', import.meta.url), 'utf8');
@@ -282,4 +282,44 @@ describe('front rules', () => {
       assert.equal(r.restore.includes('-j REJECT --reject-with tcp-reset'), expected);
     });
   }
+});
+
+describe('nft: a table of the same structure gets its elements, not a replacement', () => {
+  const cfg = parseConfig(frontConfigSchema, text, 'x');
+  const n = renderNft(cfg, configuredSpread(cfg));
+  const own = { kind: 'table', comment: `${STRUCTURE_COMMENT}${n.structureTag}` } as const;
+
+  it('the table names its structure in its comment; the tag follows the structure, not the elements', () => {
+    assert.match(n.structureTag, /^[0-9a-f]{16}$/);
+    assert.ok(n.table.startsWith(`table ip sluice {\n  comment "${STRUCTURE_COMMENT}${n.structureTag}"\n`));
+    assert.ok(n.script.includes(`  comment "${STRUCTURE_COMMENT}${n.structureTag}"\n`));
+    // Another server address: other elements, the same structure.
+    const moved = parseConfig(frontConfigSchema, text.replace('198.18.201.12', '198.18.201.99'), 'x');
+    const m = renderNft(moved, configuredSpread(moved));
+    assert.notEqual(m.sets['targets']?.join(), n.sets['targets']?.join());
+    assert.equal(m.structureTag, n.structureTag);
+    // Failing closed: no fallback rules, another structure.
+    const drop = parseConfig(frontConfigSchema, `${text}\nfailMode: drop\n`, 'x');
+    assert.notEqual(renderNft(drop, configuredSpread(drop)).structureTag, n.structureTag);
+  });
+
+  // [case, layout, kept?]
+  const cases: [string, LayoutItem[], boolean][] = [
+    ['no table', [], false],
+    ['a table without a comment (written before the comment existed)', [{ kind: 'table', comment: '' }], false],
+    ['a table of another structure', [{ kind: 'table', comment: `${STRUCTURE_COMMENT}0000000000000000` }], false],
+    ['a table of this structure', [own, { kind: 'chain', name: 'classify', base: true }], true],
+  ];
+  for (const [name, layout, kept] of cases) it(`${name}: ${kept ? 'kept' : 'replaced whole'}`, () => { assert.equal(n.kept(layout) !== undefined, kept); });
+
+  it('the kept script: every set and map flushed and filled as a whole install fills it; chains of an older schedule deleted after the verdict map; nothing else touched', () => {
+    const s = n.kept([own, { kind: 'chain', name: 'classify', base: true }, { kind: 'chain', name: 'to_service', base: false }, { kind: 'chain', name: 'k_7', base: false }]) ?? '';
+    const lines = s.trimEnd().split('\n');
+    for (const [kind, name] of [['set', 'vips'], ['set', 'services'], ['set', 'overflow_marks'], ['map', 'targets'], ['map', 'kernel'], ['map', 'schedule'], ['map', 'fallback']]) assert.ok(lines.includes(`flush ${kind ?? ''} ip sluice ${name ?? ''}`), `${name ?? ''} flushed`);
+    // The elements a whole install adds, each one.
+    for (const l of n.script.split('\n').filter((x) => x.startsWith('add element '))) assert.ok(lines.includes(l), l);
+    assert.deepEqual(lines.filter((l) => l.startsWith('delete ')), ['delete chain ip sluice k_7']);
+    assert.ok(lines.indexOf('delete chain ip sluice k_7') > lines.indexOf('flush map ip sluice kernel'));
+    assert.ok(!lines.some((l) => /^(delete table|flush table|flush chain ip sluice (classify|nat_pre))/.test(l)));
+  });
 });
