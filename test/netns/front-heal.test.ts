@@ -3,7 +3,9 @@
  * front node whose rules someone flushes (`iptables -t mangle -F`, `nft
  * flush ruleset`) reinstalls them within its check period, counts the
  * repair in its status and logs it once at warn; a foreign rule in the
- * same namespace is neither damage nor touched.
+ * same namespace is neither damage nor touched. A rule changed while no
+ * daemon ran is repaired by the next one's first check (its start keeps a
+ * table of its own structure and writes only the elements).
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -123,5 +125,19 @@ describe('sluice front: rules that heal', () => {
     warns = await healed(4);
     assert.deepEqual(warns[3]?.['tables'], ['nft']);
     assert.match(nsRun(frontNs, 'nft', ['list', 'map', 'ip', 'sluice', 'fallback']), / : 198\.18\.201\.1[12] \. 80/);
+  });
+
+  it('a rule of ours changed while no daemon ran: the next start keeps the table (same structure by its comment), and its first check repairs the rule', async () => {
+    const st = testbed();
+    await front!.stop();
+    // The guard's drop rule gone, the table's comment untouched.
+    nsRun(frontNs, 'nft', ['flush', 'chain', 'ip', 'sluice', 'vip_guard']);
+    front = new FrontProcess(frontNs, writeConfig(join(st.runDir, 'front-heal.yaml'), CONFIG));
+    await front.waitFor('front node ready');
+    const installed = front.lines.find((l) => l['msg'] === 'nft table installed');
+    assert.match(String(installed?.['table']), /^kept/, JSON.stringify(installed));
+    const warns = await healed(1);
+    assert.deepEqual(warns[0]?.['tables'], ['nft'], JSON.stringify(warns));
+    assert.match(nsRun(frontNs, 'nft', ['list', 'chain', 'ip', 'sluice', 'vip_guard']), /ip daddr @vips counter name "?vip_guard_drops"? drop/);
   });
 });
