@@ -216,7 +216,9 @@ export interface RenderedNft {
    * Over a table of ours whose comment names this rendering's structure
    * (`layout`, just read: nft-netlink.ts readTableLayout), the script that
    * gives it this rendering's contents without replacing it: see
-   * keptHeader. Undefined when the table is absent or of another structure.
+   * keptScript. Undefined when the table is absent or of another
+   * structure, or the kernel schedule is not written inline (its chains
+   * would cost nft seconds to rewrite over a filled map).
    */
   kept(layout: readonly LayoutItem[]): string | undefined;
   /**
@@ -563,7 +565,11 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     },
     structureTag: tag,
     kept(layout) {
-      return keptScript(fam, layout, tag, kernelChains, declaredChains, keptElements);
+      // A large kernel schedule: its chains' rules, rewritten while the map
+      // already holds its slots, cost nft ~12 ms each ("The SYN path" in
+      // docs/front-node-design.md: 12 s for 1,000 services), where the
+      // whole install declares the map empty first. Replaced whole, then.
+      return scheduleInline ? keptScript(fam, layout, tag, kernelChains, declaredChains, keptElements) : undefined;
     },
     structure,
     get update() {

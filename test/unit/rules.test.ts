@@ -312,6 +312,18 @@ describe('nft: a table of the same structure gets its elements, not a replacemen
   ];
   for (const [name, layout, kept] of cases) it(`${name}: ${kept ? 'kept' : 'replaced whole'}`, () => { assert.equal(n.kept(layout) !== undefined, kept); });
 
+  it('a kernel schedule too large to write inline: replaced whole (its chains cost nft seconds over a filled map)', () => {
+    const own = (r: ReturnType<typeof renderNft>): LayoutItem[] => [{ kind: 'table', comment: `${STRUCTURE_COMMENT}${r.structureTag}` }];
+    const smallCfg = bigConfig(10, 10);
+    const small = renderNft(smallCfg, configuredSpread(smallCfg));
+    assert.ok(small.scheduleInline);
+    assert.notEqual(small.kept(own(small)), undefined);
+    const largeCfg = bigConfig(200, 100);
+    const large = renderNft(largeCfg, configuredSpread(largeCfg));
+    assert.equal(large.scheduleInline, false);
+    assert.equal(large.kept(own(large)), undefined);
+  });
+
   it('the kept script: every set and map flushed and filled as a whole install fills it; chains of an older schedule deleted after the verdict map; nothing else touched', () => {
     const s = n.kept([own, { kind: 'chain', name: 'classify', base: true }, { kind: 'chain', name: 'to_service', base: false }, { kind: 'chain', name: 'k_7', base: false }]) ?? '';
     const lines = s.trimEnd().split('\n');
