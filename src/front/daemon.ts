@@ -307,7 +307,15 @@ export class FrontDaemon implements FrontMetricsSource {
         // The start's install (nothing of ours installed yet, no repair):
         // over a table of the same structure, left by the previous daemon,
         // it writes the elements instead of replacing the table.
-        const keep = !whole && this.#installed === undefined && !this.#startInstalled ? readTableLayout : undefined;
+        const keep =
+          !whole && this.#installed === undefined && !this.#startInstalled
+            ? {
+                read: readTableLayout,
+                onRefused: (err: Error): void => {
+                  this.log.warn({ err: err.message }, 'the nft table of the same structure could not be kept (its elements not written); replacing it');
+                },
+              }
+            : undefined;
         // Unknown while installing: an install that fails half-way (nft done, iptables refused) must not be diffed against.
         this.#installed = undefined;
         const mode = installRuleset(rules, undefined, over, over === undefined ? undefined : this.#heldSchedule, keep);

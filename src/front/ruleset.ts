@@ -61,6 +61,12 @@ export function keptScript(nft: RenderedNft, layout: LayoutReader): string | und
   return ip6 === undefined ? undefined : ip + ip6;
 }
 
+/** The start's wish to keep a table of the same structure: how to read what the kernel holds, and whom to tell when keeping it failed (the table is then replaced). */
+export interface KeepTable {
+  readonly read: LayoutReader;
+  readonly onRefused: (err: Error) => void;
+}
+
 /** How installRuleset wrote the nft table: the elements that changed (over its own last install), every element over a table of the same structure (`keep`), or the table replaced whole. */
 export type InstallMode = 'elements' | 'kept' | 'whole';
 
@@ -75,7 +81,8 @@ export type InstallMode = 'elements' | 'kept' | 'whole';
  * (elementDiffScript), so the fallback map is left to the fallback writer.
  * If the element update fails (the table is gone or changed), or without
  * `over` (start, repair), the whole table is written. With `keep` (the
- * start), which reads what the kernel holds, a table of the same structure
+ * start), which reads what the kernel holds (and hears why, if keeping
+ * fails: the table is then replaced), a table of the same structure
  * as `rules` (its comment says) gets every element instead, and is not
  * replaced: a replacement could drop a SYN that straddled its commit
  * (nft.ts keptScript). Not for a repair: a table found altered may have a
@@ -84,7 +91,7 @@ export type InstallMode = 'elements' | 'kept' | 'whole';
  * only the schedule's slots and chains that differ are written. Returns
  * how the table was written.
  */
-export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet, held?: HeldSchedule, keep?: LayoutReader): InstallMode {
+export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet, held?: HeldSchedule, keep?: KeepTable): InstallMode {
   let done = false;
   if (over !== undefined && over.nft.structure === rules.nft.structure && over.nft.v6?.structure === rules.nft.v6?.structure) {
     try {
@@ -109,13 +116,14 @@ export function installRuleset(rules: RuleSet, netns?: string, over?: RuleSet, h
     // replacement if the layout cannot be read or the kernel refuses the
     // update (it is atomic: nothing of it applied).
     try {
-      const script = keptScript(rules.nft, keep);
+      const script = keptScript(rules.nft, keep.read);
       if (script !== undefined) {
         nftLoad(script, netns);
         mode = 'kept';
       }
     } catch (err) {
       if (!(err instanceof NftLayoutError) && !(err instanceof CommandFailedError)) throw err;
+      keep.onRefused(err);
     }
   }
   if (mode === 'whole') nftLoad(wholeScript(rules.nft), netns);

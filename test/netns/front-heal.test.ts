@@ -140,4 +140,20 @@ describe('sluice front: rules that heal', () => {
     assert.deepEqual(warns[0]?.['tables'], ['nft'], JSON.stringify(warns));
     assert.match(nsRun(frontNs, 'nft', ['list', 'chain', 'ip', 'sluice', 'vip_guard']), /ip daddr @vips counter name "?vip_guard_drops"? drop/);
   });
+
+  it('a set of ours deleted while no daemon ran: keeping the table fails (logged) and the start replaces it', async () => {
+    const st = testbed();
+    await front!.stop();
+    // The comment still names this structure, but overflow_marks is gone (the rule that names it first).
+    nsRun(frontNs, 'nft', ['-f', '-'], 'flush chain ip sluice nat_post\ndelete set ip sluice overflow_marks\n');
+    front = new FrontProcess(frontNs, writeConfig(join(st.runDir, 'front-heal.yaml'), CONFIG));
+    await front.waitFor('front node ready');
+    const refused = front.lines.find((l) => String(l['msg']).startsWith('the nft table of the same structure could not be kept'));
+    assert.ok(refused !== undefined && refused['level'] === 40, `the refusal is logged at warn: ${JSON.stringify(front.lines.slice(0, 40))}`);
+    assert.match(String(front.lines.find((l) => l['msg'] === 'nft table installed')?.['table']), /^replaced/);
+    assert.match(nsRun(frontNs, 'nft', ['list', 'set', 'ip', 'sluice', 'overflow_marks']), /set overflow_marks/);
+    assert.ok(await steeredCurl());
+    await until(async () => ((await rules())['checks'] ?? 0) >= 1, 'a rule check', 20_000, 200);
+    assert.equal((await rules())['repaired'], 0, 'the start\'s own install left nothing to repair');
+  });
 });
