@@ -544,7 +544,8 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
     ...elementUpdate(fam, 'map', 'fallback', fb),
     ...(seen.length > 0 ? [...elementUpdate(fam, 'set', SYN_SEEN_SET, seen), ...elementUpdate(fam, 'set', 'synproxied', synproxy), ...groupEls.flatMap((els, i) => elementUpdate(fam, 'set', `synproxied_${String(i)}`, els))] : []),
   ];
-  const declaredChains = new Set([...Object.keys(chainSizes), ...lines.flatMap((l) => /^ {2}chain (\S+) \{$/.exec(l)?.[1] ?? [])]);
+  // Every chain the rendering declares (the kernel-schedule chains among them).
+  const declaredChains = new Set(lines.flatMap((l) => /^ {2}chain (\S+) \{$/.exec(l)?.[1] ?? []));
   const updateOf = (): string => [
     // Chains first: the verdict map's new elements may jump to a new one.
     ...kernelChains.flatMap(([name, rules]) => [`add chain ${fam} ${NFT_TABLE} ${name}`, `flush chain ${fam} ${NFT_TABLE} ${name}`, ...rules.map((r) => `add rule ${fam} ${NFT_TABLE} ${name} ${r}`)]),
