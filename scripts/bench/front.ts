@@ -44,6 +44,12 @@
  *                   bench/results/front-syn6.json. (No --only latency over
  *                   IPv6: connlat.c is IPv4 only.)
  *
+ *   --ablate raw,guard,mangle,log,all  (with --only close) what each piece
+ *                   of the kernel SYN path costs: modes kernel-ablate-none
+ *                   (the kernel schedule, rule check every 60 s) and
+ *                   kernel-ablate-<piece>, the same with that piece taken
+ *                   out of the running table (cutOut below; a measurement
+ *                   only); written to front-close-ablate.json.
  *   --burner        a CPU burner (`taskset -c 1` a Node busy loop) runs through
  *                   each mode's runs of every round, killed after them: the
  *                   ratios under one core's contention.
@@ -83,6 +89,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { down, up } from '../testbed/testbed.ts';
 import { run, runIn, sleepSync, tryRun } from '../testbed/sh.ts';
+import { QUEUE_MARK, hex } from '../../src/front/marks.ts';
 import { buildC } from './cc.ts';
 import { parseWrk, type WrkResult } from './wrk.ts';
 
@@ -102,6 +109,8 @@ const { values } = parseArgs({
     'flood-synproxy': { type: 'string', default: 'false' },
     // The flood service's SYN path: `kernel` decides the flood from the kernel schedule (records from log copies).
     'flood-syn-path': { type: 'string', default: 'queue' },
+    // Pieces of the kernel path's table taken out after the daemon's start (raw, guard, mangle, log, all): where its per-connection cost goes.
+    ablate: { type: 'string' },
     family: { type: 'string', default: '4' },
   },
 });
@@ -126,7 +135,28 @@ if (values.only !== undefined && !['close', 'keepalive', 'bulk', 'flood', 'laten
   console.error(`--only is close, keepalive, bulk, flood or latency, not ${values.only}`);
   process.exit(2);
 }
-const burnerTag = values.burner ? '-burner' : '';
+// `--ablate`: what each hook or copy of the kernel SYN path costs a new
+// connection, measured by taking it out of the running daemon's table (a
+// measurement only: the node is then not whole, e.g. without `guard` an
+// undecided packet to the VIP is not dropped). Modes `kernel-ablate-none`
+// (the same daemon, nothing taken out) and `kernel-ablate-<piece>`; the
+// daemon checks its rules every 60 s there, so no repair undoes the cut
+// within a run.
+const ABLATE_PIECES = ['raw', 'guard', 'mangle', 'log'] as const;
+type AblatePiece = (typeof ABLATE_PIECES)[number];
+const ablate: (AblatePiece | 'all')[] = [];
+for (const p of values.ablate === undefined ? [] : values.ablate.split(',')) {
+  if (p !== 'all' && !(ABLATE_PIECES as readonly string[]).includes(p)) {
+    console.error(`--ablate takes ${ABLATE_PIECES.join(', ')} or all, not ${p}`);
+    process.exit(2);
+  }
+  ablate.push(p as AblatePiece | 'all');
+}
+if (ablate.length > 0 && (values.only !== 'close' || v6)) {
+  console.error('--ablate needs --only close (IPv4)');
+  process.exit(2);
+}
+const burnerTag = (values.burner ? '-burner' : '') + (ablate.length > 0 ? '-ablate' : '');
 const familyTag = v6 ? '6' : '';
 
 if (tryRun('haproxy', ['-v']) === undefined) {
@@ -174,7 +204,7 @@ runIn(fr, 'sysctl', ['-q', '-w', 'net.netfilter.nf_conntrack_tcp_timeout_time_wa
 
 // ---- modes -------------------------------------------------------------
 interface Mode {
-  name: 'dnat' | 'haproxy' | 'sluice' | 'sluice-kernel' | 'sluice-nice' | 'sluice-rt' | 'sluice-kernel-rt';
+  name: 'dnat' | 'haproxy' | 'sluice' | 'sluice-kernel' | 'sluice-nice' | 'sluice-rt' | 'sluice-kernel-rt' | `kernel-ablate-${string}`;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -232,17 +262,18 @@ const haproxy: Mode = {
 
 const frontCfg = join(st.runDir, 'front.yaml');
 const frontCfgKernel = join(st.runDir, 'front-kernel.yaml');
+const frontCfgAblate = join(st.runDir, 'front-kernel-ablate.yaml');
 // `sluice`: the queued SYN path (synPath: queue, the default: every SYN
 // waits in NFQUEUE for the daemon); `sluice-kernel`: the kernel SYN
 // schedule (synPath: kernel, kernel-schedule.ts), measured side by side.
-for (const [file, synPath] of [[frontCfg, '    synPath: queue\n'], [frontCfgKernel, '    synPath: kernel\n']] as const)
+for (const [file, synPath, extra] of [[frontCfg, '    synPath: queue\n', ''], [frontCfgKernel, '    synPath: kernel\n', ''], [frontCfgAblate, '    synPath: kernel\n', 'rules: { checkSeconds: 60 }\n']] as const)
 writeFileSync(
   file,
   `cluster: c1
 uplinkAddress: ${k.uplinkAddress}
 uplinkAddress6: ${k.uplinkAddress6}
 adminSocket: ${join(st.runDir, 'front.sock')}
-services:
+${extra}services:
   - name: www
     vip: "${VIP}"
     port: 80
@@ -269,7 +300,7 @@ let frontChild: ChildProcess | undefined;
 // `rt`: the daemon under SCHED_RR at --rt-priority (chrt --reset-on-fork -r; the unit's
 // CPUSchedulingPolicy=rr, deploy/systemd/sluice-front-realtime.conf):
 // `sluice-rt` and `sluice-kernel-rt`.
-const sluiceMode = (name: Mode['name'], cfgFile: string, nice = 0, rt = 0): Mode => ({
+const sluiceMode = (name: Mode['name'], cfgFile: string, nice = 0, rt = 0, cut: readonly AblatePiece[] = []): Mode => ({
   name,
   async start() {
     const sched = rt > 0 ? ['chrt', '--reset-on-fork', '-r', String(rt)] : nice !== 0 ? ['nice', '-n', String(nice)] : [];
@@ -283,6 +314,7 @@ const sluiceMode = (name: Mode['name'], cfgFile: string, nice = 0, rt = 0): Mode
       lines.on('line', (l) => {
         if (l.includes('front node ready')) {
           clearTimeout(t);
+          cutOut(cut);
           resolve();
         }
       });
@@ -306,6 +338,33 @@ const sluiceKernel = sluiceMode('sluice-kernel', frontCfgKernel);
 const sluiceNice = sluiceMode('sluice-nice', frontCfg, Number(values.nice));
 const sluiceRt = sluiceMode('sluice-rt', frontCfg, 0, Number(values['rt-priority']));
 const sluiceKernelRt = sluiceMode('sluice-kernel-rt', frontCfgKernel, 0, Number(values['rt-priority']));
+const ablateModes = ablate.length === 0 ? [] : [sluiceMode('kernel-ablate-none', frontCfgAblate), ...ablate.map((p) => sluiceMode(`kernel-ablate-${p}`, frontCfgAblate, 0, 0, p === 'all' ? ABLATE_PIECES : [p]))];
+
+/**
+ * Takes pieces out of the running daemon's kernel path (`--ablate`): `raw`
+ * the synproxy_raw chain (the SYN counts and the cookies' notrack, a raw
+ * hook every packet walks), `guard` the vip_guard chain (a hook after the
+ * DNAT), `mangle` iptables' mangle PREROUTING chain (the NFQUEUE jump's
+ * hook), `log` every NFLOG copy (the SYN's in the schedule's chains, FIN and
+ * RST). The table is listed, edited and loaded back in one transaction.
+ */
+function cutOut(cut: readonly AblatePiece[]): void {
+  if (cut.length === 0) return;
+  let table = runIn(fr, 'nft', ['list', 'table', 'ip', 'sluice']);
+  const dropChain = (name: string): void => {
+    const next = table.replace(new RegExp(`\\n\\tchain ${name} \\{.*?\\n\\t\\}\\n`, 's'), '\n');
+    if (next === table) throw new Error(`--ablate: chain ${name} not in the table`);
+    table = next;
+  };
+  if (cut.includes('raw')) dropChain('synproxy_raw');
+  if (cut.includes('guard')) dropChain('vip_guard');
+  if (cut.includes('log')) table = table.replace(/ log group \d+ snaplen \d+ queue-threshold \d+/g, '');
+  runIn(fr, 'nft', ['-f', '-'], `delete table ip sluice\n${table}`);
+  if (cut.includes('mangle')) {
+    runIn(fr, 'iptables', ['-t', 'mangle', '-D', 'PREROUTING', '-m', 'mark', '--mark', hex(QUEUE_MARK), '-j', 'SLUICE_QUEUE']);
+    runIn(fr, 'nft', ['delete', 'chain', 'ip', 'mangle', 'PREROUTING']);
+  }
+}
 
 // ---- workloads ---------------------------------------------------------
 function wrk(args: string[]): Promise<WrkResult> {
@@ -404,7 +463,7 @@ function daemonProbe(): () => DaemonCost {
   };
 }
 const samples: Sample[] = [];
-const modes = [dnat, haproxy, sluice, sluiceKernel, sluiceNice, sluiceRt, sluiceKernelRt].filter((m) => values.modes.split(',').includes(m.name));
+const modes = [...[dnat, haproxy, sluice, sluiceKernel, sluiceNice, sluiceRt, sluiceKernelRt].filter((m) => values.modes.split(',').includes(m.name)), ...ablateModes];
 /** `--perf DIR`: a system-wide `perf record -g` per run (where the CPU goes, mode against mode). */
 function perfStart(name: string): (() => Promise<void>) | undefined {
   if (values.perf === undefined) return undefined;
@@ -741,7 +800,7 @@ for (let r = 0; r < rounds; r++) {
     await wrk(['-t1', '-c8', '-d1s', `http://${VIP_HOST}/`]);
     for (const w of Object.keys(workloads) as Workload[]) {
       if (values.only !== undefined && values.only !== w) continue;
-      const probe = m.name.startsWith('sluice') ? daemonProbe() : undefined;
+      const probe = m.name.startsWith('sluice') || m.name.startsWith('kernel-ablate') ? daemonProbe() : undefined;
       const perfStop = perfStart(`${m.name}-${w}-${r + 1}`);
       const cpu0 = machineCpu();
       const res = await wrk([...workloads[w]]);
