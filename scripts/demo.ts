@@ -144,7 +144,7 @@ interface HaView {
 }
 interface FrontView {
   ha?: HaView;
-  services?: { name: string; servers: { name: string; active: number; decided: number; capacity: number | null; rate?: number }[] }[];
+  services?: { name: string; servers: { name: string; state?: string; health?: { state: string; reason: string }; active: number; decided: number; capacity: number | null; rate?: number }[] }[];
   control?: { servers: { name: string; utilization: number; capacity: number; down: boolean }[]; cluster: { capacity: number; load: number; available: number; serversUp: number; serversTotal: number } };
 }
 interface DnsView {
@@ -173,7 +173,10 @@ async function view(title: string): Promise<void> {
     if (k.fronts.length > 1) {
       out.push(`cluster c${k.index} front nodes: ${views.map(({ fp, v }) => `${fp.id} ${v ? (v.ha?.role ?? '?') : 'not answering'}${v?.ha?.lastFailover ? ` (last failover ${v.ha.lastFailover.at ?? ''})` : ''}`).join(', ')}`);
     }
-    const f = (views.find(({ v }) => v?.ha === undefined || v.ha.role === 'master' || v.ha.role === 'single') ?? views[0])?.v;
+    // A front node that does not answer (killed: the failover the demo
+    // invites) is skipped; then the master's view, else any that answers.
+    const answering = views.filter((x): x is { fp: (typeof views)[number]['fp']; v: FrontView } => x.v !== undefined);
+    const f = (answering.find(({ v }) => v.ha === undefined || v.ha.role === 'master' || v.ha.role === 'single') ?? answering[0])?.v;
     if (!f) {
       out.push(`cluster c${k.index}: front node not answering`);
       continue;
@@ -186,7 +189,9 @@ async function view(title: string): Promise<void> {
     const rows = (f.services?.find((x) => x.name === 'www')?.servers ?? []).map((s) => {
       const e = est.get(s.name);
       const s6 = www6.get(s.name);
-      return [`  ${s.name}`, String(s.active), String(s.decided), String(s6?.active ?? '-'), String(s6?.decided ?? '-'), `${n1(e?.capacity)}/s`, e ? `${(e.utilization * 100).toFixed(0)}%` : '-', e?.down === true ? 'down' : 'up'];
+      // The server's combined health (its check, its agent), as the node steers by it; else the agent's own report.
+      const state = s.health ? (s.health.state === 'up' ? 'up' : `${s.health.state} (${s.health.reason})`) : e?.down === true ? 'down' : 'up';
+      return [`  ${s.name}`, String(s.active), String(s.decided), String(s6?.active ?? '-'), String(s6?.decided ?? '-'), `${n1(e?.capacity)}/s`, e ? `${(e.utilization * 100).toFixed(0)}%` : '-', state];
     });
     out.push(table(['  SERVER', 'ACTIVE', 'DECIDED', 'ACTIVE6', 'DECIDED6', 'CAPACITY', 'UTIL', 'STATE'], rows));
   }

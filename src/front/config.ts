@@ -270,7 +270,7 @@ const control = controlBaseSchema.extend({
   requestRate: z
     .strictObject({
       passSeconds: z.number().min(1).max(86400).default(60).describe('Seconds between passes of send_request_rate (match the agents\' `requestRateSeconds`).'),
-      factor: z.number().gt(1).max(1000).default(3).describe('Clients above factor × the average rate are reported to DNS as high-rate clients.'),
+      factor: z.number().gt(1).max(1000).default(3).describe('Clients above factor × the average rate (over the clients with requests in the pass) are reported to DNS as high-rate clients.'),
       queueSize: z.int().min(1).max(4096).default(100).describe('Clients per `high_rate_clients` message.'),
       maxClients: z.int().min(16).max(10_000_000).default(1_000_000).describe('Clients tracked at most; more are dropped (counted).'),
       expireSeconds: z.number().positive().max(86400 * 7).default(600).describe('A client with no requests for this long is forgotten.'),

@@ -1,6 +1,7 @@
 /**
  * Seed 000's send_request_rate: once per pass, the threshold is `factor`
- * times the average client rate; every client above it is queued, and the
+ * times the average rate of the clients that made requests in the pass's
+ * window; every client above it is queued, and the
  * queue is sent to DNS whenever it is full and once more at the end of the
  * pass (that last message has final: true, even when empty, so the DNS side
  * knows the pass is complete).
@@ -31,7 +32,8 @@ export interface PassResult {
 
 export function sendRequestRate(table: ClientRateTable, o: SendRequestRateOptions, now: number, send: (body: Body<'high_rate_clients'>) => void): PassResult {
   const w = table.closeWindow(now);
-  const average = w.clients > 0 ? w.total / w.clients : 0;
+  // Over the clients that made requests in the window (closeWindow).
+  const average = w.active > 0 ? w.total / w.active : 0;
   const threshold = o.factor * average;
   type Entry = Body<'high_rate_clients'>['clients'][number];
   const queues: { v4: Entry[]; v6: Entry[] } = { v4: [], v6: [] };

@@ -59,9 +59,18 @@ export class ClientRateTable {
   }
 
   /** Ends the window: rates = requests / window seconds; expired records removed. */
-  closeWindow(now: number): { seconds: number; clients: number; total: number } {
+  /**
+   * Ends the window: each client's rate over it, and the clients that made
+   * requests in it (`active`). The average client (send_request_rate's
+   * threshold) is an active one: a client remembered for expireSeconds but
+   * idle in this window has no rate to average, and counting it would sink
+   * the threshold as the remembered set grows (ten steady clients beside a
+   * thousand one-off visitors of the last ten minutes would all be reported).
+   */
+  closeWindow(now: number): { seconds: number; clients: number; active: number; total: number } {
     const seconds = Math.max(0.001, (now - this.windowStart) / 1000);
     let total = 0;
+    let active = 0;
     for (const [k, r] of this.clients) {
       if (now - r.lastSeen > this.expireMs) {
         this.clients.delete(k);
@@ -70,11 +79,12 @@ export class ClientRateTable {
       }
       r.rate = r.requests / seconds;
       total += r.rate;
+      if (r.requests > 0) active++;
       r.requests = 0;
     }
     this.windowStart = now;
     this.windowRequests = 0;
-    return { seconds, clients: this.clients.size, total };
+    return { seconds, clients: this.clients.size, active, total };
   }
 
   /** The n clients with the highest rate at the last pass. */

@@ -153,6 +153,31 @@ describe('receive_request_rate / update_request_rate / send_request_rate', () =>
     assert.deepEqual(sent.flatMap((m) => m.clients.map((c) => c[0])).sort(), ['198.18.21.1', '198.18.21.2', '198.18.21.3', '198.18.21.4', '198.18.21.5']);
   });
 
+  it('averages over the clients with requests in the window: remembered idle clients do not sink the threshold', () => {
+    // [steady clients' requests in the second window, idle clients remembered from the first, factor, reported]
+    const cases: [number[], number, number, string[]][] = [
+      // Three steady clients and twenty one-off visitors of the first window:
+      // the second window's average is 20 (not 60/23 = 2.6), nobody is 3x it.
+      [[100, 100, 400], 20, 3, []],
+      // The demo's case: one steady client beside two remembered ones.
+      [[600], 2, 3, []],
+      // A real heavy hitter among active clients is still reported.
+      [[100, 100, 100, 1200], 20, 3, ['198.18.30.4']],
+    ];
+    for (const [steady, idle, factor, want] of cases) {
+      const t = new ClientRateTable(1000, 600, 0);
+      for (let i = 0; i < idle; i++) t.updateRequestRate(`198.18.40.${String(i + 1)}`, 32, 1, 0);
+      for (const [i, n] of steady.entries()) t.updateRequestRate(`198.18.30.${String(i + 1)}`, 32, n, 0);
+      sendRequestRate(t, { cluster: 'c1', factor, queueSize: 100 }, 10_000, () => undefined);
+      for (const [i, n] of steady.entries()) t.updateRequestRate(`198.18.30.${String(i + 1)}`, 32, n, 15_000);
+      const sent: Body<'high_rate_clients'>[] = [];
+      const r = sendRequestRate(t, { cluster: 'c1', factor, queueSize: 100 }, 20_000, (b) => sent.push(b));
+      const rates = steady.map((n) => n / 10);
+      assert.ok(Math.abs(r.average - rates.reduce((x, y) => x + y, 0) / rates.length) < 1e-9, `average over the ${String(steady.length)} active clients`);
+      assert.deepEqual(sent.flatMap((b) => b.clients.map((c) => c[0])), want);
+    }
+  });
+
   it('an empty pass still sends one final message', () => {
     const t = new ClientRateTable(100, 600, 0);
     const sent: Body<'high_rate_clients'>[] = [];
