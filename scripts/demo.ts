@@ -144,7 +144,7 @@ interface HaView {
 }
 interface FrontView {
   ha?: HaView;
-  services?: { name: string; servers: { name: string; state?: string; health?: { state: string; reason: string }; active: number; decided: number; capacity: number | null; rate?: number }[] }[];
+  services?: { name: string; servers: { name: string; health?: { state: string; reason: string }; active: number; decided: number; capacity: number | null; rate?: number }[] }[];
   control?: { servers: { name: string; utilization: number; capacity: number; down: boolean }[]; cluster: { capacity: number; load: number; available: number; serversUp: number; serversTotal: number } };
 }
 interface DnsView {

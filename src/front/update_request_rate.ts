@@ -58,9 +58,9 @@ export class ClientRateTable {
     this.windowRequests += requests;
   }
 
-  /** Ends the window: rates = requests / window seconds; expired records removed. */
   /**
-   * Ends the window: each client's rate over it, and the clients that made
+   * Ends the window: each client's rate over it (requests / window seconds),
+   * expired records removed, and the clients that made
    * requests in it (`active`). The average client (send_request_rate's
    * threshold) is an active one: a client remembered for expireSeconds but
    * idle in this window has no rate to average, and counting it would sink
