@@ -175,8 +175,8 @@ async function view(title: string): Promise<void> {
     }
     // A front node that does not answer (killed: the failover the demo
     // invites) is skipped; then the master's view, else any that answers.
-    const answering = views.filter((x): x is { fp: (typeof views)[number]['fp']; v: FrontView } => x.v !== undefined);
-    const f = (answering.find(({ v }) => v.ha === undefined || v.ha.role === 'master' || v.ha.role === 'single') ?? answering[0])?.v;
+    const answering = views.flatMap(({ v }) => (v ? [v] : []));
+    const f = answering.find((v) => v.ha === undefined || v.ha.role === 'master' || v.ha.role === 'single') ?? answering[0];
     if (!f) {
       out.push(`cluster c${k.index}: front node not answering`);
       continue;

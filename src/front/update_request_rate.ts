@@ -60,14 +60,14 @@ export class ClientRateTable {
 
   /**
    * Ends the window: each client's rate over it (requests / window seconds),
-   * expired records removed, and the clients that made
-   * requests in it (`active`). The average client (send_request_rate's
+   * expired records removed; returns the rates' total and how many clients
+   * made requests in it (`active`). The average client (send_request_rate's
    * threshold) is an active one: a client remembered for expireSeconds but
    * idle in this window has no rate to average, and counting it would sink
    * the threshold as the remembered set grows (ten steady clients beside a
    * thousand one-off visitors of the last ten minutes would all be reported).
    */
-  closeWindow(now: number): { seconds: number; clients: number; active: number; total: number } {
+  closeWindow(now: number): { seconds: number; active: number; total: number } {
     const seconds = Math.max(0.001, (now - this.windowStart) / 1000);
     let total = 0;
     let active = 0;
@@ -84,7 +84,7 @@ export class ClientRateTable {
     }
     this.windowStart = now;
     this.windowRequests = 0;
-    return { seconds, clients: this.clients.size, active, total };
+    return { seconds, active, total };
   }
 
   /** The n clients with the highest rate at the last pass. */
