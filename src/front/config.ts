@@ -88,6 +88,12 @@ const health = z
       .describe('A check that has not passed after this long (connect, request and response together) fails as a timeout; its socket is destroyed. Must be below `intervalSeconds`.'),
     rise: z.int({ error: 'health.rise is an integer 1..100' }).min(1, 'health.rise is 1..100').max(100, 'health.rise is 1..100').default(2).describe('Checks passed in a row before a down server is up again (HAProxy `rise`).'),
     fall: z.int({ error: 'health.fall is an integer 1..100' }).min(1, 'health.fall is 1..100').max(100, 'health.fall is 1..100').default(3).describe('Checks failed in a row before an up server is down (HAProxy `fall`): it gets no new connections; established ones continue.'),
+    refusedLimit: z
+      .int({ error: 'health.refusedLimit is an integer 0..100000' })
+      .min(0, 'health.refusedLimit is 0..100000')
+      .max(100_000, 'health.refusedLimit is 0..100000')
+      .default(10)
+      .describe('Passive check: a server that refuses this many new connections (its reset answering a client\'s SYN, seen on the data path) since its last passed check goes down at once, without waiting for `fall` failed checks (HAProxy `observe layer4` with `error-limit` and `on-error mark-down`); its check brings it back after `rise` passes. At a high connection rate a dead server costs this many failed connections instead of `fall` x `intervalSeconds` of them. 0: off. Only with a check (`kind` tcp or http): without one nothing would bring the server back.'),
     source: anyAddress('a local address')
       .optional()
       .describe('Local address the checks are sent from (keepalived `bindto`), of the service\'s family (IPv6 for an IPv6 service); it must be on an interface of the front node (checked at start). Absent: the kernel chooses (the LAN address toward the server).'),

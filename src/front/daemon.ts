@@ -123,6 +123,11 @@ export const RATE_WINDOW_SECONDS = 5;
 
 /** How often slow start shares are refreshed from the servers' ramps (the packet path reads the field, never a clock). */
 export const SHARE_TICK_MS = 250;
+/**
+ * How often the passive check reads the servers' refusals (health.refusedLimit):
+ * a dead server is out within this of its limit-th refusal.
+ */
+export const REFUSAL_TICK_MS = 50;
 
 /**
  * A resync keeps records decided less than this (or reconcileSeconds, if
@@ -621,6 +626,9 @@ export class FrontDaemon implements FrontMetricsSource {
         this.schedule.update(this.engine.services);
       }, SCHEDULE_TICK_MS),
       setInterval(() => {
+        this.health.observeRefusals(this.engine.refusals, performance.now());
+      }, REFUSAL_TICK_MS),
+      setInterval(() => {
         this.#sampleRates(performance.now());
         const qs = this.#queue?.stats();
         this.#lossLog.poll(this.config.queue, qs?.lost, qs?.overruns ?? 0, performance.now());
@@ -741,7 +749,11 @@ export class FrontDaemon implements FrontMetricsSource {
     // Decision counts live on for the same names (metrics counters stay monotonic across reloads).
     for (const ns of services) {
       const os = old.find((o) => o.name === ns.name);
-      for (const b of ns.servers) b.decided = os?.servers.find((x) => x.id === b.id)?.decided ?? 0;
+      for (const b of ns.servers) {
+        const ob = os?.servers.find((x) => x.id === b.id);
+        b.decided = ob?.decided ?? 0;
+        b.refused = ob?.refused ?? 0;
+      }
       for (const o of ns.overflow) o.decided = os?.overflow.find((x) => x.cluster === o.cluster)?.decided ?? 0;
       ns.overflowed = os?.overflowed ?? 0;
     }
@@ -1268,6 +1280,7 @@ export class FrontDaemon implements FrontMetricsSource {
           state: b.down || b.health.state === 'down' || b.health.state === 'maint' ? 'down' : b.state,
           active: b.active,
           decided: b.decided,
+          refused: b.refused,
           capacity: Number.isFinite(b.capacity) ? b.capacity : null,
           estimated: b.estimated,
           rate: round2(b.rate),

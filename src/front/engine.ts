@@ -14,7 +14,9 @@
  *  client FIN / RST    record -> recycle list (teardown(); or decide() for
  *                      one the kernel has no flow for: then accepted if it
  *                      had a live record, else dropped: teardownNoRecord)
- *  server RST          same, keyed by the client the reset goes to
+ *  server RST          same, keyed by the client the reset goes to; one
+ *                      that answered the SYN (a refusal) is noted for the
+ *                      passive health check (refusals.ts)
  *  other non-SYN       (kernel has no flow for it) record -> accept with its
  *                      mark; no record -> drop (seed 000)
  *  malformed           drop, counted by parse status (a malformed log copy
@@ -31,7 +33,8 @@ import { ConnectionTable, connectionKey } from './connections.ts';
 import { type Decision, type Forwarder, clientNumber, destinationMark, forwardRequest, newConnection, packetKey, record, selectTarget, shapedVerdict } from './forward_request.ts';
 import { MARK_TAG, MARK_TAG_MASK, OVERFLOW_TARGET_BASE, SERVICE_SHIFT } from './marks.ts';
 import { OVERFLOW_BASE } from './service.ts';
-import type { ServiceRuntime } from './service.ts';
+import type { ServerRuntime, ServiceRuntime } from './service.ts';
+import { RefusalLog } from './refusals.ts';
 import { ServerIndex } from './server-index.ts';
 import { ServiceIndex } from './service-index.ts';
 import { clampToCopy, parseIP } from '../packet/ip.ts';
@@ -57,6 +60,8 @@ export class EngineCounters {
   untracked = 0;
   finishes = 0;
   serverResets = 0;
+  /** The part of serverResets that refused a connection (the reset answered its SYN: refusals.ts). */
+  serverRefusals = 0;
   /** FIN/RST copies read from the NFLOG group (teardown()); not in `packets`. */
   logged = 0;
   /** SYNs the kernel decided from the schedule (kernel-schedule.ts), recorded from their log copies (also in `syn` and `decided`). */
@@ -94,6 +99,8 @@ export class FrontEngine implements ShapingHost, Forwarder {
   #shaper: Shaper | undefined;
   /** Where held packets' verdicts go (set by the daemon). */
   onSettled: SettledVerdict = () => undefined;
+  /** Servers that refused a connection, for the passive health check (drained by the daemon's timer). */
+  readonly refusals = new RefusalLog<ServerRuntime>();
   /**
    * A SYN the kernel decided filled its server (kernel-schedule.ts): the
    * schedule must be rewritten now, not at the next tick. The daemon reads
@@ -332,8 +339,18 @@ export class FrontEngine implements ShapingHost, Forwarder {
     if (key < 0) return true;
     for (; pair >= 0; pair = idx.next(pair)) {
       const s = idx.service(pair);
-      if (this.#table.lookup(s, key) === idx.server(pair) && this.#table.finish(s, key, now)) {
+      const target = idx.server(pair);
+      if (this.#table.lookup(s, key) === target && this.#table.finish(s, key, now)) {
         this.counters.serverResets++;
+        // RST+ACK with sequence 0 answers a segment without ACK: the SYN. A
+        // record is finished once, so each refused connection counts once.
+        if ((info.tcpFlags & TcpFlag.Ack) !== 0 && info.seq === 0) {
+          const srv = this.#services[s]?.servers[target];
+          if (srv !== undefined) {
+            this.counters.serverRefusals++;
+            this.refusals.note(srv);
+          }
+        }
         break;
       }
     }

@@ -201,6 +201,8 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
     CHECK_OUTCOMES.map((o) => [{ outcome: o }, src.health?.outcomes[o] ?? 0] as const),
   );
   gaugeOf(registry, 'sluice_front_health_checks_in_flight', 'Active health checks running now (bounded by the checker\'s limit).', () => src.health?.scheduler.inFlight ?? 0);
+  counterFrom(registry, 'sluice_front_server_refused_total', 'Connections the server refused (its reset answered the client\'s SYN), seen on the data path: the passive check\'s input (health.refusedLimit).', ['service', 'server'], () => perServer((b) => b.refused));
+  counterOf(registry, 'sluice_front_health_refused_downs_total', 'Servers the passive check took down: health.refusedLimit refused connections since their last passed check.', () => src.health?.refusedDowns ?? 0);
   counterOf(registry, 'sluice_front_health_checks_skipped_total', 'Checks due while the previous check of the same server had not ended (skipped, not stacked).', () => src.health?.scheduler.skipped ?? 0);
 
   const cluster = (): ReturnType<typeof clusterLoadOf> => clusterLoadOf(services());

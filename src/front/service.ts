@@ -40,6 +40,12 @@ export class ServerRuntime implements Backend {
   state: 'active' | 'drain' | 'disabled';
   /** Connections decided for this server since start (metrics). */
   decided = 0;
+  /**
+   * Connections it refused since start: its reset answering a client's SYN,
+   * seen on the data path (engine.ts #serverReset; metrics, and the
+   * passive check of health.refusedLimit, health/checker.ts).
+   */
+  refused = 0;
   /** Capacity is a reported-load estimate in connections/s (else config, concurrent). */
   estimated = false;
   /** New connections per second sent to it recently (estimated mode). */

@@ -62,6 +62,8 @@ export interface FrontServerStatus {
   readonly state: ServerRuntime['state'] | 'down';
   readonly active: number;
   readonly decided: number;
+  /** Connections it refused since start (its reset answered the SYN; the passive check's input). */
+  readonly refused: number;
   /** Concurrent connections (configured) or new connections/s (estimated); null: no limit. */
   readonly capacity: number | null;
   /** Whether the capacity is estimated from the agent's load reports. */

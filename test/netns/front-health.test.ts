@@ -312,6 +312,121 @@ describe('sluice front: tcp and http health checks', () => {
   });
 });
 
+/**
+ * The passive check (health.refusedLimit): a server that refuses
+ * connections on the data path goes down at the limit-th refusal, long
+ * before its active check's `fall` (20 checks at 1 s here). Judged by the
+ * daemon's own counters (failed checks in a row at the transition, the
+ * refusals it counted) and the clients' failure count.
+ */
+describe('sluice front: refused connections take a server out before its fall (passive check)', () => {
+  const VIP = '198.19.1.3';
+  const LIMIT = 3;
+  const PASSIVE_FALL = 20;
+  const RATE = 30;
+  let front: FrontProcess | undefined;
+  let load: NsProcess | undefined;
+  let runDir = '';
+  const ns: Record<string, string> = {};
+  const pidFile = (id: string): string => join(runDir, `nginx-${id}.pid`);
+  const alive = (id: string): boolean => {
+    try {
+      process.kill(Number(readFileSync(pidFile(id), 'utf8').trim()), 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  after(async () => {
+    await load?.stop();
+    await front?.stop();
+    for (const id of Object.keys(ns)) if (!alive(id)) nsRun(ns[id]!, 'nginx', ['-c', join(runDir, `nginx-${id}.conf`)]);
+  });
+
+  it(`a killed nginx is out after ${String(LIMIT)} refused connections, not ${String(PASSIVE_FALL)} failed checks; back after rise passed checks`, async (t) => {
+    const st = testbed();
+    runDir = st.runDir;
+    for (const s of st.plan.clusters[0]?.servers ?? []) ns[s.id] = s.name;
+    const cfg = `cluster: c1
+uplinkAddress: 198.18.101.2
+adminSocket: ${join(runDir, 'front-passive.sock')}
+services:
+  - name: www
+    vip: ${VIP}
+    port: 80
+    method: byrequests
+    health: { kind: tcp, intervalSeconds: 1, timeoutSeconds: 0.5, fall: ${String(PASSIVE_FALL)}, rise: 2, refusedLimit: ${String(LIMIT)} }
+    servers:
+      - { name: s1a, address: 198.18.201.11 }
+      - { name: s1b, address: 198.18.201.12 }
+      - { name: s1c, address: 198.18.201.13 }
+`;
+    front = new FrontProcess(st.plan.clusters[0]!.front.name, writeConfig(join(runDir, 'front-passive.yaml'), cfg));
+    await front.waitFor('front node ready');
+    const client = st.plan.clients[0]!;
+    load = new NsProcess(client.name, [PACED, '--url', `http://${VIP}/`, '--rate', String(RATE), '--sources', client.address, '--max-seconds', '120']);
+    const status = async (): Promise<FrontServerStatus> => {
+      const s = ((await front!.status()) as unknown as FrontStatus).services[0]?.servers.find((b) => b.name === 's1b');
+      assert.ok(s, 's1b in status');
+      return s;
+    };
+    const tally = async (): Promise<Tally> => (await load!.request('tally')) as unknown as Tally;
+    await until(async () => ((await front!.status()) as unknown as FrontStatus).services[0]!.servers.every((b) => b.decided > 0), 'every server decided connections', 20_000, 200);
+    await tally();
+
+    process.kill(Number(readFileSync(pidFile('s1b'), 'utf8').trim()), 'SIGTERM');
+    const s1bIs = async (state: string, pollMs: number): Promise<FrontServerStatus> => {
+      let last: FrontServerStatus | undefined;
+      await until(
+        async () => {
+          last = await status();
+          return last.health?.state === state;
+        },
+        `s1b ${state}`,
+        15_000,
+        pollMs,
+      );
+      return last!;
+    };
+    const down = await s1bIs('down', 50);
+    const h = down.health!;
+    t.diagnostic(`s1b down: ${h.reason}; refused ${String(down.refused)}; checks ${JSON.stringify(h.checks)}`);
+    assert.match(h.reason, new RegExp(`^check failed: refused \\d+ connections since the last passed check \\(health.refusedLimit ${String(LIMIT)}\\)$`));
+    assert.ok(h.checks !== undefined && h.checks.failuresAtDown < PASSIVE_FALL, `taken out by refusals, before fall: ${JSON.stringify(h.checks)}`);
+    assert.equal(h.checks.refusedDowns, 1);
+    assert.ok(down.refused >= LIMIT, `the daemon counted the refusals: ${String(down.refused)}`);
+    const logged = front.lines.filter((l) => l['msg'] === 'server health changed' && l['server'] === 's1b' && l['to'] === 'down');
+    assert.equal(logged.length, 1);
+    assert.match(String(logged[0]!['reason']), /refused \d+ connections/);
+
+    // The connections that met it before the transition have failed by now
+    // (decisions between its limit-th refusal and the next read of the
+    // count, every 50 ms, were refused too).
+    await sleep(500);
+    const atDown = await tally();
+    t.diagnostic(`clients: ${String(atDown.failures)} failed after the kill`);
+    // Each failure was a connection s1b refused (or one it was serving when
+    // killed); with the active check alone it would have cost every
+    // connection of the next PASSIVE_FALL seconds, ~RATE/3 a second.
+    const refused = (await status()).refused;
+    assert.ok(atDown.failures <= refused + 2, `failures ${String(atDown.failures)}, refused ${String(refused)}`);
+    assert.ok(atDown.failures < (RATE / 3) * PASSIVE_FALL * 0.25, JSON.stringify(atDown));
+    const decided = (await status()).decided;
+    await sleep(3000);
+    const quiet = await tally();
+    assert.equal(quiet.failures, 0, JSON.stringify(quiet));
+    assert.equal(quiet.tally['s1b'] ?? 0, 0);
+    assert.equal((await status()).decided, decided, 'no connection decided for s1b while it is down');
+
+    nsRun(ns['s1b']!, 'nginx', ['-c', join(runDir, 'nginx-s1b.conf')]);
+    const up = await s1bIs('up', 100);
+    assert.match(up.health!.reason, /check passed/);
+    assert.equal(up.health!.checks?.refusedSinceOk, 0);
+    await until(async () => ((await tally()).tally['s1b'] ?? 0) > 0, 's1b serves again', 15_000, 200);
+  });
+});
+
 describe('sluice front: a cluster with no usable server', () => {
   let front: FrontProcess | undefined;
   let sub: NsProcess | undefined;

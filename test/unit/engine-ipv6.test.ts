@@ -121,6 +121,19 @@ describe('front engine, IPv6', () => {
     assert.equal(table.active, 0);
   });
 
+  it('an IPv6 server\'s refusal (RST+ACK, sequence 0, answering the SYN) is counted on that server', () => {
+    const { e, services } = engine();
+    decide(e, syn6(40000)); // -> server 0
+    const rst = tcp6({ src: SERVERS[0]!, dst: CLIENT }, { srcPort: 80, dstPort: 40000, flags: TcpFlag.Rst | TcpFlag.Ack, seq: 0 });
+    e.teardown(rst, 0, rst.length, 1);
+    assert.equal(e.counters.serverRefusals, 1);
+    const srv = services[1]!.servers[0]!;
+    assert.equal(srv.refused, 1);
+    const noted: unknown[] = [];
+    e.refusals.drain((s) => noted.push(s));
+    assert.deepEqual(noted, [srv]);
+  });
+
   it('unknown flow: an ACK is dropped (noRecord), a FIN too (teardownNoRecord); no client id is kept for them', () => {
     const { e, table } = engine();
     assert.equal(decide(e, pkt6(41000, TcpFlag.Ack)).v, Verdict.Drop);

@@ -123,6 +123,42 @@ describe('front engine', () => {
     assert.equal(e.counters.unexpected, 1);
   });
 
+  it('a server\'s reset that answers the SYN (RST+ACK, sequence 0) is a refusal: counted on the server and noted for the passive check; other resets are not', () => {
+    const { e, services } = engine(base('byrequests', [10, 10]));
+    const s0 = services[0]!.servers[0]!;
+    const s1 = services[0]!.servers[1]!;
+    // [flags, seq, refusal?]: only RST+ACK with sequence 0 answers a segment without ACK (a SYN).
+    const table: readonly (readonly [number, number, boolean])[] = [
+      [TcpFlag.Rst | TcpFlag.Ack, 0, true],
+      [TcpFlag.Rst | TcpFlag.Ack, 12345, false], // resets an established connection
+      [TcpFlag.Rst, 0, false], // no ACK: answers a segment that had one
+      [TcpFlag.Rst, 777, false],
+    ];
+    let port = 41000;
+    let refusals = 0;
+    for (const [flags, seq, refusal] of table) {
+      decide(e, syn(port)); // byrequests over 2: s0, s1, s0, s1
+      const srv = services[0]!.servers[(port - 41000) % 2]!;
+      const rst = tcp({ src: `198.18.201.${String(11 + ((port - 41000) % 2))}`, dst: '198.18.11.2' }, { srcPort: 80, dstPort: port, flags, seq });
+      const before = srv.refused;
+      e.teardown(rst, 0, rst.length, 1);
+      if (refusal) refusals++;
+      assert.equal(srv.refused - before, refusal ? 1 : 0, `flags ${String(flags)} seq ${String(seq)}`);
+      assert.equal(e.counters.serverRefusals, refusals);
+      port++;
+    }
+    assert.equal(e.counters.serverResets, table.length, 'every one of them finished its record');
+    // A second copy of the refusal (its record already finished) is not counted again.
+    const again = tcp({ src: '198.18.201.11', dst: '198.18.11.2' }, { srcPort: 80, dstPort: 41000, flags: TcpFlag.Rst | TcpFlag.Ack, seq: 0 });
+    e.teardown(again, 0, again.length, 2);
+    assert.equal(s0.refused, 1);
+    const noted: unknown[] = [];
+    assert.equal(e.refusals.drain((srv) => noted.push(srv)), false);
+    assert.deepEqual(noted, [s0]);
+    assert.equal(s1.refused, 0);
+    assert.equal(e.refusals.drain(() => assert.fail('drained twice')), false);
+  });
+
   it('a server of two services: its reset finishes the record of the service whose connection it ended, not the first one', () => {
     // Two VIPs over the same servers (front-health's tcp and http services): the RST names the server and the client port only.
     const two = `${base('byrequests', [10, 10])}

@@ -19,6 +19,7 @@ import { HealthScheduler, type ScheduledTarget } from '../../src/front/health/sc
 import type { HealthTransition } from '../../src/front/health/server-health.ts';
 import { parseStatusSet, statusIn } from '../../src/front/health/status-set.ts';
 import { tcpCheck } from '../../src/front/health/tcp-check.ts';
+import { REFUSAL_RING, RefusalLog } from '../../src/front/refusals.ts';
 import { until } from '../helpers/wait.ts';
 
 describe('rise/fall', () => {
@@ -455,6 +456,99 @@ describe('checker: results reach ServerHealth through rise/fall', () => {
     assert.equal(y.usable, true);
     assert.equal(checker.scheduler.size, 1);
     checker.stop();
+  });
+});
+
+describe('passive check: refused connections take a server down (health.refusedLimit)', () => {
+  /** One server on a loopback listener (its checks pass), the checker on a clock the test moves; one check per poll() at each interval. */
+  async function setup(refusedLimit: number) {
+    const server = await listen((c) => c.destroy());
+    const cfg = frontConfigSchema.parse({
+      cluster: 'c1',
+      uplinkAddress: '198.18.101.2',
+      services: [{ name: 'www', vip: '198.19.1.1', port: portOf(server), method: 'byrequests', health: { kind: 'tcp', intervalSeconds: 10, timeoutSeconds: 5, fall: 3, rise: 2, refusedLimit }, servers: [{ name: 'a', address: '127.0.0.1' }] }],
+    });
+    const seen: HealthTransition[] = [];
+    let clock = 0;
+    const services = buildServices(cfg, () => ({ now: clock, sink: (_h, t) => seen.push(t) }));
+    const checker = new HealthChecker({ now: () => clock });
+    checker.configure(services, () => cfg.services[0]?.health);
+    const srv = services[0]!.servers[0]!;
+    const log = new RefusalLog<typeof srv>();
+    /** The next check, run to its end (it passes: the listener accepts). */
+    const check = async (): Promise<void> => {
+      const before = checker.status(srv)?.passed ?? 0;
+      checker.scheduler.poll();
+      await until(() => (checker.status(srv)?.passed ?? 0) > before, 'a check passed', 5000);
+      clock += 10_000;
+    };
+    const refuse = (n: number): void => {
+      for (let i = 0; i < n; i++) log.note(srv);
+      checker.observeRefusals(log, clock);
+    };
+    return { server, checker, srv, seen, check, refuse, close: () => server.close() };
+  }
+
+  it('limit 3: two refusals keep it up, the third takes it down at once (no failed check), rise passes bring it back; a passed check starts the count again', async () => {
+    const t = await setup(3);
+    try {
+      await t.check();
+      t.refuse(2);
+      assert.equal(t.srv.health.state, 'up');
+      assert.equal(t.checker.status(t.srv)?.refusedSinceOk, 2);
+      t.refuse(1);
+      assert.equal(t.srv.health.state, 'down');
+      assert.equal(t.srv.health.reason, 'check failed: refused 3 connections since the last passed check (health.refusedLimit 3)');
+      const st = t.checker.status(t.srv);
+      assert.equal(st?.state, 'down');
+      assert.equal(st.failuresAtDown, 0, 'down without a failed check');
+      assert.equal(st.refusedDowns, 1);
+      assert.equal(t.checker.refusedDowns, 1);
+      t.refuse(5); // more while down: no second transition
+      assert.deepEqual(t.seen.map((x) => [x.from, x.to]), [['up', 'down']]);
+      await t.check();
+      assert.equal(t.srv.health.state, 'down', 'one pass of rise 2');
+      await t.check();
+      assert.equal(t.srv.health.state, 'up');
+      assert.equal(t.checker.status(t.srv)?.refusedSinceOk, 0, 'a passed check starts the count again');
+      // Two, a passed check, two: never three since a pass.
+      t.refuse(2);
+      await t.check();
+      t.refuse(2);
+      assert.equal(t.srv.health.state, 'up');
+      t.refuse(1);
+      assert.equal(t.srv.health.state, 'down');
+      assert.equal(t.checker.refusedDowns, 2);
+      assert.equal(t.srv.refused, 13);
+    } finally {
+      t.checker.stop();
+      t.close();
+    }
+  });
+
+  it('limit 0: off; more refusals in one period than the log keeps are still all counted (the walk of every server)', async () => {
+    const off = await setup(0);
+    try {
+      await off.check();
+      off.refuse(1000);
+      assert.equal(off.srv.health.state, 'up');
+      assert.equal(off.checker.refusedDowns, 0);
+    } finally {
+      off.checker.stop();
+      off.close();
+    }
+    const big = await setup(REFUSAL_RING + 10);
+    try {
+      await big.check();
+      big.refuse(REFUSAL_RING + 9);
+      assert.equal(big.srv.health.state, 'up');
+      big.refuse(1);
+      assert.equal(big.srv.health.state, 'down');
+      assert.equal(big.checker.status(big.srv)?.refusedSinceOk, REFUSAL_RING + 10);
+    } finally {
+      big.checker.stop();
+      big.close();
+    }
   });
 });
 

@@ -13,8 +13,13 @@
  * that starts from its current check state. New servers start in
  * `health.startAs`. Servers of services with kind `none` get check 'off'.
  *
- * Off the packet path: everything here runs on the scheduler's timer and
- * the checks' socket callbacks.
+ * The passive check (observeRefusals, HAProxy's `observe layer4` with
+ * `on-error mark-down`): connections a server refused on the data path
+ * (refusals.ts) since its last passed check take it down at once when they
+ * reach `health.refusedLimit`; its active check alone brings it back.
+ *
+ * Off the packet path: everything here runs on the scheduler's timer, the
+ * daemon's refusal timer and the checks' socket callbacks.
  */
 import { InvalidArgumentError } from '../../errors/errors.ts';
 import { formatIPv4Address } from '../../packet/address.ts';
@@ -27,6 +32,7 @@ import { RiseFall } from './rise-fall.ts';
 import { HealthScheduler, type ScheduledTarget } from './scheduler.ts';
 import { parseStatusSet } from './status-set.ts';
 import { tcpCheck, type CheckTarget } from './tcp-check.ts';
+import type { RefusalLog } from '../refusals.ts';
 
 export interface CheckTargetState extends ScheduledTarget {
   readonly service: string;
@@ -38,10 +44,18 @@ export interface CheckTargetState extends ScheduledTarget {
   /** Times on the checker's clock (ms); -Infinity: never. */
   lastAt: number;
   lastOkAt: number;
-  /** Failed checks in a row when the check last went down (= fall, by construction; shown for operators). */
+  /** Failed checks in a row when the check last went down (= fall, unless refusals took it down first). */
   failuresAtDown: number;
   passed: number;
   failed: number;
+  /** health.refusedLimit (0: off). */
+  refusedLimit: number;
+  /** The server's refusal count (ServerRuntime.refused) as last read. */
+  refusedSeen: number;
+  /** Refusals since its last passed check. */
+  refusedSinceOk: number;
+  /** Times the refusals took it down (the passive check). */
+  refusedDowns: number;
 }
 
 /** One server's check as `sluice status` shows it. */
@@ -58,6 +72,11 @@ export interface ServerCheckStatus {
   readonly failuresAtDown: number;
   readonly passed: number;
   readonly failed: number;
+  /** Connections it refused since its last passed check, and the limit that takes it down (0: off). */
+  readonly refusedSinceOk: number;
+  readonly refusedLimit: number;
+  /** Times refusals took it down (the passive check). */
+  readonly refusedDowns: number;
 }
 
 function httpOptions(h: HealthConfig): HttpCheckOptions {
@@ -73,6 +92,8 @@ export class HealthChecker {
   readonly #now: () => number;
   /** Check results by outcome since start (metrics). */
   readonly outcomes: Record<CheckOutcome, number> = Object.fromEntries(CHECK_OUTCOMES.map((o) => [o, 0])) as Record<CheckOutcome, number>;
+  /** Servers the passive check took down since start (metrics). */
+  refusedDowns = 0;
   #byServer = new Map<ServerRuntime, CheckTargetState>();
 
   constructor(opts: { readonly now: () => number; readonly maxInFlight?: number }) {
@@ -102,7 +123,8 @@ export class HealthChecker {
         // An IPv6 server's u32 address is 0 ("0.0.0.0": a check of this host): format by family.
         const address = isIPv4Mapped(srv.address6) ? formatIPv4Address(srv.address) : formatIPv6Address(srv.address6);
         const target: CheckTarget = { address, port: h.port ?? srv.port, source: h.source };
-        const settings = JSON.stringify({ ...h, slowStartSeconds: undefined, startAs: undefined });
+        // The limit is read at each refusal: changing it keeps the check's state and counters.
+        const settings = JSON.stringify({ ...h, slowStartSeconds: undefined, startAs: undefined, refusedLimit: undefined });
         const key = `${svc.name}/${srv.id}/${address}:${String(srv.port)}/${settings}`;
         const prev = old.get(key);
         // The same check as before: its counters and state carry over (the ServerHealth was kept too).
@@ -125,6 +147,11 @@ export class HealthChecker {
           failuresAtDown: prev?.failuresAtDown ?? 0,
           passed: prev?.passed ?? 0,
           failed: prev?.failed ?? 0,
+          refusedLimit: h.refusedLimit,
+          // A reload's new runtime carries the count over (daemon): read from here on.
+          refusedSeen: srv.refused,
+          refusedSinceOk: prev?.refusedSinceOk ?? 0,
+          refusedDowns: prev?.refusedDowns ?? 0,
         };
         if (prev === undefined) {
           const why = initial === 'up' ? 'not checked yet (health.startAs up)' : srv.health.check === 'down' ? srv.health.checkReason : 'not checked yet (health.startAs down)';
@@ -147,6 +174,7 @@ export class HealthChecker {
     if (ok) {
       t.passed++;
       t.lastOkAt = now;
+      t.refusedSinceOk = 0;
     } else t.failed++;
     const rf = t.riseFall;
     const changed = rf.result(ok);
@@ -155,6 +183,34 @@ export class HealthChecker {
     if (rf.state === 'down') reason = ok ? `${r.reason} (${String(rf.passes)} of rise ${String(rf.rise)})` : `${r.reason} (${String(rf.failures)} in a row)`;
     else reason = ok ? r.reason : `${r.reason} (${String(rf.failures)} of fall ${String(rf.fall)})`;
     t.server.health.setCheck(rf.state, reason, now);
+  }
+
+  /**
+   * The passive check (health.refusedLimit): reads the servers that refused
+   * connections since the last call (the engine's log; every server when
+   * the log overflowed) and takes down, at once, an up server with
+   * `refusedLimit` refusals since its last passed check. Its active check
+   * brings it back after `rise` passes. Called by the daemon's timer.
+   */
+  observeRefusals(log: RefusalLog<ServerRuntime>, now: number): void {
+    const overflowed = log.drain((srv) => {
+      const t = this.#byServer.get(srv);
+      if (t !== undefined) this.#refusals(t, now);
+    });
+    if (overflowed) for (const t of this.#byServer.values()) this.#refusals(t, now);
+  }
+
+  #refusals(t: CheckTargetState, now: number): void {
+    const n = t.server.refused - t.refusedSeen;
+    if (n <= 0) return;
+    t.refusedSeen = t.server.refused;
+    t.refusedSinceOk += n;
+    const limit = t.refusedLimit;
+    if (limit === 0 || t.refusedSinceOk < limit || !t.riseFall.markDown()) return;
+    t.failuresAtDown = t.riseFall.failures;
+    t.refusedDowns++;
+    this.refusedDowns++;
+    t.server.health.setCheck('down', `refused ${String(t.refusedSinceOk)} connections since the last passed check (health.refusedLimit ${String(limit)})`, now);
   }
 
   /** Starts the timer (the daemon; tests poll the scheduler themselves). */
@@ -182,6 +238,9 @@ export class HealthChecker {
       failuresAtDown: t.failuresAtDown,
       passed: t.passed,
       failed: t.failed,
+      refusedSinceOk: t.refusedSinceOk,
+      refusedLimit: t.refusedLimit,
+      refusedDowns: t.refusedDowns,
     };
   }
 }

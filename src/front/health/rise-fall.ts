@@ -43,4 +43,16 @@ export class RiseFall {
     }
     return false;
   }
+
+  /**
+   * Down now, whatever the run of failures (the passive check's verdict:
+   * health.refusedLimit). Up again only after `rise` passes, as after a
+   * fall. Returns true when it changed the state.
+   */
+  markDown(): boolean {
+    this.passes = 0;
+    if (this.state === 'down') return false;
+    this.state = 'down';
+    return true;
+  }
 }
