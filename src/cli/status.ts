@@ -89,7 +89,7 @@ export function renderFrontStatus(s: FrontStatus): string {
     const r = fe.resyncs;
     out.push(fe.events === undefined
       ? `flow ends: conntrack events unavailable, resyncs ${r.periodic} (periodic)`
-      : `flow ends: ${fe.events.events} conntrack events, ${fe.freed} records freed, overruns ${fe.events.overruns}, resyncs ${r.overrun} overrun / ${r.legacy} legacy (held back for events ${fe.resyncYields} times), legacy records ${fe.legacyRecords}`);
+      : `flow ends: ${fe.events.events} conntrack events, ${fe.freed} records freed, overruns ${fe.events.overruns}, resyncs ${r.overrun} overrun / ${r.legacy} legacy (held back for events ${fe.resyncYields} times), legacy records ${fe.legacyRecords}${fe.legacyRecords > 0 ? ` (a legacy resync every ${String(fe.legacyResyncPeriods)} periods)` : ''}`);
   }
   // Older daemons send no rules section.
   const r = s.rules as FrontStatus['rules'] | undefined;

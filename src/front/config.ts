@@ -369,7 +369,7 @@ export const frontConfigSchema = z
           .default(1_000_000)
           .describe('Connection records kept at most. At the bound the oldest recycled record is freed early; if none is recycled, the connection is still steered but not tracked (counted as untracked).'),
         recycleSeconds: z.number().positive().max(3600).default(120).describe('A finished (FIN/RST) record is kept this long for late packets, then freed.'),
-        reconcileSeconds: z.number().positive().max(3600).default(30).describe('How often the kernel\'s flow table is read to free records whose flow is gone, when conntrack destroy events cannot do it: without events, or while records adopted at start remain. With events a read also follows an event overrun.'),
+        reconcileSeconds: z.number().positive().max(3600).default(30).describe('How often the kernel\'s flow table is read to free records whose flow is gone, when conntrack destroy events cannot do it: without events, or while records adopted at start remain (then every period at first, and 2, 4, ... up to 16 periods apart while the reads find nothing the events missed). With events a read also follows an event overrun.'),
       })
       .prefault({})
       .describe('Connection records (one per client address and port per service).'),

@@ -636,7 +636,7 @@ export class FrontDaemon implements FrontMetricsSource {
       }, 1000),
       setInterval(() => this.engine.shaper?.sweep(performance.now(), 10_000), this.config.shaping.sweepMs),
       setInterval(() => {
-        const reason = this.flowEnds.periodicReason();
+        const reason = this.flowEnds.periodicReason(this.#resyncing);
         if (reason !== undefined) void this.#reconcile(reason);
       }, this.config.connections.reconcileSeconds * 1000),
     );
@@ -999,6 +999,7 @@ export class FrontDaemon implements FrontMetricsSource {
       await new Promise<void>((r) => setImmediate(r));
       await this.flowEnds.yieldWhileBacklogged(RESYNC_YIELD_MAX_MS);
     }
+    this.flowEnds.resyncDone(reason, freed);
     if (freed > 0 || reason === 'overrun') this.log.info({ freed, reason, legacy: this.table.legacy }, 'resync: records freed whose kernel flows are gone');
   }
 
@@ -1247,7 +1248,7 @@ export class FrontDaemon implements FrontMetricsSource {
       synproxy: this.synproxy.status(),
       queue: this.#queue?.stats(),
       log: this.#log?.stats(),
-      flowEnds: { events: this.flowEnds.stats(), ...this.flowEnds.counts, resyncs: { ...this.flowEnds.resyncs }, resyncYields: this.flowEnds.resyncYields, legacyRecords: this.table.legacy },
+      flowEnds: { events: this.flowEnds.stats(), ...this.flowEnds.counts, resyncs: { ...this.flowEnds.resyncs }, resyncYields: this.flowEnds.resyncYields, legacyRecords: this.table.legacy, legacyResyncPeriods: this.flowEnds.legacyBackoff.periods, legacyResyncsSkipped: this.flowEnds.legacyBackoff.skipped },
       ...(this.engine.shaper ? { shaping: { heldNow: this.engine.shaper.pool.held, maxHeld: this.engine.shaper.pool.capacity, ...this.engine.shaper.counts, checkpoints: shapingStatus(this.engine.shaper, performance.now(), 10, (cp, key, slot) => keyName(this.engine.services, cp, key, slot)) } } : {}),
       ...(this.#control ? { control: this.#control.status() } : {}),
       ...(this.throttle.gatekeeper ? { throttle: this.throttle.gatekeeper.status() } : {}),

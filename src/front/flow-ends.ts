@@ -19,8 +19,9 @@
  *   legacy    records adopted at start from the kernel's table whose flows
  *             may predate every event listener (with the default
  *             net.netfilter.nf_conntrack_events=2 such a flow never reports
- *             its end): the periodic reconcile runs while any remain, and
- *             stops once they are gone
+ *             its end): the periodic reconcile runs while any remain, less
+ *             often while it finds nothing the events missed
+ *             (legacy-backoff.ts), and stops once they are gone
  *   no events the socket could not be opened: the periodic reconcile as before
  */
 import { ConntrackEvents, type ConntrackEventBatch, type ConntrackEventsStats } from '../conntrack/events.ts';
@@ -28,6 +29,7 @@ import type { SluiceError } from '../errors/errors.ts';
 import { connectionKey, type ConnectionTable } from './connections.ts';
 import { MARK_TAG, MARK_TAG_MASK } from './marks.ts';
 import { EventFlag } from '../conntrack/layout.ts';
+import { LegacyBackoff } from './legacy-backoff.ts';
 
 // The kernel's enum tcp_conntrack: a flow in FIN_WAIT..CLOSE has seen a FIN or RST.
 const TCP_NONE = 0;
@@ -78,6 +80,8 @@ export class FlowEnds {
   resyncYields = 0;
   /** Resyncs run, by reason. */
   readonly resyncs: Record<ResyncReason, number> = { overrun: 0, legacy: 0, periodic: 0 };
+  /** How often legacy resyncs run while they find nothing the events missed. */
+  readonly legacyBackoff = new LegacyBackoff();
   readonly #host: FlowEndsHost;
   #events: ConntrackEvents | undefined;
   /**
@@ -213,10 +217,20 @@ export class FlowEnds {
     return true;
   }
 
-  /** Why the periodic timer should resync now, or undefined (events cover every record). */
-  periodicReason(): ResyncReason | undefined {
+  /**
+   * Why the periodic timer should resync now, or undefined (events cover
+   * every record, or the legacy resyncs are backing off: legacy-backoff.ts).
+   */
+  periodicReason(resyncRunning = false): ResyncReason | undefined {
     if (!this.available) return 'periodic';
-    return this.#host.table.legacy > 0 ? 'legacy' : undefined;
+    // The running one answers this period; the backoff counts periods between reads it was told of (resyncDone).
+    if (resyncRunning) return undefined;
+    return this.legacyBackoff.due(this.#host.table.legacy) ? 'legacy' : undefined;
+  }
+
+  /** A resync for `reason` ended having freed `freed` records (the legacy backoff's evidence). */
+  resyncDone(reason: ResyncReason, freed: number): void {
+    if (reason === 'legacy') this.legacyBackoff.done(freed);
   }
 
   stats(): ConntrackEventsStats | undefined {

@@ -300,6 +300,7 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   });
   counterOf(registry, 'sluice_front_resync_yields_total', 'Times a resync held its read of the kernel\'s flow table back because destroy events were waiting to be read (each wait at most 100 ms).', () => src.flowEnds?.resyncYields ?? 0);
   gaugeOf(registry, 'sluice_front_connection_records_legacy', 'Records adopted from the kernel\'s table whose flows may report no end (only a resync frees them).', () => src.table.legacy);
+  gaugeOf(registry, 'sluice_front_legacy_resync_periods', 'Periods (connections.reconcileSeconds) between two legacy resyncs now: 1, doubling up to 16 while they free nothing the destroy events missed.', () => src.flowEnds?.legacyBackoff.periods ?? 1);
   // Labelled by queue number: absent (not 0) while the kernel shows no queue of ours.
   gaugeFrom(registry, 'sluice_front_kernel_queue_length', 'Packets waiting in the kernel for a verdict (/proc/net/netfilter/nfnetlink_queue).', ['queue'], () => {
     const k = src.kernelQueue();

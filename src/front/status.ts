@@ -197,6 +197,9 @@ export interface FrontStatus {
     /** Times a resync held its read back for backlogged events. */
     readonly resyncYields: number;
     readonly legacyRecords: number;
+    /** Periods (reconcileSeconds) between legacy resyncs now (1..16: legacy-backoff.ts), and the periods skipped so. */
+    readonly legacyResyncPeriods: number;
+    readonly legacyResyncsSkipped: number;
   };
   /** With checkpoints configured. */
   readonly shaping?: FrontShapingStatus;

@@ -82,11 +82,11 @@ class Holder {
   }
 }
 
-function configYaml(): string {
+function configYaml(reconcileSeconds = 3600): string {
   return `cluster: c1
 uplinkAddress: 198.18.101.2
 connections:
-  reconcileSeconds: 3600
+  reconcileSeconds: ${String(reconcileSeconds)}
   recycleSeconds: 3600
 services:
   - name: www
@@ -192,5 +192,57 @@ describe('sluice front: records of ended flows are freed by conntrack destroy ev
     const end = await status();
     assert.equal((end.flowEnds?.freed ?? 0) - (s.flowEnds?.freed ?? 0), 5);
     assert.equal(end.flowEnds?.resyncs.overrun, 1);
+  });
+});
+
+/**
+ * The legacy resync's backoff (src/front/legacy-backoff.ts): a daemon
+ * restarted over open flows adopts them as legacy records, and reads the
+ * whole table every reconcileSeconds (1 s here) only until the reads keep
+ * finding nothing the events missed: then 2, 4, 8 periods apart. Judged
+ * from the daemon's own counters.
+ */
+describe('sluice front: legacy resyncs back off while they free nothing', () => {
+  let front: FrontProcess | undefined;
+  let holder: Holder | undefined;
+
+  after(async () => {
+    holder?.stop();
+    await front?.stop();
+  });
+
+  it('adopted flows that stay open: reads 2, 4, 8 periods apart; the records gone, every period again', async () => {
+    const st = testbed();
+    const frontNs = st.plan.clusters[0]?.front.name ?? '';
+    const client = st.plan.clients[0]!;
+    const configFile = writeConfig(join(st.runDir, 'front-legacy.yaml'), configYaml(1));
+    const status = async (): Promise<FrontStatus> => (await front!.status()) as unknown as FrontStatus;
+    front = new FrontProcess(frontNs, configFile);
+    await front.waitFor('front node ready');
+    holder = new Holder(client.name, 10);
+    const ports = JSON.parse(await holder.line()) as number[];
+    await until(async () => (await status()).records.active === 10, '10 active records');
+    // A restart: the new daemon adopts the 10 open flows as legacy records.
+    await front.stop();
+    front = new FrontProcess(frontNs, configFile);
+    await front.waitFor('front node ready');
+    assert.equal((await status()).flowEnds?.legacyRecords, 10);
+    let s: FrontStatus | undefined;
+    await until(async () => {
+      s = await status();
+      return (s.flowEnds?.legacyResyncPeriods ?? 0) >= 8;
+    }, 'legacy resyncs 8 periods apart', 30_000, 200);
+    const fe = s!.flowEnds!;
+    // Reads at periods 1, 3, 7 (2 and 4 apart) before the backoff reached 8; skipped 1 + 3 between them.
+    assert.ok(fe.resyncs.legacy >= 3 && fe.resyncs.legacy <= 4, JSON.stringify(fe));
+    assert.ok(fe.legacyResyncsSkipped >= 4, JSON.stringify(fe));
+    assert.equal(fe.legacyRecords, 10, 'the flows are open: nothing freed');
+    assert.equal(s!.records.reconciled, 0);
+    // The kernel forgets the flows: their records go (by their destroy events), and with no legacy record left the backoff starts over.
+    for (const p of ports) nsRun(frontNs, 'conntrack', ['-D', '-p', 'tcp', '-s', client.address, '--sport', String(p), '-d', VIP, '--dport', '80']);
+    await until(async () => {
+      const e = await status();
+      return e.records.active === 0 && e.flowEnds?.legacyRecords === 0 && e.flowEnds.legacyResyncPeriods === 1;
+    }, 'records freed, legacy resyncs every period again', 15_000, 200);
   });
 });
