@@ -9,6 +9,8 @@
  * count none) and none fails. nginx starts again: the server is up after
  * `rise` passed checks and gets connections again.
  *
+ * A second block runs the passive check (refused connections) the same way.
+ *
  * Judged from the daemon's status and the clients' counts; never by
  * comparing wall clocks of several processes.
  */
@@ -187,5 +189,113 @@ describe('sluice front: tcp and http health checks of IPv6 servers', () => {
         assert.equal(back.failures, 0, `${kind}: no connection failed while it came back: ${JSON.stringify(back)}`);
       }),
     );
+  });
+});
+
+/**
+ * The passive check with IPv6 servers (the IPv4 twin is front-health.test.ts's
+ * passive block): a server that refuses connections answers each SYN with an
+ * IPv6 RST+ACK of sequence 0, which the node sees in its copy of the server's
+ * packets; `refusedLimit` of them take it out long before `fall` failed
+ * active checks would. Judged from the daemon's counters and the clients'
+ * own counts.
+ */
+describe('sluice front: refused IPv6 connections take a server out before its fall (passive check)', () => {
+  const VIP = ipv6Twin('198.19.1.3');
+  const LIMIT = 3;
+  const PASSIVE_FALL = 20;
+  const RATE = 30;
+  let front: FrontProcess | undefined;
+  let load: NsProcess | undefined;
+  let runDir = '';
+  const ns: Record<string, string> = {};
+  const pidFile = (id: string): string => join(runDir, `nginx-${id}.pid`);
+  const alive = (id: string): boolean => {
+    try {
+      process.kill(Number(readFileSync(pidFile(id), 'utf8').trim()), 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  after(async () => {
+    await load?.stop();
+    await front?.stop();
+    for (const id of Object.keys(ns)) if (!alive(id)) nsRun(ns[id]!, 'nginx', ['-c', join(runDir, `nginx-${id}.conf`)]);
+  });
+
+  it(`a killed IPv6 server's nginx is out after ${String(LIMIT)} refused connections, not ${String(PASSIVE_FALL)} failed checks; back after rise passed checks`, async (t) => {
+    const st = testbed();
+    runDir = st.runDir;
+    const k = st.plan.clusters[0]!;
+    for (const s of k.servers) ns[s.id] = s.name;
+    const cfg = `cluster: c1
+uplinkAddress: ${k.uplinkAddress}
+uplinkAddress6: ${k.uplinkAddress6}
+adminSocket: ${join(runDir, 'front-ipv6-passive.sock')}
+services:
+  - name: www6
+    vip: ${VIP}
+    port: 80
+    method: byrequests
+    health: { kind: tcp, source: ${k.lanAddress6}, intervalSeconds: 1, timeoutSeconds: 0.5, fall: ${String(PASSIVE_FALL)}, rise: 2, refusedLimit: ${String(LIMIT)} }
+    servers:
+${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address6} }`).join('\n')}
+`;
+    front = new FrontProcess(k.front.name, writeConfig(join(runDir, 'front-ipv6-passive.yaml'), cfg));
+    await front.waitFor('front node ready');
+    const client = st.plan.clients[0]!;
+    load = new NsProcess(client.name, [PACED, '--url', `http://[${VIP}]/`, '--rate', String(RATE), '--sources', client.address6, '--max-seconds', '120']);
+    const status = async (): Promise<FrontServerStatus> => {
+      const s = ((await front!.status()) as unknown as FrontStatus).services[0]?.servers.find((b) => b.name === 's1b');
+      assert.ok(s, 's1b in status');
+      return s;
+    };
+    const tally = async (): Promise<Tally> => (await load!.request('tally')) as unknown as Tally;
+    await until(async () => ((await front!.status()) as unknown as FrontStatus).services[0]!.servers.every((b) => b.decided > 0), 'every server decided connections', 20_000, 200);
+    await tally();
+
+    process.kill(Number(readFileSync(pidFile('s1b'), 'utf8').trim()), 'SIGTERM');
+    const s1bIs = async (state: string, pollMs: number): Promise<FrontServerStatus> => {
+      let last: FrontServerStatus | undefined;
+      await until(
+        async () => {
+          last = await status();
+          return last.health?.state === state;
+        },
+        `s1b ${state}`,
+        15_000,
+        pollMs,
+      );
+      return last!;
+    };
+    const down = await s1bIs('down', 50);
+    const h = down.health!;
+    t.diagnostic(`s1b down: ${h.reason}; refused ${String(down.refused)}; checks ${JSON.stringify(h.checks)}`);
+    assert.match(h.reason, new RegExp(`^check failed: refused \\d+ connections since the last passed check \\(health.refusedLimit ${String(LIMIT)}\\)$`));
+    assert.ok(h.checks !== undefined && h.checks.failuresAtDown < PASSIVE_FALL, `taken out by refusals, before fall: ${JSON.stringify(h.checks)}`);
+    assert.equal(h.checks.refusedDowns, 1);
+    assert.ok(down.refused >= LIMIT, `the daemon counted the refusals: ${String(down.refused)}`);
+
+    // Connections decided before the next read of the count (every 50 ms) met the dead server too.
+    await sleep(500);
+    const atDown = await tally();
+    t.diagnostic(`clients: ${String(atDown.failures)} failed after the kill`);
+    const refused = (await status()).refused;
+    assert.ok(atDown.failures <= refused + 2, `failures ${String(atDown.failures)}, refused ${String(refused)}`);
+    assert.ok(atDown.failures < (RATE / 3) * PASSIVE_FALL * 0.25, JSON.stringify(atDown));
+    const decided = (await status()).decided;
+    await sleep(3000);
+    const quiet = await tally();
+    assert.equal(quiet.failures, 0, JSON.stringify(quiet));
+    assert.equal(quiet.tally['s1b'] ?? 0, 0);
+    assert.equal((await status()).decided, decided, 'no connection decided for s1b while it is down');
+
+    nsRun(ns['s1b']!, 'nginx', ['-c', join(runDir, 'nginx-s1b.conf')]);
+    const up = await s1bIs('up', 100);
+    assert.match(up.health!.reason, /check passed/);
+    assert.equal(up.health!.checks?.refusedSinceOk, 0);
+    await until(async () => ((await tally()).tally['s1b'] ?? 0) > 0, 's1b serves again', 15_000, 200);
   });
 });
