@@ -117,7 +117,7 @@ export function renderFrontStatus(s: FrontStatus): string {
     out.push('', `service ${svc.name}${where}${cps}  overflowed ${svc.overflowed}`);
     out.push(
       table(
-        ['SERVER', 'STATE', 'CAPACITY', 'ADDRESS', 'WEIGHT', 'HEALTH', 'ACTIVE', 'CONN/S', 'DECIDED', 'REFUSED', 'UTIL', 'REPORT AGE', 'OVERRIDE', 'SINCE', 'CHECK', 'AGENT', 'SHARE'],
+        ['SERVER', 'STATE', 'CAPACITY', 'ADDRESS', 'WEIGHT', 'HEALTH', 'ACTIVE', 'CONN/S', 'DECIDED', 'REFUSED', 'UNANSWERED', 'UTIL', 'REPORT AGE', 'OVERRIDE', 'SINCE', 'CHECK', 'AGENT', 'SHARE'],
         svc.servers.map((full) => {
           const b: Partial<FrontServerStatus> & Pick<FrontServerStatus, 'name' | 'state' | 'capacity' | 'estimated' | 'active' | 'decided'> = full;
           const e = est.get(b.name);
@@ -134,6 +134,7 @@ export function renderFrontStatus(s: FrontStatus): string {
             b.cps !== undefined ? num(b.cps, 2) : '-',
             String(b.decided),
             b.refused !== undefined ? String(b.refused) : '-',
+            b.unanswered !== undefined ? String(b.unanswered) : '-',
             e ? num(e.utilization, 2) : '-',
             e !== undefined && e.lastReportAgeSeconds !== null ? `${num(e.lastReportAgeSeconds)}s` : '-',
             overrideText(b.override),

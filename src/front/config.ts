@@ -94,6 +94,12 @@ const health = z
       .max(100_000, 'health.refusedLimit is 0..100000')
       .default(10)
       .describe('Passive check: a server that refuses this many new connections (its reset answering a client\'s SYN, seen on the data path) since its last passed check goes down at once, without waiting for `fall` failed checks (HAProxy `observe layer4` with `error-limit` and `on-error mark-down`); its check brings it back after `rise` passes. At a high connection rate a dead server costs this many failed connections instead of `fall` x `intervalSeconds` of them. 0: off. Only with a check (`kind` tcp or http): without one nothing would bring the server back.'),
+    unansweredLimit: z
+      .int({ error: 'health.unansweredLimit is an integer 0..100000' })
+      .min(0, 'health.unansweredLimit is 0..100000')
+      .max(100_000, 'health.unansweredLimit is 0..100000')
+      .default(10)
+      .describe('Passive check: a server that leaves this many retransmitted SYNs unanswered (a client sent its SYN again, after ~1 s, and the flow has seen no reply from the server: a host down or cut off, or a listener whose accept queue is full) since its last passed check goes down at once, without waiting for `fall` failed checks (HAProxy counts connect timeouts the same way under `observe layer4`); its check brings it back after `rise` passes. Each retransmission counts. A SYN-ACK lost on the way to the client does not count (the flow has seen the reply). 0: off. Only with a check (`kind` tcp or http).'),
     source: anyAddress('a local address')
       .optional()
       .describe('Local address the checks are sent from (keepalived `bindto`), of the service\'s family (IPv6 for an IPv6 service); it must be on an interface of the front node (checked at start). Absent: the kernel chooses (the LAN address toward the server).'),

@@ -102,6 +102,8 @@ export class ConnectionTable {
   readonly #reused: Uint8Array;
   /** 1: the record was adopted from a read of the kernel's table (markLegacy). */
   readonly #legacy: Uint8Array;
+  /** 1: the record was adopted from the kernel's table (markAdopted), legacy or not: no decision of this daemon made it. */
+  readonly #adopted: Uint8Array;
   /** The resync pass that last saw the record's flow in the kernel's table (resyncBegin). */
   readonly #seen: Uint32Array;
   #epoch = 0;
@@ -141,6 +143,7 @@ export class ConnectionTable {
     this.#gen = new Uint32Array(capacity);
     this.#reused = new Uint8Array(capacity);
     this.#legacy = new Uint8Array(capacity);
+    this.#adopted = new Uint8Array(capacity);
     this.#seen = new Uint32Array(capacity);
     this.#free = new Int32Array(capacity);
     for (let i = 0; i < capacity; i++) this.#free[i] = capacity - 1 - i;
@@ -320,6 +323,26 @@ export class ConnectionTable {
     this.#reused[slot] = 0;
   }
 
+  /**
+   * Marks the record in `slot` as adopted from the kernel's table (a
+   * restart's read, or a pair's takeover of replicated flows): no decision
+   * of this daemon made it, so what the flow saw before (a SYN-ACK sent to
+   * the other node) is unknown here (waitingOnDecision).
+   */
+  markAdopted(slot: number): void {
+    if (this.#state[slot] !== RecordState.Free) this.#adopted[slot] = 1;
+  }
+
+  /**
+   * Whether `key` has an active record that this daemon decided (not
+   * adopted): the only kind whose retransmitted SYN without a reply says
+   * the server left it unanswered (engine.ts #unanswered).
+   */
+  waitingOnDecision(service: number, key: number): boolean {
+    const slot = this.#index.get(key, service);
+    return slot >= 0 && this.#state[slot] === RecordState.Active && this.#adopted[slot] === 0;
+  }
+
   /** Frees recycled records older than recycleMs. Returns how many. */
   sweep(now: number): number {
     let n = 0;
@@ -453,6 +476,7 @@ export class ConnectionTable {
       this.#legacy[slot] = 0;
       this.legacy--;
     }
+    this.#adopted[slot] = 0;
     const key = this.#key[slot] ?? -1;
     this.#index.delete(key, this.#service[slot] ?? 0);
     if (key >= KEY6_BASE) this.#clients?.release(key6Id(key));

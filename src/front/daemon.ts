@@ -124,8 +124,9 @@ export const RATE_WINDOW_SECONDS = 5;
 /** How often slow start shares are refreshed from the servers' ramps (the packet path reads the field, never a clock). */
 export const SHARE_TICK_MS = 250;
 /**
- * How often the passive check reads the servers' refusals (health.refusedLimit):
- * a dead server is out within this of its limit-th refusal.
+ * How often the passive check reads the servers' refusals and unanswered SYNs
+ * (health.refusedLimit, health.unansweredLimit): a dead server is out within
+ * this of its limit-th one.
  */
 export const REFUSAL_TICK_MS = 50;
 
@@ -753,6 +754,7 @@ export class FrontDaemon implements FrontMetricsSource {
         const ob = os?.servers.find((x) => x.id === b.id);
         b.decided = ob?.decided ?? 0;
         b.refused = ob?.refused ?? 0;
+        b.unanswered = ob?.unanswered ?? 0;
       }
       for (const o of ns.overflow) o.decided = os?.overflow.find((x) => x.cluster === o.cluster)?.decided ?? 0;
       ns.overflowed = os?.overflowed ?? 0;
@@ -938,6 +940,7 @@ export class FrontDaemon implements FrontMetricsSource {
       if (known >= 0) this.table.remove(s, key); // released(): its old server's count drops
       const slot = this.table.create(key, s, target, performance.now());
       if (slot >= 0) {
+        this.table.markAdopted(slot);
         if (legacy) this.table.markLegacy(slot);
         const srv = svc.servers[target];
         if (srv) srv.active++;
@@ -1282,6 +1285,7 @@ export class FrontDaemon implements FrontMetricsSource {
           active: b.active,
           decided: b.decided,
           refused: b.refused,
+          unanswered: b.unanswered,
           capacity: Number.isFinite(b.capacity) ? b.capacity : null,
           estimated: b.estimated,
           rate: round2(b.rate),

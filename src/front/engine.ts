@@ -17,6 +17,9 @@
  *  server RST          same, keyed by the client the reset goes to; one
  *                      that answered the SYN (a refusal) is noted for the
  *                      passive health check (refusals.ts)
+ *  unanswered SYN      (teardown(): a copy of a retransmitted SYN whose
+ *                      server never answered, nft.ts syn_decide) noted for
+ *                      the passive health check against its record's server
  *  other non-SYN       (kernel has no flow for it) record -> accept with its
  *                      mark; no record -> drop (seed 000)
  *  malformed           drop, counted by parse status (a malformed log copy
@@ -31,7 +34,7 @@
  */
 import { ConnectionTable, connectionKey } from './connections.ts';
 import { type Decision, type Forwarder, clientNumber, destinationMark, forwardRequest, newConnection, packetKey, record, selectTarget, shapedVerdict } from './forward_request.ts';
-import { MARK_TAG, MARK_TAG_MASK, OVERFLOW_TARGET_BASE, SERVICE_SHIFT } from './marks.ts';
+import { MARK_TAG, MARK_TAG_MASK, OVERFLOW_TARGET_BASE, QUEUE_MARK, SERVICE_SHIFT } from './marks.ts';
 import { OVERFLOW_BASE } from './service.ts';
 import type { ServerRuntime, ServiceRuntime } from './service.ts';
 import { RefusalLog } from './refusals.ts';
@@ -62,6 +65,10 @@ export class EngineCounters {
   serverResets = 0;
   /** The part of serverResets that refused a connection (the reset answered its SYN: refusals.ts). */
   serverRefusals = 0;
+  /** Copies of retransmitted SYNs their server had not answered (no reply seen in the flow), with a record or not. */
+  synUnanswered = 0;
+  /** The part of synUnanswered whose record named a server of ours (noted for the passive check). */
+  synUnansweredNoted = 0;
   /** FIN/RST copies read from the NFLOG group (teardown()); not in `packets`. */
   logged = 0;
   /** SYNs the kernel decided from the schedule (kernel-schedule.ts), recorded from their log copies (also in `syn` and `decided`). */
@@ -358,6 +365,34 @@ export class FrontEngine implements ShapingHost, Forwarder {
   }
 
   /**
+   * A retransmitted SYN whose server has not answered (its copy, `info`
+   * parsed; syn_decide copies it only while the flow has no reply): noted
+   * against the server its record names, for the passive check
+   * (health.unansweredLimit). The record is looked up, never made: a flow
+   * the daemon did not decide (the fallback's, while it was away) has
+   * none, an adopted one is not ours to judge, and an overflow target is
+   * another cluster, not a server here.
+   */
+  #unanswered(): void {
+    const c = this.counters;
+    const info = this.#info;
+    c.synUnanswered++;
+    const s = this.#serviceOfPacket(IpProtocol.Tcp);
+    if (s < 0) return;
+    const table = this.#table;
+    const key = info.family === 4 ? connectionKey(info.src, info.srcPort) : table.findKey6(info.src6, info.srcPort);
+    // Only a record of our own decision: an adopted one (a pair's takeover
+    // of replicated flows) may have had its SYN-ACK sent to the other
+    // node, and its retransmitted SYN would blame a server that answered.
+    if (key < 0 || !table.waitingOnDecision(s, key)) return;
+    const target = table.lookup(s, key);
+    const srv = target >= 0 && target < OVERFLOW_BASE ? this.#services[s]?.servers[target] : undefined;
+    if (srv === undefined) return;
+    c.synUnansweredNoted++;
+    this.refusals.noteUnanswered(srv);
+  }
+
+  /**
    * A FIN or RST copy from the NFLOG group: the record goes to the recycle
    * list, as decide() does for a queued one. Copies are cut at
    * TEARDOWN_LOG.size bytes and only the headers matter, so a longer
@@ -376,7 +411,8 @@ export class FrontEngine implements ShapingHost, Forwarder {
     }
     const flags = info.tcpFlags;
     if (info.protocol === IpProtocol.Tcp && (flags & (TcpFlag.Syn | TcpFlag.Ack | TcpFlag.Fin | TcpFlag.Rst)) === TcpFlag.Syn) {
-      this.#learn(mark, now);
+      if (mark >>> 0 === QUEUE_MARK) this.#unanswered();
+      else this.#learn(mark, now);
       return;
     }
     if (info.protocol !== IpProtocol.Tcp || (flags & (TcpFlag.Fin | TcpFlag.Rst)) === 0) {

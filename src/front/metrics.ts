@@ -136,6 +136,7 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   counterOf(registry, 'sluice_front_synproxy_write_failures_total', 'Writes of the engaged SYN cookie sets that nft refused (retried at the next reading).', () => src.synproxyStatus?.().writeFailures ?? 0);
   gaugeOf(registry, 'sluice_front_schedule_elements', 'Slots of the kernel SYN schedule that hold a target.', () => src.scheduleStatus().elements);
   counterOf(registry, 'sluice_front_syn_retransmits_total', 'Retransmitted SYNs of a recorded connection (same server again).', () => c().synRetransmits);
+  counterOf(registry, 'sluice_front_syn_unanswered_total', 'Retransmitted SYNs whose flow had seen no reply from its server (copied by the rules for the passive check), whether or not a record named the server.', () => c().synUnanswered);
   counterOf(registry, 'sluice_front_udp_flows_total', 'First datagrams of UDP flows to a UDP service.', () => c().udpFlows);
   counterFrom(registry, 'sluice_front_connections_decided_total', 'New connections decided for a server of this cluster, by service, server and the service\'s method.', ['service', 'server', 'method'], () => {
     const out: Sample<'service' | 'server' | 'method'>[] = [];
@@ -202,6 +203,8 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   );
   gaugeOf(registry, 'sluice_front_health_checks_in_flight', 'Active health checks running now (bounded by the checker\'s limit).', () => src.health?.scheduler.inFlight ?? 0);
   counterFrom(registry, 'sluice_front_server_refused_total', 'Connections the server refused (its reset answered the client\'s SYN), seen on the data path: the passive check\'s input (health.refusedLimit).', ['service', 'server'], () => perServer((b) => b.refused));
+  counterFrom(registry, 'sluice_front_server_unanswered_total', 'Retransmitted SYNs to the server that it had not answered (no reply in the flow), seen on the data path: the passive check\'s input (health.unansweredLimit).', ['service', 'server'], () => perServer((b) => b.unanswered));
+  counterOf(registry, 'sluice_front_health_unanswered_downs_total', 'Servers the passive check took down: health.unansweredLimit unanswered retransmitted SYNs since their last passed check.', () => src.health?.unansweredDowns ?? 0);
   counterOf(registry, 'sluice_front_health_refused_downs_total', 'Servers the passive check took down: health.refusedLimit refused connections since their last passed check.', () => src.health?.refusedDowns ?? 0);
   counterOf(registry, 'sluice_front_health_checks_skipped_total', 'Checks due while the previous check of the same server had not ended (skipped, not stacked).', () => src.health?.scheduler.skipped ?? 0);
 

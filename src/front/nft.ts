@@ -434,6 +434,12 @@ function renderTable(fam: NftFamily, cfg: FrontConfig, spread: FallbackSpread, g
       ? '    ip hdrlength 5 ip frag-off & 0xbfff == 0 ct status & confirmed == 0 ip daddr . meta l4proto . th dport vmap @kernel'
       : '    ip6 nexthdr tcp ct status & confirmed == 0 ip6 daddr . meta l4proto . th dport vmap @kernel',
     `    meta mark set ${q}`,
+    // A retransmitted SYN (its flow confirmed: the first one left the
+    // node) whose server has not answered (no reply seen): a copy for the
+    // passive check (health.unansweredLimit). Its mark, QUEUE_MARK, tells
+    // it from the schedule's copies, which carry a decision. A SYN-ACK
+    // lost toward the client leaves the flow with a reply seen: not copied.
+    `    ct status & (confirmed | seen-reply) == confirmed ${log}`,
     '  }',
     ...sp([
     '  chain synproxy_raw {',

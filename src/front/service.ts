@@ -46,6 +46,11 @@ export class ServerRuntime implements Backend {
    * passive check of health.refusedLimit, health/checker.ts).
    */
   refused = 0;
+  /**
+   * Retransmitted SYNs to it that it had not answered, since start
+   * (refusals.ts; metrics, and the passive check of health.unansweredLimit).
+   */
+  unanswered = 0;
   /** Capacity is a reported-load estimate in connections/s (else config, concurrent). */
   estimated = false;
   /** New connections per second sent to it recently (estimated mode). */

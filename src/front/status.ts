@@ -64,6 +64,8 @@ export interface FrontServerStatus {
   readonly decided: number;
   /** Connections it refused since start (its reset answered the SYN; the passive check's input). */
   readonly refused: number;
+  /** Retransmitted SYNs to it it had not answered, since start (the passive check's other input). */
+  readonly unanswered: number;
   /** Concurrent connections (configured) or new connections/s (estimated); null: no limit. */
   readonly capacity: number | null;
   /** Whether the capacity is estimated from the agent's load reports. */

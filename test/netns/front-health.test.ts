@@ -16,6 +16,11 @@
  * does not match and one that accepts and never answers (nginx stopped)
  * go down with that reason, and come back.
  *
+ * The passive check: a killed nginx (its kernel refuses: RST+ACK to the
+ * SYN) is out after `refusedLimit` refused connections; a server cut off
+ * (every packet to it dropped: nothing answers) after `unansweredLimit`
+ * retransmitted SYNs without a reply; both long before `fall` failed checks.
+ *
  * A cluster whose servers all fail their checks publishes, at the
  * transition and not at its next period (60 s here), a cluster_load with
  * serversUp 0 and capacity 0, which the DNS server takes as down on receipt
@@ -423,6 +428,101 @@ services:
     const up = await s1bIs('up', 100);
     assert.match(up.health!.reason, /check passed/);
     assert.equal(up.health!.checks?.refusedSinceOk, 0);
+    await until(async () => ((await tally()).tally['s1b'] ?? 0) > 0, 's1b serves again', 15_000, 200);
+  });
+});
+
+describe('sluice front: a server that stops answering is out after unansweredLimit retransmitted SYNs (passive check)', () => {
+  const VIP = '198.19.1.4';
+  const LIMIT = 3;
+  const PASSIVE_FALL = 20;
+  const RATE = 30;
+  /** The "host down": every IP packet to s1b's namespace dropped before anything sees it (ARP still answers, as a hung host's NIC may). */
+  const DEAD_TABLE = 'sluice_test_dead';
+  let front: FrontProcess | undefined;
+  let load: NsProcess | undefined;
+  let s1bNs = '';
+  const revive = (): void => {
+    if (s1bNs !== '') nsRun(s1bNs, 'nft', ['delete', 'table', 'ip', DEAD_TABLE]);
+  };
+
+  after(async () => {
+    await load?.stop();
+    await front?.stop();
+    if (s1bNs !== '' && nsRun(s1bNs, 'nft', ['list', 'tables']).includes(DEAD_TABLE)) revive();
+  });
+
+  it(`a server cut off (its packets dropped, nothing answered) is out after ${String(LIMIT)} unanswered retransmitted SYNs, not ${String(PASSIVE_FALL)} failed checks; back after rise passed checks`, async (t) => {
+    const st = testbed();
+    const runDir = st.runDir;
+    s1bNs = st.plan.clusters[0]!.servers.find((s) => s.id === 's1b')!.name;
+    const cfg = `cluster: c1
+uplinkAddress: 198.18.101.2
+adminSocket: ${join(runDir, 'front-unanswered.sock')}
+http: { listen: 127.0.0.1:9181 }
+services:
+  - name: www
+    vip: ${VIP}
+    port: 80
+    method: byrequests
+    health: { kind: tcp, intervalSeconds: 1, timeoutSeconds: 0.5, fall: ${String(PASSIVE_FALL)}, rise: 2, unansweredLimit: ${String(LIMIT)} }
+    servers:
+      - { name: s1a, address: 198.18.201.11 }
+      - { name: s1b, address: 198.18.201.12 }
+      - { name: s1c, address: 198.18.201.13 }
+`;
+    front = new FrontProcess(st.plan.clusters[0]!.front.name, writeConfig(join(runDir, 'front-unanswered.yaml'), cfg));
+    await front.waitFor('front node ready');
+    const client = st.plan.clients[0]!;
+    // The client gives up on a connection after 5 s (http-paced.ts): a SYN to the dead server is retransmitted after 1 and 3 s meanwhile.
+    load = new NsProcess(client.name, [PACED, '--url', `http://${VIP}/`, '--rate', String(RATE), '--sources', client.address, '--max-seconds', '120']);
+    const status = async (): Promise<FrontServerStatus> => {
+      const s = ((await front!.status()) as unknown as FrontStatus).services[0]?.servers.find((b) => b.name === 's1b');
+      assert.ok(s, 's1b in status');
+      return s;
+    };
+    const tally = async (): Promise<Tally> => (await load!.request('tally')) as unknown as Tally;
+    await until(async () => ((await front!.status()) as unknown as FrontStatus).services[0]!.servers.every((b) => b.decided > 0), 'every server decided connections', 20_000, 200);
+    await tally();
+
+    const decidedBefore = (await status()).decided;
+    nsRun(s1bNs, 'nft', ['-f', '-'], `table ip ${DEAD_TABLE} {\n  chain dead {\n    type filter hook prerouting priority raw - 10; policy drop;\n  }\n}\n`);
+    let down: FrontServerStatus | undefined;
+    await until(async () => (down = await status()).health?.state === 'down', 's1b down', 15_000, 50);
+    const h = down!.health!;
+    t.diagnostic(`s1b down: ${h.reason}; unanswered ${String(down!.unanswered)}; checks ${JSON.stringify(h.checks)}`);
+    assert.match(h.reason, new RegExp(`^check failed: left \\d+ retransmitted SYNs unanswered since the last passed check \\(health.unansweredLimit ${String(LIMIT)}\\)$`));
+    assert.ok(h.checks !== undefined && h.checks.failuresAtDown < PASSIVE_FALL, `taken out by its silence, before fall: ${JSON.stringify(h.checks)}`);
+    assert.equal(h.checks.unansweredDowns, 1);
+    assert.ok(down!.unanswered >= LIMIT, `the daemon counted the retransmissions: ${String(down!.unanswered)}`);
+    const metrics = nsRun(st.plan.clusters[0]!.front.name, 'curl', ['-s', '-m', '5', 'http://127.0.0.1:9181/metrics']);
+    assert.match(metrics, /^sluice_front_health_unanswered_downs_total 1$/m);
+    assert.match(metrics, /^sluice_front_server_unanswered_total\{service="www",server="s1b"\} [1-9]\d*$/m);
+
+    // Every connection decided for s1b before it went down fails (the
+    // client's 5 s timeout): wait them out, then count. Each failure was
+    // one of those decisions; the active check alone would have let
+    // ~RATE/3 a second go there for PASSIVE_FALL seconds.
+    const decidedAtDown = (await status()).decided;
+    await sleep(6500);
+    const atDown = await tally();
+    t.diagnostic(`clients: ${String(atDown.failures)} failed; decided for s1b from the cut to the transition: ${String(decidedAtDown - decidedBefore)}`);
+    // (+2: a request that was in flight to s1b when it was cut off, decided before the count was read.)
+    assert.ok(atDown.failures <= decidedAtDown - decidedBefore + 2, `failures ${String(atDown.failures)}, decided for s1b ${String(decidedAtDown - decidedBefore)}`);
+    assert.ok(atDown.failures < (RATE / 3) * PASSIVE_FALL * 0.25, JSON.stringify(atDown));
+    assert.equal((await status()).decided, decidedAtDown, 'no connection decided for s1b while it is down');
+    await sleep(3000);
+    const quiet = await tally();
+    assert.equal(quiet.failures, 0, JSON.stringify(quiet));
+    assert.equal(quiet.tally['s1b'] ?? 0, 0);
+    // The servers that answered were never blamed (a retransmission is copied only while its flow has no reply).
+    for (const b of ((await front.status()) as unknown as FrontStatus).services[0]!.servers) if (b.name !== 's1b') assert.equal(b.unanswered, 0, `${b.name}: ${String(b.unanswered)}`);
+
+    revive();
+    await until(async () => (await status()).health?.state === 'up', 's1b up', 15_000, 100);
+    const up = await status();
+    assert.match(up.health!.reason, /check passed/);
+    assert.equal(up.health!.checks?.unansweredSinceOk, 0);
     await until(async () => ((await tally()).tally['s1b'] ?? 0) > 0, 's1b serves again', 15_000, 200);
   });
 });

@@ -209,6 +209,31 @@ describe('ConnectionTable', () => {
     assert.equal(t.legacy, 0);
   });
 
+  it('waitingOnDecision: an active record this daemon decided; not an adopted one, a recycled one, or none; a freed slot forgets it was adopted', () => {
+    const { t } = table(2);
+    const mine = connectionKey(C, 1);
+    const adopted = connectionKey(C, 2);
+    t.create(mine, 0, 0, 0);
+    t.markAdopted(t.create(adopted, 0, 1, 0));
+    // [key, expected, why]
+    const cases: readonly (readonly [number, boolean, string])[] = [
+      [mine, true, 'decided here, active'],
+      [adopted, false, 'adopted'],
+      [connectionKey(C, 3), false, 'no record'],
+    ];
+    for (const [key, want, why] of cases) assert.equal(t.waitingOnDecision(0, key), want, why);
+    assert.equal(t.waitingOnDecision(1, mine), false, 'another service');
+    t.finish(0, mine, 1);
+    assert.equal(t.waitingOnDecision(0, mine), false, 'recycled');
+    t.ended(0, adopted, 2);
+    t.ended(0, mine, 2);
+    // Both slots free again: the next records are decisions of ours.
+    t.create(connectionKey(C, 4), 0, 0, 3);
+    t.create(connectionKey(C, 5), 0, 0, 3);
+    assert.equal(t.waitingOnDecision(0, connectionKey(C, 4)), true);
+    assert.equal(t.waitingOnDecision(0, connectionKey(C, 5)), true);
+  });
+
   it('records removed before their sweep never overflow the recycle list', () => {
     const { t } = table(3, 1_000_000);
     const keep = connectionKey(C, 9);

@@ -14,7 +14,7 @@ import { ConnectionTable, KEY6_BASE, connectionKey } from '../../src/front/conne
 import { parseConntrackLine } from '../../src/front/kernel-flows.ts';
 import { FrontEngine, HELD } from '../../src/front/engine.ts';
 import { FlowEnds } from '../../src/front/flow-ends.ts';
-import { serverMark } from '../../src/front/marks.ts';
+import { QUEUE_MARK, serverMark } from '../../src/front/marks.ts';
 import { OVERFLOW_BASE, ServiceRuntime } from '../../src/front/service.ts';
 import { Shaper } from '../../src/shaping/shaper.ts';
 import { Maglev } from '../../src/front/select/maglev.ts';
@@ -119,6 +119,24 @@ describe('front engine, IPv6', () => {
     assert.equal(decide(e, rst).v, Verdict.Accept);
     assert.equal(e.counters.serverResets, 1);
     assert.equal(table.active, 0);
+  });
+
+  it('a copy of an IPv6 SYN retransmitted unanswered (mark QUEUE_MARK) is noted against its record\'s server', () => {
+    const { e, services } = engine();
+    decide(e, syn6(40000)); // -> server 0
+    const again = syn6(40000);
+    e.teardown(again, 0, again.length, 1, QUEUE_MARK);
+    const srv = services[1]!.servers[0]!;
+    assert.equal(srv.unanswered, 1);
+    assert.equal(e.counters.synUnansweredNoted, 1);
+    const noted: unknown[] = [];
+    e.refusals.drain((s) => noted.push(s));
+    assert.deepEqual(noted, [srv]);
+    // Another client port: no record, so only counted (and no client id made for it).
+    const stranger = syn6(40001);
+    e.teardown(stranger, 0, stranger.length, 2, QUEUE_MARK);
+    assert.equal(e.counters.synUnanswered, 2);
+    assert.equal(e.counters.synUnansweredNoted, 1);
   });
 
   it('an IPv6 server\'s refusal (RST+ACK, sequence 0, answering the SYN) is counted on that server', () => {

@@ -4,7 +4,7 @@ import { parseConfig } from '../../src/config/load.ts';
 import { frontConfigSchema } from '../../src/front/config.ts';
 import { ConnectionTable, connectionKey } from '../../src/front/connections.ts';
 import { FrontEngine } from '../../src/front/engine.ts';
-import { overflowMark, serverMark } from '../../src/front/marks.ts';
+import { QUEUE_MARK, overflowMark, serverMark } from '../../src/front/marks.ts';
 import { ServiceRuntime } from '../../src/front/service.ts';
 import { Verdict } from '../../src/nfqueue/layout.ts';
 import { ParseStatus, TcpFlag } from '../../src/packet/ipv4.ts';
@@ -121,6 +121,54 @@ describe('front engine', () => {
     const stranger = tcp({ src: '198.18.201.99', dst: '198.18.11.2' }, { srcPort: 80, dstPort: 40001, flags: TcpFlag.Rst });
     e.teardown(stranger, 0, stranger.length, 1);
     assert.equal(e.counters.unexpected, 1);
+  });
+
+  it('a copy of a retransmitted SYN left unanswered (mark QUEUE_MARK, from syn_decide) is noted against its record\'s server; without an active record only counted', () => {
+    const { e, services } = engine(base('byrequests', [10, 10]));
+    const s0 = services[0]!.servers[0]!;
+    const s1 = services[0]!.servers[1]!;
+    decide(e, syn(42000)); // -> s0
+    decide(e, syn(42001)); // -> s1
+    // [client port, noted on, why]
+    const cases: readonly (readonly [number, typeof s0 | undefined, string])[] = [
+      [42000, s0, 'active record on s0'],
+      [42001, s1, 'active record on s1'],
+      [42000, s0, 'each retransmission counts'],
+      [42099, undefined, 'no record (a flow the fallback decided while the daemon was away)'],
+    ];
+    let copies = 0;
+    for (const [port, on, why] of cases) {
+      const before = [s0.unanswered, s1.unanswered];
+      const p = syn(port);
+      e.teardown(p, 0, p.length, 1000, QUEUE_MARK);
+      copies++;
+      assert.equal(e.counters.synUnanswered, copies, why);
+      assert.equal(s0.unanswered - before[0]!, on === s0 ? 1 : 0, why);
+      assert.equal(s1.unanswered - before[1]!, on === s1 ? 1 : 0, why);
+    }
+    assert.equal(e.counters.synUnansweredNoted, 3);
+    assert.equal(e.counters.syn, 2, 'a copy is not a new SYN: no record made');
+    assert.equal(e.counters.unexpected, 0);
+    const noted: unknown[] = [];
+    e.refusals.drain((srv) => noted.push(srv));
+    assert.deepEqual(noted, [s0, s1, s0]);
+    // A finished record (its FIN seen: recycled) is not a connection waiting for an answer.
+    decide(e, fin(42001));
+    const late = syn(42001);
+    e.teardown(late, 0, late.length, 1001, QUEUE_MARK);
+    assert.equal(s1.unanswered, 1);
+    // An adopted record (a pair's takeover: its SYN-ACK may have gone to the other node) is not judged.
+    const { e: e2, services: sv2, table: t2 } = engine(base('byrequests', [10]));
+    t2.markAdopted(t2.create(connectionKey(parseIPv4Address('198.18.11.2')!, 42050), 0, 0, 0));
+    const adopted = syn(42050);
+    e2.teardown(adopted, 0, adopted.length, 1, QUEUE_MARK);
+    assert.equal(e2.counters.synUnanswered, 1);
+    assert.equal(sv2[0]!.servers[0]!.unanswered, 0);
+    // The schedule's copies carry a decision, not QUEUE_MARK: still learned as new connections.
+    const k = syn(42002);
+    e.teardown(k, 0, k.length, 1002, serverMark(0, 1));
+    assert.equal(e.counters.kernelDecided, 1);
+    assert.equal(e.counters.synUnanswered, 5);
   });
 
   it('a server\'s reset that answers the SYN (RST+ACK, sequence 0) is a refusal: counted on the server and noted for the passive check; other resets are not', () => {

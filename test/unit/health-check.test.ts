@@ -459,38 +459,43 @@ describe('checker: results reach ServerHealth through rise/fall', () => {
   });
 });
 
+/** One server on a loopback listener (its checks pass), the checker on a clock the test moves; one check per poll() at each interval. */
+async function setupPassive(refusedLimit: number, unansweredLimit = 10) {
+  const server = await listen((c) => c.destroy());
+  const cfg = frontConfigSchema.parse({
+    cluster: 'c1',
+    uplinkAddress: '198.18.101.2',
+    services: [{ name: 'www', vip: '198.19.1.1', port: portOf(server), method: 'byrequests', health: { kind: 'tcp', intervalSeconds: 10, timeoutSeconds: 5, fall: 3, rise: 2, refusedLimit, unansweredLimit }, servers: [{ name: 'a', address: '127.0.0.1' }] }],
+  });
+  const seen: HealthTransition[] = [];
+  let clock = 0;
+  const services = buildServices(cfg, () => ({ now: clock, sink: (_h, t) => seen.push(t) }));
+  const checker = new HealthChecker({ now: () => clock });
+  checker.configure(services, () => cfg.services[0]?.health);
+  const srv = services[0]!.servers[0]!;
+  const log = new RefusalLog<typeof srv>();
+  /** The next check, run to its end (it passes: the listener accepts). */
+  const check = async (): Promise<void> => {
+    const before = checker.status(srv)?.passed ?? 0;
+    checker.scheduler.poll();
+    await until(() => (checker.status(srv)?.passed ?? 0) > before, 'a check passed', 5000);
+    clock += 10_000;
+  };
+  const refuse = (n: number): void => {
+    for (let i = 0; i < n; i++) log.note(srv);
+    checker.observeRefusals(log, clock);
+  };
+  const unanswered = (n: number): void => {
+    for (let i = 0; i < n; i++) log.noteUnanswered(srv);
+    checker.observeRefusals(log, clock);
+  };
+  return { server, checker, srv, seen, check, refuse, unanswered, close: () => server.close() };
+}
+
 describe('passive check: refused connections take a server down (health.refusedLimit)', () => {
-  /** One server on a loopback listener (its checks pass), the checker on a clock the test moves; one check per poll() at each interval. */
-  async function setup(refusedLimit: number) {
-    const server = await listen((c) => c.destroy());
-    const cfg = frontConfigSchema.parse({
-      cluster: 'c1',
-      uplinkAddress: '198.18.101.2',
-      services: [{ name: 'www', vip: '198.19.1.1', port: portOf(server), method: 'byrequests', health: { kind: 'tcp', intervalSeconds: 10, timeoutSeconds: 5, fall: 3, rise: 2, refusedLimit }, servers: [{ name: 'a', address: '127.0.0.1' }] }],
-    });
-    const seen: HealthTransition[] = [];
-    let clock = 0;
-    const services = buildServices(cfg, () => ({ now: clock, sink: (_h, t) => seen.push(t) }));
-    const checker = new HealthChecker({ now: () => clock });
-    checker.configure(services, () => cfg.services[0]?.health);
-    const srv = services[0]!.servers[0]!;
-    const log = new RefusalLog<typeof srv>();
-    /** The next check, run to its end (it passes: the listener accepts). */
-    const check = async (): Promise<void> => {
-      const before = checker.status(srv)?.passed ?? 0;
-      checker.scheduler.poll();
-      await until(() => (checker.status(srv)?.passed ?? 0) > before, 'a check passed', 5000);
-      clock += 10_000;
-    };
-    const refuse = (n: number): void => {
-      for (let i = 0; i < n; i++) log.note(srv);
-      checker.observeRefusals(log, clock);
-    };
-    return { server, checker, srv, seen, check, refuse, close: () => server.close() };
-  }
 
   it('limit 3: two refusals keep it up, the third takes it down at once (no failed check), rise passes bring it back; a passed check starts the count again', async () => {
-    const t = await setup(3);
+    const t = await setupPassive(3);
     try {
       await t.check();
       t.refuse(2);
@@ -527,7 +532,7 @@ describe('passive check: refused connections take a server down (health.refusedL
   });
 
   it('limit 0: off; more refusals in one period than the log keeps are still all counted (the walk of every server)', async () => {
-    const off = await setup(0);
+    const off = await setupPassive(0);
     try {
       await off.check();
       off.refuse(1000);
@@ -537,7 +542,7 @@ describe('passive check: refused connections take a server down (health.refusedL
       off.checker.stop();
       off.close();
     }
-    const big = await setup(REFUSAL_RING + 10);
+    const big = await setupPassive(REFUSAL_RING + 10);
     try {
       await big.check();
       big.refuse(REFUSAL_RING + 9);
@@ -548,6 +553,55 @@ describe('passive check: refused connections take a server down (health.refusedL
     } finally {
       big.checker.stop();
       big.close();
+    }
+  });
+});
+
+describe('passive check: unanswered retransmitted SYNs take a server down (health.unansweredLimit)', () => {
+  it('each limit counts its own kind; the limit-th unanswered SYN takes it down, rise passes bring it back, a pass starts the count again; 0: off', async () => {
+    const t = await setupPassive(10, 3);
+    try {
+      await t.check();
+      // Nine refusals and two unanswered: neither limit reached (they are not added together).
+      t.refuse(9);
+      t.unanswered(2);
+      assert.equal(t.srv.health.state, 'up');
+      const st0 = t.checker.status(t.srv);
+      assert.equal(st0?.refusedSinceOk, 9);
+      assert.equal(st0.unansweredSinceOk, 2);
+      t.unanswered(1);
+      assert.equal(t.srv.health.state, 'down');
+      assert.equal(t.srv.health.reason, 'check failed: left 3 retransmitted SYNs unanswered since the last passed check (health.unansweredLimit 3)');
+      const st = t.checker.status(t.srv);
+      assert.equal(st?.failuresAtDown, 0, 'down without a failed check');
+      assert.equal(st.unansweredDowns, 1);
+      assert.equal(st.refusedDowns, 0);
+      assert.equal(t.checker.unansweredDowns, 1);
+      t.refuse(5); // the refusal limit reached while down: no second transition
+      assert.deepEqual(t.seen.map((x) => [x.from, x.to]), [['up', 'down']]);
+      await t.check();
+      await t.check();
+      assert.equal(t.srv.health.state, 'up');
+      assert.equal(t.checker.status(t.srv)?.unansweredSinceOk, 0, 'a passed check starts the count again');
+      assert.equal(t.checker.status(t.srv)?.refusedSinceOk, 0);
+      t.unanswered(2);
+      await t.check();
+      t.unanswered(2);
+      assert.equal(t.srv.health.state, 'up', 'never three since a pass');
+      assert.equal(t.srv.unanswered, 7);
+    } finally {
+      t.checker.stop();
+      t.close();
+    }
+    const off = await setupPassive(10, 0);
+    try {
+      await off.check();
+      off.unanswered(1000);
+      assert.equal(off.srv.health.state, 'up');
+      assert.equal(off.checker.unansweredDowns, 0);
+    } finally {
+      off.checker.stop();
+      off.close();
     }
   });
 });

@@ -18,7 +18,7 @@ describe('front config: services[].health', () => {
   it('absent: kind none with the documented defaults', () => {
     const r = parse(undefined);
     assert.ok(r.success);
-    assert.deepEqual(r.data.services[0]?.health, { kind: 'none', intervalSeconds: 2, timeoutSeconds: 1, rise: 2, fall: 3, refusedLimit: 10, path: '/', expectStatus: '200-399', slowStartSeconds: 0, startAs: 'up' });
+    assert.deepEqual(r.data.services[0]?.health, { kind: 'none', intervalSeconds: 2, timeoutSeconds: 1, rise: 2, fall: 3, refusedLimit: 10, unansweredLimit: 10, path: '/', expectStatus: '200-399', slowStartSeconds: 0, startAs: 'up' });
   });
 
   it('a full http check is accepted', () => {
@@ -57,6 +57,8 @@ describe('front config: services[].health', () => {
     ['bad regex', { kind: 'http', bodyMatch: { regex: '(' } }, 'services.0.health.bodyMatch.regex', /not a valid regular expression/],
     ['refusedLimit -1', { kind: 'tcp', refusedLimit: -1 }, 'services.0.health.refusedLimit', /0\.\.100000/],
     ['refusedLimit 2.5', { kind: 'tcp', refusedLimit: 2.5 }, 'services.0.health.refusedLimit', /integer/],
+    ['unansweredLimit -1', { kind: 'tcp', unansweredLimit: -1 }, 'services.0.health.unansweredLimit', /0\.\.100000/],
+    ['unansweredLimit 100001', { kind: 'tcp', unansweredLimit: 100_001 }, 'services.0.health.unansweredLimit', /0\.\.100000/],
     ['negative slow start', { kind: 'tcp', slowStartSeconds: -1 }, 'services.0.health.slowStartSeconds', /0\.\.3600/],
     ['startAs maybe', { kind: 'tcp', startAs: 'maybe' }, 'services.0.health.startAs', /up or down/],
     ['unknown key', { kind: 'tcp', inter: 2 }, 'services.0.health', /inter/],

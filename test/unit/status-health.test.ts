@@ -24,7 +24,7 @@ const health = (h: Partial<FrontServerHealthStatus>): FrontServerHealthStatus =>
 
 describe('sluice status: server health', () => {
   it('renders health, since, check, agent, share, and why a server is out', () => {
-    const server = (name: string, h: FrontServerHealthStatus): FrontStatus['services'][number]['servers'][number] => ({ name, state: h.state === 'down' ? 'down' : 'active', active: 0, decided: 3, refused: 0, capacity: null, estimated: false, rate: 0, address: '198.18.201.11', port: 80, weight: 1, admin: 'active', cps: 0, override: null, health: h });
+    const server = (name: string, h: FrontServerHealthStatus): FrontStatus['services'][number]['servers'][number] => ({ name, state: h.state === 'down' ? 'down' : 'active', active: 0, decided: 3, refused: 0, unanswered: 0, capacity: null, estimated: false, rate: 0, address: '198.18.201.11', port: 80, weight: 1, admin: 'active', cps: 0, override: null, health: h });
     const status = {
       cluster: 'c1',
       uptimeSeconds: 1,
@@ -40,7 +40,7 @@ describe('sluice status: server health', () => {
           overflowed: 0,
           overflow: [],
           servers: [
-            server('s1a', health({ share: 0.35, checks: { kind: 'http', state: 'up', passesInRow: 3, failuresInRow: 0, lastOutcome: 'ok', lastReason: 'passed', lastAgeSeconds: 0.2, lastOkAgeSeconds: 0.2, failuresAtDown: 2, passed: 9, failed: 2, refusedSinceOk: 0, refusedLimit: 10, refusedDowns: 0 } })),
+            server('s1a', health({ share: 0.35, checks: { kind: 'http', state: 'up', passesInRow: 3, failuresInRow: 0, lastOutcome: 'ok', lastReason: 'passed', lastAgeSeconds: 0.2, lastOkAgeSeconds: 0.2, failuresAtDown: 2, passed: 9, failed: 2, refusedSinceOk: 0, refusedLimit: 10, refusedDowns: 0, unansweredSinceOk: 0, unansweredLimit: 10, unansweredDowns: 0 } })),
             server('s1b', health({ state: 'down', reason: 'check failed: HTTP 503 (2 in a row)', check: 'down', sinceSeconds: 4 })),
           ],
         },

@@ -16,7 +16,9 @@
  * The passive check (observeRefusals, HAProxy's `observe layer4` with
  * `on-error mark-down`): connections a server refused on the data path
  * (refusals.ts) since its last passed check take it down at once when they
- * reach `health.refusedLimit`; its active check alone brings it back.
+ * reach `health.refusedLimit`, and so do retransmitted SYNs it left
+ * unanswered when they reach `health.unansweredLimit` (each limit counts
+ * its own kind); its active check alone brings it back.
  *
  * Off the packet path: everything here runs on the scheduler's timer, the
  * daemon's refusal timer and the checks' socket callbacks.
@@ -56,6 +58,11 @@ export interface CheckTargetState extends ScheduledTarget {
   refusedSinceOk: number;
   /** Times the refusals took it down (the passive check). */
   refusedDowns: number;
+  /** The same for unanswered SYNs (health.unansweredLimit, ServerRuntime.unanswered). */
+  unansweredLimit: number;
+  unansweredSeen: number;
+  unansweredSinceOk: number;
+  unansweredDowns: number;
 }
 
 /** One server's check as `sluice status` shows it. */
@@ -77,6 +84,10 @@ export interface ServerCheckStatus {
   readonly refusedLimit: number;
   /** Times refusals took it down (the passive check). */
   readonly refusedDowns: number;
+  /** Retransmitted SYNs it left unanswered since its last passed check, the limit (0: off), and the times they took it down. */
+  readonly unansweredSinceOk: number;
+  readonly unansweredLimit: number;
+  readonly unansweredDowns: number;
 }
 
 function httpOptions(h: HealthConfig): HttpCheckOptions {
@@ -92,8 +103,9 @@ export class HealthChecker {
   readonly #now: () => number;
   /** Check results by outcome since start (metrics). */
   readonly outcomes: Record<CheckOutcome, number> = Object.fromEntries(CHECK_OUTCOMES.map((o) => [o, 0])) as Record<CheckOutcome, number>;
-  /** Servers the passive check took down since start (metrics). */
+  /** Servers the passive check took down since start, by refusals and by unanswered SYNs (metrics). */
   refusedDowns = 0;
+  unansweredDowns = 0;
   #byServer = new Map<ServerRuntime, CheckTargetState>();
 
   constructor(opts: { readonly now: () => number; readonly maxInFlight?: number }) {
@@ -123,8 +135,8 @@ export class HealthChecker {
         // An IPv6 server's u32 address is 0 ("0.0.0.0": a check of this host): format by family.
         const address = isIPv4Mapped(srv.address6) ? formatIPv4Address(srv.address) : formatIPv6Address(srv.address6);
         const target: CheckTarget = { address, port: h.port ?? srv.port, source: h.source };
-        // The limit is read at each refusal: changing it keeps the check's state and counters.
-        const settings = JSON.stringify({ ...h, slowStartSeconds: undefined, startAs: undefined, refusedLimit: undefined });
+        // The limits are read at each refusal: changing them keeps the check's state and counters.
+        const settings = JSON.stringify({ ...h, slowStartSeconds: undefined, startAs: undefined, refusedLimit: undefined, unansweredLimit: undefined });
         const key = `${svc.name}/${srv.id}/${address}:${String(srv.port)}/${settings}`;
         const prev = old.get(key);
         // The same check as before: its counters and state carry over (the ServerHealth was kept too).
@@ -152,6 +164,10 @@ export class HealthChecker {
           refusedSeen: srv.refused,
           refusedSinceOk: prev?.refusedSinceOk ?? 0,
           refusedDowns: prev?.refusedDowns ?? 0,
+          unansweredLimit: h.unansweredLimit,
+          unansweredSeen: srv.unanswered,
+          unansweredSinceOk: prev?.unansweredSinceOk ?? 0,
+          unansweredDowns: prev?.unansweredDowns ?? 0,
         };
         if (prev === undefined) {
           const why = initial === 'up' ? 'not checked yet (health.startAs up)' : srv.health.check === 'down' ? srv.health.checkReason : 'not checked yet (health.startAs down)';
@@ -175,6 +191,7 @@ export class HealthChecker {
       t.passed++;
       t.lastOkAt = now;
       t.refusedSinceOk = 0;
+      t.unansweredSinceOk = 0;
     } else t.failed++;
     const rf = t.riseFall;
     const changed = rf.result(ok);
@@ -186,11 +203,13 @@ export class HealthChecker {
   }
 
   /**
-   * The passive check (health.refusedLimit): reads the servers that refused
-   * connections since the last call (the engine's log; every server when
-   * the log overflowed) and takes down, at once, an up server with
-   * `refusedLimit` refusals since its last passed check. Its active check
-   * brings it back after `rise` passes. Called by the daemon's timer.
+   * The passive check (health.refusedLimit, health.unansweredLimit): reads
+   * the servers that refused connections or left SYNs unanswered since the
+   * last call (the engine's log; every server when the log overflowed) and
+   * takes down, at once, an up server with `refusedLimit` refusals or
+   * `unansweredLimit` unanswered SYNs since its last passed check. Its
+   * active check brings it back after `rise` passes. Called by the
+   * daemon's timer.
    */
   observeRefusals(log: RefusalLog<ServerRuntime>, now: number): void {
     const overflowed = log.drain((srv) => {
@@ -202,15 +221,31 @@ export class HealthChecker {
 
   #refusals(t: CheckTargetState, now: number): void {
     const n = t.server.refused - t.refusedSeen;
-    if (n <= 0) return;
+    const u = t.server.unanswered - t.unansweredSeen;
+    if (n <= 0 && u <= 0) return;
     t.refusedSeen = t.server.refused;
-    t.refusedSinceOk += n;
-    const limit = t.refusedLimit;
-    if (limit === 0 || t.refusedSinceOk < limit || !t.riseFall.markDown()) return;
+    t.unansweredSeen = t.server.unanswered;
+    if (n > 0) t.refusedSinceOk += n;
+    if (u > 0) t.unansweredSinceOk += u;
+    // Refusals first: a server that both refused and stayed silent is named by its resets, the clearer sign.
+    if (t.refusedLimit > 0 && t.refusedSinceOk >= t.refusedLimit) {
+      if (!this.#markDown(t)) return;
+      t.refusedDowns++;
+      this.refusedDowns++;
+      t.server.health.setCheck('down', `refused ${String(t.refusedSinceOk)} connections since the last passed check (health.refusedLimit ${String(t.refusedLimit)})`, now);
+    } else if (t.unansweredLimit > 0 && t.unansweredSinceOk >= t.unansweredLimit) {
+      if (!this.#markDown(t)) return;
+      t.unansweredDowns++;
+      this.unansweredDowns++;
+      t.server.health.setCheck('down', `left ${String(t.unansweredSinceOk)} retransmitted SYNs unanswered since the last passed check (health.unansweredLimit ${String(t.unansweredLimit)})`, now);
+    }
+  }
+
+  /** The passive check's verdict on `t`: down now (false if it already was). */
+  #markDown(t: CheckTargetState): boolean {
+    if (!t.riseFall.markDown()) return false;
     t.failuresAtDown = t.riseFall.failures;
-    t.refusedDowns++;
-    this.refusedDowns++;
-    t.server.health.setCheck('down', `refused ${String(t.refusedSinceOk)} connections since the last passed check (health.refusedLimit ${String(limit)})`, now);
+    return true;
   }
 
   /** Starts the timer (the daemon; tests poll the scheduler themselves). */
@@ -241,6 +276,9 @@ export class HealthChecker {
       refusedSinceOk: t.refusedSinceOk,
       refusedLimit: t.refusedLimit,
       refusedDowns: t.refusedDowns,
+      unansweredSinceOk: t.unansweredSinceOk,
+      unansweredLimit: t.unansweredLimit,
+      unansweredDowns: t.unansweredDowns,
     };
   }
 }
