@@ -489,7 +489,12 @@ async function setupPassive(refusedLimit: number, unansweredLimit = 10) {
     for (let i = 0; i < n; i++) log.noteUnanswered(srv);
     checker.observeRefusals(log, clock);
   };
-  return { server, checker, srv, seen, check, refuse, unanswered, close: () => server.close() };
+  /** A reload with other limits (the rest of the check as it was). */
+  const reconfigure = (refused: number, unans: number): void => {
+    const h = cfg.services[0]!.health;
+    checker.configure(services, () => ({ ...h, refusedLimit: refused, unansweredLimit: unans }));
+  };
+  return { server, checker, srv, seen, check, refuse, unanswered, reconfigure, close: () => server.close() };
 }
 
 describe('passive check: refused connections take a server down (health.refusedLimit)', () => {
@@ -592,6 +597,28 @@ describe('passive check: unanswered retransmitted SYNs take a server down (healt
     } finally {
       t.checker.stop();
       t.close();
+    }
+    // A reload that changes a limit keeps the check, its state and its counts; the new limit applies from the next read.
+    const r = await setupPassive(10, 5);
+    try {
+      await r.check();
+      r.unanswered(3);
+      r.refuse(3);
+      const target = r.checker.status(r.srv);
+      r.reconfigure(4, 4);
+      const kept = r.checker.status(r.srv);
+      assert.ok(kept !== undefined);
+      assert.equal(kept.passed, target?.passed, 'the same check');
+      assert.equal(kept.unansweredSinceOk, 3);
+      assert.equal(kept.refusedSinceOk, 3);
+      assert.equal(kept.unansweredLimit, 4);
+      assert.equal(r.srv.health.state, 'up');
+      r.unanswered(1);
+      assert.equal(r.srv.health.state, 'down');
+      assert.match(r.srv.health.reason, /left 4 retransmitted SYNs unanswered .*\(health.unansweredLimit 4\)$/);
+    } finally {
+      r.checker.stop();
+      r.close();
     }
     const off = await setupPassive(10, 0);
     try {

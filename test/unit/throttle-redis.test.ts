@@ -89,12 +89,15 @@ describe('Redis store', () => {
     const b = await RedisStore.open(storeOpts());
     cleanups.push(() => a.close(), () => b.close());
     const rule = gcraRule(100, 1000, 1); // T = 10 ms
-    const now = Date.now();
-    const tat = await a.charge('www', 'exp', now, rule);
-    const pexpireAt = await a.redis.pexpiretime(a.key('www', 'exp'));
-    assert.equal(pexpireAt, Math.ceil(tat));
+    // A state a minute ahead: nothing expires while the test reads it, however slow the machine.
+    const later = Date.now() + 60_000;
+    const tat = await a.charge('www', 'later', later, rule);
+    assert.equal(tat, later + 10);
+    assert.equal(await a.redis.pexpiretime(a.key('www', 'later')), Math.ceil(tat));
     await a.redis.script('FLUSH');
-    assert.equal(await a.charge('www', 'exp', now, rule), tat + 10);
+    assert.equal(await a.charge('www', 'later', later, rule), tat + 10, 'the script reloaded after NOSCRIPT, the state kept');
+    // A state of now: its TAT passes 10 ms later.
+    await a.charge('www', 'exp', Date.now(), rule);
     const n = 2000;
     const start = Date.now() + 60_000;
     await Promise.all(Array.from({ length: n }, (_, i) => (i % 2 === 0 ? a : b).charge('www', 'race', start, rule)));
