@@ -35,11 +35,12 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { after, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import type { FrontServerStatus, FrontStatus } from '../../src/front/status.ts';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
 import { NsProcess, nsRun, useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
+import { BrokenServer, PASSIVE_FALL, PASSIVE_LIMIT, runPassiveScenario, type PassiveKind, type PassiveProcs, type PassiveScenario } from '../helpers/passive-check.ts';
 
 const PACED = fileURLToPath(new URL('../fixtures/http-paced.ts', import.meta.url));
 const SUB = fileURLToPath(new URL('../fixtures/control-sub.ts', import.meta.url));
@@ -318,212 +319,56 @@ describe('sluice front: tcp and http health checks', () => {
 });
 
 /**
- * The passive check (health.refusedLimit): a server that refuses
- * connections on the data path goes down at the limit-th refusal, long
- * before its active check's `fall` (20 checks at 1 s here). Judged by the
- * daemon's own counters (failed checks in a row at the transition, the
- * refusals it counted) and the clients' failure count.
+ * The passive check (test/helpers/passive-check.ts): s1b broken two ways,
+ * each on its own VIP and front node, taken out by the data path's
+ * evidence long before `fall` (20 checks at 1 s) failed active checks.
  */
-describe('sluice front: refused connections take a server out before its fall (passive check)', () => {
-  const VIP = '198.19.1.3';
-  const LIMIT = 3;
-  const PASSIVE_FALL = 20;
-  const RATE = 30;
-  let front: FrontProcess | undefined;
-  let load: NsProcess | undefined;
-  let runDir = '';
-  const ns: Record<string, string> = {};
-  const pidFile = (id: string): string => join(runDir, `nginx-${id}.pid`);
-  const alive = (id: string): boolean => {
-    try {
-      process.kill(Number(readFileSync(pidFile(id), 'utf8').trim()), 0);
-      return true;
-    } catch {
-      return false;
-    }
+describe('sluice front: the passive check takes a broken server out before its fall', () => {
+  const procs: PassiveProcs = {};
+  const s1b = new BrokenServer('ip', false);
+
+  afterEach(async () => {
+    await procs.load?.stop();
+    await procs.front?.stop();
+    procs.load = undefined;
+    procs.front = undefined;
+    s1b.cleanup();
+  });
+
+  const scenario = (kind: PassiveKind, vip: string, cut: () => void, repair: () => void, metricsPort?: number): PassiveScenario => {
+    const st = testbed();
+    s1b.runDir = st.runDir;
+    const k = st.plan.clusters[0]!;
+    s1b.ns = k.servers.find((s) => s.id === 's1b')!.name;
+    const client = st.plan.clients[0]!;
+    return {
+      kind,
+      frontNs: k.front.name,
+      runDir: st.runDir,
+      name: `front-passive-${kind}`,
+      head: 'cluster: c1\nuplinkAddress: 198.18.101.2\n',
+      vip,
+      healthExtra: '',
+      serverLines: ['s1a', 's1b', 's1c'].map((id, i) => `      - { name: ${id}, address: 198.18.201.${String(11 + i)} }\n`).join(''),
+      clientNs: client.name,
+      url: `http://${vip}/`,
+      source: client.address,
+      cut,
+      repair,
+      ...(metricsPort !== undefined ? { metricsPort } : {}),
+    };
   };
 
-  after(async () => {
-    await load?.stop();
-    await front?.stop();
-    for (const id of Object.keys(ns)) if (!alive(id)) nsRun(ns[id]!, 'nginx', ['-c', join(runDir, `nginx-${id}.conf`)]);
+  it(`refused: a killed nginx (its kernel resets each SYN) is out after ${String(PASSIVE_LIMIT)} refused connections, not ${String(PASSIVE_FALL)} failed checks; back after rise passed checks`, async (t) => {
+    await runPassiveScenario(t, scenario('refused', '198.19.1.3', s1b.killNginx, s1b.startNginx, 9181), procs);
   });
 
-  it(`a killed nginx is out after ${String(LIMIT)} refused connections, not ${String(PASSIVE_FALL)} failed checks; back after rise passed checks`, async (t) => {
-    const st = testbed();
-    runDir = st.runDir;
-    for (const s of st.plan.clusters[0]?.servers ?? []) ns[s.id] = s.name;
-    const cfg = `cluster: c1
-uplinkAddress: 198.18.101.2
-adminSocket: ${join(runDir, 'front-passive.sock')}
-services:
-  - name: www
-    vip: ${VIP}
-    port: 80
-    method: byrequests
-    health: { kind: tcp, intervalSeconds: 1, timeoutSeconds: 0.5, fall: ${String(PASSIVE_FALL)}, rise: 2, refusedLimit: ${String(LIMIT)} }
-    servers:
-      - { name: s1a, address: 198.18.201.11 }
-      - { name: s1b, address: 198.18.201.12 }
-      - { name: s1c, address: 198.18.201.13 }
-`;
-    front = new FrontProcess(st.plan.clusters[0]!.front.name, writeConfig(join(runDir, 'front-passive.yaml'), cfg));
-    await front.waitFor('front node ready');
-    const client = st.plan.clients[0]!;
-    load = new NsProcess(client.name, [PACED, '--url', `http://${VIP}/`, '--rate', String(RATE), '--sources', client.address, '--max-seconds', '120']);
-    const status = async (): Promise<FrontServerStatus> => {
-      const s = ((await front!.status()) as unknown as FrontStatus).services[0]?.servers.find((b) => b.name === 's1b');
-      assert.ok(s, 's1b in status');
-      return s;
-    };
-    const tally = async (): Promise<Tally> => (await load!.request('tally')) as unknown as Tally;
-    await until(async () => ((await front!.status()) as unknown as FrontStatus).services[0]!.servers.every((b) => b.decided > 0), 'every server decided connections', 20_000, 200);
-    await tally();
-
-    process.kill(Number(readFileSync(pidFile('s1b'), 'utf8').trim()), 'SIGTERM');
-    const s1bIs = async (state: string, pollMs: number): Promise<FrontServerStatus> => {
-      let last: FrontServerStatus | undefined;
-      await until(
-        async () => {
-          last = await status();
-          return last.health?.state === state;
-        },
-        `s1b ${state}`,
-        15_000,
-        pollMs,
-      );
-      return last!;
-    };
-    const down = await s1bIs('down', 50);
-    const h = down.health!;
-    t.diagnostic(`s1b down: ${h.reason}; refused ${String(down.refused)}; checks ${JSON.stringify(h.checks)}`);
-    assert.match(h.reason, new RegExp(`^check failed: refused \\d+ connections since the last passed check \\(health.refusedLimit ${String(LIMIT)}\\)$`));
-    assert.ok(h.checks !== undefined && h.checks.failuresAtDown < PASSIVE_FALL, `taken out by refusals, before fall: ${JSON.stringify(h.checks)}`);
-    assert.equal(h.checks.refusedDowns, 1);
-    assert.ok(down.refused >= LIMIT, `the daemon counted the refusals: ${String(down.refused)}`);
-    const logged = front.lines.filter((l) => l['msg'] === 'server health changed' && l['server'] === 's1b' && l['to'] === 'down');
-    assert.equal(logged.length, 1);
-    assert.match(String(logged[0]!['reason']), /refused \d+ connections/);
-
-    // The connections that met it before the transition have failed by now
-    // (decisions between its limit-th refusal and the next read of the
-    // count, every 50 ms, were refused too).
-    await sleep(500);
-    const atDown = await tally();
-    t.diagnostic(`clients: ${String(atDown.failures)} failed after the kill`);
-    // Each failure was a connection s1b refused (or one it was serving when
-    // killed); with the active check alone it would have cost every
-    // connection of the next PASSIVE_FALL seconds, ~RATE/3 a second.
-    const refused = (await status()).refused;
-    assert.ok(atDown.failures <= refused + 2, `failures ${String(atDown.failures)}, refused ${String(refused)}`);
-    assert.ok(atDown.failures < (RATE / 3) * PASSIVE_FALL * 0.25, JSON.stringify(atDown));
-    const decided = (await status()).decided;
-    await sleep(3000);
-    const quiet = await tally();
-    assert.equal(quiet.failures, 0, JSON.stringify(quiet));
-    assert.equal(quiet.tally['s1b'] ?? 0, 0);
-    assert.equal((await status()).decided, decided, 'no connection decided for s1b while it is down');
-
-    nsRun(ns['s1b']!, 'nginx', ['-c', join(runDir, 'nginx-s1b.conf')]);
-    const up = await s1bIs('up', 100);
-    assert.match(up.health!.reason, /check passed/);
-    assert.equal(up.health!.checks?.refusedSinceOk, 0);
-    await until(async () => ((await tally()).tally['s1b'] ?? 0) > 0, 's1b serves again', 15_000, 200);
-  });
-});
-
-describe('sluice front: a server that stops answering is out after unansweredLimit retransmitted SYNs (passive check)', () => {
-  const VIP = '198.19.1.4';
-  const LIMIT = 3;
-  const PASSIVE_FALL = 20;
-  const RATE = 30;
-  /** The "host down": every IP packet to s1b's namespace dropped before anything sees it (ARP still answers, as a hung host's NIC may). */
-  const DEAD_TABLE = 'sluice_test_dead';
-  let front: FrontProcess | undefined;
-  let load: NsProcess | undefined;
-  let s1bNs = '';
-  const revive = (): void => {
-    if (s1bNs !== '') nsRun(s1bNs, 'nft', ['delete', 'table', 'ip', DEAD_TABLE]);
-  };
-
-  after(async () => {
-    await load?.stop();
-    await front?.stop();
-    if (s1bNs !== '' && nsRun(s1bNs, 'nft', ['list', 'tables']).includes(DEAD_TABLE)) revive();
-  });
-
-  it(`a server cut off (its packets dropped, nothing answered) is out after ${String(LIMIT)} unanswered retransmitted SYNs, not ${String(PASSIVE_FALL)} failed checks; back after rise passed checks`, async (t) => {
-    const st = testbed();
-    const runDir = st.runDir;
-    s1bNs = st.plan.clusters[0]!.servers.find((s) => s.id === 's1b')!.name;
-    const cfg = `cluster: c1
-uplinkAddress: 198.18.101.2
-adminSocket: ${join(runDir, 'front-unanswered.sock')}
-http: { listen: 127.0.0.1:9181 }
-services:
-  - name: www
-    vip: ${VIP}
-    port: 80
-    method: byrequests
-    health: { kind: tcp, intervalSeconds: 1, timeoutSeconds: 0.5, fall: ${String(PASSIVE_FALL)}, rise: 2, unansweredLimit: ${String(LIMIT)} }
-    servers:
-      - { name: s1a, address: 198.18.201.11 }
-      - { name: s1b, address: 198.18.201.12 }
-      - { name: s1c, address: 198.18.201.13 }
-`;
-    front = new FrontProcess(st.plan.clusters[0]!.front.name, writeConfig(join(runDir, 'front-unanswered.yaml'), cfg));
-    await front.waitFor('front node ready');
-    const client = st.plan.clients[0]!;
-    // The client gives up on a connection after 5 s (http-paced.ts): a SYN to the dead server is retransmitted after 1 and 3 s meanwhile.
-    load = new NsProcess(client.name, [PACED, '--url', `http://${VIP}/`, '--rate', String(RATE), '--sources', client.address, '--max-seconds', '120']);
-    const status = async (): Promise<FrontServerStatus> => {
-      const s = ((await front!.status()) as unknown as FrontStatus).services[0]?.servers.find((b) => b.name === 's1b');
-      assert.ok(s, 's1b in status');
-      return s;
-    };
-    const tally = async (): Promise<Tally> => (await load!.request('tally')) as unknown as Tally;
-    await until(async () => ((await front!.status()) as unknown as FrontStatus).services[0]!.servers.every((b) => b.decided > 0), 'every server decided connections', 20_000, 200);
-    await tally();
-
-    const decidedBefore = (await status()).decided;
-    nsRun(s1bNs, 'nft', ['-f', '-'], `table ip ${DEAD_TABLE} {\n  chain dead {\n    type filter hook prerouting priority raw - 10; policy drop;\n  }\n}\n`);
-    let down: FrontServerStatus | undefined;
-    await until(async () => (down = await status()).health?.state === 'down', 's1b down', 15_000, 50);
-    const h = down!.health!;
-    t.diagnostic(`s1b down: ${h.reason}; unanswered ${String(down!.unanswered)}; checks ${JSON.stringify(h.checks)}`);
-    assert.match(h.reason, new RegExp(`^check failed: left \\d+ retransmitted SYNs unanswered since the last passed check \\(health.unansweredLimit ${String(LIMIT)}\\)$`));
-    assert.ok(h.checks !== undefined && h.checks.failuresAtDown < PASSIVE_FALL, `taken out by its silence, before fall: ${JSON.stringify(h.checks)}`);
-    assert.equal(h.checks.unansweredDowns, 1);
-    assert.ok(down!.unanswered >= LIMIT, `the daemon counted the retransmissions: ${String(down!.unanswered)}`);
-    const metrics = nsRun(st.plan.clusters[0]!.front.name, 'curl', ['-s', '-m', '5', 'http://127.0.0.1:9181/metrics']);
-    assert.match(metrics, /^sluice_front_health_unanswered_downs_total 1$/m);
-    assert.match(metrics, /^sluice_front_server_unanswered_total\{service="www",server="s1b"\} [1-9]\d*$/m);
-
-    // Every connection decided for s1b before it went down fails (the
-    // client's 5 s timeout): wait them out, then count. Each failure was
-    // one of those decisions; the active check alone would have let
-    // ~RATE/3 a second go there for PASSIVE_FALL seconds.
-    const decidedAtDown = (await status()).decided;
-    await sleep(6500);
-    const atDown = await tally();
-    t.diagnostic(`clients: ${String(atDown.failures)} failed; decided for s1b from the cut to the transition: ${String(decidedAtDown - decidedBefore)}`);
-    // (+2: a request that was in flight to s1b when it was cut off, decided before the count was read.)
-    assert.ok(atDown.failures <= decidedAtDown - decidedBefore + 2, `failures ${String(atDown.failures)}, decided for s1b ${String(decidedAtDown - decidedBefore)}`);
-    assert.ok(atDown.failures < (RATE / 3) * PASSIVE_FALL * 0.25, JSON.stringify(atDown));
-    assert.equal((await status()).decided, decidedAtDown, 'no connection decided for s1b while it is down');
-    await sleep(3000);
-    const quiet = await tally();
-    assert.equal(quiet.failures, 0, JSON.stringify(quiet));
-    assert.equal(quiet.tally['s1b'] ?? 0, 0);
-    // The servers that answered were never blamed (a retransmission is copied only while its flow has no reply).
-    for (const b of ((await front.status()) as unknown as FrontStatus).services[0]!.servers) if (b.name !== 's1b') assert.equal(b.unanswered, 0, `${b.name}: ${String(b.unanswered)}`);
-
-    revive();
-    await until(async () => (await status()).health?.state === 'up', 's1b up', 15_000, 100);
-    const up = await status();
-    assert.match(up.health!.reason, /check passed/);
-    assert.equal(up.health!.checks?.unansweredSinceOk, 0);
-    await until(async () => ((await tally()).tally['s1b'] ?? 0) > 0, 's1b serves again', 15_000, 200);
+  it(`unanswered: a server cut off (its packets dropped, nothing answered) is out after ${String(PASSIVE_LIMIT)} unanswered retransmitted SYNs, not ${String(PASSIVE_FALL)} failed checks; back after rise passed checks (both SYN paths)`, async (t) => {
+    await runPassiveScenario(t, scenario('unanswered', '198.19.1.4', s1b.cut, s1b.repair, 9181), procs);
+    await procs.load?.stop();
+    await procs.front?.stop();
+    // The kernel SYN schedule: the retransmission is queued there too, past the same copy rule.
+    await runPassiveScenario(t, { ...scenario('unanswered', '198.19.1.5', s1b.cut, s1b.repair), name: 'front-passive-unanswered-kernel', serviceExtra: '    synPath: kernel\n' }, procs);
   });
 });
 

@@ -9,8 +9,8 @@
  * count none) and none fails. nginx starts again: the server is up after
  * `rise` passed checks and gets connections again.
  *
- * Two more blocks run the passive check the same way: refused connections
- * (nginx killed) and unanswered SYNs (the server's TCP dropped).
+ * A second block runs the passive check both ways (test/helpers/passive-check.ts):
+ * refused connections (nginx killed) and unanswered SYNs (the server's TCP dropped).
  *
  * Judged from the daemon's status and the clients' counts; never by
  * comparing wall clocks of several processes.
@@ -19,11 +19,12 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { after, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import type { FrontServerStatus, FrontStatus } from '../../src/front/status.ts';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
 import { NsProcess, nsRun, useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
+import { BrokenServer, PASSIVE_FALL, PASSIVE_LIMIT, runPassiveScenario, type PassiveKind, type PassiveProcs, type PassiveScenario } from '../helpers/passive-check.ts';
 import { ipv6Twin } from '../../scripts/testbed/plan.ts';
 
 const PACED = fileURLToPath(new URL('../fixtures/http-paced.ts', import.meta.url));
@@ -194,199 +195,53 @@ describe('sluice front: tcp and http health checks of IPv6 servers', () => {
 });
 
 /**
- * The passive check with IPv6 servers (the IPv4 twin is front-health.test.ts's
- * passive block): a server that refuses connections answers each SYN with an
- * IPv6 RST+ACK of sequence 0, which the node sees in its copy of the server's
- * packets; `refusedLimit` of them take it out long before `fall` failed
- * active checks would. Judged from the daemon's counters and the clients'
- * own counts.
+ * The passive check with IPv6 servers (the IPv4 twins are in
+ * front-health.test.ts; the scenario is test/helpers/passive-check.ts): a
+ * killed nginx's kernel answers each SYN with an IPv6 RST+ACK of sequence
+ * 0; a server whose TCP is dropped (neighbour discovery still answers)
+ * answers nothing and its clients retransmit. Each takes s1b out long
+ * before `fall` failed active checks.
  */
-describe('sluice front: refused IPv6 connections take a server out before its fall (passive check)', () => {
-  const VIP = ipv6Twin('198.19.1.3');
-  const LIMIT = 3;
-  const PASSIVE_FALL = 20;
-  const RATE = 30;
-  let front: FrontProcess | undefined;
-  let load: NsProcess | undefined;
-  let runDir = '';
-  const ns: Record<string, string> = {};
-  const pidFile = (id: string): string => join(runDir, `nginx-${id}.pid`);
-  const alive = (id: string): boolean => {
-    try {
-      process.kill(Number(readFileSync(pidFile(id), 'utf8').trim()), 0);
-      return true;
-    } catch {
-      return false;
-    }
+describe('sluice front: the passive check takes a broken IPv6 server out before its fall', () => {
+  const procs: PassiveProcs = {};
+  const s1b = new BrokenServer('ip6', true);
+
+  afterEach(async () => {
+    await procs.load?.stop();
+    await procs.front?.stop();
+    procs.load = undefined;
+    procs.front = undefined;
+    s1b.cleanup();
+  });
+
+  const scenario = (kind: PassiveKind, vip: string, cut: () => void, repair: () => void): PassiveScenario => {
+    const st = testbed();
+    s1b.runDir = st.runDir;
+    const k = st.plan.clusters[0]!;
+    s1b.ns = k.servers.find((s) => s.id === 's1b')!.name;
+    const client = st.plan.clients[0]!;
+    return {
+      kind,
+      frontNs: k.front.name,
+      runDir: st.runDir,
+      name: `front-ipv6-passive-${kind}`,
+      head: `cluster: c1\nuplinkAddress: ${k.uplinkAddress}\nuplinkAddress6: ${k.uplinkAddress6}\n`,
+      vip,
+      healthExtra: `source: ${k.lanAddress6}, `,
+      serverLines: k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address6} }\n`).join(''),
+      clientNs: client.name,
+      url: `http://[${vip}]/`,
+      source: client.address6,
+      cut,
+      repair,
+    };
   };
 
-  after(async () => {
-    await load?.stop();
-    await front?.stop();
-    for (const id of Object.keys(ns)) if (!alive(id)) nsRun(ns[id]!, 'nginx', ['-c', join(runDir, `nginx-${id}.conf`)]);
+  it(`refused: a killed IPv6 server's nginx is out after ${String(PASSIVE_LIMIT)} refused connections, not ${String(PASSIVE_FALL)} failed checks; back after rise passed checks`, async (t) => {
+    await runPassiveScenario(t, scenario('refused', ipv6Twin('198.19.1.3'), s1b.killNginx, s1b.startNginx), procs);
   });
 
-  it(`a killed IPv6 server's nginx is out after ${String(LIMIT)} refused connections, not ${String(PASSIVE_FALL)} failed checks; back after rise passed checks`, async (t) => {
-    const st = testbed();
-    runDir = st.runDir;
-    const k = st.plan.clusters[0]!;
-    for (const s of k.servers) ns[s.id] = s.name;
-    const cfg = `cluster: c1
-uplinkAddress: ${k.uplinkAddress}
-uplinkAddress6: ${k.uplinkAddress6}
-adminSocket: ${join(runDir, 'front-ipv6-passive.sock')}
-services:
-  - name: www6
-    vip: ${VIP}
-    port: 80
-    method: byrequests
-    health: { kind: tcp, source: ${k.lanAddress6}, intervalSeconds: 1, timeoutSeconds: 0.5, fall: ${String(PASSIVE_FALL)}, rise: 2, refusedLimit: ${String(LIMIT)} }
-    servers:
-${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address6} }`).join('\n')}
-`;
-    front = new FrontProcess(k.front.name, writeConfig(join(runDir, 'front-ipv6-passive.yaml'), cfg));
-    await front.waitFor('front node ready');
-    const client = st.plan.clients[0]!;
-    load = new NsProcess(client.name, [PACED, '--url', `http://[${VIP}]/`, '--rate', String(RATE), '--sources', client.address6, '--max-seconds', '120']);
-    const status = async (): Promise<FrontServerStatus> => {
-      const s = ((await front!.status()) as unknown as FrontStatus).services[0]?.servers.find((b) => b.name === 's1b');
-      assert.ok(s, 's1b in status');
-      return s;
-    };
-    const tally = async (): Promise<Tally> => (await load!.request('tally')) as unknown as Tally;
-    await until(async () => ((await front!.status()) as unknown as FrontStatus).services[0]!.servers.every((b) => b.decided > 0), 'every server decided connections', 20_000, 200);
-    await tally();
-
-    process.kill(Number(readFileSync(pidFile('s1b'), 'utf8').trim()), 'SIGTERM');
-    const s1bIs = async (state: string, pollMs: number): Promise<FrontServerStatus> => {
-      let last: FrontServerStatus | undefined;
-      await until(
-        async () => {
-          last = await status();
-          return last.health?.state === state;
-        },
-        `s1b ${state}`,
-        15_000,
-        pollMs,
-      );
-      return last!;
-    };
-    const down = await s1bIs('down', 50);
-    const h = down.health!;
-    t.diagnostic(`s1b down: ${h.reason}; refused ${String(down.refused)}; checks ${JSON.stringify(h.checks)}`);
-    assert.match(h.reason, new RegExp(`^check failed: refused \\d+ connections since the last passed check \\(health.refusedLimit ${String(LIMIT)}\\)$`));
-    assert.ok(h.checks !== undefined && h.checks.failuresAtDown < PASSIVE_FALL, `taken out by refusals, before fall: ${JSON.stringify(h.checks)}`);
-    assert.equal(h.checks.refusedDowns, 1);
-    assert.ok(down.refused >= LIMIT, `the daemon counted the refusals: ${String(down.refused)}`);
-
-    // Connections decided before the next read of the count (every 50 ms) met the dead server too.
-    await sleep(500);
-    const atDown = await tally();
-    t.diagnostic(`clients: ${String(atDown.failures)} failed after the kill`);
-    const refused = (await status()).refused;
-    assert.ok(atDown.failures <= refused + 2, `failures ${String(atDown.failures)}, refused ${String(refused)}`);
-    assert.ok(atDown.failures < (RATE / 3) * PASSIVE_FALL * 0.25, JSON.stringify(atDown));
-    const decided = (await status()).decided;
-    await sleep(3000);
-    const quiet = await tally();
-    assert.equal(quiet.failures, 0, JSON.stringify(quiet));
-    assert.equal(quiet.tally['s1b'] ?? 0, 0);
-    assert.equal((await status()).decided, decided, 'no connection decided for s1b while it is down');
-
-    nsRun(ns['s1b']!, 'nginx', ['-c', join(runDir, 'nginx-s1b.conf')]);
-    const up = await s1bIs('up', 100);
-    assert.match(up.health!.reason, /check passed/);
-    assert.equal(up.health!.checks?.refusedSinceOk, 0);
-    await until(async () => ((await tally()).tally['s1b'] ?? 0) > 0, 's1b serves again', 15_000, 200);
-  });
-});
-
-/**
- * The passive check of a silent IPv6 server (the IPv4 twin is in
- * front-health.test.ts): s1b's namespace drops every TCP packet (neighbour
- * discovery still answers), so nothing answers its clients' SYNs; their
- * retransmissions, copied while the flow has seen no reply, take it out
- * after `unansweredLimit` of them, long before `fall` failed checks.
- */
-describe('sluice front: an IPv6 server that stops answering is out after unansweredLimit retransmitted SYNs (passive check)', () => {
-  const VIP = ipv6Twin('198.19.1.4');
-  const LIMIT = 3;
-  const PASSIVE_FALL = 20;
-  const RATE = 30;
-  const DEAD_TABLE = 'sluice_test_dead6';
-  let front: FrontProcess | undefined;
-  let load: NsProcess | undefined;
-  let s1bNs = '';
-  const revive = (): void => {
-    if (s1bNs !== '') nsRun(s1bNs, 'nft', ['delete', 'table', 'ip6', DEAD_TABLE]);
-  };
-
-  after(async () => {
-    await load?.stop();
-    await front?.stop();
-    if (s1bNs !== '' && nsRun(s1bNs, 'nft', ['list', 'tables']).includes(DEAD_TABLE)) revive();
-  });
-
-  it(`an IPv6 server whose TCP is dropped is out after ${String(LIMIT)} unanswered retransmitted SYNs, not ${String(PASSIVE_FALL)} failed checks; back after rise passed checks`, async (t) => {
-    const st = testbed();
-    const runDir = st.runDir;
-    const k = st.plan.clusters[0]!;
-    s1bNs = k.servers.find((s) => s.id === 's1b')!.name;
-    const cfg = `cluster: c1
-uplinkAddress: ${k.uplinkAddress}
-uplinkAddress6: ${k.uplinkAddress6}
-adminSocket: ${join(runDir, 'front-ipv6-unanswered.sock')}
-services:
-  - name: www6
-    vip: ${VIP}
-    port: 80
-    method: byrequests
-    health: { kind: tcp, source: ${k.lanAddress6}, intervalSeconds: 1, timeoutSeconds: 0.5, fall: ${String(PASSIVE_FALL)}, rise: 2, unansweredLimit: ${String(LIMIT)} }
-    servers:
-${k.servers.map((s) => `      - { name: ${s.id}, address: ${s.address6} }`).join('\n')}
-`;
-    front = new FrontProcess(k.front.name, writeConfig(join(runDir, 'front-ipv6-unanswered.yaml'), cfg));
-    await front.waitFor('front node ready');
-    const client = st.plan.clients[0]!;
-    load = new NsProcess(client.name, [PACED, '--url', `http://[${VIP}]/`, '--rate', String(RATE), '--sources', client.address6, '--max-seconds', '120']);
-    const servers = async (): Promise<readonly FrontServerStatus[]> => ((await front!.status()) as unknown as FrontStatus).services[0]!.servers;
-    const status = async (): Promise<FrontServerStatus> => {
-      const s = (await servers()).find((b) => b.name === 's1b');
-      assert.ok(s, 's1b in status');
-      return s;
-    };
-    const tally = async (): Promise<Tally> => (await load!.request('tally')) as unknown as Tally;
-    await until(async () => (await servers()).every((b) => b.decided > 0), 'every server decided connections', 20_000, 200);
-    await tally();
-
-    const decidedBefore = (await status()).decided;
-    nsRun(s1bNs, 'nft', ['-f', '-'], `table ip6 ${DEAD_TABLE} {\n  chain dead {\n    type filter hook prerouting priority raw - 10; policy accept;\n    meta l4proto tcp drop\n  }\n}\n`);
-    let down: FrontServerStatus | undefined;
-    await until(async () => (down = await status()).health?.state === 'down', 's1b down', 15_000, 50);
-    const h = down!.health!;
-    t.diagnostic(`s1b down: ${h.reason}; unanswered ${String(down!.unanswered)}; checks ${JSON.stringify(h.checks)}`);
-    assert.match(h.reason, new RegExp(`^check failed: left \\d+ retransmitted SYNs unanswered since the last passed check \\(health.unansweredLimit ${String(LIMIT)}\\)$`));
-    assert.ok(h.checks !== undefined && h.checks.failuresAtDown < PASSIVE_FALL, `taken out by its silence, before fall: ${JSON.stringify(h.checks)}`);
-    assert.equal(h.checks.unansweredDowns, 1);
-
-    // Every connection decided for s1b before the transition fails at the client's 5 s timeout: wait them out.
-    const decidedAtDown = (await status()).decided;
-    await sleep(6500);
-    const atDown = await tally();
-    t.diagnostic(`clients: ${String(atDown.failures)} failed; decided for s1b from the cut to the transition: ${String(decidedAtDown - decidedBefore)}`);
-    // (+2: a request in flight to s1b at the cut.)
-    assert.ok(atDown.failures <= decidedAtDown - decidedBefore + 2, `failures ${String(atDown.failures)}, decided for s1b ${String(decidedAtDown - decidedBefore)}`);
-    assert.ok(atDown.failures < (RATE / 3) * PASSIVE_FALL * 0.25, JSON.stringify(atDown));
-    assert.equal((await status()).decided, decidedAtDown, 'no connection decided for s1b while it is down');
-    await sleep(3000);
-    const quiet = await tally();
-    assert.equal(quiet.failures, 0, JSON.stringify(quiet));
-    assert.equal(quiet.tally['s1b'] ?? 0, 0);
-    for (const b of await servers()) if (b.name !== 's1b') assert.equal(b.unanswered, 0, `${b.name}: ${String(b.unanswered)}`);
-
-    revive();
-    await until(async () => (await status()).health?.state === 'up', 's1b up', 15_000, 100);
-    assert.equal((await status()).health!.checks?.unansweredSinceOk, 0);
-    await until(async () => ((await tally()).tally['s1b'] ?? 0) > 0, 's1b serves again', 15_000, 200);
+  it(`unanswered: an IPv6 server whose TCP is dropped is out after ${String(PASSIVE_LIMIT)} unanswered retransmitted SYNs, not ${String(PASSIVE_FALL)} failed checks; back after rise passed checks`, async (t) => {
+    await runPassiveScenario(t, scenario('unanswered', ipv6Twin('198.19.1.4'), s1b.cut, s1b.repair), procs);
   });
 });
