@@ -108,10 +108,14 @@ export class NsProcess {
   readonly #queue: string[] = [];
   #waiters: ((line: string | undefined) => void)[] = [];
   #closed = false;
+  /** The end of its stderr, for the error when its output ends early. */
+  #stderr = '';
 
   constructor(ns: string, args: readonly string[]) {
     this.child = spawn('ip', ['netns', 'exec', ns, process.execPath, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    this.child.stderr.resume();
+    this.child.stderr.on('data', (d: Buffer) => {
+      this.#stderr = (this.#stderr + d.toString()).slice(-2000);
+    });
     this.#lines = createInterface({ input: this.child.stdout });
     this.#lines.on('line', (l) => {
       const w = this.#waiters.shift();
@@ -129,17 +133,22 @@ export class NsProcess {
   next(timeoutMs = 10_000): Promise<Record<string, unknown>> {
     const queued = this.#queue.shift();
     if (queued !== undefined) return Promise.resolve(JSON.parse(queued) as Record<string, unknown>);
-    if (this.#closed) return Promise.reject(new Error('process output ended'));
+    if (this.#closed) return Promise.reject(this.#ended());
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         reject(new Error(`no output within ${timeoutMs} ms`));
       }, timeoutMs);
       this.#waiters.push((line) => {
         clearTimeout(timer);
-        if (line === undefined) reject(new Error('process output ended'));
+        if (line === undefined) reject(this.#ended());
         else resolve(JSON.parse(line) as Record<string, unknown>);
       });
     });
+  }
+
+  #ended(): Error {
+    const code = this.child.exitCode ?? this.child.signalCode;
+    return new Error(`process output ended (exit ${String(code)}); stderr: ${this.#stderr.trim() || '(none)'}`);
   }
 
   async request(line: string): Promise<Record<string, unknown>> {

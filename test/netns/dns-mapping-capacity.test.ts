@@ -42,7 +42,9 @@
  * are staggered so the downloads do not all start and end at once.
  *
  * Checked, on stable facts only:
- * - once both DNS servers map the four prefixes so, for a 60 s window:
+ * - once the load has ramped up and the query shares have settled
+ *   (SETTLE_MS), and both DNS servers map the four prefixes so, for a 60 s
+ *   window:
  *   every sampled answer of either server is the expected cluster's VIP for
  *   every prefix (the same from both), no prefix moved on either server
  *   (movedTotal), and recomputes went on;
@@ -83,6 +85,17 @@ const DOWNLOAD_SECONDS = 19;
 const C1_SERVER_CAPACITY = 15;
 const HEADROOM = 0.5;
 const WINDOW_MS = 60_000;
+/** The policy's demand half-life in this test (steering.mapping.demandHalfLifeSeconds). */
+const HALF_LIFE_SECONDS = 10;
+/**
+ * The window starts no earlier than this after the load: the last fetch
+ * loop starts at DOWNLOAD_SECONDS, and two half-lives later the smoothed
+ * query shares carry a quarter of the ramp at most. Before that the shares
+ * are the start's noise: a CI run (2026-11-28) read A and B at 7.8 and 8.0
+ * on one server 17 s in (1.6 times their share; 5.3 and 5.4 on the other),
+ * and that server moved B off cluster 1, rightly for what it read.
+ */
+const SETTLE_MS = (DOWNLOAD_SECONDS + 2 * HALF_LIFE_SECONDS) * 1000;
 /** The load's own bounds: it ends by itself at the latest after this long, or after so many fetches and query rounds. */
 const LOAD_SECONDS = 170;
 const MAX_FETCHES = 12;
@@ -184,7 +197,7 @@ describe('DNS policy mapping: 4 prefixes, cluster 1 with room for 2, two DNS ser
     site = await startSteeringSite(st, {
       policy: 'mapping',
       serverCapacity: (k) => (k.index === 1 ? C1_SERVER_CAPACITY : 100),
-      steering: [`mapping: { recomputeSeconds: 1, headroom: ${String(HEADROOM)}, demandHalfLifeSeconds: 10, ttlMin: 2, ttlMax: 30, freshRttSeconds: 0, stableSeconds: 10 }`],
+      steering: [`mapping: { recomputeSeconds: 1, headroom: ${String(HEADROOM)}, demandHalfLifeSeconds: ${String(HALF_LIFE_SECONDS)}, ttlMin: 2, ttlMax: 30, freshRttSeconds: 0, stableSeconds: 10 }`],
     });
   });
   after(async () => {
@@ -223,12 +236,14 @@ describe('DNS policy mapping: 4 prefixes, cluster 1 with room for 2, two DNS ser
       );
 
     for (const c of clients) loads.push(startLoad(c.ns, dnsAddrs, c.weight));
+    const loadStart = Date.now();
 
-    // Until both servers map all four prefixes as expected, with load reported by both clusters.
+    // Until the load has ramped up and settled (SETTLE_MS), and both servers map all four prefixes as expected, with load reported by both clusters.
     let waited = 0;
     await until(
       async () => {
         waited++;
+        if (Date.now() - loadStart < SETTLE_MS) return false;
         const all = await polled();
         return all.every((x) => {
           const m = assignment(x);
@@ -241,8 +256,6 @@ describe('DNS policy mapping: 4 prefixes, cluster 1 with room for 2, two DNS ser
     ).catch(async (err: unknown) => {
       throw new Error(`${String(err)}: ${await why()}`);
     });
-    // A few recomputes more, so the smoothed query rates have left their start behind.
-    await sleep(5000);
     const first = await statuses();
     for (const x of first) console.log(`# ${x.name} at the window's start: ${JSON.stringify({ loadEstimate: x.mapping?.loadEstimate, clusters: x.mapping?.clusters, top: x.mapping?.top.map((p) => [p.prefix, p.cluster, p.demand, p.rttMs]), loads: x.clusters.map((c) => [c.name, c.load, c.capacity]) })}`);
     const movedBefore = first.map((x) => x.mapping?.movedTotal ?? -1);

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The namespace suites (npm run test:netns), in two phases:
+#
+# 1. PAIRED, two files at a time. Each of these spends most of its time
+#    waiting through a window that its acceptance fixes (30 s of a dead
+#    server getting no connection, 60 s of a mapping without a move,
+#    keepalived and ZeroMQ timeouts), with a few connections per second, and
+#    judges by counts from one clock that sees the truth (the server's side,
+#    the daemon's counters), never by how fast the machine is. Run alone they
+#    took ~450 s of the suite; two at a time ~280 s (2026-11-28, 2 cores).
+# 2. Every other file, one at a time: they measure rates (±10 %), RTTs
+#    (±5 ms through a userspace delay line), floods or restarts under load,
+#    which a second suite on a 2-core machine would disturb.
+#
+# Both phases always run; the exit status is the first failing phase's.
+# Every file lands in exactly one phase: a PAIRED name that does not exist
+# fails the run rather than silently shrinking the suite.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+PAIRED=(
+  test/netns/dns-mapping-capacity.test.ts
+  test/netns/front-pair.test.ts
+  test/netns/agent-health.test.ts
+  test/netns/front-health.test.ts
+  test/netns/control-reconnect.test.ts
+  test/netns/control.test.ts
+  test/netns/front-pair-ipv6.test.ts
+  test/netns/front-ipv6-health.test.ts
+  test/netns/front-ctl.test.ts
+  test/netns/front-admin.test.ts
+  test/netns/front-ipv6-admin.test.ts
+)
+
+for f in "${PAIRED[@]}"; do
+  [[ -f "$f" ]] || { echo "test-netns.sh: $f is listed in PAIRED but does not exist" >&2; exit 2; }
+done
+SOLO=()
+while IFS= read -r f; do
+  [[ " ${PAIRED[*]} " == *" $f "* ]] || SOLO+=("$f")
+done < <(find test/netns -name '*.test.ts' | sort)
+
+node --test --test-concurrency=2 --test-reporter=spec "${PAIRED[@]}"
+paired=$?
+node --test --test-concurrency=1 --test-reporter=spec "${SOLO[@]}"
+solo=$?
+if (( paired != 0 )); then exit "$paired"; fi
+exit "$solo"
