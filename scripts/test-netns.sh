@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The namespace suites (npm run test:netns), in two phases:
 #
-# 1. PAIRED, two files at a time. Each of these spends most of its time
-#    waiting through a window that its acceptance fixes (30 s of a dead
+# 1. PAIRED, two files at a time. The long ones spend most of their time
+#    waiting through a window that their acceptance fixes (30 s of a dead
 #    server getting no connection, 60 s of a mapping without a move,
-#    keepalived and ZeroMQ timeouts), with a few connections per second, and
-#    judges by counts from one clock that sees the truth (the server's side,
-#    the daemon's counters), never by how fast the machine is. Run alone they
-#    took ~450 s of the suite; two at a time ~280 s (2026-11-28, 2 cores).
+#    keepalived and ZeroMQ timeouts) with a few connections per second; the
+#    short ones check states, rules and answers. All judge by counts from
+#    one clock that sees the truth (the server's side, the daemon's
+#    counters, the kernel's), never by how fast the machine is. The first
+#    eleven took ~520 s of the suite alone and ~320 s two at a time
+#    (2026-11-28, 2 cores).
 # 2. Every other file, one at a time: they measure rates (±10 %), RTTs
 #    (±5 ms through a userspace delay line), floods or restarts under load,
 #    which a second suite on a 2-core machine would disturb.
@@ -19,17 +21,32 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 PAIRED=(
+  # Longest first, so that the two lanes end together.
   test/netns/dns-mapping-capacity.test.ts
+  test/netns/front-health.test.ts
   test/netns/front-pair.test.ts
   test/netns/agent-health.test.ts
-  test/netns/front-health.test.ts
+  test/netns/front-ipv6-health.test.ts
   test/netns/control-reconnect.test.ts
   test/netns/control.test.ts
   test/netns/front-pair-ipv6.test.ts
-  test/netns/front-ipv6-health.test.ts
   test/netns/front-ctl.test.ts
   test/netns/front-admin.test.ts
   test/netns/front-ipv6-admin.test.ts
+  test/netns/dns-steering.test.ts
+  test/netns/dns-rfc.test.ts
+  test/netns/front-preflight.test.ts
+  test/netns/nft-netlink.test.ts
+  test/netns/metrics.test.ts
+  test/netns/front-stray.test.ts
+  test/netns/peer-clusters.test.ts
+  test/netns/front-guard.test.ts
+  test/netns/front-rules.test.ts
+  test/netns/dns-zone-types.test.ts
+  test/netns/dns-axfr.test.ts
+  test/netns/dns-ipv6.test.ts
+  test/netns/verdicts.test.ts
+  test/netns/ct-dump.test.ts
 )
 
 for f in "${PAIRED[@]}"; do
