@@ -518,8 +518,11 @@ describe('passive check: refused connections take a server down (health.refusedL
       assert.deepEqual(t.seen.map((x) => [x.from, x.to]), [['up', 'down']]);
       await t.check();
       assert.equal(t.srv.health.state, 'down', 'one pass of rise 2');
+      // The passive cause stays at the head of the reason while it is down; the check adds its progress.
+      assert.equal(t.srv.health.reason, 'check failed: refused 3 connections since the last passed check (health.refusedLimit 3); then passed (1 of rise 2)');
       await t.check();
       assert.equal(t.srv.health.state, 'up');
+      assert.equal(t.srv.health.reason, 'check passed');
       assert.equal(t.checker.status(t.srv)?.refusedSinceOk, 0, 'a passed check starts the count again');
       // Two, a passed check, two: never three since a pass.
       t.refuse(2);
@@ -528,8 +531,15 @@ describe('passive check: refused connections take a server down (health.refusedL
       assert.equal(t.srv.health.state, 'up');
       t.refuse(1);
       assert.equal(t.srv.health.state, 'down');
+      assert.equal(t.srv.health.reason, 'check failed: refused 3 connections since the last passed check (health.refusedLimit 3)', 'the new cause alone');
       assert.equal(t.checker.refusedDowns, 2);
       assert.equal(t.srv.refused, 13);
+      // A failed active check while it is down (the listener gone) does not replace the cause either.
+      t.close();
+      const failed = t.checker.status(t.srv)?.failed ?? 0;
+      t.checker.scheduler.poll();
+      await until(() => (t.checker.status(t.srv)?.failed ?? 0) > failed, 'a check failed', 5000);
+      assert.match(t.srv.health.reason, /^check failed: refused 3 connections since the last passed check \(health\.refusedLimit 3\); then .+ \(1 in a row\)$/);
     } finally {
       t.checker.stop();
       t.close();

@@ -63,6 +63,14 @@ export interface CheckTargetState extends ScheduledTarget {
   unansweredSeen: number;
   unansweredSinceOk: number;
   unansweredDowns: number;
+  /**
+   * Why the passive check took it down ('' when it did not, or once it is
+   * up again). Kept at the head of its reason while it is down: the active
+   * checks that follow add their progress to it rather than replace it, so
+   * `sluice status` still says why a server went down after its next
+   * failed check ("1 in a row" of a fall it never reached said nothing).
+   */
+  passiveReason: string;
 }
 
 /** One server's check as `sluice status` shows it. */
@@ -168,6 +176,7 @@ export class HealthChecker {
           unansweredSeen: srv.unanswered,
           unansweredSinceOk: prev?.unansweredSinceOk ?? 0,
           unansweredDowns: prev?.unansweredDowns ?? 0,
+          passiveReason: prev?.passiveReason ?? '',
         };
         if (prev === undefined) {
           const why = initial === 'up' ? 'not checked yet (health.startAs up)' : srv.health.check === 'down' ? srv.health.checkReason : 'not checked yet (health.startAs down)';
@@ -197,8 +206,13 @@ export class HealthChecker {
     const changed = rf.result(ok);
     if (changed && rf.state === 'down') t.failuresAtDown = rf.failures;
     let reason: string;
-    if (rf.state === 'down') reason = ok ? `${r.reason} (${String(rf.passes)} of rise ${String(rf.rise)})` : `${r.reason} (${String(rf.failures)} in a row)`;
-    else reason = ok ? r.reason : `${r.reason} (${String(rf.failures)} of fall ${String(rf.fall)})`;
+    if (rf.state === 'down') {
+      reason = ok ? `${r.reason} (${String(rf.passes)} of rise ${String(rf.rise)})` : `${r.reason} (${String(rf.failures)} in a row)`;
+      if (t.passiveReason !== '') reason = `${t.passiveReason}; then ${reason}`;
+    } else {
+      t.passiveReason = '';
+      reason = ok ? r.reason : `${r.reason} (${String(rf.failures)} of fall ${String(rf.fall)})`;
+    }
     t.server.health.setCheck(rf.state, reason, now);
   }
 
@@ -232,12 +246,14 @@ export class HealthChecker {
       if (!this.#markDown(t)) return;
       t.refusedDowns++;
       this.refusedDowns++;
-      t.server.health.setCheck('down', `refused ${String(t.refusedSinceOk)} connections since the last passed check (health.refusedLimit ${String(t.refusedLimit)})`, now);
+      t.passiveReason = `refused ${String(t.refusedSinceOk)} connections since the last passed check (health.refusedLimit ${String(t.refusedLimit)})`;
+      t.server.health.setCheck('down', t.passiveReason, now);
     } else if (t.unansweredLimit > 0 && t.unansweredSinceOk >= t.unansweredLimit) {
       if (!this.#markDown(t)) return;
       t.unansweredDowns++;
       this.unansweredDowns++;
-      t.server.health.setCheck('down', `left ${String(t.unansweredSinceOk)} retransmitted SYNs unanswered since the last passed check (health.unansweredLimit ${String(t.unansweredLimit)})`, now);
+      t.passiveReason = `left ${String(t.unansweredSinceOk)} retransmitted SYNs unanswered since the last passed check (health.unansweredLimit ${String(t.unansweredLimit)})`;
+      t.server.health.setCheck('down', t.passiveReason, now);
     }
   }
 
