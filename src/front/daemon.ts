@@ -416,8 +416,16 @@ export class FrontDaemon implements FrontMetricsSource {
     else this.log.warn(fields, 'server health changed');
     // Only the runtime that owns this health changes now (one service's
     // servers scanned); usableSetChanged() re-derives every server once per turn.
-    const owner = this.engine.services.find((x) => x.name === service)?.servers.find((b) => b.health === h);
-    owner?.refreshUsable();
+    const i = this.engine.services.findIndex((x) => x.name === service);
+    const owner = this.engine.services[i]?.servers.find((b) => b.health === h);
+    if (owner !== undefined) {
+      owner.refreshUsable();
+      // Its slow start share now, not at the next refresh: until then a
+      // server back up kept the share 1 of its down time, and a status or a
+      // SYN handled later in this same turn saw it unramped (CI 2026-11-28:
+      // front-health read "share 1" at its first sight of the server up).
+      owner.share = slowStartShare(performance.now(), h.rampFrom, (this.config.services[i]?.health.slowStartSeconds ?? 0) * 1000);
+    }
     this.#usablePending ??= setImmediate(() => {
       this.#usablePending = undefined;
       this.usableSetChanged();
