@@ -73,6 +73,15 @@ export interface PassiveProcs {
   load?: NsProcess | undefined;
 }
 
+/** Stops the scenario's processes (each test's afterEach, or between two scenarios of one test) and repairs the server when given. */
+export async function stopScenario(procs: PassiveProcs, server?: BrokenServer): Promise<void> {
+  await procs.load?.stop();
+  await procs.front?.stop();
+  procs.load = undefined;
+  procs.front = undefined;
+  server?.cleanup();
+}
+
 /** Runs the scenario; `procs` is filled as processes start. */
 export async function runPassiveScenario(t: TestContext, sc: PassiveScenario, procs: PassiveProcs): Promise<void> {
   const limitKey = sc.kind === 'refused' ? 'refusedLimit' : 'unansweredLimit';

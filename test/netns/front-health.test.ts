@@ -40,7 +40,7 @@ import type { FrontServerStatus, FrontStatus } from '../../src/front/status.ts';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
 import { NsProcess, nsRun, useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
-import { BrokenServer, PASSIVE_FALL, PASSIVE_LIMIT, runPassiveScenario, type PassiveKind, type PassiveProcs, type PassiveScenario } from '../helpers/passive-check.ts';
+import { BrokenServer, PASSIVE_FALL, PASSIVE_LIMIT, runPassiveScenario, stopScenario, type PassiveKind, type PassiveProcs, type PassiveScenario } from '../helpers/passive-check.ts';
 
 const PACED = fileURLToPath(new URL('../fixtures/http-paced.ts', import.meta.url));
 const SUB = fileURLToPath(new URL('../fixtures/control-sub.ts', import.meta.url));
@@ -328,11 +328,7 @@ describe('sluice front: the passive check takes a broken server out before its f
   const s1b = new BrokenServer('ip', false);
 
   afterEach(async () => {
-    await procs.load?.stop();
-    await procs.front?.stop();
-    procs.load = undefined;
-    procs.front = undefined;
-    s1b.cleanup();
+    await stopScenario(procs, s1b);
   });
 
   const scenario = (kind: PassiveKind, vip: string, cut: () => void, repair: () => void, metricsPort?: number): PassiveScenario => {
@@ -365,8 +361,7 @@ describe('sluice front: the passive check takes a broken server out before its f
 
   it(`unanswered: a server cut off (its packets dropped, nothing answered) is out after ${String(PASSIVE_LIMIT)} unanswered retransmitted SYNs, not ${String(PASSIVE_FALL)} failed checks; back after rise passed checks (both SYN paths)`, async (t) => {
     await runPassiveScenario(t, scenario('unanswered', '198.19.1.4', s1b.cut, s1b.repair, 9181), procs);
-    await procs.load?.stop();
-    await procs.front?.stop();
+    await stopScenario(procs);
     // The kernel SYN schedule: the retransmission is queued there too, past the same copy rule.
     await runPassiveScenario(t, { ...scenario('unanswered', '198.19.1.5', s1b.cut, s1b.repair), name: 'front-passive-unanswered-kernel', serviceExtra: '    synPath: kernel\n' }, procs);
   });

@@ -24,7 +24,7 @@ import type { FrontServerStatus, FrontStatus } from '../../src/front/status.ts';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
 import { NsProcess, nsRun, useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
-import { BrokenServer, PASSIVE_FALL, PASSIVE_LIMIT, runPassiveScenario, type PassiveKind, type PassiveProcs, type PassiveScenario } from '../helpers/passive-check.ts';
+import { BrokenServer, PASSIVE_FALL, PASSIVE_LIMIT, runPassiveScenario, stopScenario, type PassiveKind, type PassiveProcs, type PassiveScenario } from '../helpers/passive-check.ts';
 import { ipv6Twin } from '../../scripts/testbed/plan.ts';
 
 const PACED = fileURLToPath(new URL('../fixtures/http-paced.ts', import.meta.url));
@@ -207,11 +207,7 @@ describe('sluice front: the passive check takes a broken IPv6 server out before 
   const s1b = new BrokenServer('ip6', true);
 
   afterEach(async () => {
-    await procs.load?.stop();
-    await procs.front?.stop();
-    procs.load = undefined;
-    procs.front = undefined;
-    s1b.cleanup();
+    await stopScenario(procs, s1b);
   });
 
   const scenario = (kind: PassiveKind, vip: string, cut: () => void, repair: () => void): PassiveScenario => {
