@@ -361,6 +361,7 @@ ${workers > 1 ? '  reuseport: yes\n' : ''}  ip-address: ${SERVER_ADDR}
   database: ""
   pidfile: "${join(dir, 'nsd.pid')}"
   xfrdfile: "${join(dir, 'xfrd.state')}"
+  xfrdir: "${dir}"
   zonelistfile: "${join(dir, 'zone.list')}"
   verbosity: 0
   rrl-ratelimit: 0

@@ -3,6 +3,7 @@
  * testbed must also tear down from a process 'exit' handler, where nothing
  * asynchronous runs.
  */
+import { readFileSync } from 'node:fs';
 import { ReadinessTimeoutError } from '../../src/errors/errors.ts';
 import { runCommand } from '../../src/util/exec.ts';
 
@@ -49,10 +50,21 @@ export function listNamespaces(): string[] {
     .filter((n) => n !== '');
 }
 
+/**
+ * Whether `pid` runs. A child of ours that exited stays a zombie until our
+ * event loop reaps it, and a synchronous wait (waitFor) keeps the loop from
+ * running: a signal 0 still reaches a zombie, so its state is read too.
+ */
 export function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
+  } catch {
+    return false;
+  }
+  try {
+    // The state follows the command's closing parenthesis: "pid (comm) S ...".
+    const stat = readFileSync(`/proc/${String(pid)}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
   } catch {
     return false;
   }

@@ -347,8 +347,22 @@ function build(plan: TestbedPlan): TestbedState {
 
   const readyFile = join(dir, 'wan-delay.ready');
   const delayPid = startDetached(wan, process.execPath, [DELAY_PROGRAM, '--queue', String(plan.delayQueue), '--ready-file', readyFile], join(dir, 'wan-delay.log'));
-  waitFor('WAN delay program', 15_000, () => existsSync(readyFile) || !pidAlive(delayPid));
-  if (!pidAlive(delayPid)) throw new Error(`WAN delay program exited; see ${join(dir, 'wan-delay.log')}`);
+  // Its log goes with the run directory when a failed up() tears the site
+  // down, so a failure carries the log's end.
+  const delayLog = (): string => {
+    try {
+      return readFileSync(join(dir, 'wan-delay.log'), 'utf8').trim().slice(-1500) || '(empty)';
+    } catch {
+      return '(none)';
+    }
+  };
+  try {
+    // A readiness bound, not a speed test: a loaded machine starts Node slowly.
+    waitFor('WAN delay program', 30_000, () => existsSync(readyFile) || !pidAlive(delayPid));
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; its log: ${delayLog()}`, { cause: err });
+  }
+  if (!pidAlive(delayPid)) throw new Error(`WAN delay program exited; its log: ${delayLog()}`);
 
   // --- servers: one nginx each ---------------------------------------------
   let blobSha1: string | undefined;

@@ -119,6 +119,7 @@ adminSocket: ${join(dir, 'dns.sock')}
   database: ""
   pidfile: "${join(dir, 'nsd.pid')}"
   xfrdfile: "${join(dir, 'xfrd.state')}"
+  xfrdir: "${dir}"
   zonelistfile: "${join(dir, 'zone.list')}"
   verbosity: 2
   server-count: 1

@@ -164,6 +164,7 @@ http: { listen: "${SLUICE}:${HTTP_PORT}" }
   pidfile: "${dir}/nsd.pid"
   database: ""
   xfrdfile: "${dir}/xfrd.state"
+  xfrdir: "${dir}"
   zonelistfile: "${dir}/zone.list"
   logfile: "${dir}/nsd.log"
 remote-control:
