@@ -47,6 +47,8 @@ PAIRED=(
   test/netns/dns-ipv6.test.ts
   test/netns/verdicts.test.ts
   test/netns/ct-dump.test.ts
+  test/netns/front-flow-expiry.test.ts
+  test/netns/ct-expire.test.ts
 )
 
 for f in "${PAIRED[@]}"; do
@@ -57,9 +59,20 @@ while IFS= read -r f; do
   [[ " ${PAIRED[*]} " == *" $f "* ]] || SOLO+=("$f")
 done < <(find test/netns -name '*.test.ts' | sort)
 
-node --test --test-concurrency=2 --test-reporter=spec "${PAIRED[@]}"
+# The paired phase's output is kept so that its failures can be printed
+# again at the very end: a CI that shows only the tail of the log must still
+# show every failure with its assertion, not just the solo phase's summary.
+paired_log=$(mktemp /tmp/sluice-netns-paired.XXXXXX)
+trap 'rm -f "$paired_log"' EXIT
+node --test --test-concurrency=2 --test-reporter=spec "${PAIRED[@]}" 2>&1 | tee "$paired_log"
 paired=$?
 node --test --test-concurrency=1 --test-reporter=spec "${SOLO[@]}"
 solo=$?
-if (( paired != 0 )); then exit "$paired"; fi
+if (( paired != 0 )); then
+  echo
+  echo "test-netns.sh: the paired phase failed (exit $paired); its failures again:"
+  # The spec reporter's summary starts at its "failing tests:" line.
+  sed -n '/failing tests:/,$p' "$paired_log"
+  exit "$paired"
+fi
 exit "$solo"

@@ -42,4 +42,5 @@ void run_command_register(napi_env env, napi_value exports);   /* run_command.c 
 void read_full_register(napi_env env, napi_value exports);     /* read_full.c */
 void ct_dump_register(napi_env env, napi_value exports);       /* ct_dump.c */
 void ct_msg_register(napi_env env, napi_value exports);        /* ct_msg.c */
+void ct_expire_register(napi_env env, napi_value exports);     /* ct_expire.c */
 #endif

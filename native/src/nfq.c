@@ -233,6 +233,7 @@ static napi_value init(napi_env env, napi_value exports) {
   run_command_register(env, exports);
   read_full_register(env, exports);
   ct_dump_register(env, exports);
+  ct_expire_register(env, exports);
   ct_msg_register(env, exports);
   return exports;
 }

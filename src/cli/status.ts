@@ -107,6 +107,9 @@ export function renderFrontStatus(s: FrontStatus): string {
   if (hs) {
     const t = hs.transitions;
     out.push(`health: checks ${Object.entries(hs.outcomes).map(([k, v]) => `${k} ${String(v)}`).join(', ')}; in flight ${String(hs.inFlight)}/${String(hs.maxInFlight)} (peak ${String(hs.peakInFlight)}), skipped ${String(hs.skipped)}; transitions to up ${String(t.up)}, down ${String(t.down)}, drain ${String(t.drain)}, maint ${String(t.maint)}`);
+    // Older daemons send no flowExpiry.
+    const x = (hs as Partial<typeof hs>).flowExpiry;
+    if (x) out.push(`flows of servers gone down expired: ${String(x.deleted)} deleted, ${String(x.gone)} already gone, in ${String(x.runs)} expiries${x.failures > 0 ? `, ${String(x.failures)} FAILED (see the log)` : ''}`);
   }
   const est = new Map((s.control?.servers ?? []).map((x) => [x.name, x]));
   for (const svc of s.services as readonly (Partial<FrontServiceStatus> & Pick<FrontServiceStatus, 'name' | 'overflowed' | 'overflow' | 'servers'>)[]) {

@@ -80,6 +80,9 @@ import { ConnectionTable, connectionKey } from './connections.ts';
 import { LIVE_STATES, REBUILD_STATES, streamKernelFlows } from './kernel-flows.ts';
 import { FrontControl } from './control.ts';
 import { FlowEnds, type ResyncReason } from './flow-ends.ts';
+import { FlowExpiry } from './flow-expiry.ts';
+import { serverMark } from './marks.ts';
+import { loadNative } from '../nfqueue/native.ts';
 import { FrontEngine, HELD } from './engine.ts';
 import { iptablesIsNft, saveTable, saveTableAsync } from './iptables.ts';
 import { FallbackWriter, type FallbackWriterStatus } from './fallback.ts';
@@ -173,6 +176,8 @@ export class FrontDaemon implements FrontMetricsSource {
   readonly engine: FrontEngine;
   /** Conntrack destroy events: records of ended flows freed at once (flow-ends.ts). */
   readonly flowEnds: FlowEnds;
+  /** A server gone down: its flows that it cannot answer deleted from conntrack (flow-expiry.ts). */
+  readonly flowExpiry: FlowExpiry = new FlowExpiry((mark) => loadNative().ctExpire(mark), this.log);
   /** The event loop's per-turn CPU time, while metrics are served (loop-turns.ts). */
   loopTurns: LoopTurns | undefined;
   /** A resync (full read of the kernel's table) is running: another waits for it. */
@@ -417,14 +422,18 @@ export class FrontDaemon implements FrontMetricsSource {
     // Only the runtime that owns this health changes now (one service's
     // servers scanned); usableSetChanged() re-derives every server once per turn.
     const i = this.engine.services.findIndex((x) => x.name === service);
-    const owner = this.engine.services[i]?.servers.find((b) => b.health === h);
-    if (owner !== undefined) {
+    const servers = this.engine.services[i]?.servers;
+    const owner = servers?.find((b) => b.health === h);
+    if (servers !== undefined && owner !== undefined) {
       owner.refreshUsable();
       // Its slow start share now, not at the next refresh: until then a
       // server back up kept the share 1 of its down time, and a status or a
       // SYN handled later in this same turn saw it unramped (CI 2026-11-28:
       // front-health read "share 1" at its first sight of the server up).
       owner.share = slowStartShare(performance.now(), h.rampFrom, (this.config.services[i]?.health.slowStartSeconds ?? 0) * 1000);
+      // Its unreplied flows go too, so that a client reusing one's port is
+      // decided again rather than sent to the dead server (flow-expiry.ts).
+      if (t.to === 'down') this.flowExpiry.serverDown(service, t.server, serverMark(i, servers.indexOf(owner)));
     }
     this.#usablePending ??= setImmediate(() => {
       this.#usablePending = undefined;
@@ -1276,6 +1285,7 @@ export class FrontDaemon implements FrontMetricsSource {
         targets: this.health.scheduler.size,
         usableChanges: this.usableChanges,
         selectorRebuilds: this.selectorRebuilds,
+        flowExpiry: { runs: this.flowExpiry.runs, failures: this.flowExpiry.failures, deleted: this.flowExpiry.deleted, gone: this.flowExpiry.gone },
       },
       services: this.engine.services.map((s) => ({
         name: s.name,

@@ -14,6 +14,7 @@ import type { Registry } from 'prom-client';
 import type { ConntrackEventsStats } from '../conntrack/events.ts';
 import type { LogStats } from '../nflog/log.ts';
 import type { FlowEnds } from './flow-ends.ts';
+import type { FlowExpiry } from './flow-expiry.ts';
 import type { QueueStats } from '../nfqueue/queue.ts';
 import { parseStatusName } from '../packet/ipv4.ts';
 import type { FrontConfig } from './config.ts';
@@ -55,6 +56,8 @@ export interface FrontMetricsSource {
   logStats(): LogStats | undefined;
   /** Conntrack destroy events (flow-ends.ts); absent in unit tests. */
   readonly flowEnds?: FlowEnds;
+  /** Flows of servers gone down deleted from conntrack (flow-expiry.ts). */
+  readonly flowExpiry?: FlowExpiry;
   ctEventStats?(): ConntrackEventsStats | undefined;
   kernelQueue(): KernelQueueStats | undefined;
   adminCounts(): { handled: number; rejected: number };
@@ -300,6 +303,14 @@ export function registerFrontMetrics(registry: Registry, src: FrontMetricsSource
   counterFrom(registry, 'sluice_front_resyncs_total', 'Full reads of the kernel\'s flow table to free records of ended flows, by reason: overrun (events lost), legacy (adopted records whose flows report no end remain), periodic (no conntrack events).', ['reason'], () => {
     const r = src.flowEnds?.resyncs;
     return r ? [[{ reason: 'overrun' }, r.overrun], [{ reason: 'legacy' }, r.legacy], [{ reason: 'periodic' }, r.periodic]] : [];
+  });
+  counterFrom(registry, 'sluice_front_flow_expiries_total', 'Expiries of the flows a server gone down cannot answer (unreplied TCP, UDP), by result: ok, or failed (logged with its cause).', ['result'], () => {
+    const x = src.flowExpiry;
+    return x ? [[{ result: 'ok' }, x.runs], [{ result: 'failed' }, x.failures]] : [];
+  });
+  counterFrom(registry, 'sluice_front_flows_expired_total', 'Flows of servers gone down deleted from conntrack so that their next packet is decided again, by outcome: deleted, or gone (ended before the delete).', ['outcome'], () => {
+    const x = src.flowExpiry;
+    return x ? [[{ outcome: 'deleted' }, x.deleted], [{ outcome: 'gone' }, x.gone]] : [];
   });
   counterOf(registry, 'sluice_front_resync_yields_total', 'Times a resync held its read of the kernel\'s flow table back because destroy events were waiting to be read (each wait at most 100 ms).', () => src.flowEnds?.resyncYields ?? 0);
   gaugeOf(registry, 'sluice_front_connection_records_legacy', 'Records adopted from the kernel\'s table whose flows may report no end (only a resync frees them).', () => src.table.legacy);

@@ -124,6 +124,8 @@ export interface FrontHealthStatus {
   readonly usableChanges: number;
   /** Selector rebuilds (services whose usable set changed; at most one round per 100 ms). */
   readonly selectorRebuilds: number;
+  /** Servers gone down whose unanswerable flows were expired (runs, failures) and the flows deleted or already gone (flow-expiry.ts). */
+  readonly flowExpiry: { readonly runs: number; readonly failures: number; readonly deleted: number; readonly gone: number };
 }
 
 /** This node's place in a front-node pair (src/front/ha/); role 'single' and no peer without `ha`. */

@@ -155,6 +155,14 @@ export interface NativeNfq {
   /** Ends the dump; idempotent. */
   ctDumpClose(handle: NativeHandle): void;
   readonly CT_ROW_WORDS: number;
+  /**
+   * Deletes, over ctnetlink on the threadpool, the flows with ct mark `mark`
+   * (both families) that a dead server cannot answer: TCP ones it never
+   * replied to and every UDP one (native/src/ct_expire.c). matched: those
+   * that qualified; gone: ended before their delete. Rejects
+   * ERR_SLUICE_CT_EXPIRE with errno (EPERM: no CAP_NET_ADMIN).
+   */
+  ctExpire(mark: number): Promise<{ matched: number; deleted: number; gone: number }>;
 }
 
 export interface NativeLiveness {
