@@ -8,12 +8,13 @@
  * root-only file); and a clear refusal without it.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { DUMP_ROWS } from '../../src/front/kernel-flows.ts';
+import { insertFlows, withCaps } from '../helpers/conntrack.ts';
 import { nsRun, useNamespace } from '../helpers/testbed.ts';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/ct-dump.ts', import.meta.url));
@@ -29,15 +30,13 @@ type Read = { netlink: string[] | { error: string; message: string }; proc: stri
 /** The fixture in the namespace: as root, or as UID with only these capabilities ('' for none). */
 function read(caps?: string): Read {
   const node = [process.execPath, '--no-warnings', FIXTURE];
-  const argv = caps === undefined ? node : ['setpriv', `--reuid=${String(UID)}`, `--regid=${String(UID)}`, '--clear-groups', `--inh-caps=${caps || '-all'}`, ...(caps ? [`--ambient-caps=${caps}`] : []), `--bounding-set=-all${caps ? `,${caps}` : ''}`, '--no-new-privs', ...node];
+  const argv = withCaps(UID, caps, node);
   return JSON.parse(nsRun(ns(), argv[0] ?? '', argv.slice(1))) as Read;
 }
 
 /** Inserts flows with one `conntrack -R` of `-I` lines. */
 function insert(lines: readonly string[]): void {
-  const file = join(dir, `flows-${String(Math.random()).slice(2)}`);
-  writeFileSync(file, lines.join('\n') + '\n');
-  nsRun(ns(), 'conntrack', ['-R', file]);
+  insertFlows(ns(), dir, lines);
 }
 
 describe('the flow table over ctnetlink', () => {

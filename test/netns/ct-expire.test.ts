@@ -8,11 +8,12 @@
  * front-flow-expiry.test.ts is the end-to-end case through the daemon.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
+import { insertFlows, withCaps } from '../helpers/conntrack.ts';
 import { nsRun, useNamespace } from '../helpers/testbed.ts';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/ct-expire.ts', import.meta.url));
@@ -30,15 +31,13 @@ type Result = { matched: number; deleted: number; gone: number } | { error: stri
 /** The fixture in the namespace: as root, or as UID with only these capabilities ('' for none). */
 function expire(mark: number, caps?: string): Result {
   const node = [process.execPath, '--no-warnings', FIXTURE, String(mark)];
-  const argv = caps === undefined ? node : ['setpriv', `--reuid=${String(UID)}`, `--regid=${String(UID)}`, '--clear-groups', `--inh-caps=${caps || '-all'}`, ...(caps ? [`--ambient-caps=${caps}`] : []), `--bounding-set=-all${caps ? `,${caps}` : ''}`, '--no-new-privs', ...node];
+  const argv = withCaps(UID, caps, node);
   return JSON.parse(nsRun(ns(), argv[0] ?? '', argv.slice(1))) as Result;
 }
 
 /** Inserts flows with one `conntrack -R` of `-I` lines (the mark after the status: conntrack 1.4.7 drops it otherwise). */
 function insert(lines: readonly string[]): void {
-  const file = join(dir, `flows-${String(Math.random()).slice(2)}`);
-  writeFileSync(file, lines.join('\n') + '\n');
-  nsRun(ns(), 'conntrack', ['-R', file]);
+  insertFlows(ns(), dir, lines);
 }
 
 /** The table as sorted "proto sport" lines (conntrack -L, both families). */
