@@ -47,6 +47,7 @@ import {
   SluiceError,
 } from '../../src/errors/errors.ts';
 import { ConntrackReadError } from '../../src/front/kernel-flows.ts';
+import { FlowExpiryError } from '../../src/front/flow-expiry.ts';
 import { PingerUnavailableError } from '../../src/front/icmp_echo.ts';
 import { HaMissingError } from '../../src/front/ha/render.ts';
 import { NftCountersError, NftGenerationError, NftLayoutError, NftSetError } from '../../src/front/nft-netlink.ts';
@@ -106,6 +107,7 @@ const classes: [AnyErrorClass, string, readonly unknown[]][] = [
   [AccessLogFormatError, 'ERR_SLUICE_ACCESS_LOG_FORMAT', ['m']],
   [HttpListenError, 'ERR_SLUICE_HTTP_LISTEN', ['m']],
   [ConntrackReadError, 'ERR_SLUICE_CONNTRACK_READ', ['m']],
+  [FlowExpiryError, 'ERR_SLUICE_FLOW_EXPIRY', ['m']],
   [PreflightError, 'ERR_SLUICE_PREFLIGHT', [[{ check: 'ip_forward', ok: false, detail: 'd' }]]],
   [HaMissingError, 'ERR_SLUICE_HA_MISSING', ['m']],
   [RulesReadBackError, 'ERR_SLUICE_RULES_READ_BACK', ['m']],
