@@ -15,7 +15,10 @@
  * server; the destroy events free the daemon's records.
  *
  * Which entries: those whose ct mark is the dead server's (the mark the
- * decision set: marks.ts), and of those the TCP flows the server never
+ * decision set: marks.ts) and whose reply comes from the server's address
+ * and port (a reload that renumbered servers can leave another server's
+ * older flows under this mark: they are not touched), and of those the
+ * TCP flows the server never
  * answered (no IPS_SEEN_REPLY: nothing at the server to lose) and every UDP
  * flow (a datagram has no connection to break). TCP flows the server
  * answered stay: their packets cannot be decided again (a mid-stream
@@ -30,7 +33,9 @@
  * holds the dump's place between reads. Nothing is collected, so memory
  * does not grow with the number of flows.
  *
- * Use: ctExpire(mark) -> Promise<{ matched, deleted, gone }> (matched:
+ * Use: ctExpire(mark, server: Uint32Array(4), port) -> Promise<{ matched,
+ * deleted, gone }> (server: its address as IPv6 words, an IPv4 one mapped
+ * ::ffff:a.b.c.d as src/packet/address6.ts keeps it; matched:
  * entries with the mark that qualified; gone: ended before their delete);
  * rejects with ERR_SLUICE_CT_EXPIRE (EPERM without CAP_NET_ADMIN).
  */
@@ -56,6 +61,8 @@
 
 typedef struct {
   uint32_t mark;
+  uint32_t server[4]; /* mapped form for IPv4 */
+  uint32_t port;
   struct mnl_socket *dump, *del;
   uint32_t seq, del_seq;
   double matched, deleted, gone;
@@ -134,11 +141,17 @@ static int on_message(ct_expire *x, const struct nlmsghdr *nlh) {
     return e->error != 0 ? fail(x, -e->error, "netlink") : 0;
   }
   if (NFNL_SUBSYS_ID(nlh->nlmsg_type) != NFNL_SUBSYS_CTNETLINK || NFNL_MSG_TYPE(nlh->nlmsg_type) != IPCTNL_MSG_CT_NEW) return fail(x, EBADMSG, "netlink");
-  uint32_t m[EV_META_WORDS];
-  if (!ct_msg_decode(nlh, m, 0)) return fail(x, EBADMSG, "netlink");
+  uint32_t m[CT_ROW_WORDS];
+  if (!ct_msg_decode(nlh, m, 1)) return fail(x, EBADMSG, "netlink");
   /* The kernel filtered on the mark; checked again, since a kernel that
    * ignored the filter would otherwise have us expire every flow. */
   if (!(m[E_FLAGS] & EF_MARK) || m[E_MARK] != x->mark) return 0;
+  /* The reply's source is the server (DNAT): its address and port. */
+  if (!(m[E_FLAGS] & EF_REPLY) || m[E_REPLY_SPORT] != x->port) return 0;
+  const uint32_t *r = m + E_REPLY_SRC;
+  int same = m[E_FAMILY] == AF_INET ? (x->server[0] == 0 && x->server[1] == 0 && x->server[2] == 0xffff && x->server[3] == r[0])
+                                    : (x->server[0] == r[0] && x->server[1] == r[1] && x->server[2] == r[2] && x->server[3] == r[3]);
+  if (!same) return 0;
   const struct nlattr *tb[CTA_MAX + 1] = { 0 };
   if (mnl_attr_parse(nlh, sizeof(struct nfgenmsg), top_cb, tb) < 0 || tb[CTA_TUPLE_ORIG] == NULL || tb[CTA_STATUS] == NULL || !(m[E_FLAGS] & EF_ID)) return fail(x, EBADMSG, "netlink");
   uint32_t status = ntohl(mnl_attr_get_u32(tb[CTA_STATUS]));
@@ -220,14 +233,16 @@ static void complete(napi_env env, napi_status status, void *data) {
   free(x);
 }
 
-/* ctExpire(mark: u32) -> Promise<{ matched, deleted, gone }>. */
+/* ctExpire(mark: u32, server: Uint32Array(4), port: u16) -> Promise<{ matched, deleted, gone }>. */
 static napi_value ce_expire(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value a[1];
-  uint32_t mark;
+  size_t argc = 3, words = 0;
+  napi_value a[3];
+  uint32_t mark, port;
+  void *server = NULL;
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (argc != 1 || !get_u32(env, a[0], &mark) || mark == 0) {
-    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "ctExpire(mark: a non-zero u32)", 0, NULL);
+  if (argc != 3 || !get_u32(env, a[0], &mark) || mark == 0 || !get_typed(env, a[1], napi_uint32_array, &server, &words) || words != 4 ||
+      !get_u32(env, a[2], &port) || port == 0 || port > 65535) {
+    throw_coded(env, "ERR_SLUICE_NATIVE_ARG", "ctExpire(mark: a non-zero u32, server: Uint32Array of 4 words, port: 1..65535)", 0, NULL);
     return NULL;
   }
   ct_expire *x = calloc(1, sizeof *x);
@@ -236,6 +251,8 @@ static napi_value ce_expire(napi_env env, napi_callback_info info) {
     return NULL;
   }
   x->mark = mark;
+  memcpy(x->server, server, sizeof x->server);
+  x->port = port;
   int started;
   napi_value promise = queue_promise_work(env, "sluice.ctExpire", execute, complete, x, &x->deferred, &x->work, CODE, "the expiry of a server's flows", &started);
   if (!started) free(x);

@@ -177,7 +177,7 @@ export class FrontDaemon implements FrontMetricsSource {
   /** Conntrack destroy events: records of ended flows freed at once (flow-ends.ts). */
   readonly flowEnds: FlowEnds;
   /** A server gone down: its flows that it cannot answer deleted from conntrack (flow-expiry.ts). */
-  readonly flowExpiry: FlowExpiry = new FlowExpiry((mark) => loadNative().ctExpire(mark), this.log);
+  readonly flowExpiry: FlowExpiry = new FlowExpiry((mark, address, port) => loadNative().ctExpire(mark, address, port), this.log);
   /** The event loop's per-turn CPU time, while metrics are served (loop-turns.ts). */
   loopTurns: LoopTurns | undefined;
   /** A resync (full read of the kernel's table) is running: another waits for it. */
@@ -433,7 +433,7 @@ export class FrontDaemon implements FrontMetricsSource {
       owner.share = slowStartShare(performance.now(), h.rampFrom, (this.config.services[i]?.health.slowStartSeconds ?? 0) * 1000);
       // Its unreplied flows go too, so that a client reusing one's port is
       // decided again rather than sent to the dead server (flow-expiry.ts).
-      if (t.to === 'down') this.flowExpiry.serverDown(service, t.server, serverMark(i, servers.indexOf(owner)));
+      if (t.to === 'down') this.flowExpiry.serverDown({ service, server: t.server, mark: serverMark(i, servers.indexOf(owner)), address: owner.address6, port: owner.port });
     }
     this.#usablePending ??= setImmediate(() => {
       this.#usablePending = undefined;

@@ -12,11 +12,12 @@
  * on the mark), in the order the servers went down; the destroy events of
  * the deleted flows free their records as for any ended flow.
  *
- * The mark is the server's at the time it went down. A reload that
- * renumbered servers leaves older flows with their old marks: they are
- * not found (they end by their timeout, as before), and flows of a server
- * removed by that reload whose old mark is now this server's are expired
- * with it (they had no live server either).
+ * A flow is the server's when it carries the server's mark (what the
+ * decision set) and its reply comes from the server's address and port
+ * (what the DNAT made). Both, because a reload that renumbered servers
+ * leaves older flows under their old marks: another server's flows under
+ * this mark are not touched, and this server's under an older mark are
+ * not found (they end by their timeouts, as before this existed).
  */
 import type { Logger } from '../log/logger.ts';
 import { SluiceError } from '../errors/errors.ts';
@@ -32,12 +33,15 @@ export interface ExpiryResult {
 }
 
 /** The kernel side (the addon's ctExpire); injected by unit tests. */
-export type ExpireFn = (mark: number) => Promise<ExpiryResult>;
+export type ExpireFn = (mark: number, address: Uint32Array, port: number) => Promise<ExpiryResult>;
 
-interface Pending {
+/** A server gone down: its names, mark, address (four words, IPv4 mapped) and port. */
+export interface ExpiredServer {
   readonly service: string;
   readonly server: string;
   readonly mark: number;
+  readonly address: Uint32Array;
+  readonly port: number;
 }
 
 export class FlowExpiry {
@@ -49,7 +53,7 @@ export class FlowExpiry {
   gone = 0;
   readonly #expire: ExpireFn;
   readonly #log: Logger;
-  readonly #queue: Pending[] = [];
+  readonly #queue: ExpiredServer[] = [];
   #running = false;
   /** Settles when the queue is empty (tests, stop). */
   #idle: Promise<void> = Promise.resolve();
@@ -60,11 +64,12 @@ export class FlowExpiry {
     this.#log = log;
   }
 
-  /** Expires the flows of server `server` of `service`, whose mark is `mark`, after those already asked for. */
-  serverDown(service: string, server: string, mark: number): void {
+  /** Expires the flows of a server gone down, after those already asked for. */
+  serverDown(down: ExpiredServer): void {
     // One pending expiry per mark is enough: a second would find nothing the first leaves.
-    if (this.#queue.some((p) => p.mark === mark)) return;
-    this.#queue.push({ service, server, mark });
+    if (this.#queue.some((p) => p.mark === down.mark)) return;
+    // A copy of the address: the runtime's words may change with a reload before the expiry runs.
+    this.#queue.push({ ...down, address: Uint32Array.from(down.address) });
     if (this.#running) return;
     this.#running = true;
     this.#idle = new Promise((resolve) => {
@@ -81,7 +86,7 @@ export class FlowExpiry {
   async #drain(): Promise<void> {
     for (let p = this.#queue.shift(); p !== undefined; p = this.#queue.shift()) {
       try {
-        const r = await this.#expire(p.mark);
+        const r = await this.#expire(p.mark, p.address, p.port);
         this.runs++;
         this.deleted += r.deleted;
         this.gone += r.gone;

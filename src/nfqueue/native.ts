@@ -157,12 +157,13 @@ export interface NativeNfq {
   readonly CT_ROW_WORDS: number;
   /**
    * Deletes, over ctnetlink on the threadpool, the flows with ct mark `mark`
-   * (both families) that a dead server cannot answer: TCP ones it never
-   * replied to and every UDP one (native/src/ct_expire.c). matched: those
-   * that qualified; gone: ended before their delete. Rejects
+   * (both families) whose reply comes from `server` (four words, IPv4
+   * mapped) and `port`, that the dead server cannot answer: TCP ones it
+   * never replied to and every UDP one (native/src/ct_expire.c). matched:
+   * those that qualified; gone: ended before their delete. Rejects
    * ERR_SLUICE_CT_EXPIRE with errno (EPERM: no CAP_NET_ADMIN).
    */
-  ctExpire(mark: number): Promise<{ matched: number; deleted: number; gone: number }>;
+  ctExpire(mark: number, server: Uint32Array, port: number): Promise<{ matched: number; deleted: number; gone: number }>;
 }
 
 export interface NativeLiveness {
