@@ -13,7 +13,9 @@ import { buildServices } from '../../src/front/daemon.ts';
 import { EngineCounters, FrontEngine } from '../../src/front/engine.ts';
 import { shedCounts } from '../../src/front/shed.ts';
 import { HealthChecker } from '../../src/front/health/checker.ts';
+import { pino } from 'pino';
 import { registerFrontMetrics, type FrontMetricsSource } from '../../src/front/metrics.ts';
+import { FlowExpiry } from '../../src/front/flow-expiry.ts';
 import { parsePromText } from '../helpers/prom_text.ts';
 
 describe('front metrics: health', () => {
@@ -42,6 +44,8 @@ services:
     health.outcomes.ok = 7;
     health.outcomes.refused = 2;
     const transitions = { up: 1, down: 2, drain: 0, maint: 0 };
+    const expiry = new FlowExpiry(() => Promise.resolve({ matched: 0, deleted: 0, gone: 0 }), pino({ level: 'silent' }));
+    Object.assign(expiry, { runs: 2, failures: 1, deleted: 7, gone: 1 });
     const src: FrontMetricsSource = {
       config: cfg,
       engine,
@@ -59,6 +63,7 @@ services:
       fallbackStatus: () => ({ writes: 0, writeFailures: 0, usableServers: 0, elements: 0 }), scheduleStatus: () => ({ services: 0, writes: 0, writeFailures: 0, rewrites: 0, elements: 0, queued: 0 }), shed: () => shedCounts(new EngineCounters(), 0, 0),
       health,
       healthTransitions: transitions,
+      flowExpiry: expiry,
     };
     const r = new Registry();
     registerFrontMetrics(r, src);
@@ -82,6 +87,10 @@ services:
       ['sluice_front_health_checks_total', { outcome: 'timeout' }, 0],
       ['sluice_front_health_checks_in_flight', {}, 0],
       ['sluice_front_cluster_servers', { usable: 'false' }, 1],
+      ['sluice_front_flow_expiries_total', { result: 'ok' }, 2],
+      ['sluice_front_flow_expiries_total', { result: 'failed' }, 1],
+      ['sluice_front_flows_expired_total', { outcome: 'deleted' }, 7],
+      ['sluice_front_flows_expired_total', { outcome: 'gone' }, 1],
     ];
     for (const [name, labels, value] of rows) {
       assert.ok(p.has(name, labels), `${name}${JSON.stringify(labels)} missing`);

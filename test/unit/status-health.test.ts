@@ -33,7 +33,7 @@ describe('sluice status: server health', () => {
       records: { active: 0, recycled: 0 },
       admin: { handled: 0, rejected: 0 },
       rules: { checks: 1, repaired: 0, repairFailures: 0, checkFailures: 0, failingRepairs: 0, lastRepair: null },
-      health: { transitions: { up: 1, down: 1, drain: 0, maint: 0 }, outcomes: { ok: 9, refused: 2 }, inFlight: 0, peakInFlight: 2, maxInFlight: 64, skipped: 0, targets: 2, usableChanges: 2, selectorRebuilds: 2 },
+      health: { transitions: { up: 1, down: 1, drain: 0, maint: 0 }, outcomes: { ok: 9, refused: 2 }, inFlight: 0, peakInFlight: 2, maxInFlight: 64, skipped: 0, targets: 2, usableChanges: 2, selectorRebuilds: 2, flowExpiry: { runs: 1, failures: 0, deleted: 5, gone: 1 } },
       services: [
         {
           name: 'www',
@@ -53,5 +53,6 @@ describe('sluice status: server health', () => {
     assert.match(text, /^ {2}s1b: down: check failed: HTTP 503 \(2 in a row\)$/m);
     assert.doesNotMatch(text, /^ {2}s1a: /m, 'a server that is up needs no reason line');
     assert.match(text, /^health: checks ok 9, refused 2; in flight 0\/64 \(peak 2\), skipped 0; transitions to up 1, down 1, drain 0, maint 0$/m);
+    assert.match(text, /^flows of servers gone down expired: 5 deleted, 1 already gone, in 1 expiries$/m);
   });
 });
