@@ -55,7 +55,7 @@ export class FlowExpiry {
   readonly #log: Logger;
   readonly #queue: ExpiredServer[] = [];
   #running = false;
-  /** Settles when the queue is empty (tests, stop). */
+  /** Settles when the queue is empty (tests wait on it). */
   #idle: Promise<void> = Promise.resolve();
   #settle: (() => void) | undefined;
 
