@@ -38,12 +38,13 @@ import { fileURLToPath } from 'node:url';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { FrontServerStatus, FrontStatus } from '../../src/front/status.ts';
 import { FrontProcess, writeConfig } from '../helpers/front.ts';
-import { NsProcess, nsRun, useTestbed } from '../helpers/testbed.ts';
+import { NsProcess, nsRun, nsRunAsync, useTestbed } from '../helpers/testbed.ts';
 import { sleep, until } from '../helpers/wait.ts';
 import { BrokenServer, PASSIVE_FALL, PASSIVE_LIMIT, runPassiveScenario, stopScenario, type PassiveKind, type PassiveProcs, type PassiveScenario } from '../helpers/passive-check.ts';
 
 const PACED = fileURLToPath(new URL('../fixtures/http-paced.ts', import.meta.url));
 const SUB = fileURLToPath(new URL('../fixtures/control-sub.ts', import.meta.url));
+const BIN = fileURLToPath(new URL('../../bin/sluice', import.meta.url));
 const INTERVAL_S = 1;
 const FALL = 2;
 const RISE = 2;
@@ -404,10 +405,28 @@ describe('sluice front: a cluster with no usable server', () => {
     front = new FrontProcess(k.front.name, writeConfig(join(runDir, 'front-health-dns.yaml'), cfg));
     await front.waitFor('front node ready');
     sub = new NsProcess(st.plan.dns.name, [SUB, '--endpoint', `tcp://${k.uplinkAddress}:7102`, '--key', join(st.keysDir, 'dns.key'), '--server-key', join(st.keysDir, 'fr1.pub'), '--types', 'cluster_load']);
-    // The first report (at start, or the one the subscriber catches first) says every server is up.
     type Load = { type: string; body: { serversUp: number; serversTotal: number; capacity: number } };
-    let first = (await sub.next(20_000)) as unknown as Load;
-    while (first.body.serversUp !== 3) first = (await sub.next(20_000)) as unknown as Load;
+    // A report that says every server is up, so the subscriber is known to
+    // be connected. The node sends one at start (1 s in) and then only every
+    // 60 s or on a change: a subscriber that joined after the first (a slow
+    // start on a busy machine; CI 2026-11-28 waited 20 s for it) is shown
+    // one by a change made through `sluice ctl` (a drain, then its revert:
+    // each a change of the usable set, sent at once).
+    const ctl = async (...args: string[]): Promise<void> => {
+      const r = await nsRunAsync(k.front.name, BIN, ['ctl', '--socket', join(runDir, 'front-health-dns.sock'), ...args]);
+      assert.equal(r.code, 0, r.stderr);
+    };
+    let first: Load | undefined;
+    for (let attempt = 0; attempt < 5 && first?.body.serversUp !== 3; attempt++) {
+      try {
+        first = (await sub.next(3000)) as unknown as Load;
+      } catch (err) {
+        if (!/no output within/.test((err as Error).message)) throw err;
+        await ctl('drain', 'www-tcp', 's1a');
+        await ctl('revert', 'www-tcp', 's1a');
+      }
+    }
+    assert.equal(first?.body.serversUp, 3, 'a report with every server up reached the subscriber');
     for (const s of k.servers) process.kill(Number(readFileSync(join(runDir, `nginx-${s.id}.pid`), 'utf8').trim()), 'SIGTERM');
     let last = first;
     while (last.body.serversUp !== 0) last = (await sub.next(20_000)) as unknown as Load;
