@@ -376,6 +376,12 @@ export const frontConfigSchema = z
           .describe('Connection records kept at most. At the bound the oldest recycled record is freed early; if none is recycled, the connection is still steered but not tracked (counted as untracked).'),
         recycleSeconds: z.number().positive().max(3600).default(120).describe('A finished (FIN/RST) record is kept this long for late packets, then freed.'),
         reconcileSeconds: z.number().positive().max(3600).default(30).describe('How often the kernel\'s flow table is read to free records whose flow is gone, when conntrack destroy events cannot do it: without events, or while records adopted at start remain (then every period at first, and 2, 4, ... up to 16 periods apart while the reads find nothing the events missed). With events a read also follows an event overrun.'),
+        eventBufferMiB: z
+          .int()
+          .min(1, 'connections.eventBufferMiB is 1..1024')
+          .max(1024, 'connections.eventBufferMiB is 1..1024')
+          .default(64)
+          .describe('Receive buffer of the conntrack destroy-event socket (SO_RCVBUFFORCE), in MiB: about 2,500 events per MiB. It holds the events that arrive while the daemon is busy or waits for a CPU (a million flows timing out: 60k events/s at the peak); when it overflows, events are lost and a full read of the kernel\'s table frees their records seconds later. Kernel memory, used only while events wait.'),
       })
       .prefault({})
       .describe('Connection records (one per client address and port per service).'),

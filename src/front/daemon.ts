@@ -568,7 +568,7 @@ export class FrontDaemon implements FrontMetricsSource {
     // flows created before any listener have not; the records adopted
     // below are marked legacy and left to the resync).
     try {
-      this.flowEnds.open((err) => {
+      this.flowEnds.open(this.config.connections.eventBufferMiB * 2 ** 20, (err) => {
         this.log.error({ err }, 'conntrack events error');
       });
     } catch (err) {

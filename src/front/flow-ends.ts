@@ -107,11 +107,16 @@ export class FlowEnds {
    * Joins the destroy event group; throws its typed error (the caller then
    * runs without events: the periodic reconcile).
    */
-  open(onError: (err: SluiceError | Error) => void): void {
+  open(receiveBufferBytes: number, onError: (err: SluiceError | Error) => void): void {
     this.#events = ConntrackEvents.open({
       // Events handed to JS per wakeup: bounds the stall one wakeup causes
       // on the loop the SYNs share (measured in docs/operations.md "Flow ends").
       maxBatch: EVENT_BATCH,
+      // The slack for a backlog (connections.eventBufferMiB): the bounded
+      // batches read a backlog one per loop turn, so while the daemon waits
+      // for a CPU the events wait here. Losing them costs a full read of the
+      // table (seconds with a million flows); holding them costs only time.
+      receiveBufferBytes,
       onBatch: (batch) => {
         this.handle(batch, performance.now());
       },

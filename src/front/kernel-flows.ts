@@ -344,7 +344,7 @@ export class FlowLines {
  * (ctnetlink_dump_table, as /proc's reader does), so while many flows end
  * a read of N live rows can set off many times N destroy events at once.
  * With 2,048 rows a resync during the peak of a million flows ending
- * overran the events' socket 10 times in one run (8 MiB: ~20k events);
+ * overran the events' socket 10 times in one run (its buffer then 8 MiB: ~20k events);
  * 512 is what /proc's 64 KiB chunks held (~430 lines), measured with none.
  */
 export const DUMP_ROWS = 512;

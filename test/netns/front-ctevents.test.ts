@@ -4,8 +4,8 @@
  * no reconcile period involved (reconcileSeconds is an hour here, and the
  * daemon starts with no flows to adopt, so no periodic resync runs: only
  * the destroy events can explain a freed record). Then an overrun: the
- * daemon is stopped while 30k destroy events pour in (more than its 8 MiB
- * receive buffer holds), so events are lost, including those of flows we
+ * daemon is stopped while 30k destroy events pour in (more than its 4 MiB
+ * receive buffer, connections.eventBufferMiB, holds), so events are lost, including those of flows we
  * deleted; on resume it counts the overrun, resyncs once from the kernel's
  * table, which frees those records, and keeps freeing records by events.
  */
@@ -87,6 +87,8 @@ function configYaml(reconcileSeconds = 3600): string {
 uplinkAddress: 198.18.101.2
 connections:
   reconcileSeconds: ${String(reconcileSeconds)}
+  # The overrun case fills it with 30k events (about 10k fit in 4 MiB).
+  eventBufferMiB: 4
   recycleSeconds: 3600
 services:
   - name: www
@@ -156,7 +158,7 @@ describe('sluice front: records of ended flows are freed by conntrack destroy ev
 
   it('after an overrun (daemon stopped under 30k events): counted, one resync frees the records whose events were lost, events work again', async () => {
     const st = testbed();
-    // 30k foreign flows to flush: more destroy events than 8 MiB of receive buffer holds.
+    // 30k foreign flows to flush: more destroy events than 4 MiB of receive buffer holds.
     const load = join(st.runDir, 'ct-load.txt');
     const lines: string[] = [];
     for (let i = 0; i < 30_000; i++) lines.push(`-I -p udp -s 198.18.${String(40 + Math.floor(i / 250 / 250))}.${String(Math.floor(i / 250) % 250 + 1)} -d 198.18.39.9 --sport ${String(1024 + (i % 250))} --dport 53 -t 600`);

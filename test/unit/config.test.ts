@@ -108,6 +108,7 @@ describe('front config', () => {
     assert.equal(cfg.failMode, 'bypass');
     assert.equal(cfg.connections.max, 1_000_000);
     assert.equal(cfg.connections.recycleSeconds, 120);
+    assert.equal(cfg.connections.eventBufferMiB, 64);
     const svc = cfg.services[0];
     assert.ok(svc);
     const srv = svc.servers.at(0);
@@ -141,6 +142,8 @@ describe('front config', () => {
     { name: 'sctp service', text: minimal.replace('port: 80', 'port: 80\n    protocol: sctp'), path: 'services[0].protocol', message: /tcp or udp/ },
     { name: 'bad failMode', text: `${minimal}\nfailMode: open\n`, path: 'failMode', message: /bypass or drop/ },
     { name: 'relative admin socket', text: `${minimal}\nadminSocket: front.sock\n`, path: 'adminSocket', message: /absolute/ },
+    { name: 'event buffer of 0 MiB', text: `${minimal}\nconnections: { eventBufferMiB: 0 }\n`, path: 'connections.eventBufferMiB', message: /1\.\.1024/ },
+    { name: 'event buffer over 1 GiB', text: `${minimal}\nconnections: { eventBufferMiB: 2048 }\n`, path: 'connections.eventBufferMiB', message: /1\.\.1024/ },
   ];
   for (const c of bad) {
     it(`refuses ${c.name}, naming the key`, () => {
