@@ -381,7 +381,7 @@ export const frontConfigSchema = z
           .min(1, 'connections.eventBufferMiB is 1..1024')
           .max(1024, 'connections.eventBufferMiB is 1..1024')
           .default(64)
-          .describe('Receive buffer of the conntrack destroy-event socket (SO_RCVBUFFORCE), in MiB: about 2,500 events per MiB. It holds the events that arrive while the daemon is busy or waits for a CPU (a million flows timing out: 60k events/s at the peak); when it overflows, events are lost and a full read of the kernel\'s table frees their records seconds later. Kernel memory, used only while events wait.'),
+          .describe('Receive buffer of the conntrack destroy-event socket (SO_RCVBUFFORCE), in MiB: about 1,600 events per MiB (measured). It holds the events that arrive while the daemon is busy or waits for a CPU (a million flows timing out: 60k events/s at the peak); when it overflows, events are lost and a full read of the kernel\'s table frees their records seconds later. Kernel memory, used only while events wait (up to twice this: the kernel doubles a socket\'s buffer to cover its overhead).'),
       })
       .prefault({})
       .describe('Connection records (one per client address and port per service).'),

@@ -87,7 +87,7 @@ function configYaml(reconcileSeconds = 3600): string {
 uplinkAddress: 198.18.101.2
 connections:
   reconcileSeconds: ${String(reconcileSeconds)}
-  # The overrun case fills it with 30k events (about 10k fit in 4 MiB).
+  # The overrun case fills it with 30k events (about 6,500 fit in 4 MiB).
   eventBufferMiB: 4
   recycleSeconds: 3600
 services:
