@@ -94,32 +94,12 @@ static void step(ct_dump *d) {
     bad_message(d);
     return;
   }
-  if (nlh->nlmsg_type == NLMSG_NOOP) return;
-  if (nlh->nlmsg_type == NLMSG_DONE) {
-    /* Its payload, when present, is the dump's final status. */
-    if (mnl_nlmsg_get_payload_len(nlh) >= sizeof(int)) {
-      int status;
-      memcpy(&status, mnl_nlmsg_get_payload(nlh), sizeof status);
-      if (status < 0) {
-        d->err = -status;
-        d->syscall = "netlink";
-        return;
-      }
-    }
-    d->done = 1;
-    return;
-  }
-  if (nlh->nlmsg_type == NLMSG_ERROR) {
-    const struct nlmsgerr *e = mnl_nlmsg_get_payload(nlh);
-    if (mnl_nlmsg_get_payload_len(nlh) < sizeof *e) {
-      d->err = EPROTO;
-    } else if (e->error != 0) {
-      d->err = -e->error;
-    } else {
-      return; /* an acknowledgement: nothing asked for one */
-    }
-    d->syscall = "netlink";
-    return;
+  int err = 0;
+  switch (ct_msg_control(nlh, &err)) {
+  case CT_CTL_SKIP: return;
+  case CT_CTL_DONE: d->done = 1; return;
+  case CT_CTL_FAIL: d->err = err; d->syscall = "netlink"; return;
+  default: break;
   }
   uint32_t *row = d->rows + d->n * CT_ROW_WORDS;
   if (NFNL_SUBSYS_ID(nlh->nlmsg_type) != NFNL_SUBSYS_CTNETLINK || NFNL_MSG_TYPE(nlh->nlmsg_type) != IPCTNL_MSG_CT_NEW || !ct_msg_decode(nlh, row, 1)) {

@@ -126,19 +126,12 @@ static int delete_entry(ct_expire *x, uint8_t family, const struct nlattr *orig,
 /* One message of the dump: 1 on NLMSG_DONE, 0 to go on, -1 on failure. */
 static int on_message(ct_expire *x, const struct nlmsghdr *nlh) {
   if (!mnl_nlmsg_seq_ok(nlh, x->seq)) return fail(x, EBADMSG, "netlink");
-  if (nlh->nlmsg_type == NLMSG_NOOP) return 0;
-  if (nlh->nlmsg_type == NLMSG_DONE) {
-    if (mnl_nlmsg_get_payload_len(nlh) >= sizeof(int)) {
-      int status;
-      memcpy(&status, mnl_nlmsg_get_payload(nlh), sizeof status);
-      if (status < 0) return fail(x, -status, "netlink");
-    }
-    return 1;
-  }
-  if (nlh->nlmsg_type == NLMSG_ERROR) {
-    const struct nlmsgerr *e = mnl_nlmsg_get_payload(nlh);
-    if (mnl_nlmsg_get_payload_len(nlh) < sizeof *e) return fail(x, EPROTO, "netlink");
-    return e->error != 0 ? fail(x, -e->error, "netlink") : 0;
+  int err = 0;
+  switch (ct_msg_control(nlh, &err)) {
+  case CT_CTL_SKIP: return 0;
+  case CT_CTL_DONE: return 1;
+  case CT_CTL_FAIL: return fail(x, err, "netlink");
+  default: break;
   }
   if (NFNL_SUBSYS_ID(nlh->nlmsg_type) != NFNL_SUBSYS_CTNETLINK || NFNL_MSG_TYPE(nlh->nlmsg_type) != IPCTNL_MSG_CT_NEW) return fail(x, EBADMSG, "netlink");
   uint32_t m[CT_ROW_WORDS];

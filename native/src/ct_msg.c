@@ -1,5 +1,6 @@
 /* The conntrack message decoder shared by the event reader and the table
  * dump (ct_msg.h). */
+#include <errno.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include <linux/netfilter.h>
@@ -172,4 +173,31 @@ void ct_msg_register(napi_env env, napi_value exports) {
     { "ctMessageDecode", NULL, decode_js, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof p / sizeof p[0], p);
+}
+
+int ct_msg_control(const struct nlmsghdr *nlh, int *err) {
+  if (nlh->nlmsg_type == NLMSG_NOOP) return CT_CTL_SKIP;
+  if (nlh->nlmsg_type == NLMSG_DONE) {
+    /* Its payload, when present, is the dump's final status. */
+    if (mnl_nlmsg_get_payload_len(nlh) >= sizeof(int)) {
+      int status;
+      memcpy(&status, mnl_nlmsg_get_payload(nlh), sizeof status);
+      if (status < 0) {
+        *err = -status;
+        return CT_CTL_FAIL;
+      }
+    }
+    return CT_CTL_DONE;
+  }
+  if (nlh->nlmsg_type == NLMSG_ERROR) {
+    const struct nlmsgerr *e = mnl_nlmsg_get_payload(nlh);
+    if (mnl_nlmsg_get_payload_len(nlh) < sizeof *e) {
+      *err = EPROTO;
+      return CT_CTL_FAIL;
+    }
+    if (e->error == 0) return CT_CTL_SKIP; /* an acknowledgement: nothing asked for one */
+    *err = -e->error;
+    return CT_CTL_FAIL;
+  }
+  return CT_CTL_DATA;
 }

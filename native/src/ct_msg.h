@@ -22,4 +22,12 @@ enum { EF_MARK = 1, EF_PORTS = 2, EF_TCP_STATE = 4, EF_ID = 8, EF_REPLY = 16 };
  * and with `reply` also m[E_REPLY_SRC..CT_ROW_WORDS). 0 when the original
  * tuple's addresses are missing (a bad message). Allocates nothing. */
 int ct_msg_decode(const struct nlmsghdr *nlh, uint32_t *m, int reply);
+
+/* What a message of a dump is, besides an entry (ct_dump.c, ct_expire.c). */
+enum { CT_CTL_DATA, /* none of the below: an entry to decode */
+       CT_CTL_SKIP, /* NLMSG_NOOP, or an acknowledgement (an NLMSG_ERROR of 0) */
+       CT_CTL_DONE, /* NLMSG_DONE with no failure: the dump is complete */
+       CT_CTL_FAIL  /* *err set: NLMSG_DONE's negative status, an NLMSG_ERROR's errno, or EPROTO for a cut one */ };
+/* Classifies a message whose sequence and port the caller has checked. */
+int ct_msg_control(const struct nlmsghdr *nlh, int *err);
 #endif
