@@ -1,7 +1,7 @@
 /*
  * One ctnetlink conntrack message (a destroy event, or an entry of a table
  * dump: both carry the same attributes) decoded into words, shared by
- * ctevents.c and ct_dump.c. Layout shared with src/conntrack/layout.ts (keep
+ * ctevents.c, ct_dump.c and ct_expire.c. Layout shared with src/conntrack/layout.ts (keep
  * in sync). Addresses take four words each (IPv6: the address's four 32-bit
  * groups in network order, each as a host number; IPv4: word 0, the rest 0).
  */
