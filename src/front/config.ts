@@ -377,7 +377,7 @@ export const frontConfigSchema = z
         recycleSeconds: z.number().positive().max(3600).default(120).describe('A finished (FIN/RST) record is kept this long for late packets, then freed.'),
         reconcileSeconds: z.number().positive().max(3600).default(30).describe('How often the kernel\'s flow table is read to free records whose flow is gone, when conntrack destroy events cannot do it: without events, or while records adopted at start remain (then every period at first, and 2, 4, ... up to 16 periods apart while the reads find nothing the events missed). With events a read also follows an event overrun.'),
         eventBufferMiB: z
-          .int()
+          .int({ error: 'connections.eventBufferMiB is a whole number of MiB, 1..1024' })
           .min(1, 'connections.eventBufferMiB is 1..1024')
           .max(1024, 'connections.eventBufferMiB is 1..1024')
           .default(64)

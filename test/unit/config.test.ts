@@ -143,6 +143,8 @@ describe('front config', () => {
     { name: 'bad failMode', text: `${minimal}\nfailMode: open\n`, path: 'failMode', message: /bypass or drop/ },
     { name: 'relative admin socket', text: `${minimal}\nadminSocket: front.sock\n`, path: 'adminSocket', message: /absolute/ },
     { name: 'event buffer of 0 MiB', text: `${minimal}\nconnections: { eventBufferMiB: 0 }\n`, path: 'connections.eventBufferMiB', message: /1\.\.1024/ },
+    { name: 'event buffer not a whole number', text: `${minimal}\nconnections: { eventBufferMiB: 0.5 }\n`, path: 'connections.eventBufferMiB', message: /whole number of MiB, 1\.\.1024/ },
+    { name: 'event buffer not a number', text: `${minimal}\nconnections: { eventBufferMiB: lots }\n`, path: 'connections.eventBufferMiB', message: /whole number of MiB, 1\.\.1024/ },
     { name: 'event buffer over 1 GiB', text: `${minimal}\nconnections: { eventBufferMiB: 2048 }\n`, path: 'connections.eventBufferMiB', message: /1\.\.1024/ },
   ];
   for (const c of bad) {
